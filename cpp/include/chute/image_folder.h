@@ -1,0 +1,44 @@
+// ImageFolder: a directory tree in torchvision's ImageFolder layout, root/<class>/**/<image>.
+//
+// Listing follows torchvision exactly: class directories sorted by name become labels 0..C-1; under each
+// class, directories are walked recursively (following links), visited in sorted path order, and files in
+// sorted name order are kept when their lower-cased name ends with an image extension. A class with no
+// image is an error, as in torchvision.
+// Thread-safety: immutable after construction; read() may run on many threads.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "chute/source.h"
+
+namespace chute {
+
+// torchvision.datasets.folder.IMG_EXTENSIONS
+inline constexpr const char* kImageExtensions[] = {".jpg", ".jpeg", ".png", ".ppm", ".bmp",
+                                                   ".pgm", ".tif",  ".tiff", ".webp"};
+
+class ImageFolder final : public Source {
+ public:
+  static Result<std::shared_ptr<ImageFolder>> open(const std::string& root);
+
+  int64_t size() const override { return static_cast<int64_t>(paths_.size()); }
+  int64_t label(int64_t index) const override { return labels_[index]; }
+  std::string name(int64_t index) const override { return paths_[index]; }
+  Status read(int64_t index, std::vector<uint8_t>& out) const override;
+
+  const std::vector<std::string>& classes() const { return classes_; }
+  const std::string& root() const { return root_; }
+
+ private:
+  std::string root_;
+  std::vector<std::string> classes_;
+  std::vector<std::string> paths_;
+  std::vector<int64_t> labels_;
+};
+
+// Reads a whole file into `out` (reusing its capacity). Shared by file-backed sources.
+Status read_file(const std::string& path, std::vector<uint8_t>& out);
+
+}  // namespace chute

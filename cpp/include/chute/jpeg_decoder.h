@@ -1,0 +1,63 @@
+// JpegDecoder: libjpeg-turbo decoding of one image, or one window of it, into RGB uint8.
+//
+// The window is decoded, not cropped afterwards: columns outside it are skipped with jpeg_crop_scanline,
+// rows above it with jpeg_skip_scanlines, and decoding stops after its last row. The pixels are exactly
+// those of a full decode (tested in jpeg_decoder_test.cc).
+//
+// libjpeg's warnings are split in two. Those that mean lost data (a truncated file, a corrupt entropy
+// segment) are errors, as they are in PIL; benign ones (extraneous bytes before a marker) are counted.
+// Thread-safety: one decoder per thread; it keeps its libjpeg state between images.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "chute/status.h"
+
+namespace chute {
+
+struct ImageInfo {
+  int width = 0;
+  int height = 0;
+  int components = 0;  // 1 grayscale, 3 YCbCr/RGB, 4 CMYK/YCCK
+  bool progressive = false;
+};
+
+// Any rectangle of an image, in pixels.
+struct Window {
+  int x = 0, y = 0, width = 0, height = 0;
+};
+
+// Decompression-bomb guard: images with more pixels than this are refused (PIL's default limit is 89 MP
+// for a warning and 179 MP for an error).
+inline constexpr int64_t kDefaultMaxPixels = 200'000'000;
+
+class JpegDecoder {
+ public:
+  explicit JpegDecoder(int64_t max_pixels = kDefaultMaxPixels);
+  ~JpegDecoder();
+  JpegDecoder(const JpegDecoder&) = delete;
+  JpegDecoder& operator=(const JpegDecoder&) = delete;
+
+  // True when the bytes start with the JPEG SOI marker.
+  static bool is_jpeg(std::span<const uint8_t> data);
+
+  // Reads the header only: size and colour model.
+  Result<ImageInfo> read_info(std::span<const uint8_t> data);
+
+  // Decodes `window` of the image as RGB into `out`, row r of the window at out + r * pitch.
+  // Grayscale is expanded to RGB. `window` must lie inside the image.
+  Status decode(std::span<const uint8_t> data, Window window, uint8_t* out, size_t pitch);
+
+  // Benign warnings seen since construction (e.g. "extraneous bytes before marker").
+  int64_t benign_warnings() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+  int64_t max_pixels_;
+};
+
+}  // namespace chute

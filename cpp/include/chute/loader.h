@@ -1,0 +1,126 @@
+// Loader: the engine. A persistent pool of native threads turns a Source into batches.
+//
+//   source index --EpochOrder--> epoch position k --worker--> read, decode, transform --> batch slot
+//   --in-order finaliser--> ready queue --next()--> consumer --Batch released--> ring
+//
+// Work is scheduled per sample: each idle thread takes the next epoch position and writes the sample
+// straight into its place in a batch buffer from the BatchRing. Samples finish in any order; a finaliser
+// walks them in epoch order, so batches come out in order and a slow sample holds back only its own batch
+// while the other threads work ahead, up to `prefetch` batches past the consumer.
+//
+// Errors travel with their sample. With ErrorPolicy::kRaise, the consumer receives every batch before the
+// bad sample's batch, then the error. With kSkip, the sample is recorded in errors() and the following
+// samples move up to fill its place, so every batch but the epoch's last stays full.
+//
+// Thread-safety: one consumer thread calls start_epoch()/next()/close(); Batch objects may be released on
+// any thread, also after the loader is gone.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "chute/output.h"
+#include "chute/source.h"
+#include "chute/transforms.h"
+
+namespace chute {
+
+enum class ErrorPolicy { kRaise, kSkip };
+
+struct LoaderOptions {
+  int64_t batch_size = 1;
+  bool shuffle = false;
+  uint64_t seed = 0;
+  bool drop_last = false;
+  int num_threads = 0;  // 0: one per core this process may run on
+  int prefetch = 2;     // batches prepared ahead of the consumer
+  OutputFormat output;
+  ErrorPolicy on_error = ErrorPolicy::kRaise;
+  // The ring starts with prefetch + 2 buffers; it grows, up to this many bytes, only while the consumer
+  // keeps more batches alive than that.
+  size_t max_ring_bytes = size_t{4} << 30;
+};
+
+struct SampleError {
+  int64_t index = 0;  // index in the source
+  std::string path;
+  Status status;
+  uint64_t epoch = 0;
+  std::string to_string() const;
+};
+
+struct SharedState;
+
+// A delivered batch. Its buffers return to the ring when the last reference goes, on any thread.
+class Batch {
+ public:
+  Batch(std::shared_ptr<SharedState> shared, int slot, int64_t size);
+  ~Batch();
+  Batch(const Batch&) = delete;
+  Batch& operator=(const Batch&) = delete;
+
+  int64_t size() const { return size_; }  // samples in this batch (the last one may be short)
+  void* images() const { return images_; }
+  int64_t* labels() const { return labels_; }
+
+ private:
+  std::shared_ptr<SharedState> shared_;
+  int slot_;
+  int64_t size_;
+  void* images_;
+  int64_t* labels_;
+};
+
+class Loader {
+ public:
+  static Result<std::unique_ptr<Loader>> create(std::shared_ptr<const Source> source, Pipeline pipeline,
+                                                LoaderOptions options);
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  // Batches per epoch when no sample fails.
+  int64_t num_batches() const;
+  int num_threads() const { return static_cast<int>(threads_.size()); }
+  int out_height() const { return pipeline_.out_height(); }
+  int out_width() const { return pipeline_.out_width(); }
+  const LoaderOptions& options() const { return options_; }
+
+  // Starts (or restarts) an epoch; an epoch in flight is cancelled first.
+  void start_epoch(uint64_t epoch);
+  // The next batch of the epoch, nullptr after its last one, or the error that ends it.
+  Result<std::shared_ptr<Batch>> next();
+  // With kRaise, the sample whose error next() returned.
+  std::optional<SampleError> failed_sample() const;
+  // Samples skipped so far (kSkip), oldest first.
+  std::vector<SampleError> errors() const;
+  // Stops the threads. Batches still held stay valid. Idempotent.
+  void close();
+
+ private:
+  Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWriter writer, LoaderOptions options);
+  struct Task;
+  void worker_main();
+  bool can_dispatch() const;
+  Task& dispatch();
+  void complete(Task& task, Status status);
+  void finish_epoch();
+  void push_ready(int64_t batch, int64_t count);
+  void cancel_epoch(std::unique_lock<std::mutex>& lock);
+
+  std::shared_ptr<const Source> source_;
+  Pipeline pipeline_;
+  OutputWriter writer_;
+  LoaderOptions options_;
+  std::shared_ptr<SharedState> shared_;
+  std::vector<std::thread> threads_;
+  struct EpochState;
+  std::unique_ptr<EpochState> epoch_;  // guarded by shared_->mu
+};
+
+}  // namespace chute

@@ -1,0 +1,39 @@
+// SampleProcessor: one sample's whole path inside a worker thread: read its bytes, read the image
+// header, plan the transforms, decode only the planned window, resample, and write the result into the
+// sample's slot of a batch buffer.
+// Thread-safety: one processor per thread; it owns that thread's decoder and scratch buffers.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "chute/jpeg_decoder.h"
+#include "chute/output.h"
+#include "chute/resample.h"
+#include "chute/source.h"
+#include "chute/transforms.h"
+
+namespace chute {
+
+class SampleProcessor {
+ public:
+  SampleProcessor(const Source& source, const Pipeline& pipeline, const OutputWriter& writer, uint64_t seed);
+
+  // Processes source sample `index` for `epoch` into `dst` (OutputWriter::sample_bytes() bytes).
+  Status process(int64_t index, uint64_t epoch, void* dst);
+
+  int64_t benign_warnings() const { return decoder_.benign_warnings(); }
+
+ private:
+  const Source& source_;
+  const Pipeline& pipeline_;
+  const OutputWriter& writer_;
+  uint64_t seed_;
+  JpegDecoder decoder_;
+  std::vector<uint8_t> bytes_;    // the encoded file
+  std::vector<uint8_t> window_;   // the decoded window
+  std::vector<uint8_t> resized_;  // the resampled output, RGB
+  ResampleScratch scratch_;
+};
+
+}  // namespace chute

@@ -1,0 +1,165 @@
+#include "chute/jpeg_decoder.h"
+
+// jpeglib.h needs size_t and FILE declared first.
+#include <algorithm>
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <jerror.h>
+#include <jpeglib.h>
+
+namespace chute {
+namespace {
+
+// libjpeg reports errors through error_exit, which must not return; we longjmp back to the caller's
+// setjmp. No C++ object with a destructor lives between the setjmp and the libjpeg calls that may jump.
+struct ErrorManager {
+  jpeg_error_mgr pub;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+  int64_t benign_warnings = 0;
+};
+
+[[noreturn]] void on_error_exit(j_common_ptr cinfo) {
+  auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, err->message);
+  std::longjmp(err->jump, 1);
+}
+
+// Warnings after which the decoded pixels are not the file's: libjpeg fills the gap with gray and goes on.
+bool warning_loses_data(int code) {
+  switch (code) {
+    case JWRN_JPEG_EOF:           // Premature end of JPEG file
+    case JWRN_HIT_MARKER:         // Corrupt JPEG data: premature end of data segment
+    case JWRN_HUFF_BAD_CODE:      // Corrupt JPEG data: bad Huffman code
+    case JWRN_MUST_RESYNC:        // Corrupt JPEG data: found marker instead of RST
+    case JWRN_NOT_SEQUENTIAL:     // Invalid SOS parameters for sequential JPEG
+    case JWRN_BOGUS_PROGRESSION:  // Inconsistent progression sequence
+      return true;
+    default:
+      return false;
+  }
+}
+
+void on_emit_message(j_common_ptr cinfo, int msg_level) {
+  if (msg_level != -1) return;  // trace messages
+  auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
+  if (warning_loses_data(cinfo->err->msg_code)) on_error_exit(cinfo);
+  ++err->benign_warnings;
+}
+
+void on_output_message(j_common_ptr) {}  // never print to stderr
+
+// A complete JPEG ends with EOI (FF D9), possibly followed by trailing bytes. Decoding only a window
+// stops before the end of the file, so a truncated file is caught here instead, whatever the window.
+bool has_end_marker(std::span<const uint8_t> data) {
+  for (size_t i = data.size(); i >= 2; --i)
+    if (data[i - 2] == 0xFF && data[i - 1] == 0xD9) return true;
+  return false;
+}
+
+}  // namespace
+
+struct JpegDecoder::State {
+  jpeg_decompress_struct cinfo;
+  ErrorManager err;
+  std::vector<uint8_t> row;  // one decoded row of the cropped region
+};
+
+JpegDecoder::JpegDecoder(int64_t max_pixels) : state_(std::make_unique<State>()), max_pixels_(max_pixels) {
+  State& s = *state_;
+  std::memset(&s.cinfo, 0, sizeof(s.cinfo));
+  s.cinfo.err = jpeg_std_error(&s.err.pub);
+  s.err.pub.error_exit = on_error_exit;
+  s.err.pub.emit_message = on_emit_message;
+  s.err.pub.output_message = on_output_message;
+  // jpeg_create_decompress only fails when out of memory; it then jumps here.
+  if (setjmp(s.err.jump)) std::abort();
+  jpeg_create_decompress(&s.cinfo);
+}
+
+JpegDecoder::~JpegDecoder() { jpeg_destroy_decompress(&state_->cinfo); }
+
+bool JpegDecoder::is_jpeg(std::span<const uint8_t> data) {
+  return data.size() >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF;
+}
+
+int64_t JpegDecoder::benign_warnings() const { return state_->err.benign_warnings; }
+
+Result<ImageInfo> JpegDecoder::read_info(std::span<const uint8_t> data) {
+  if (data.empty()) return corrupt_data("empty file");
+  if (!is_jpeg(data)) return unsupported("not a JPEG file (no SOI marker)");
+  State& s = *state_;
+  jpeg_decompress_struct* cinfo = &s.cinfo;
+  if (setjmp(s.err.jump)) {
+    jpeg_abort_decompress(cinfo);
+    return corrupt_data(s.err.message);
+  }
+  jpeg_mem_src(cinfo, data.data(), static_cast<unsigned long>(data.size()));
+  jpeg_read_header(cinfo, TRUE);
+  ImageInfo info{static_cast<int>(cinfo->image_width), static_cast<int>(cinfo->image_height),
+                 cinfo->num_components, static_cast<bool>(cinfo->progressive_mode)};
+  jpeg_abort_decompress(cinfo);
+  return info;
+}
+
+Status JpegDecoder::decode(std::span<const uint8_t> data, Window win, uint8_t* out, size_t pitch) {
+  if (data.empty()) return corrupt_data("empty file");
+  if (!is_jpeg(data)) return unsupported("not a JPEG file (no SOI marker)");
+  if (!has_end_marker(data)) return corrupt_data("Premature end of JPEG file (no end-of-image marker)");
+  State& s = *state_;
+  jpeg_decompress_struct* cinfo = &s.cinfo;
+  if (setjmp(s.err.jump)) {
+    jpeg_abort_decompress(cinfo);
+    return corrupt_data(s.err.message);
+  }
+  jpeg_mem_src(cinfo, data.data(), static_cast<unsigned long>(data.size()));
+  jpeg_read_header(cinfo, TRUE);
+  const int64_t width = cinfo->image_width, height = cinfo->image_height;
+  if (width * height > max_pixels_) {
+    jpeg_abort_decompress(cinfo);
+    return Status(StatusCode::kResourceExhausted,
+                  "image has " + std::to_string(width) + "x" + std::to_string(height) +
+                      " pixels, over the limit of " + std::to_string(max_pixels_) + " (decompression bomb guard)");
+  }
+  if (cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK) {
+    jpeg_abort_decompress(cinfo);
+    return unsupported("CMYK/YCCK JPEG is not supported yet");
+  }
+  if (win.x < 0 || win.y < 0 || win.width <= 0 || win.height <= 0 || win.x + win.width > width ||
+      win.y + win.height > height) {
+    jpeg_abort_decompress(cinfo);
+    return invalid_argument("decode window outside the image");
+  }
+  cinfo->out_color_space = JCS_RGB;  // libjpeg-turbo expands grayscale to RGB itself
+  cinfo->dct_method = JDCT_ISLOW;    // PIL's choice; the accurate integer IDCT
+  jpeg_start_decompress(cinfo);
+
+  // Columns: libjpeg widens the crop to iMCU boundaries; the window starts `skip` pixels into each row.
+  // Fancy upsampling of subsampled chroma treats the crop's edges as image edges, so the request reaches
+  // one chroma block past the window on each side; the window's own pixels are then a full decode's.
+  const int margin = cinfo->max_h_samp_factor > 1 ? 16 : 0;
+  const int x0 = std::max(0, win.x - margin);
+  const int x1 = std::min(static_cast<int>(cinfo->output_width), win.x + win.width + margin);
+  JDIMENSION crop_x = static_cast<JDIMENSION>(x0), crop_w = static_cast<JDIMENSION>(x1 - x0);
+  if (crop_w < cinfo->output_width) jpeg_crop_scanline(cinfo, &crop_x, &crop_w);
+  const size_t skip = static_cast<size_t>(win.x - static_cast<int>(crop_x)) * 3;
+  s.row.resize(static_cast<size_t>(cinfo->output_width) * 3);
+  if (win.y > 0) jpeg_skip_scanlines(cinfo, static_cast<JDIMENSION>(win.y));
+  JSAMPROW row = s.row.data();
+  for (int r = 0; r < win.height; ++r) {
+    if (jpeg_read_scanlines(cinfo, &row, 1) != 1) {
+      jpeg_abort_decompress(cinfo);
+      return corrupt_data("decoder returned no row");
+    }
+    std::memcpy(out + static_cast<size_t>(r) * pitch, s.row.data() + skip, static_cast<size_t>(win.width) * 3);
+  }
+  // Rows below the window are never decoded.
+  jpeg_abort_decompress(cinfo);
+  return Status::ok();
+}
+
+}  // namespace chute

@@ -1,0 +1,111 @@
+#include "chute/jpeg_decoder.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "test_util.h"
+
+namespace chute {
+namespace {
+
+using testing::EncodeOptions;
+
+struct Kind {
+  const char* name;
+  EncodeOptions opts;
+};
+const Kind kKinds[] = {
+    {"444", {92, 1, 1, false, false}}, {"422", {92, 2, 1, false, false}},
+    {"420", {92, 2, 2, false, false}}, {"gray", {92, 1, 1, true, false}},
+    {"progressive420", {92, 2, 2, false, true}},
+};
+
+std::vector<uint8_t> crop(const std::vector<uint8_t>& rgb, int width, Window w) {
+  std::vector<uint8_t> out(static_cast<size_t>(w.width) * w.height * 3);
+  for (int y = 0; y < w.height; ++y)
+    std::memcpy(&out[static_cast<size_t>(y) * w.width * 3], &rgb[(static_cast<size_t>(w.y + y) * width + w.x) * 3],
+                static_cast<size_t>(w.width) * 3);
+  return out;
+}
+
+TEST(JpegDecoderTest, CropOnDecodeMatchesFullDecodeForEveryKind) {
+  const int width = 203, height = 157;  // not multiples of the MCU size
+  const auto rgb = testing::synthetic_rgb(width, height, 5);
+  JpegDecoder decoder;
+  std::mt19937 gen(1);
+  for (const Kind& kind : kKinds) {
+    SCOPED_TRACE(kind.name);
+    const auto jpeg = testing::encode_jpeg(rgb, width, height, kind.opts);
+    int rw = 0, rh = 0;
+    const auto full = testing::reference_decode(jpeg, &rw, &rh);
+    auto info = decoder.read_info(jpeg);
+    ASSERT_TRUE(info.is_ok());
+    EXPECT_EQ(info->width, width);
+    EXPECT_EQ(info->height, height);
+    EXPECT_EQ(info->progressive, kind.opts.progressive);
+    std::vector<Window> windows{{0, 0, width, height}, {0, 0, 1, 1}, {width - 1, height - 1, 1, 1}};
+    for (int i = 0; i < 40; ++i) {
+      Window w;
+      w.x = std::uniform_int_distribution<int>(0, width - 1)(gen);
+      w.y = std::uniform_int_distribution<int>(0, height - 1)(gen);
+      w.width = std::uniform_int_distribution<int>(1, width - w.x)(gen);
+      w.height = std::uniform_int_distribution<int>(1, height - w.y)(gen);
+      windows.push_back(w);
+    }
+    for (const Window& w : windows) {
+      std::vector<uint8_t> out(static_cast<size_t>(w.width) * w.height * 3);
+      ASSERT_TRUE(decoder.decode(jpeg, w, out.data(), static_cast<size_t>(w.width) * 3).is_ok());
+      ASSERT_EQ(out, crop(full, width, w)) << "window " << w.x << "," << w.y << " " << w.width << "x" << w.height;
+    }
+  }
+}
+
+TEST(JpegDecoderTest, BadInputsAreErrorsNotCrashes) {
+  const auto rgb = testing::synthetic_rgb(64, 48, 2);
+  const auto jpeg = testing::encode_jpeg(rgb, 64, 48);
+  JpegDecoder decoder;
+  std::vector<uint8_t> out(64 * 48 * 3);
+  const Window all{0, 0, 64, 48};
+
+  EXPECT_EQ(decoder.decode({}, all, out.data(), 64 * 3).code(), StatusCode::kCorruptData);  // empty
+  const std::vector<uint8_t> png{0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0};
+  EXPECT_EQ(decoder.decode(png, all, out.data(), 64 * 3).code(), StatusCode::kUnsupported);  // not a JPEG
+
+  // Truncated anywhere: never a gray-filled success.
+  for (size_t cut : {size_t{3}, size_t{20}, jpeg.size() / 3, jpeg.size() / 2, jpeg.size() - 2}) {
+    std::vector<uint8_t> part(jpeg.begin(), jpeg.begin() + cut);
+    EXPECT_EQ(decoder.decode(part, all, out.data(), 64 * 3).code(), StatusCode::kCorruptData) << "cut " << cut;
+  }
+  // Flipped bytes in the entropy-coded data: an error or a clean decode, never a crash.
+  std::mt19937 gen(3);
+  for (int i = 0; i < 200; ++i) {
+    auto bad = jpeg;
+    for (int j = 0; j < 4; ++j) bad[std::uniform_int_distribution<size_t>(2, bad.size() - 3)(gen)] ^= 0x5A;
+    (void)decoder.decode(bad, all, out.data(), 64 * 3);
+  }
+  // The decoder still works after all that.
+  EXPECT_TRUE(decoder.decode(jpeg, all, out.data(), 64 * 3).is_ok());
+  // A window outside the image is refused.
+  EXPECT_EQ(decoder.decode(jpeg, {60, 0, 10, 10}, out.data(), 64 * 3).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(JpegDecoderTest, PixelLimitGuardsAgainstBombs) {
+  const auto jpeg = testing::encode_jpeg(testing::synthetic_rgb(64, 48, 2), 64, 48);
+  JpegDecoder decoder(/*max_pixels=*/1000);
+  std::vector<uint8_t> out(64 * 48 * 3);
+  EXPECT_EQ(decoder.decode(jpeg, {0, 0, 64, 48}, out.data(), 64 * 3).code(), StatusCode::kResourceExhausted);
+}
+
+TEST(JpegDecoderTest, ExtraneousBytesAreABenignWarning) {
+  auto jpeg = testing::encode_jpeg(testing::synthetic_rgb(64, 48, 2), 64, 48);
+  // Insert junk before the EOI marker: libjpeg warns "extraneous bytes before marker 0xd9".
+  jpeg.insert(jpeg.end() - 2, {0x12, 0x34, 0x56});
+  JpegDecoder decoder;
+  std::vector<uint8_t> out(64 * 48 * 3);
+  EXPECT_TRUE(decoder.decode(jpeg, {0, 0, 64, 48}, out.data(), 64 * 3).is_ok());
+}
+
+}  // namespace
+}  // namespace chute

@@ -1,0 +1,336 @@
+#include "chute/loader.h"
+
+#include <sched.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <map>
+
+#include "chute/batch_ring.h"
+#include "chute/processor.h"
+#include "chute/sampler.h"
+
+namespace chute {
+
+// What the loader, its threads and the batches it handed out share. Batches keep it alive, so a batch
+// released after the loader is gone still finds its ring.
+struct SharedState {
+  std::mutex mu;
+  std::condition_variable cv;  // any change of state below; each waiter re-checks its own condition
+  BatchRing ring;              // guarded by mu
+
+  SharedState(int64_t batch_size, size_t sample_bytes, int slots, size_t max_bytes)
+      : ring(batch_size, sample_bytes, slots, max_bytes) {}
+};
+
+// Called with shared->mu held: the ring's slot table may grow on other threads.
+Batch::Batch(std::shared_ptr<SharedState> shared, int slot, int64_t size)
+    : shared_(std::move(shared)), slot_(slot), size_(size),
+      images_(shared_->ring.images(slot)), labels_(shared_->ring.labels(slot)) {}
+
+Batch::~Batch() {
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->ring.release(slot_);
+  }
+  shared_->cv.notify_all();
+}
+
+std::string SampleError::to_string() const {
+  return "sample " + std::to_string(index) + " (" + path + "): " + status.to_string();
+}
+
+// One sample in flight: where it goes and, once done, how it went.
+struct Loader::Task {
+  uint64_t generation = 0;
+  int64_t position = 0;      // k: its place in the epoch order
+  int64_t index = 0;         // its index in the source
+  int64_t target = -1;       // the batch position it was written to; -1 when staged
+  std::vector<uint8_t> staged;  // its pixels, when its target was still taken (after a skipped sample)
+  void* dst = nullptr;
+  bool done = false;
+  Status status;
+};
+
+struct Loader::EpochState {
+  bool stop = false;
+  uint64_t generation = 0;  // bumped when an epoch is cancelled: tasks of older ones are dropped
+  bool active = false;
+  uint64_t epoch = 0;
+  std::unique_ptr<EpochOrder> order;
+  int64_t next = 0;        // next epoch position to dispatch
+  int64_t frontier = 0;    // next epoch position to finalise
+  int64_t failures = 0;    // skipped samples before the frontier
+  int64_t max_target = -1; // highest batch position written in place
+  int64_t delivered = 0;   // batches handed to the consumer
+  int in_flight = 0;       // tasks running outside the lock
+  bool finished = false;   // every sample finalised
+  std::map<int64_t, int> batch_slot;     // batch -> slot, while it fills
+  std::map<int64_t, Task> tasks;         // position -> task, until finalised
+  struct Ready {
+    int slot;
+    int64_t count;
+  };
+  std::deque<Ready> ready;
+  std::optional<SampleError> fatal;      // kRaise: the error, delivered after the batches before it
+  int64_t fatal_batch = 0;
+  std::optional<SampleError> failed;     // the last error next() returned
+  std::vector<SampleError> errors;       // kSkip: every skipped sample
+  bool warned_growth = false;
+};
+
+namespace {
+int available_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+}  // namespace
+
+Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Source> source, Pipeline pipeline,
+                                               LoaderOptions options) {
+  if (source == nullptr) return invalid_argument("source is null");
+  if (options.batch_size <= 0) return invalid_argument("batch_size must be positive, got " + std::to_string(options.batch_size));
+  if (options.prefetch <= 0) return invalid_argument("prefetch must be at least 1, got " + std::to_string(options.prefetch));
+  if (options.num_threads < 0) return invalid_argument("num_threads must be positive");
+  CHUTE_ASSIGN_OR_RETURN(OutputWriter writer, OutputWriter::create(pipeline.out_height(), pipeline.out_width(),
+                                                                   options.output, pipeline.normalize()));
+  if (options.num_threads == 0) options.num_threads = available_cores();
+  return std::unique_ptr<Loader>(new Loader(std::move(source), std::move(pipeline), std::move(writer), options));
+}
+
+Loader::Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWriter writer, LoaderOptions options)
+    : source_(std::move(source)), pipeline_(std::move(pipeline)), writer_(std::move(writer)), options_(options),
+      shared_(std::make_shared<SharedState>(options.batch_size, writer_.sample_bytes(), options.prefetch + 2,
+                                            options.max_ring_bytes)),
+      epoch_(std::make_unique<EpochState>()) {
+  for (int i = 0; i < options_.num_threads; ++i) threads_.emplace_back([this] { worker_main(); });
+}
+
+Loader::~Loader() { close(); }
+
+int64_t Loader::num_batches() const {
+  const int64_t n = source_->size(), b = options_.batch_size;
+  return options_.drop_last ? n / b : (n + b - 1) / b;
+}
+
+void Loader::close() {
+  {
+    std::unique_lock<std::mutex> lock(shared_->mu);
+    if (epoch_->stop) return;
+    cancel_epoch(lock);
+    epoch_->stop = true;
+  }
+  shared_->cv.notify_all();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+// Ends the epoch in flight: waits for running tasks (one sample each), then returns its buffers.
+void Loader::cancel_epoch(std::unique_lock<std::mutex>& lock) {
+  EpochState& e = *epoch_;
+  e.active = false;
+  ++e.generation;
+  shared_->cv.wait(lock, [&] { return e.in_flight == 0; });
+  for (auto& [batch, slot] : e.batch_slot) shared_->ring.release(slot);
+  for (auto& r : e.ready) shared_->ring.release(r.slot);
+  e.batch_slot.clear();
+  e.ready.clear();
+  e.tasks.clear();
+  e.fatal.reset();
+  shared_->cv.notify_all();
+}
+
+void Loader::start_epoch(uint64_t epoch) {
+  auto order = std::make_unique<EpochOrder>(source_->size(), options_.shuffle, options_.seed, epoch);
+  {
+    std::unique_lock<std::mutex> lock(shared_->mu);
+    if (epoch_->stop) return;
+    cancel_epoch(lock);
+    EpochState& e = *epoch_;
+    e.epoch = epoch;
+    e.order = std::move(order);
+    e.next = e.frontier = e.failures = e.delivered = 0;
+    e.max_target = -1;
+    e.finished = e.order->size() == 0;
+    e.failed.reset();
+    e.active = true;
+  }
+  shared_->cv.notify_all();
+}
+
+bool Loader::can_dispatch() const {
+  const EpochState& e = *epoch_;
+  if (!e.active || e.fatal || e.next >= e.order->size()) return false;
+  const int64_t target = e.next - e.failures;
+  if (target <= e.max_target) return true;  // staged: bounded by the number of skipped samples
+  const int64_t batch = target / options_.batch_size;
+  if (batch >= e.delivered + options_.prefetch) return false;
+  return e.batch_slot.count(batch) > 0 || shared_->ring.can_acquire();
+}
+
+Loader::Task& Loader::dispatch() {
+  EpochState& e = *epoch_;
+  const int64_t position = e.next++;
+  Task& t = e.tasks[position];  // std::map: the node stays put until finalised
+  t.generation = e.generation;
+  t.position = position;
+  t.index = (*e.order)[t.position];
+  const int64_t target = t.position - e.failures;
+  if (target <= e.max_target) {
+    // A skipped sample moved later samples up: this position may still hold a sample waiting to move.
+    t.staged.resize(writer_.sample_bytes());
+    t.dst = t.staged.data();
+  } else {
+    e.max_target = t.target = target;
+    const int64_t batch = target / options_.batch_size;
+    auto it = e.batch_slot.find(batch);
+    if (it == e.batch_slot.end()) {
+      const int before = shared_->ring.num_slots();
+      const int slot = shared_->ring.acquire();
+      CHUTE_CHECK(slot >= 0);  // can_dispatch() said there was one
+      if (shared_->ring.num_slots() > before && !e.warned_growth) {
+        e.warned_growth = true;
+        std::fprintf(stderr,
+                     "chute: the consumer is holding on to %d batches; growing the batch ring to %d buffers "
+                     "(%.0f MB). Held tensors keep their buffers; clone() what you keep to avoid this.\n",
+                     before - shared_->ring.num_free() - static_cast<int>(e.batch_slot.size() + e.ready.size()),
+                     shared_->ring.num_slots(),
+                     shared_->ring.num_slots() * shared_->ring.slot_bytes() / 1e6);
+      }
+      it = e.batch_slot.emplace(batch, slot).first;
+    }
+    t.dst = shared_->ring.images(it->second) + (target % options_.batch_size) * writer_.sample_bytes();
+  }
+  return t;
+}
+
+void Loader::worker_main() {
+  SampleProcessor processor(*source_, pipeline_, writer_, options_.seed);
+  std::unique_lock<std::mutex> lock(shared_->mu);
+  EpochState& e = *epoch_;
+  for (;;) {
+    shared_->cv.wait(lock, [&] { return e.stop || can_dispatch(); });
+    if (e.stop) return;
+    const uint64_t epoch = e.epoch;
+    Task& task = dispatch();
+    const uint64_t generation = task.generation;
+    const int64_t index = task.index;
+    void* dst = task.dst;
+    ++e.in_flight;
+    lock.unlock();
+    Status status = processor.process(index, epoch, dst);
+    lock.lock();
+    --e.in_flight;
+    if (generation == e.generation) complete(task, std::move(status));
+    shared_->cv.notify_all();
+  }
+}
+
+void Loader::complete(Task& task, Status status) {
+  EpochState& e = *epoch_;
+  task.done = true;
+  task.status = std::move(status);
+  const int64_t b = options_.batch_size;
+  const size_t sample_bytes = writer_.sample_bytes();
+  // Finalise in epoch order: place each sample at its final position, or record its error.
+  for (auto it = e.tasks.find(e.frontier); it != e.tasks.end() && it->second.done; it = e.tasks.find(e.frontier)) {
+    Task& t = it->second;
+    if (t.status.is_ok()) {
+      const int64_t pos = t.position - e.failures;
+      const int slot = e.batch_slot.at(pos / b);
+      uint8_t* dst = shared_->ring.images(slot) + (pos % b) * sample_bytes;
+      if (t.target < 0) {
+        std::memcpy(dst, t.staged.data(), sample_bytes);
+      } else if (t.target != pos) {
+        std::memcpy(dst, shared_->ring.images(e.batch_slot.at(t.target / b)) + (t.target % b) * sample_bytes,
+                    sample_bytes);
+      }
+      shared_->ring.labels(slot)[pos % b] = source_->label(t.index);
+      if (pos % b == b - 1) push_ready(pos / b, b);
+    } else {
+      SampleError err{t.index, source_->name(t.index), t.status, e.epoch};
+      if (options_.on_error == ErrorPolicy::kRaise) {
+        e.fatal = std::move(err);
+        e.fatal_batch = (t.position - e.failures) / b;
+        e.tasks.erase(it);
+        return;  // nothing after the error is delivered
+      }
+      e.errors.push_back(std::move(err));
+      ++e.failures;
+    }
+    e.tasks.erase(it);
+    ++e.frontier;
+  }
+  if (e.frontier == e.order->size()) finish_epoch();
+}
+
+void Loader::push_ready(int64_t batch, int64_t count) {
+  EpochState& e = *epoch_;
+  auto it = e.batch_slot.find(batch);
+  CHUTE_CHECK(it != e.batch_slot.end());
+  e.ready.push_back({it->second, count});
+  e.batch_slot.erase(it);
+}
+
+void Loader::finish_epoch() {
+  EpochState& e = *epoch_;
+  const int64_t kept = e.order->size() - e.failures, b = options_.batch_size;
+  if (kept % b != 0 && !options_.drop_last) push_ready(kept / b, kept % b);
+  // Buffers taken for positions that skipped samples left empty.
+  for (auto& [batch, slot] : e.batch_slot) shared_->ring.release(slot);
+  e.batch_slot.clear();
+  e.finished = true;
+}
+
+Result<std::shared_ptr<Batch>> Loader::next() {
+  std::unique_lock<std::mutex> lock(shared_->mu);
+  EpochState& e = *epoch_;
+  for (;;) {
+    if (e.stop) return Status(StatusCode::kCancelled, "the loader is closed");
+    if (!e.active) return std::shared_ptr<Batch>();
+    if (!e.ready.empty()) {
+      const EpochState::Ready r = e.ready.front();
+      e.ready.pop_front();
+      ++e.delivered;
+      auto batch = std::make_shared<Batch>(shared_, r.slot, r.count);
+      lock.unlock();
+      shared_->cv.notify_all();  // the prefetch window moved
+      return batch;
+    }
+    if (e.fatal && e.delivered >= e.fatal_batch) {
+      e.failed = e.fatal;
+      cancel_epoch(lock);
+      return Status(e.failed->status.code(), e.failed->to_string());
+    }
+    if (e.finished) {
+      e.active = false;
+      return std::shared_ptr<Batch>();
+    }
+    // Nothing ready, nothing running, and no buffer to start on: every buffer is held by the consumer.
+    if (e.in_flight == 0 && !can_dispatch() && !shared_->ring.can_acquire() && e.frontier == e.next) {
+      const int held = shared_->ring.num_slots() - shared_->ring.num_free() - static_cast<int>(e.batch_slot.size());
+      cancel_epoch(lock);
+      return Status(StatusCode::kResourceExhausted,
+                    "all " + std::to_string(shared_->ring.num_slots()) + " batch buffers are in use and " +
+                        std::to_string(held) +
+                        " of them are held by batches the consumer still references (e.g. stored in a list); "
+                        "release them, keep copies (tensor.clone()), or raise max_ring_bytes");
+    }
+    shared_->cv.wait(lock);
+  }
+}
+
+std::optional<SampleError> Loader::failed_sample() const {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  return epoch_->failed;
+}
+
+std::vector<SampleError> Loader::errors() const {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  return epoch_->errors;
+}
+
+}  // namespace chute

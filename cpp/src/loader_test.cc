@@ -1,0 +1,234 @@
+#include "chute/loader.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "chute/sampler.h"
+#include "test_util.h"
+
+namespace chute {
+namespace {
+
+using testing::MemorySource;
+
+constexpr int kClasses = 1 << 30;  // label == source index, so batches say which samples they hold
+
+// Sizes vary from w x h up to (w + 6) x (h + 4) unless `vary` is false.
+std::vector<std::vector<uint8_t>> make_images(int n, int w = 48, int h = 40, bool vary = true) {
+  std::vector<std::vector<uint8_t>> images;
+  for (int i = 0; i < n; ++i) {
+    const int iw = vary ? w + i % 7 : w, ih = vary ? h + i % 5 : h;
+    images.push_back(testing::encode_jpeg(testing::synthetic_rgb(iw, ih, i), iw, ih));
+  }
+  return images;
+}
+
+struct EpochRun {
+  std::vector<int64_t> labels;
+  std::vector<int64_t> sizes;
+  std::map<int64_t, std::vector<uint8_t>> pixels;  // label -> sample bytes
+  std::vector<uint8_t> all_bytes;
+  Status error;
+};
+
+std::unique_ptr<Loader> make_loader(std::shared_ptr<const Source> source, std::vector<Transform> transforms,
+                                    LoaderOptions options) {
+  auto pipeline = Pipeline::create(std::move(transforms));
+  EXPECT_TRUE(pipeline.is_ok()) << pipeline.status().to_string();
+  auto loader = Loader::create(std::move(source), std::move(*pipeline), options);
+  EXPECT_TRUE(loader.is_ok()) << loader.status().to_string();
+  return std::move(*loader);
+}
+
+EpochRun run_epoch(Loader& loader, uint64_t epoch = 0) {
+  EpochRun run;
+  loader.start_epoch(epoch);
+  const size_t sample_bytes = static_cast<size_t>(loader.out_height()) * loader.out_width() * 3 *
+                              dtype_size(loader.options().output.dtype);
+  for (;;) {
+    auto batch = loader.next();
+    if (!batch.is_ok()) {
+      run.error = batch.status();
+      break;
+    }
+    if (!*batch) break;
+    const Batch& b = **batch;
+    run.sizes.push_back(b.size());
+    for (int64_t i = 0; i < b.size(); ++i) {
+      const auto* p = static_cast<const uint8_t*>(b.images()) + i * sample_bytes;
+      run.labels.push_back(b.labels()[i]);
+      run.pixels[b.labels()[i]].assign(p, p + sample_bytes);
+      run.all_bytes.insert(run.all_bytes.end(), p, p + sample_bytes);
+    }
+  }
+  return run;
+}
+
+TEST(LoaderTest, DeliversEverySampleOnceInOrder) {
+  auto source = std::make_shared<MemorySource>(make_images(37), kClasses);
+  auto loader = make_loader(source, {CenterCrop{32, 32}}, {.batch_size = 8, .num_threads = 3});
+  EXPECT_EQ(loader->num_batches(), 5);
+  const EpochRun run = run_epoch(*loader);
+  ASSERT_TRUE(run.error.is_ok()) << run.error.to_string();
+  EXPECT_EQ(run.sizes, (std::vector<int64_t>{8, 8, 8, 8, 5}));
+  for (int64_t i = 0; i < 37; ++i) ASSERT_EQ(run.labels[i], i);
+}
+
+TEST(LoaderTest, PixelsAreTheDecodedCentreCrop) {
+  auto images = make_images(5, 40, 40, /*vary=*/false);
+  auto source = std::make_shared<MemorySource>(images, kClasses);
+  auto loader = make_loader(source, {CenterCrop{40, 40}},
+                            {.batch_size = 2, .num_threads = 2, .output = {DType::kUInt8, Layout::kNHWC}});
+  const EpochRun run = run_epoch(*loader);
+  for (int i = 0; i < 5; ++i) {
+    int w, h;
+    EXPECT_EQ(run.pixels.at(i), testing::reference_decode(images[i], &w, &h)) << "sample " << i;
+  }
+}
+
+TEST(LoaderTest, ShuffleFollowsEpochOrderAndDropLastDropsTheTail) {
+  auto source = std::make_shared<MemorySource>(make_images(23), kClasses);
+  auto loader = make_loader(source, {CenterCrop{32, 32}},
+                            {.batch_size = 5, .shuffle = true, .seed = 9, .drop_last = true, .num_threads = 2});
+  EXPECT_EQ(loader->num_batches(), 4);
+  const EpochRun run = run_epoch(*loader, 3);
+  const EpochOrder order(23, true, 9, 3);
+  ASSERT_EQ(run.labels.size(), 20u);
+  for (int64_t k = 0; k < 20; ++k) ASSERT_EQ(run.labels[k], order[k]);
+}
+
+TEST(LoaderTest, SameSeedGivesIdenticalBytesWhateverTheThreadCount) {
+  auto source = std::make_shared<MemorySource>(make_images(30, 64, 48), kClasses);
+  std::vector<Transform> t{RandomResizedCrop{24, 24}, RandomHorizontalFlip{},
+                           Normalize{{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}}};
+  std::vector<uint8_t> reference;
+  for (int threads : {1, 2, 4}) {
+    auto loader = make_loader(source, t,
+                              {.batch_size = 4, .shuffle = true, .seed = 5, .num_threads = threads, .prefetch = 3,
+                               .output = {DType::kFloat32, Layout::kNCHW}});
+    const EpochRun run = run_epoch(*loader, 1);
+    if (reference.empty()) reference = run.all_bytes;
+    EXPECT_EQ(run.all_bytes, reference) << threads << " threads";
+    EXPECT_NE(run_epoch(*loader, 2).all_bytes, reference);  // another epoch, other augmentations
+  }
+}
+
+TEST(LoaderTest, SkipPolicyKeepsBatchesFullAndPixelsRight) {
+  auto images = make_images(60);
+  auto clean = std::make_shared<MemorySource>(images, kClasses);
+  std::set<int64_t> bad{3, 9, 10, 11, 30, 41, 59};
+  for (int64_t i : bad) images[i].resize(images[i].size() / 2);  // truncated
+  auto broken = std::make_shared<MemorySource>(images, kClasses);
+  const LoaderOptions opts{.batch_size = 4, .num_threads = 4, .prefetch = 3, .on_error = ErrorPolicy::kSkip};
+  auto reference = run_epoch(*make_loader(clean, {CenterCrop{32, 32}}, opts));
+  auto loader = make_loader(broken, {CenterCrop{32, 32}}, opts);
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    const EpochRun run = run_epoch(*loader, epoch);
+    ASSERT_TRUE(run.error.is_ok());
+    std::vector<int64_t> expected;
+    for (int64_t i = 0; i < 60; ++i)
+      if (!bad.count(i)) expected.push_back(i);
+    EXPECT_EQ(run.labels, expected);
+    EXPECT_EQ(run.sizes, (std::vector<int64_t>{4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 1}));
+    for (int64_t i : expected) ASSERT_EQ(run.pixels.at(i), reference.pixels.at(i)) << "sample " << i;
+  }
+  const auto errors = loader->errors();
+  ASSERT_EQ(errors.size(), 3 * bad.size());
+  EXPECT_EQ(errors[0].index, 3);
+  EXPECT_EQ(errors[0].path, "mem://3");
+  EXPECT_EQ(errors[0].status.code(), StatusCode::kCorruptData);
+}
+
+TEST(LoaderTest, RaisePolicyDeliversEarlierBatchesThenNamesTheSample) {
+  auto images = make_images(30);
+  images[13] = {0xFF, 0xD8, 0xFF, 0x00};  // a JPEG that ends at once
+  auto source = std::make_shared<MemorySource>(images, kClasses);
+  auto loader = make_loader(source, {CenterCrop{32, 32}}, {.batch_size = 5, .num_threads = 2});
+  const EpochRun run = run_epoch(*loader);
+  EXPECT_EQ(run.sizes, (std::vector<int64_t>{5, 5}));
+  EXPECT_EQ(run.error.code(), StatusCode::kCorruptData);
+  EXPECT_NE(run.error.message().find("sample 13 (mem://13)"), std::string::npos) << run.error.message();
+  ASSERT_TRUE(loader->failed_sample().has_value());
+  EXPECT_EQ(loader->failed_sample()->index, 13);
+  // The loader is usable again: the next epoch fails at the same place.
+  EXPECT_EQ(run_epoch(*loader, 1).sizes.size(), 2u);
+}
+
+TEST(LoaderTest, RestartingMidEpochStartsClean) {
+  auto source = std::make_shared<MemorySource>(make_images(40), kClasses);
+  auto loader = make_loader(source, {CenterCrop{32, 32}}, {.batch_size = 4, .num_threads = 2, .prefetch = 4});
+  loader->start_epoch(0);
+  auto first = loader->next();
+  ASSERT_TRUE(first.is_ok() && *first);
+  const EpochRun run = run_epoch(*loader, 1);  // abandons epoch 0 with work in flight
+  EXPECT_EQ(run.labels.size(), 40u);
+  EXPECT_EQ(run.labels.front(), 0);
+}
+
+TEST(LoaderTest, ConsumerHoldingEveryBufferGetsAnErrorNotADeadlock) {
+  auto source = std::make_shared<MemorySource>(make_images(40), kClasses);
+  auto loader = make_loader(source, {CenterCrop{32, 32}},
+                            {.batch_size = 2, .num_threads = 2, .prefetch = 1, .max_ring_bytes = 1});
+  loader->start_epoch(0);
+  std::vector<std::shared_ptr<Batch>> held;
+  Status error;
+  for (int i = 0; i < 20; ++i) {
+    auto b = loader->next();
+    if (!b.is_ok()) {
+      error = b.status();
+      break;
+    }
+    held.push_back(*b);
+  }
+  EXPECT_EQ(error.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(held.size(), 3u);  // prefetch + 2 buffers, all held
+  held.clear();
+  EXPECT_EQ(run_epoch(*loader, 1).labels.size(), 40u);
+}
+
+TEST(LoaderTest, RingGrowsWithinBudgetWhenTheConsumerKeepsBatches) {
+  auto source = std::make_shared<MemorySource>(make_images(20), kClasses);
+  auto loader = make_loader(source, {CenterCrop{32, 32}}, {.batch_size = 2, .num_threads = 2, .prefetch = 1});
+  loader->start_epoch(0);
+  std::vector<std::shared_ptr<Batch>> held;
+  for (;;) {
+    auto b = loader->next();
+    ASSERT_TRUE(b.is_ok()) << b.status().to_string();
+    if (!*b) break;
+    held.push_back(*b);
+  }
+  EXPECT_EQ(held.size(), 10u);
+  std::set<void*> distinct;
+  for (auto& b : held) distinct.insert(b->images());
+  EXPECT_EQ(distinct.size(), 10u);  // never a buffer still referenced
+}
+
+TEST(LoaderTest, BatchOutlivesItsLoader) {
+  auto source = std::make_shared<MemorySource>(make_images(8), kClasses);
+  auto loader = make_loader(source, {CenterCrop{32, 32}}, {.batch_size = 4, .num_threads = 2});
+  loader->start_epoch(0);
+  auto batch = loader->next();
+  ASSERT_TRUE(batch.is_ok() && *batch);
+  std::shared_ptr<Batch> kept = *batch;
+  loader.reset();
+  EXPECT_EQ(kept->labels()[3], 3);
+  kept.reset();  // returns its buffer to a ring that only the batch kept alive
+}
+
+TEST(LoaderTest, EmptySourceAndBadOptions) {
+  auto empty = std::make_shared<MemorySource>(std::vector<std::vector<uint8_t>>{}, kClasses);
+  auto loader = make_loader(empty, {CenterCrop{32, 32}}, {.batch_size = 4, .num_threads = 1});
+  EXPECT_EQ(loader->num_batches(), 0);
+  EXPECT_TRUE(run_epoch(*loader).labels.empty());
+  auto pipeline = Pipeline::create({CenterCrop{32, 32}});
+  EXPECT_FALSE(Loader::create(empty, *pipeline, {.batch_size = 0}).is_ok());
+  EXPECT_FALSE(Loader::create(empty, *pipeline, {.batch_size = 1, .prefetch = 0}).is_ok());
+  auto normalized = Pipeline::create({CenterCrop{32, 32}, Normalize{}});
+  EXPECT_FALSE(Loader::create(empty, *normalized, {.batch_size = 1}).is_ok());  // uint8 + Normalize
+}
+
+}  // namespace
+}  // namespace chute

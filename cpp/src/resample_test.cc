@@ -1,0 +1,64 @@
+#include "chute/resample.h"
+
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+namespace chute {
+namespace {
+
+std::vector<uint8_t> run(const std::vector<uint8_t>& in, int w, int h, int ow, int oh) {
+  AxisCoeffs xs = AxisCoeffs::bilinear(w, ow, 0, ow), ys = AxisCoeffs::bilinear(h, oh, 0, oh);
+  std::vector<uint8_t> out(static_cast<size_t>(ow) * oh * 3);
+  ResampleScratch scratch;
+  resample_rgb(in.data(), static_cast<size_t>(w) * 3, xs, ys, out.data(), scratch);
+  return out;
+}
+
+TEST(ResampleTest, CoefficientsFollowPillow) {
+  // Halving: support 2, taps 5; output 0 centred at 1.0 reads inputs 0..2 with weights 0.75/0.25 style
+  // triangle (normalised), so its weights sum to 1 in fixed point.
+  const AxisCoeffs c = AxisCoeffs::bilinear(10, 5, 0, 5);
+  EXPECT_EQ(c.taps, 5);
+  for (int i = 0; i < 5; ++i) {
+    int64_t sum = 0;
+    for (int t = 0; t < c.count[i]; ++t) sum += c.weights[i * c.taps + t];
+    EXPECT_NEAR(sum, 1 << AxisCoeffs::kPrecisionBits, 4);
+  }
+  EXPECT_EQ(c.first[0], 0);
+  EXPECT_EQ(c.count[0], 3);  // xmin = int(1 - 2 + 0.5) -> 0, xmax = int(1 + 2 + 0.5) = 3
+  EXPECT_EQ(c.first[4], 7);  // centre 9: int(9 - 2 + 0.5) = 7
+  EXPECT_EQ(c.count[4], 3);  // clipped at 10
+}
+
+TEST(ResampleTest, ConstantImageStaysConstant) {
+  std::vector<uint8_t> in(37 * 23 * 3);
+  for (size_t i = 0; i < in.size(); i += 3) in[i] = 10, in[i + 1] = 128, in[i + 2] = 250;
+  for (auto [ow, oh] : {std::pair{12, 9}, std::pair{80, 50}, std::pair{37, 11}, std::pair{5, 23}}) {
+    const auto out = run(in, 37, 23, ow, oh);
+    for (size_t i = 0; i < out.size(); i += 3) {
+      ASSERT_EQ(out[i], 10);
+      ASSERT_EQ(out[i + 1], 128);
+      ASSERT_EQ(out[i + 2], 250);
+    }
+  }
+}
+
+TEST(ResampleTest, SameSizeIsACopyAndKeptRangeIsASubset) {
+  const auto in = testing::synthetic_rgb(40, 30, 1);
+  EXPECT_EQ(run(in, 40, 30, 40, 30), in);
+  // Resizing to 20x15 and keeping outputs [5, 15) x [3, 12) equals the middle of the full resize.
+  const auto full = run(in, 40, 30, 20, 15);
+  AxisCoeffs xs = AxisCoeffs::bilinear(40, 20, 5, 10), ys = AxisCoeffs::bilinear(30, 15, 3, 9);
+  const int x0 = xs.input_begin(), y0 = ys.input_begin();
+  xs.rebase(x0);
+  ys.rebase(y0);
+  std::vector<uint8_t> part(10 * 9 * 3);
+  ResampleScratch scratch;
+  resample_rgb(in.data() + (static_cast<size_t>(y0) * 40 + x0) * 3, 40 * 3, xs, ys, part.data(), scratch);
+  for (int y = 0; y < 9; ++y)
+    for (int x = 0; x < 10 * 3; ++x) ASSERT_EQ(part[y * 30 + x], full[(y + 3) * 60 + 15 + x]);
+}
+
+}  // namespace
+}  // namespace chute

@@ -1,0 +1,117 @@
+#include "test_util.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <stdexcept>
+
+#include <jpeglib.h>
+
+namespace chute::testing {
+
+std::vector<uint8_t> synthetic_rgb(int width, int height, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::normal_distribution<double> noise(0.0, 6.0);
+  const double fx = 2 + 6 * u(gen), fy = 2 + 6 * u(gen), phase = 6.28 * u(gen);
+  const int cx = static_cast<int>(width * u(gen)), cy = static_cast<int>(height * u(gen));
+  const int radius = 10 + static_cast<int>(std::min(width, height) * 0.3 * u(gen));
+  std::vector<uint8_t> rgb(static_cast<size_t>(width) * height * 3);
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < width; ++x) {
+      const double gx = static_cast<double>(x) / width, gy = static_cast<double>(y) / height;
+      const bool inside = (x - cx) * (x - cx) + (y - cy) * (y - cy) < radius * radius;
+      for (int c = 0; c < 3; ++c) {
+        double v = 128 + 90 * std::sin(fx * gx * 6.28 + phase + c) * std::cos(fy * gy * 6.28 - c);
+        if (inside) v = 255 - v * 0.7;
+        v += noise(gen);
+        rgb[(static_cast<size_t>(y) * width + x) * 3 + c] = static_cast<uint8_t>(std::clamp(v, 0.0, 255.0));
+      }
+    }
+  }
+  return rgb;
+}
+
+std::vector<uint8_t> encode_jpeg(const std::vector<uint8_t>& rgb, int width, int height, EncodeOptions opts) {
+  jpeg_compress_struct cinfo;
+  jpeg_error_mgr jerr;
+  cinfo.err = jpeg_std_error(&jerr);
+  jpeg_create_compress(&cinfo);
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&cinfo, &buffer, &size);
+  cinfo.image_width = width;
+  cinfo.image_height = height;
+  cinfo.input_components = opts.grayscale ? 1 : 3;
+  cinfo.in_color_space = opts.grayscale ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_set_defaults(&cinfo);
+  jpeg_set_quality(&cinfo, opts.quality, TRUE);
+  if (!opts.grayscale) {
+    cinfo.comp_info[0].h_samp_factor = opts.h_samp;
+    cinfo.comp_info[0].v_samp_factor = opts.v_samp;
+  }
+  if (opts.progressive) jpeg_simple_progression(&cinfo);
+  jpeg_start_compress(&cinfo, TRUE);
+  std::vector<uint8_t> row(static_cast<size_t>(width) * 3);
+  while (cinfo.next_scanline < cinfo.image_height) {
+    const uint8_t* src = rgb.data() + static_cast<size_t>(cinfo.next_scanline) * width * 3;
+    if (opts.grayscale) {
+      for (int x = 0; x < width; ++x) row[x] = src[x * 3];
+    } else {
+      std::copy(src, src + width * 3, row.begin());
+    }
+    JSAMPROW r = row.data();
+    jpeg_write_scanlines(&cinfo, &r, 1);
+  }
+  jpeg_finish_compress(&cinfo);
+  std::vector<uint8_t> out(buffer, buffer + size);
+  jpeg_destroy_compress(&cinfo);
+  std::free(buffer);
+  return out;
+}
+
+std::vector<uint8_t> reference_decode(const std::vector<uint8_t>& jpeg, int* width, int* height) {
+  jpeg_decompress_struct cinfo;
+  jpeg_error_mgr jerr;
+  cinfo.err = jpeg_std_error(&jerr);
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, jpeg.data(), jpeg.size());
+  jpeg_read_header(&cinfo, TRUE);
+  cinfo.out_color_space = JCS_RGB;
+  cinfo.dct_method = JDCT_ISLOW;
+  jpeg_start_decompress(&cinfo);
+  *width = static_cast<int>(cinfo.output_width);
+  *height = static_cast<int>(cinfo.output_height);
+  std::vector<uint8_t> out(static_cast<size_t>(*width) * *height * 3);
+  while (cinfo.output_scanline < cinfo.output_height) {
+    JSAMPROW r = out.data() + static_cast<size_t>(cinfo.output_scanline) * *width * 3;
+    jpeg_read_scanlines(&cinfo, &r, 1);
+  }
+  jpeg_finish_decompress(&cinfo);
+  jpeg_destroy_decompress(&cinfo);
+  return out;
+}
+
+TempDir::TempDir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "chute_test_XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+void TempDir::write(const std::string& relative, const std::vector<uint8_t>& bytes) const {
+  const auto p = path_ / relative;
+  std::filesystem::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                           static_cast<std::streamsize>(bytes.size()));
+}
+
+}  // namespace chute::testing

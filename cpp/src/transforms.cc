@@ -1,0 +1,184 @@
+#include "chute/transforms.h"
+
+#include <cmath>
+
+namespace chute {
+namespace {
+
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+
+// One axis of the composed geometry: source range [offset, offset + length), resized to `resized`
+// (or not at all), of which outputs [out_offset, out_offset + out_length) are kept.
+struct Axis {
+  int offset = 0, length = 0;
+  int resized = -1;
+  int out_offset = 0, out_length = 0;
+
+  explicit Axis(int size) : length(size), out_length(size) {}
+  void crop(int first, int count) {
+    if (resized < 0) {
+      offset += first;
+      length = count;
+    } else {
+      out_offset += first;
+    }
+    out_length = count;
+  }
+  void resize(int size) {
+    resized = size;
+    out_offset = 0;
+    out_length = size;
+  }
+};
+
+std::string size_text(int w, int h) { return std::to_string(w) + "x" + std::to_string(h); }
+
+// Python's round(): halves go to the even neighbour.
+int round_half_even(double v) { return static_cast<int>(std::nearbyint(v)); }
+
+}  // namespace
+
+CropBox random_resized_crop_box(int width, int height, const RandomResizedCrop& t, SampleRng& rng) {
+  const double area = static_cast<double>(width) * height;
+  const double log_lo = std::log(t.ratio_min), log_hi = std::log(t.ratio_max);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double target_area = area * rng.uniform(t.scale_min, t.scale_max);
+    const double aspect = std::exp(rng.uniform(log_lo, log_hi));
+    const int w = round_half_even(std::sqrt(target_area * aspect));
+    const int h = round_half_even(std::sqrt(target_area / aspect));
+    if (0 < w && w <= width && 0 < h && h <= height) {
+      const int y = static_cast<int>(rng.integer(0, height - h));
+      const int x = static_cast<int>(rng.integer(0, width - w));
+      return {x, y, w, h};
+    }
+  }
+  // Fallback to a central crop.
+  const double in_ratio = static_cast<double>(width) / height;
+  int w = width, h = height;
+  if (in_ratio < std::min(t.ratio_min, t.ratio_max)) {
+    h = round_half_even(w / std::min(t.ratio_min, t.ratio_max));
+  } else if (in_ratio > std::max(t.ratio_min, t.ratio_max)) {
+    w = round_half_even(h * std::max(t.ratio_min, t.ratio_max));
+  }
+  return {(width - w) / 2, (height - h) / 2, w, h};
+}
+
+Result<Pipeline> Pipeline::create(std::vector<Transform> transforms) {
+  Pipeline p;
+  int resizes = 0;
+  int fixed_h = 0, fixed_w = 0;  // the output size, once a transform fixes it
+  for (size_t i = 0; i < transforms.size(); ++i) {
+    if (p.normalize_) return invalid_argument("Normalize must be the last transform");
+    Status st = std::visit(
+        Overloaded{
+            [&](const RandomResizedCrop& t) -> Status {
+              if (t.height <= 0 || t.width <= 0) return invalid_argument("RandomResizedCrop size must be positive");
+              if (!(0 < t.scale_min && t.scale_min <= t.scale_max && t.scale_max <= 1.0))
+                return invalid_argument("RandomResizedCrop scale must satisfy 0 < min <= max <= 1");
+              if (!(0 < t.ratio_min && t.ratio_min <= t.ratio_max))
+                return invalid_argument("RandomResizedCrop ratio must satisfy 0 < min <= max");
+              ++resizes;
+              fixed_h = t.height, fixed_w = t.width;
+              p.geometric_.push_back(t);
+              return Status::ok();
+            },
+            [&](const Resize& t) -> Status {
+              if (t.height <= 0 || t.width < 0) return invalid_argument("Resize size must be positive");
+              ++resizes;
+              fixed_h = t.width ? t.height : 0, fixed_w = t.width;
+              p.geometric_.push_back(t);
+              return Status::ok();
+            },
+            [&](const CenterCrop& t) -> Status {
+              if (t.height <= 0 || t.width <= 0) return invalid_argument("CenterCrop size must be positive");
+              fixed_h = t.height, fixed_w = t.width;
+              p.geometric_.push_back(t);
+              return Status::ok();
+            },
+            [&](const RandomHorizontalFlip& t) -> Status {
+              if (p.flip_) return invalid_argument("RandomHorizontalFlip appears twice");
+              if (!(t.p >= 0.0 && t.p <= 1.0)) return invalid_argument("RandomHorizontalFlip p must be in [0, 1]");
+              p.flip_ = t;
+              return Status::ok();
+            },
+            [&](const Normalize& t) -> Status {
+              for (float s : t.std)
+                if (!(s != 0.f)) return invalid_argument("Normalize std must be non-zero");
+              p.normalize_ = t;
+              return Status::ok();
+            }},
+        transforms[i]);
+    CHUTE_RETURN_IF_ERROR(st);
+  }
+  if (resizes > 1)
+    return unsupported("chute resamples each image once: use one of RandomResizedCrop and Resize");
+  if (fixed_h == 0)
+    return invalid_argument(
+        "batched images need one size: end the geometric transforms with RandomResizedCrop, CenterCrop or "
+        "Resize((h, w))");
+  p.out_height_ = fixed_h;
+  p.out_width_ = fixed_w;
+  return p;
+}
+
+Result<SamplePlan> Pipeline::plan(int image_width, int image_height, SampleRng& rng) const {
+  if (image_width <= 0 || image_height <= 0) return corrupt_data("image has no pixels");
+  Axis x(image_width), y(image_height);
+  for (const Transform& t : geometric_) {
+    Status st = std::visit(
+        Overloaded{
+            [&](const RandomResizedCrop& c) -> Status {
+              const CropBox box = random_resized_crop_box(x.out_length, y.out_length, c, rng);
+              x.crop(box.x, box.width);
+              y.crop(box.y, box.height);
+              x.resize(c.width);
+              y.resize(c.height);
+              return Status::ok();
+            },
+            [&](const Resize& r) -> Status {
+              int w = r.width, h = r.height;
+              if (r.width == 0) {  // shorter side to r.height, like torchvision Resize(int)
+                const int shorter = std::min(x.out_length, y.out_length);
+                const int longer = std::max(x.out_length, y.out_length);
+                const int new_long = static_cast<int>(static_cast<double>(r.height) * longer / shorter);
+                if (x.out_length <= y.out_length) {
+                  w = r.height, h = new_long;
+                } else {
+                  w = new_long, h = r.height;
+                }
+              }
+              x.resize(w);
+              y.resize(h);
+              return Status::ok();
+            },
+            [&](const CenterCrop& c) -> Status {
+              if (c.width > x.out_length || c.height > y.out_length)
+                return unsupported("CenterCrop " + size_text(c.width, c.height) + " is larger than the " +
+                                   size_text(x.out_length, y.out_length) +
+                                   " image; torchvision would pad it with zeros, which chute does not do");
+              x.crop(round_half_even((x.out_length - c.width) / 2.0), c.width);
+              y.crop(round_half_even((y.out_length - c.height) / 2.0), c.height);
+              return Status::ok();
+            },
+            [](const auto&) -> Status { return Status::ok(); }},
+        t);
+    CHUTE_RETURN_IF_ERROR(st);
+  }
+  CHUTE_CHECK(x.out_length == out_width_ && y.out_length == out_height_);
+  SamplePlan plan;
+  plan.xs = AxisCoeffs::bilinear(x.length, x.resized < 0 ? x.length : x.resized, x.out_offset, x.out_length);
+  plan.ys = AxisCoeffs::bilinear(y.length, y.resized < 0 ? y.length : y.resized, y.out_offset, y.out_length);
+  plan.window_x = x.offset + plan.xs.input_begin();
+  plan.window_y = y.offset + plan.ys.input_begin();
+  plan.window_width = plan.xs.input_end() - plan.xs.input_begin();
+  plan.window_height = plan.ys.input_end() - plan.ys.input_begin();
+  plan.xs.rebase(plan.xs.input_begin());
+  plan.ys.rebase(plan.ys.input_begin());
+  plan.flip = flip_ && rng.uniform() < flip_->p;
+  return plan;
+}
+
+}  // namespace chute

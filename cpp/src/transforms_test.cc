@@ -1,0 +1,84 @@
+#include "chute/transforms.h"
+
+#include <gtest/gtest.h>
+
+namespace chute {
+namespace {
+
+TEST(RandomResizedCropTest, WindowsLieInsideAndRespectRanges) {
+  RandomResizedCrop t;
+  for (uint64_t i = 0; i < 2000; ++i) {
+    SampleRng rng(0, 0, i);
+    const CropBox b = random_resized_crop_box(500, 375, t, rng);
+    ASSERT_GE(b.x, 0);
+    ASSERT_GE(b.y, 0);
+    ASSERT_LE(b.x + b.width, 500);
+    ASSERT_LE(b.y + b.height, 375);
+    const double area = static_cast<double>(b.width) * b.height / (500.0 * 375);
+    ASSERT_GE(area, 0.079);
+    ASSERT_LE(area, 1.0);
+  }
+}
+
+TEST(RandomResizedCropTest, FallbackIsCentreCropClampedToRatio) {
+  // A 1000x10 strip: no try can fit a ratio in [3/4, 4/3] of 8-100% area, so torchvision's fallback
+  // takes h = 10, w = round(10 * 4/3) = 13, centred.
+  RandomResizedCrop t;
+  SampleRng rng(0, 0, 0);
+  const CropBox b = random_resized_crop_box(1000, 10, t, rng);
+  EXPECT_EQ(b.height, 10);
+  EXPECT_EQ(b.width, 13);
+  EXPECT_EQ(b.x, (1000 - 13) / 2);
+  EXPECT_EQ(b.y, 0);
+}
+
+TEST(PipelineTest, RejectsListsWithoutOneOutputSize) {
+  EXPECT_FALSE(Pipeline::create({Resize{256}}).is_ok());
+  EXPECT_FALSE(Pipeline::create({RandomResizedCrop{}, Resize{256, 256}}).is_ok());
+  EXPECT_FALSE(Pipeline::create({Normalize{}, CenterCrop{10, 10}}).is_ok());
+  EXPECT_FALSE(Pipeline::create({RandomResizedCrop{0, 0}}).is_ok());
+  EXPECT_TRUE(Pipeline::create({Resize{256}, CenterCrop{224, 224}, Normalize{}}).is_ok());
+}
+
+TEST(PipelineTest, ResizeThenCenterCropPlansTorchvisionGeometry) {
+  auto p = Pipeline::create({Resize{256}, CenterCrop{224, 224}});
+  ASSERT_TRUE(p.is_ok());
+  SampleRng rng(0, 0, 0);
+  // 500x375 -> Resize(256) gives 341x256 (int(256 * 500 / 375) = 341); the crop keeps x in
+  // [round(58.5) = 58, 282) and y in [16, 240).
+  auto plan = p->plan(500, 375, rng);
+  ASSERT_TRUE(plan.is_ok());
+  EXPECT_EQ(plan->xs.out_size, 224);
+  EXPECT_EQ(plan->ys.out_size, 224);
+  EXPECT_FALSE(plan->flip);
+  // The decoded window covers exactly the inputs those outputs read.
+  const AxisCoeffs full_x = AxisCoeffs::bilinear(500, 341, 58, 224);
+  EXPECT_EQ(plan->window_x, full_x.input_begin());
+  EXPECT_EQ(plan->window_width, full_x.input_end() - full_x.input_begin());
+  const AxisCoeffs full_y = AxisCoeffs::bilinear(375, 256, 16, 224);
+  EXPECT_EQ(plan->window_y, full_y.input_begin());
+}
+
+TEST(PipelineTest, CenterCropLargerThanImageIsAnError) {
+  auto p = Pipeline::create({CenterCrop{224, 224}});
+  ASSERT_TRUE(p.is_ok());
+  SampleRng rng(0, 0, 0);
+  EXPECT_EQ(p->plan(100, 300, rng).status().code(), StatusCode::kUnsupported);
+}
+
+TEST(PipelineTest, FlipProbabilityIsHonoured) {
+  auto never = Pipeline::create({CenterCrop{8, 8}, RandomHorizontalFlip{0.0}});
+  auto always = Pipeline::create({CenterCrop{8, 8}, RandomHorizontalFlip{1.0}});
+  auto half = Pipeline::create({CenterCrop{8, 8}, RandomHorizontalFlip{0.5}});
+  int flips = 0;
+  for (uint64_t i = 0; i < 1000; ++i) {
+    SampleRng a(0, 0, i), b(0, 0, i), c(0, 0, i);
+    EXPECT_FALSE(never->plan(16, 16, a)->flip);
+    EXPECT_TRUE(always->plan(16, 16, b)->flip);
+    flips += half->plan(16, 16, c)->flip;
+  }
+  EXPECT_NEAR(flips, 500, 60);
+}
+
+}  // namespace
+}  // namespace chute
