@@ -1,0 +1,21 @@
+// Reference measurements that benchmarks compare against, kept in the core so that they run the same
+// libjpeg-turbo build as the loader does.
+// Thread-safety: each call is independent and single-threaded.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace chute {
+
+// Images per second of one thread fully decoding JPEGs already in memory to RGB (libjpeg-turbo, the
+// accurate integer IDCT, fancy upsampling: what PIL does). Repeats over `files` for at least
+// `min_seconds`. Files that fail to decode are counted as failures, not images.
+struct DecodeRate {
+  double images_per_second = 0;
+  int64_t images = 0;
+  int64_t failures = 0;
+};
+DecodeRate full_decode_rate(const std::vector<std::vector<uint8_t>>& files, double min_seconds);
+
+}  // namespace chute

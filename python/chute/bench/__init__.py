@@ -1,0 +1,1 @@
+"""Benchmark helpers: a synthetic ImageNet-like dataset and the PyTorch DataLoader peer."""

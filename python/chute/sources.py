@@ -1,0 +1,37 @@
+"""Sources: where samples come from."""
+
+from __future__ import annotations
+
+import os
+
+from chute import _native
+
+
+class ImageFolder:
+    """A directory in torchvision's ``ImageFolder`` layout: ``root/<class>/**/<image>``.
+
+    Listing follows torchvision: class folders sorted by name become labels ``0..C-1``; files are
+    walked recursively in sorted order and kept when their name has an image extension. The scan runs
+    natively, without the GIL.
+    """
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = os.fspath(root)
+        self._native = _native.ImageFolder.open(self.root)
+        self.classes: list[str] = list(self._native.classes)
+        self.class_to_idx: dict[str, int] = {c: i for i, c in enumerate(self.classes)}
+
+    def __len__(self) -> int:
+        return len(self._native)
+
+    @property
+    def samples(self) -> list[tuple[str, int]]:
+        """``(path, label)`` pairs, as in torchvision."""
+        return list(zip(self._native.paths(), self._native.labels()))
+
+    @property
+    def targets(self) -> list[int]:
+        return list(self._native.labels())
+
+    def __repr__(self) -> str:
+        return f"chute.ImageFolder({self.root!r}, samples={len(self)}, classes={len(self.classes)})"

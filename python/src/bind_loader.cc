@@ -1,0 +1,128 @@
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "chute/loader.h"
+
+namespace chute::py {
+namespace {
+
+Pipeline make_pipeline(const nb::list& transforms) {
+  std::vector<Transform> list;
+  for (nb::handle t : transforms) {
+    if (nb::isinstance<RandomResizedCrop>(t)) list.emplace_back(nb::cast<RandomResizedCrop>(t));
+    else if (nb::isinstance<Resize>(t)) list.emplace_back(nb::cast<Resize>(t));
+    else if (nb::isinstance<CenterCrop>(t)) list.emplace_back(nb::cast<CenterCrop>(t));
+    else if (nb::isinstance<RandomHorizontalFlip>(t)) list.emplace_back(nb::cast<RandomHorizontalFlip>(t));
+    else if (nb::isinstance<Normalize>(t)) list.emplace_back(nb::cast<Normalize>(t));
+    else throw nb::type_error("not a native transform");
+  }
+  return unwrap(Pipeline::create(std::move(list)));
+}
+
+// The batch's buffers stay alive while either tensor does: each capsule holds a reference.
+nb::capsule owner_of(const std::shared_ptr<Batch>& batch) {
+  return nb::capsule(new std::shared_ptr<Batch>(batch),
+                     [](void* p) noexcept { delete static_cast<std::shared_ptr<Batch>*>(p); });
+}
+
+// (images, labels) as torch tensors over the batch's own memory (DLPack, no copy). Images are NCHW;
+// with the NHWC layout they are NCHW-shaped with channels-last strides, as torch.channels_last is.
+nb::tuple to_tensors(const std::shared_ptr<Batch>& batch, const Loader& loader) {
+  const LoaderOptions& o = loader.options();
+  const size_t n = static_cast<size_t>(batch->size()), h = loader.out_height(), w = loader.out_width();
+  const size_t shape[4] = {n, 3, h, w};
+  int64_t strides[4];
+  if (o.output.layout == Layout::kNCHW) {
+    strides[0] = static_cast<int64_t>(3 * h * w), strides[1] = static_cast<int64_t>(h * w);
+    strides[2] = static_cast<int64_t>(w), strides[3] = 1;
+  } else {
+    strides[0] = static_cast<int64_t>(3 * h * w), strides[1] = 1;
+    strides[2] = static_cast<int64_t>(3 * w), strides[3] = 3;
+  }
+  const nb::dlpack::dtype dtype =
+      o.output.dtype == DType::kUInt8 ? nb::dtype<uint8_t>() : nb::dtype<float>();
+  nb::ndarray<nb::pytorch> images(batch->images(), 4, shape, owner_of(batch), strides, dtype);
+  const size_t label_shape[1] = {n};
+  nb::ndarray<nb::pytorch, int64_t> labels(batch->labels(), 1, label_shape, owner_of(batch));
+  return nb::make_tuple(images, labels);
+}
+
+// The Python object owns the engine through a pointer: the engine's threads hold its address.
+struct PyLoader {
+  std::unique_ptr<Loader> impl;
+};
+
+nb::object error_tuple(const SampleError& e) {
+  return nb::make_tuple(e.index, e.path, e.status.to_string(), e.epoch);
+}
+
+}  // namespace
+
+void register_loader(nb::module_& m) {
+  static nb::exception<std::invalid_argument> sample_error(m, "SampleError", PyExc_RuntimeError);
+
+  nb::class_<PyLoader>(m, "Loader")
+      .def(
+          "__init__",
+          [](PyLoader* self, std::shared_ptr<Source> source, const nb::list& transforms, int64_t batch_size,
+             bool shuffle, uint64_t seed, bool drop_last, int num_threads, int prefetch, const std::string& dtype,
+             bool channels_last, const std::string& on_error) {
+            LoaderOptions o;
+            o.batch_size = batch_size;
+            o.shuffle = shuffle;
+            o.seed = seed;
+            o.drop_last = drop_last;
+            o.num_threads = num_threads;
+            o.prefetch = prefetch;
+            if (dtype == "uint8") o.output.dtype = DType::kUInt8;
+            else if (dtype == "float32") o.output.dtype = DType::kFloat32;
+            else throw nb::value_error(("unsupported dtype " + dtype).c_str());
+            o.output.layout = channels_last ? Layout::kNHWC : Layout::kNCHW;
+            if (on_error == "raise") o.on_error = ErrorPolicy::kRaise;
+            else if (on_error == "skip") o.on_error = ErrorPolicy::kSkip;
+            else throw nb::value_error("on_error must be 'raise' or 'skip'");
+            new (self) PyLoader{unwrap(Loader::create(std::move(source), make_pipeline(transforms), o))};
+          },
+          nb::arg("source"), nb::arg("transforms"), nb::arg("batch_size"), nb::arg("shuffle"), nb::arg("seed"),
+          nb::arg("drop_last"), nb::arg("num_threads"), nb::arg("prefetch"), nb::arg("dtype"),
+          nb::arg("channels_last"), nb::arg("on_error"))
+      .def("__len__", [](const PyLoader& l) { return l.impl->num_batches(); })
+      .def_prop_ro("num_threads", [](const PyLoader& l) { return l.impl->num_threads(); })
+      .def(
+          "start_epoch", [](PyLoader& l, uint64_t epoch) { l.impl->start_epoch(epoch); }, nb::arg("epoch"),
+          nb::call_guard<nb::gil_scoped_release>())
+      .def("next",
+           [](PyLoader& l) -> nb::object {
+             Loader& loader = *l.impl;
+             Result<std::shared_ptr<Batch>> next = [&] {
+               nb::gil_scoped_release release;
+               return loader.next();
+             }();
+             if (!next.is_ok()) {
+               if (loader.failed_sample()) throw std::invalid_argument(next.status().message());
+               throw_status(next.status());
+             }
+             if (!*next) return nb::none();
+             return to_tensors(*next, loader);
+           })
+      .def("failed_sample",
+           [](const PyLoader& l) -> nb::object {
+             auto e = l.impl->failed_sample();
+             return e ? error_tuple(*e) : nb::none();
+           })
+      .def("errors",
+           [](const PyLoader& l) {
+             nb::list out;
+             for (const SampleError& e : l.impl->errors()) out.append(error_tuple(e));
+             return out;
+           })
+      .def(
+          "close", [](PyLoader& l) { l.impl->close(); }, nb::call_guard<nb::gil_scoped_release>());
+}
+
+}  // namespace chute::py

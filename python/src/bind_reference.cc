@@ -1,0 +1,32 @@
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "chute/image_folder.h"
+#include "chute/reference.h"
+
+namespace chute::py {
+
+void register_reference(nb::module_& m) {
+  m.def(
+      "full_decode_rate",
+      [](const std::vector<std::string>& paths, double min_seconds) {
+        nb::gil_scoped_release release;
+        std::vector<std::vector<uint8_t>> files(paths.size());
+        for (size_t i = 0; i < paths.size(); ++i) {
+          const Status st = read_file(paths[i], files[i]);
+          if (!st.is_ok()) {
+            nb::gil_scoped_acquire acquire;
+            throw_status(Status(st.code(), paths[i] + ": " + st.message()));
+          }
+        }
+        const DecodeRate r = full_decode_rate(files, min_seconds);
+        return std::make_tuple(r.images_per_second, r.images, r.failures);
+      },
+      nb::arg("paths"), nb::arg("min_seconds") = 1.0,
+      "Single-thread libjpeg-turbo full decode of the files (read into memory first): "
+      "(images per second, images, failures).");
+}
+
+}  // namespace chute::py

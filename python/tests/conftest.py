@@ -1,0 +1,58 @@
+"""Shared fixtures: small ImageFolder trees of real JPEGs made with Pillow."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+
+def natural_image(rng: np.random.Generator, width: int, height: int) -> Image.Image:
+    """Smooth colour fields, an edge and mild noise: enough structure for resampling to matter."""
+    y, x = np.mgrid[0:height, 0:width].astype(np.float32)
+    channels = []
+    for c in range(3):
+        fx, fy, phase = rng.uniform(1, 8), rng.uniform(1, 8), rng.uniform(0, 6.28)
+        v = 128 + 90 * np.sin(fx * x / width * 6.28 + phase + c) * np.cos(fy * y / height * 6.28 - c)
+        channels.append(v)
+    img = np.stack(channels, axis=-1)
+    cx, cy, r = rng.uniform(0, width), rng.uniform(0, height), rng.uniform(10, min(width, height) / 2)
+    inside = (x - cx) ** 2 + (y - cy) ** 2 < r * r
+    img[inside] = 255 - img[inside] * 0.7
+    img += rng.normal(0, 6, img.shape)
+    return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8))
+
+
+def jpeg_bytes(img: Image.Image, quality: int = 92, subsampling: int = 0, progressive: bool = False) -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=quality, subsampling=subsampling, progressive=progressive)
+    return buf.getvalue()
+
+
+def make_folder(root: Path, classes: int, per_class: int, seed: int = 0) -> Path:
+    """Varied sizes (landscape and portrait), 4:4:4 / 4:2:2 / 4:2:0, one grayscale and one progressive file."""
+    rng = np.random.default_rng(seed)
+    k = 0
+    for c in range(classes):
+        d = root / f"class_{c}"
+        d.mkdir(parents=True)
+        for i in range(per_class):
+            w, h = (int(rng.integers(200, 330)), int(rng.integers(150, 260)))
+            if k % 4 == 3:
+                w, h = h, w
+            img = natural_image(rng, w, h)
+            if k % 11 == 5:
+                img = img.convert("L")
+            data = jpeg_bytes(img, quality=int(rng.integers(88, 97)), subsampling=k % 3, progressive=k % 7 == 2)
+            (d / f"img_{i:03d}.jpg").write_bytes(data)
+            k += 1
+    return root
+
+
+@pytest.fixture(scope="session")
+def folder(tmp_path_factory) -> Path:
+    """3 classes x 12 images."""
+    return make_folder(tmp_path_factory.mktemp("folder"), 3, 12)
