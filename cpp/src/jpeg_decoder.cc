@@ -66,7 +66,6 @@ bool has_end_marker(std::span<const uint8_t> data) {
 struct JpegDecoder::State {
   jpeg_decompress_struct cinfo;
   ErrorManager err;
-  std::vector<uint8_t> row;  // one decoded row of the cropped region
 };
 
 JpegDecoder::JpegDecoder(int64_t max_pixels) : state_(std::make_unique<State>()), max_pixels_(max_pixels) {
@@ -106,7 +105,8 @@ Result<ImageInfo> JpegDecoder::read_info(std::span<const uint8_t> data) {
   return info;
 }
 
-Status JpegDecoder::decode(std::span<const uint8_t> data, Window win, uint8_t* out, size_t pitch) {
+Result<JpegDecoder::View> JpegDecoder::decode(std::span<const uint8_t> data, Window win, std::vector<uint8_t>& buffer,
+                                              size_t padding) {
   if (data.empty()) return corrupt_data("empty file");
   if (!is_jpeg(data)) return unsupported("not a JPEG file (no SOI marker)");
   if (!has_end_marker(data)) return corrupt_data("Premature end of JPEG file (no end-of-image marker)");
@@ -147,19 +147,23 @@ Status JpegDecoder::decode(std::span<const uint8_t> data, Window win, uint8_t* o
   JDIMENSION crop_x = static_cast<JDIMENSION>(x0), crop_w = static_cast<JDIMENSION>(x1 - x0);
   if (crop_w < cinfo->output_width) jpeg_crop_scanline(cinfo, &crop_x, &crop_w);
   const size_t skip = static_cast<size_t>(win.x - static_cast<int>(crop_x)) * 3;
-  s.row.resize(static_cast<size_t>(cinfo->output_width) * 3);
+  const size_t pitch = static_cast<size_t>(cinfo->output_width) * 3;
+  buffer.resize(pitch * win.height + padding);
   if (win.y > 0) jpeg_skip_scanlines(cinfo, static_cast<JDIMENSION>(win.y));
-  JSAMPROW row = s.row.data();
-  for (int r = 0; r < win.height; ++r) {
-    if (jpeg_read_scanlines(cinfo, &row, 1) != 1) {
+  for (int r = 0; r < win.height;) {
+    JSAMPROW rows[4];
+    const int want = std::min(4, win.height - r);
+    for (int i = 0; i < want; ++i) rows[i] = buffer.data() + static_cast<size_t>(r + i) * pitch;
+    const JDIMENSION got = jpeg_read_scanlines(cinfo, rows, static_cast<JDIMENSION>(want));
+    if (got == 0) {
       jpeg_abort_decompress(cinfo);
       return corrupt_data("decoder returned no row");
     }
-    std::memcpy(out + static_cast<size_t>(r) * pitch, s.row.data() + skip, static_cast<size_t>(win.width) * 3);
+    r += static_cast<int>(got);
   }
   // Rows below the window are never decoded.
   jpeg_abort_decompress(cinfo);
-  return Status::ok();
+  return View{buffer.data() + skip, pitch};
 }
 
 }  // namespace chute

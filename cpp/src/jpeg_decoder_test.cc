@@ -22,6 +22,14 @@ const Kind kKinds[] = {
     {"progressive420", {92, 2, 2, false, true}},
 };
 
+// The window's pixels, tightly packed.
+std::vector<uint8_t> pack(const JpegDecoder::View& v, Window w) {
+  std::vector<uint8_t> out(static_cast<size_t>(w.width) * w.height * 3);
+  for (int y = 0; y < w.height; ++y)
+    std::memcpy(&out[static_cast<size_t>(y) * w.width * 3], v.pixels + y * v.pitch, static_cast<size_t>(w.width) * 3);
+  return out;
+}
+
 std::vector<uint8_t> crop(const std::vector<uint8_t>& rgb, int width, Window w) {
   std::vector<uint8_t> out(static_cast<size_t>(w.width) * w.height * 3);
   for (int y = 0; y < w.height; ++y)
@@ -55,9 +63,10 @@ TEST(JpegDecoderTest, CropOnDecodeMatchesFullDecodeForEveryKind) {
       windows.push_back(w);
     }
     for (const Window& w : windows) {
-      std::vector<uint8_t> out(static_cast<size_t>(w.width) * w.height * 3);
-      ASSERT_TRUE(decoder.decode(jpeg, w, out.data(), static_cast<size_t>(w.width) * 3).is_ok());
-      ASSERT_EQ(out, crop(full, width, w)) << "window " << w.x << "," << w.y << " " << w.width << "x" << w.height;
+      std::vector<uint8_t> buffer;
+      auto view = decoder.decode(jpeg, w, buffer);
+      ASSERT_TRUE(view.is_ok());
+      ASSERT_EQ(pack(*view, w), crop(full, width, w)) << "window " << w.x << "," << w.y << " " << w.width << "x" << w.height;
     }
   }
 }
@@ -66,36 +75,36 @@ TEST(JpegDecoderTest, BadInputsAreErrorsNotCrashes) {
   const auto rgb = testing::synthetic_rgb(64, 48, 2);
   const auto jpeg = testing::encode_jpeg(rgb, 64, 48);
   JpegDecoder decoder;
-  std::vector<uint8_t> out(64 * 48 * 3);
+  std::vector<uint8_t> out;
   const Window all{0, 0, 64, 48};
 
-  EXPECT_EQ(decoder.decode({}, all, out.data(), 64 * 3).code(), StatusCode::kCorruptData);  // empty
+  EXPECT_EQ(decoder.decode({}, all, out).status().code(), StatusCode::kCorruptData);  // empty
   const std::vector<uint8_t> png{0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0};
-  EXPECT_EQ(decoder.decode(png, all, out.data(), 64 * 3).code(), StatusCode::kUnsupported);  // not a JPEG
+  EXPECT_EQ(decoder.decode(png, all, out).status().code(), StatusCode::kUnsupported);  // not a JPEG
 
   // Truncated anywhere: never a gray-filled success.
   for (size_t cut : {size_t{3}, size_t{20}, jpeg.size() / 3, jpeg.size() / 2, jpeg.size() - 2}) {
     std::vector<uint8_t> part(jpeg.begin(), jpeg.begin() + cut);
-    EXPECT_EQ(decoder.decode(part, all, out.data(), 64 * 3).code(), StatusCode::kCorruptData) << "cut " << cut;
+    EXPECT_EQ(decoder.decode(part, all, out).status().code(), StatusCode::kCorruptData) << "cut " << cut;
   }
   // Flipped bytes in the entropy-coded data: an error or a clean decode, never a crash.
   std::mt19937 gen(3);
   for (int i = 0; i < 200; ++i) {
     auto bad = jpeg;
     for (int j = 0; j < 4; ++j) bad[std::uniform_int_distribution<size_t>(2, bad.size() - 3)(gen)] ^= 0x5A;
-    (void)decoder.decode(bad, all, out.data(), 64 * 3);
+    (void)decoder.decode(bad, all, out);
   }
   // The decoder still works after all that.
-  EXPECT_TRUE(decoder.decode(jpeg, all, out.data(), 64 * 3).is_ok());
+  EXPECT_TRUE(decoder.decode(jpeg, all, out).is_ok());
   // A window outside the image is refused.
-  EXPECT_EQ(decoder.decode(jpeg, {60, 0, 10, 10}, out.data(), 64 * 3).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(decoder.decode(jpeg, {60, 0, 10, 10}, out).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(JpegDecoderTest, PixelLimitGuardsAgainstBombs) {
   const auto jpeg = testing::encode_jpeg(testing::synthetic_rgb(64, 48, 2), 64, 48);
   JpegDecoder decoder(/*max_pixels=*/1000);
   std::vector<uint8_t> out(64 * 48 * 3);
-  EXPECT_EQ(decoder.decode(jpeg, {0, 0, 64, 48}, out.data(), 64 * 3).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(decoder.decode(jpeg, {0, 0, 64, 48}, out).status().code(), StatusCode::kResourceExhausted);
 }
 
 TEST(JpegDecoderTest, ExtraneousBytesAreABenignWarning) {
@@ -103,8 +112,8 @@ TEST(JpegDecoderTest, ExtraneousBytesAreABenignWarning) {
   // Insert junk before the EOI marker: libjpeg warns "extraneous bytes before marker 0xd9".
   jpeg.insert(jpeg.end() - 2, {0x12, 0x34, 0x56});
   JpegDecoder decoder;
-  std::vector<uint8_t> out(64 * 48 * 3);
-  EXPECT_TRUE(decoder.decode(jpeg, {0, 0, 64, 48}, out.data(), 64 * 3).is_ok());
+  std::vector<uint8_t> out;
+  EXPECT_TRUE(decoder.decode(jpeg, {0, 0, 64, 48}, out).is_ok());
 }
 
 }  // namespace

@@ -11,12 +11,12 @@ Status SampleProcessor::process(int64_t index, uint64_t epoch, void* dst) {
   CHUTE_ASSIGN_OR_RETURN(const ImageInfo info, decoder_.read_info(bytes_));
   SampleRng rng(seed_, epoch, static_cast<uint64_t>(index));
   CHUTE_ASSIGN_OR_RETURN(const SamplePlan plan, pipeline_.plan(info.width, info.height, rng));
-  const size_t pitch = static_cast<size_t>(plan.window_width) * 3;
-  window_.resize(pitch * plan.window_height);
-  CHUTE_RETURN_IF_ERROR(decoder_.decode(
-      bytes_, {plan.window_x, plan.window_y, plan.window_width, plan.window_height}, window_.data(), pitch));
+  CHUTE_ASSIGN_OR_RETURN(
+      const JpegDecoder::View window,
+      decoder_.decode(bytes_, {plan.window_x, plan.window_y, plan.window_width, plan.window_height}, window_,
+                      kResampleInputPadding));
   resized_.resize(static_cast<size_t>(plan.xs.out_size) * plan.ys.out_size * 3);
-  resample_rgb(window_.data(), pitch, plan.xs, plan.ys, resized_.data(), scratch_);
+  resample_rgb(window.pixels, window.pitch, plan.xs, plan.ys, resized_.data(), scratch_);
   writer_.write(resized_.data(), plan.flip, dst);
   return Status::ok();
 }

@@ -6,25 +6,33 @@
 
 namespace chute {
 
-DecodeRate full_decode_rate(const std::vector<std::vector<uint8_t>>& files, double min_seconds) {
+DecodeRate decode_rate(const std::vector<std::vector<uint8_t>>& files, const std::optional<RandomResizedCrop>& crop,
+                       double min_seconds) {
   DecodeRate rate;
   if (files.empty()) return rate;
   JpegDecoder decoder;
   std::vector<uint8_t> pixels;
   const auto start = std::chrono::steady_clock::now();
   double elapsed = 0;
+  uint64_t pass = 0;
   do {
-    for (const auto& file : files) {
+    for (size_t i = 0; i < files.size(); ++i) {
+      const auto& file = files[i];
       auto info = decoder.read_info(file);
       if (!info.is_ok()) {
         ++rate.failures;
         continue;
       }
-      pixels.resize(static_cast<size_t>(info->width) * info->height * 3);
-      const Status st = decoder.decode(file, {0, 0, info->width, info->height}, pixels.data(),
-                                       static_cast<size_t>(info->width) * 3);
-      ++(st.is_ok() ? rate.images : rate.failures);
+      Window window{0, 0, info->width, info->height};
+      if (crop) {
+        SampleRng rng(0, pass, i);
+        const CropBox b = random_resized_crop_box(info->width, info->height, *crop, rng);
+        window = {b.x, b.y, b.width, b.height};
+      }
+      const auto view = decoder.decode(file, window, pixels);
+      ++(view.is_ok() ? rate.images : rate.failures);
     }
+    ++pass;
     elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   } while (elapsed < min_seconds);
   rate.images_per_second = rate.images / elapsed;

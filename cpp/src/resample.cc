@@ -1,10 +1,12 @@
 #include "chute/resample.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
 #include "chute/status.h"
+#include "detail/resample_kernels.h"
 
 namespace chute {
 namespace {
@@ -14,12 +16,33 @@ double bilinear_filter(double x) {
   return x < 1.0 ? 1.0 - x : 0.0;
 }
 
-uint8_t clip8(int32_t acc) {
-  const int32_t v = acc >> AxisCoeffs::kPrecisionBits;
-  return static_cast<uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v));
+std::atomic<bool> g_force_portable{false};
+
+bool use_avx2() {
+  static const bool has_avx2 = __builtin_cpu_supports("avx2");
+  return has_avx2 && !g_force_portable.load(std::memory_order_relaxed);
 }
 
 }  // namespace
+
+const char* resample_kernels() { return use_avx2() ? "avx2" : "portable"; }
+void force_portable_resample(bool on) { g_force_portable.store(on); }
+
+void AxisCoeffs::build_tap_tables() {
+  padded_out = (out_size + 7) / 8 * 8;
+  weights_by_tap.assign(static_cast<size_t>(taps) * padded_out, 0);
+  offsets_by_tap.assign(static_cast<size_t>(taps) * padded_out, 0);
+  group_taps.assign(padded_out / 8, 0);
+  for (int x = 0; x < out_size; ++x) group_taps[x / 8] = std::max(group_taps[x / 8], count[x]);
+  for (int t = 0; t < taps; ++t) {
+    for (int x = 0; x < padded_out; ++x) {
+      const size_t at = static_cast<size_t>(t) * padded_out + x;
+      if (x < out_size && t < count[x]) weights_by_tap[at] = weights[static_cast<size_t>(x) * taps + t];
+      const int pixel = x < out_size ? first[x] + t : 0;
+      offsets_by_tap[at] = std::min(pixel, in_size - 1) * 3;
+    }
+  }
+}
 
 AxisCoeffs AxisCoeffs::bilinear(int in_size, int resized, int keep_first, int keep_count) {
   CHUTE_CHECK(in_size > 0 && resized > 0 && keep_first >= 0 && keep_count > 0 &&
@@ -69,6 +92,7 @@ AxisCoeffs AxisCoeffs::bilinear(int in_size, int resized, int keep_first, int ke
     c.first[i] = xmin;
     c.count[i] = xmax;
   }
+  c.build_tap_tables();
   return c;
 }
 
@@ -81,77 +105,76 @@ int AxisCoeffs::input_end() const {
 }
 
 void AxisCoeffs::rebase(int offset) {
+  in_size = input_end() - offset;  // the decoded window ends where the last tap does
   for (int& f : first) f -= offset;
-  in_size -= offset;
+  if (!identity) build_tap_tables();
 }
 
+namespace detail {
+
+void horizontal_portable(const uint8_t* in, size_t in_pitch, int row0, int rows, const AxisCoeffs& xs,
+                         uint8_t* out, size_t out_pitch) {
+  for (int r = 0; r < rows; ++r) {
+    const uint8_t* src = in + static_cast<size_t>(row0 + r) * in_pitch;
+    uint8_t* dst = out + static_cast<size_t>(r) * out_pitch;
+    for (int x = 0; x < xs.out_size; ++x) {
+      const int32_t* k = &xs.weights[static_cast<size_t>(x) * xs.taps];
+      const uint8_t* p = src + static_cast<size_t>(xs.first[x]) * 3;
+      int32_t s0 = 1 << (AxisCoeffs::kPrecisionBits - 1), s1 = s0, s2 = s0;
+      for (int t = 0; t < xs.count[x]; ++t) {
+        s0 += p[3 * t + 0] * k[t];
+        s1 += p[3 * t + 1] * k[t];
+        s2 += p[3 * t + 2] * k[t];
+      }
+      dst[3 * x + 0] = clip8(s0);
+      dst[3 * x + 1] = clip8(s1);
+      dst[3 * x + 2] = clip8(s2);
+    }
+  }
+}
+
+void vertical_portable(const uint8_t* in, size_t in_pitch, int row0, const AxisCoeffs& ys, size_t row_bytes,
+                       uint8_t* out) {
+  for (int y = 0; y < ys.out_size; ++y) {
+    const int32_t* k = &ys.weights[static_cast<size_t>(y) * ys.taps];
+    const uint8_t* base = in + static_cast<size_t>(ys.first[y] - row0) * in_pitch;
+    uint8_t* dst = out + static_cast<size_t>(y) * row_bytes;
+    for (size_t i = 0; i < row_bytes; ++i) {
+      int32_t acc = 1 << (AxisCoeffs::kPrecisionBits - 1);
+      for (int t = 0; t < ys.count[y]; ++t) acc += base[t * in_pitch + i] * k[t];
+      dst[i] = clip8(acc);
+    }
+  }
+}
+
+}  // namespace detail
+
+// Pillow's ImagingResample: horizontal pass over the rows the vertical pass needs, then vertical pass;
+// a pass whose axis keeps its size is skipped.
 void resample_rgb(const uint8_t* in, size_t in_pitch, const AxisCoeffs& xs, const AxisCoeffs& ys,
                   uint8_t* out, ResampleScratch& scratch) {
-  const int out_w = xs.out_size, out_h = ys.out_size;
-  // Rows of the input that the vertical pass reads.
-  const int y_begin = ys.input_begin(), y_end = ys.input_end();
-
-  // Horizontal pass (or a plain copy of the needed columns when this axis keeps its size).
-  const size_t h_pitch = static_cast<size_t>(out_w) * 3;
-  uint8_t* h_out;
-  size_t h_out_pitch;
-  int h_row0;  // input row that h_out's first row corresponds to
+  const bool avx2 = use_avx2();
+  const size_t row_bytes = static_cast<size_t>(xs.out_size) * 3;
   if (xs.identity && ys.identity) {
-    for (int y = 0; y < out_h; ++y)
-      std::memcpy(out + y * h_pitch, in + static_cast<size_t>(ys.first[y]) * in_pitch + xs.first[0] * 3, h_pitch);
+    for (int y = 0; y < ys.out_size; ++y)
+      std::memcpy(out + y * row_bytes, in + static_cast<size_t>(ys.first[y]) * in_pitch + xs.first[0] * 3,
+                  row_bytes);
     return;
   }
-  if (xs.identity) {
-    h_out = const_cast<uint8_t*>(in) + xs.first[0] * 3;  // read-only below
-    h_out_pitch = in_pitch;
-    h_row0 = 0;
-  } else {
-    const int rows = ys.identity ? out_h : y_end - y_begin;
-    const int row0 = ys.identity ? 0 : y_begin;
-    uint8_t* dst_base = out;
-    if (!ys.identity) {
-      scratch.horizontal.resize(static_cast<size_t>(rows) * h_pitch);
-      dst_base = scratch.horizontal.data();
-    }
-    for (int r = 0; r < rows; ++r) {
-      const int src_row = ys.identity ? ys.first[r] : row0 + r;
-      const uint8_t* src = in + static_cast<size_t>(src_row) * in_pitch;
-      uint8_t* dst = dst_base + static_cast<size_t>(r) * h_pitch;
-      for (int x = 0; x < out_w; ++x) {
-        const int32_t* k = &xs.weights[static_cast<size_t>(x) * xs.taps];
-        const uint8_t* p = src + static_cast<size_t>(xs.first[x]) * 3;
-        int32_t s0 = 1 << (AxisCoeffs::kPrecisionBits - 1), s1 = s0, s2 = s0;
-        for (int t = 0; t < xs.count[x]; ++t) {
-          s0 += p[3 * t + 0] * k[t];
-          s1 += p[3 * t + 1] * k[t];
-          s2 += p[3 * t + 2] * k[t];
-        }
-        dst[3 * x + 0] = clip8(s0);
-        dst[3 * x + 1] = clip8(s1);
-        dst[3 * x + 2] = clip8(s2);
-      }
-    }
-    if (ys.identity) return;
-    h_out = scratch.horizontal.data();
-    h_out_pitch = h_pitch;
-    h_row0 = row0;
+  if (xs.identity) {  // vertical only, straight from the input
+    (avx2 ? detail::vertical_avx2 : detail::vertical_portable)(in + xs.first[0] * 3, in_pitch, 0, ys, row_bytes, out);
+    return;
   }
-
-  // Vertical pass: each output row is a weighted sum of rows of h_out.
-  const size_t row_bytes = static_cast<size_t>(out_w) * 3;
-  std::vector<int32_t>& acc = scratch.accumulator;
-  acc.resize(row_bytes);
-  for (int y = 0; y < out_h; ++y) {
-    const int32_t* k = &ys.weights[static_cast<size_t>(y) * ys.taps];
-    std::fill(acc.begin(), acc.end(), 1 << (AxisCoeffs::kPrecisionBits - 1));
-    for (int t = 0; t < ys.count[y]; ++t) {
-      const uint8_t* src = h_out + static_cast<size_t>(ys.first[y] + t - h_row0) * h_out_pitch;
-      const int32_t w = k[t];
-      for (size_t i = 0; i < row_bytes; ++i) acc[i] += src[i] * w;
-    }
-    uint8_t* dst = out + static_cast<size_t>(y) * row_bytes;
-    for (size_t i = 0; i < row_bytes; ++i) dst[i] = clip8(acc[i]);
+  const auto horizontal = avx2 ? detail::horizontal_avx2 : detail::horizontal_portable;
+  if (ys.identity) {  // horizontal only: rows ys.first[0].. straight into the output
+    horizontal(in, in_pitch, ys.first[0], ys.out_size, xs, out, row_bytes);
+    return;
   }
+  const int y_begin = ys.input_begin(), y_end = ys.input_end();
+  scratch.horizontal.resize(static_cast<size_t>(y_end - y_begin) * row_bytes);
+  horizontal(in, in_pitch, y_begin, y_end - y_begin, xs, scratch.horizontal.data(), row_bytes);
+  (avx2 ? detail::vertical_avx2 : detail::vertical_portable)(scratch.horizontal.data(), row_bytes, y_begin, ys,
+                                                              row_bytes, out);
 }
 
 }  // namespace chute

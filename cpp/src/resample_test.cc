@@ -2,12 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+#include <string>
+
 #include "test_util.h"
 
 namespace chute {
 namespace {
 
-std::vector<uint8_t> run(const std::vector<uint8_t>& in, int w, int h, int ow, int oh) {
+std::vector<uint8_t> run(std::vector<uint8_t> in, int w, int h, int ow, int oh) {
+  in.resize(in.size() + kResampleInputPadding);
   AxisCoeffs xs = AxisCoeffs::bilinear(w, ow, 0, ow), ys = AxisCoeffs::bilinear(h, oh, 0, oh);
   std::vector<uint8_t> out(static_cast<size_t>(ow) * oh * 3);
   ResampleScratch scratch;
@@ -54,10 +58,27 @@ TEST(ResampleTest, SameSizeIsACopyAndKeptRangeIsASubset) {
   xs.rebase(x0);
   ys.rebase(y0);
   std::vector<uint8_t> part(10 * 9 * 3);
+  auto padded = in;
+  padded.resize(in.size() + kResampleInputPadding);
   ResampleScratch scratch;
-  resample_rgb(in.data() + (static_cast<size_t>(y0) * 40 + x0) * 3, 40 * 3, xs, ys, part.data(), scratch);
+  resample_rgb(padded.data() + (static_cast<size_t>(y0) * 40 + x0) * 3, 40 * 3, xs, ys, part.data(), scratch);
   for (int y = 0; y < 9; ++y)
     for (int x = 0; x < 10 * 3; ++x) ASSERT_EQ(part[y * 30 + x], full[(y + 3) * 60 + 15 + x]);
+}
+
+TEST(ResampleTest, SimdKernelsMatchPortableKernelsExactly) {
+  if (std::string(resample_kernels()) != "avx2") GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937 gen(7);
+  std::uniform_int_distribution<int> dim(1, 300);
+  for (int i = 0; i < 60; ++i) {
+    const int w = dim(gen), h = dim(gen), ow = dim(gen), oh = dim(gen);
+    std::vector<uint8_t> in(static_cast<size_t>(w) * h * 3);
+    for (auto& v : in) v = static_cast<uint8_t>(gen());
+    force_portable_resample(true);
+    const auto portable = run(in, w, h, ow, oh);
+    force_portable_resample(false);
+    ASSERT_EQ(run(in, w, h, ow, oh), portable) << w << "x" << h << " -> " << ow << "x" << oh;
+  }
 }
 
 }  // namespace

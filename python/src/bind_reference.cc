@@ -1,3 +1,4 @@
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
@@ -10,8 +11,8 @@ namespace chute::py {
 
 void register_reference(nb::module_& m) {
   m.def(
-      "full_decode_rate",
-      [](const std::vector<std::string>& paths, double min_seconds) {
+      "decode_rate",
+      [](const std::vector<std::string>& paths, std::optional<RandomResizedCrop> crop, double min_seconds) {
         nb::gil_scoped_release release;
         std::vector<std::vector<uint8_t>> files(paths.size());
         for (size_t i = 0; i < paths.size(); ++i) {
@@ -21,12 +22,12 @@ void register_reference(nb::module_& m) {
             throw_status(Status(st.code(), paths[i] + ": " + st.message()));
           }
         }
-        const DecodeRate r = full_decode_rate(files, min_seconds);
+        const DecodeRate r = decode_rate(files, crop, min_seconds);
         return std::make_tuple(r.images_per_second, r.images, r.failures);
       },
-      nb::arg("paths"), nb::arg("min_seconds") = 1.0,
-      "Single-thread libjpeg-turbo full decode of the files (read into memory first): "
-      "(images per second, images, failures).");
+      nb::arg("paths"), nb::arg("crop").none() = nb::none(), nb::arg("min_seconds") = 1.0,
+      "Single-thread libjpeg-turbo decode of the files (read into memory first), whole or only each one's "
+      "RandomResizedCrop window: (images per second, images, failures).");
 }
 
 }  // namespace chute::py

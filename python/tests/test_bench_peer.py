@@ -257,9 +257,10 @@ def test_default_cache_dir(monkeypatch, tmp_path):
     assert dataset.default_cache_dir() == tmp_path / ".cache" / "chute"
 
 
-def test_dataloader_throughput(tiny_dataset):
+def test_make_dataloader_delivers_the_epoch(tiny_dataset):
     _, root = tiny_dataset
-    rate = torch_peer.dataloader_throughput(root, batch_size=4, warmup_batches=1)
-    assert rate > 0
-    with pytest.raises(ValueError):
-        torch_peer.dataloader_throughput(root, batch_size=4, warmup_batches=3)
+    loader = torch_peer.make_dataloader(root, batch_size=4, num_workers=0)
+    labels = torch.cat([y for _, y in loader])
+    assert sorted(labels.tolist()) == sorted(torch_peer.make_peer_dataset(root).targets)
+    x, _ = next(iter(loader))
+    assert x.shape[1:] == (3, 224, 224) and x.dtype == torch.float32

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "chute/status.h"
 
@@ -47,9 +48,16 @@ class JpegDecoder {
   // Reads the header only: size and colour model.
   Result<ImageInfo> read_info(std::span<const uint8_t> data);
 
-  // Decodes `window` of the image as RGB into `out`, row r of the window at out + r * pitch.
-  // Grayscale is expanded to RGB. `window` must lie inside the image.
-  Status decode(std::span<const uint8_t> data, Window window, uint8_t* out, size_t pitch);
+  // Decodes `window` of the image as RGB into `buffer` (resized as needed, and readable for `padding`
+  // bytes past the last row), where libjpeg writes its rows without a further copy. The window's pixel
+  // (x, y) is at view.pixels + y * view.pitch + 3 * x. Grayscale is expanded to RGB. `window` must lie
+  // inside the image.
+  struct View {
+    const uint8_t* pixels = nullptr;
+    size_t pitch = 0;
+  };
+  Result<View> decode(std::span<const uint8_t> data, Window window, std::vector<uint8_t>& buffer,
+                      size_t padding = 0);
 
   // Benign warnings seen since construction (e.g. "extraneous bytes before marker").
   int64_t benign_warnings() const;

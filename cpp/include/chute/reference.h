@@ -4,18 +4,24 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
+
+#include "chute/transforms.h"
 
 namespace chute {
 
-// Images per second of one thread fully decoding JPEGs already in memory to RGB (libjpeg-turbo, the
-// accurate integer IDCT, fancy upsampling: what PIL does). Repeats over `files` for at least
-// `min_seconds`. Files that fail to decode are counted as failures, not images.
+// Images per second of one thread decoding JPEGs already in memory to RGB (libjpeg-turbo, the accurate
+// integer IDCT, fancy upsampling: what PIL does). Without `crop`, whole images; with it, only each
+// image's RandomResizedCrop window (drawn as the loader draws it, a new one each pass), which is
+// crop-on-decode alone, without resampling. Repeats over `files` for at least `min_seconds`. Files
+// that fail to decode are counted as failures, not images.
 struct DecodeRate {
   double images_per_second = 0;
   int64_t images = 0;
   int64_t failures = 0;
 };
-DecodeRate full_decode_rate(const std::vector<std::vector<uint8_t>>& files, double min_seconds);
+DecodeRate decode_rate(const std::vector<std::vector<uint8_t>>& files, const std::optional<RandomResizedCrop>& crop,
+                       double min_seconds);
 
 }  // namespace chute

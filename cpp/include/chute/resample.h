@@ -25,6 +25,12 @@ struct AxisCoeffs {
   std::vector<int> first;
   std::vector<int> count;
   std::vector<int32_t> weights;  // fixed point, kPrecisionBits
+  // The same taps laid out by tap then output (outputs padded to a multiple of 8, zero weights), with the
+  // byte offset of each tap's RGB pixel clamped into the input: what the SIMD kernels read.
+  int padded_out = 0;
+  std::vector<int32_t> weights_by_tap;
+  std::vector<int32_t> offsets_by_tap;
+  std::vector<int> group_taps;  // per group of 8 outputs, the most taps any of them uses
 
   static constexpr int kPrecisionBits = 32 - 8 - 2;
 
@@ -33,19 +39,32 @@ struct AxisCoeffs {
   // Lowest input used and one past the highest, over the kept outputs.
   int input_begin() const;
   int input_end() const;
-  // Shifts the input indices so that input `offset` becomes 0 (the decoded window starts there).
+  // Shifts the input indices so that input `offset` becomes 0 and the input ends at input_end(): the
+  // decoded window.
   void rebase(int offset);
+
+ private:
+  void build_tap_tables();
 };
 
-// Scratch space for resample(), reused across images by one thread.
+// Scratch space for resample_rgb(), reused across images by one thread.
 struct ResampleScratch {
   std::vector<uint8_t> horizontal;  // output of the horizontal pass
-  std::vector<int32_t> accumulator;  // one output row of the vertical pass
 };
 
+// Bytes past the end of the input that resample_rgb may read (and ignore).
+inline constexpr size_t kResampleInputPadding = 4;
+
 // Resizes an interleaved RGB uint8 image (`in`, rows `in_pitch` bytes apart) to `out` (RGB, tightly
-// packed rows of xs.out_size pixels). `xs` and `ys` must have been rebased to the input's origin.
+// packed rows of xs.out_size pixels). `xs` and `ys` must have been rebased to the input's origin, and
+// the input readable for kResampleInputPadding bytes past its last pixel. The result does not depend on
+// which kernel (AVX2 or portable) runs: both compute Pillow's integer arithmetic exactly.
 void resample_rgb(const uint8_t* in, size_t in_pitch, const AxisCoeffs& xs, const AxisCoeffs& ys,
                   uint8_t* out, ResampleScratch& scratch);
+
+// Which kernels resample_rgb uses: "avx2" where the CPU has it, else "portable". Tests can force the
+// portable kernels to compare the two.
+const char* resample_kernels();
+void force_portable_resample(bool on);
 
 }  // namespace chute

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -229,39 +228,12 @@ def make_peer_dataset(root: str | os.PathLike, train: bool = True) -> Dataset:
     return PilImageFolder(root, transform=transform)
 
 
-def dataloader_throughput(root: str | os.PathLike, *, batch_size: int = 256, num_workers: int = 0,
-                          prefetch_factor: int = 2, pin_memory: bool = False,
-                          persistent_workers: bool = True, train: bool = True,
-                          warmup_batches: int = 1, max_batches: int | None = None) -> float:
-    """Return the images per second a shuffling DataLoader delivers over one epoch of ``root``.
-
-    The first ``warmup_batches`` batches are discarded; at most ``max_batches`` batches are
-    timed after them.
-    """
+def make_dataloader(root: str | os.PathLike, *, batch_size: int = 256, num_workers: int = 0,
+                    prefetch_factor: int = 2, pin_memory: bool = False, persistent_workers: bool = True,
+                    train: bool = True) -> DataLoader:
+    """A shuffling DataLoader over ``root``, configured the way users tune it."""
     multiprocess = num_workers > 0
-    loader = DataLoader(make_peer_dataset(Path(root), train=train), batch_size=batch_size,
-                        shuffle=True, num_workers=num_workers, pin_memory=pin_memory,
-                        prefetch_factor=prefetch_factor if multiprocess else None,
-                        persistent_workers=persistent_workers and multiprocess)
-    iterator = iter(loader)
-    try:
-        for _ in range(warmup_batches):
-            if next(iterator, None) is None:
-                raise ValueError("the epoch ends within the warm-up batches")
-        images = 0
-        batches = 0
-        start = time.perf_counter()
-        for _, targets in iterator:
-            images += len(targets)
-            batches += 1
-            if batches == max_batches:
-                break
-        elapsed = time.perf_counter() - start
-    finally:
-        # Stop the workers now rather than whenever the iterator is collected.
-        shutdown = getattr(iterator, "_shutdown_workers", None)
-        if shutdown is not None:
-            shutdown()
-    if images == 0:
-        raise ValueError("no batch after the warm-up batches to time")
-    return images / elapsed
+    return DataLoader(make_peer_dataset(Path(root), train=train), batch_size=batch_size, shuffle=True,
+                      num_workers=num_workers, pin_memory=pin_memory,
+                      prefetch_factor=prefetch_factor if multiprocess else None,
+                      persistent_workers=persistent_workers and multiprocess)

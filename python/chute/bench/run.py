@@ -1,0 +1,121 @@
+"""The measurements behind ``chute bench``: chute and the PyTorch DataLoader over the same images, in one
+run, on the same cores, interleaved round by round.
+
+Every figure is images per second received by the consumer over one whole epoch, timed from ``iter()``
+to the last batch, after one untimed warm-up epoch (which pays for worker start-up and fills the page
+cache: the figures are hot-cache). Loaders persist across epochs, as ``persistent_workers=True`` does.
+The median over rounds is reported.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import torch
+
+import chute
+from chute.bench import torch_peer
+
+
+def available_cores() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+@dataclass
+class Measurement:
+    name: str
+    kind: str  # "chute", "dataloader" or "reference"
+    cores: int  # cores the configuration may use: threads or worker processes, at most the machine's
+    rates: list[float] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return statistics.median(self.rates) if self.rates else 0.0
+
+    @property
+    def per_core(self) -> float:
+        return self.rate / self.cores
+
+
+@dataclass
+class BenchResult:
+    pipeline: str
+    images: int
+    batch_size: int
+    cores: int
+    peer: str  # "torchvision" or "PIL re-implementation of torchvision"
+    measurements: list[Measurement]
+
+    def best_dataloader(self) -> Measurement:
+        return max((m for m in self.measurements if m.kind == "dataloader"), key=lambda m: m.rate)
+
+    def ratio(self, m: Measurement) -> float:
+        best = self.best_dataloader().rate
+        return m.rate / best if best else float("nan")
+
+
+def time_epoch(loader: Iterable) -> float:
+    """Images per second the consumer receives over one epoch."""
+    start = time.perf_counter()
+    images = 0
+    for _, labels in loader:
+        images += len(labels)
+    return images / (time.perf_counter() - start)
+
+
+def chute_transforms(pipeline: str) -> list:
+    normalize = chute.Normalize(torch_peer.IMAGENET_MEAN, torch_peer.IMAGENET_STD)
+    if pipeline == "train":
+        return [chute.RandomResizedCrop(224), chute.RandomHorizontalFlip(), normalize]
+    return [chute.Resize(256), chute.CenterCrop(224), normalize]
+
+
+def run_bench(root: Path, *, pipeline: str = "train", batch_size: int = 256, rounds: int = 3,
+              workers: list[int] | None = None, threads: int | None = None,
+              on_step: Callable[[str], None] = lambda _: None) -> BenchResult:
+    """Measures chute, the DataLoader at each worker count, and single-thread decoding, interleaved."""
+    cores = available_cores()
+    workers = list(range(cores + 1)) if workers is None else workers
+    threads = threads or cores
+    train = pipeline == "train"
+    source = chute.ImageFolder(root)
+    paths = [p for p, _ in source.samples]
+
+    loaders: list[tuple[Measurement, Iterable]] = []
+    ours = chute.Loader(source, batch_size, shuffle=True, transforms=chute_transforms(pipeline),
+                        dtype=torch.float32, num_threads=threads)
+    loaders.append((Measurement(f"chute (threads={threads})", "chute", min(threads, cores)), ours))
+    for w in workers:
+        dl = torch_peer.make_dataloader(root, batch_size=batch_size, num_workers=w, train=train)
+        loaders.append((Measurement(f"DataLoader (num_workers={w})", "dataloader", max(1, min(w, cores))), dl))
+    references = [
+        (Measurement("reference: libjpeg-turbo full decode, 1 thread", "reference", 1), None),
+        (Measurement("reference: crop-on-decode of RandomResizedCrop windows, 1 thread", "reference", 1),
+         chute.RandomResizedCrop(224)._to_native()),
+    ]
+
+    try:
+        for m, loader in loaders:
+            on_step(f"warm-up: {m.name}")
+            time_epoch(loader)
+        for r in range(rounds):
+            for m, loader in loaders:
+                on_step(f"round {r + 1}/{rounds}: {m.name}")
+                m.rates.append(time_epoch(loader))
+            for m, crop in references:
+                on_step(f"round {r + 1}/{rounds}: {m.name}")
+                m.rates.append(chute._native.decode_rate(paths, crop, 1.0)[0])
+    finally:
+        ours.close()
+        for _, loader in loaders[1:]:
+            iterator = getattr(loader, "_iterator", None)
+            if iterator is not None:
+                iterator._shutdown_workers()
+    peer = "torchvision" if torch_peer.uses_torchvision() else "PIL re-implementation of torchvision"
+    return BenchResult(pipeline, len(source), batch_size, cores, peer,
+                       [m for m, _ in loaders] + [m for m, _ in references])
