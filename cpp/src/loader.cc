@@ -285,7 +285,8 @@ void Loader::finish_epoch() {
   e.finished = true;
 }
 
-Result<std::shared_ptr<Batch>> Loader::next() {
+Result<std::shared_ptr<Batch>> Loader::next(std::optional<std::chrono::milliseconds> timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout.value_or(std::chrono::milliseconds(0));
   std::unique_lock<std::mutex> lock(shared_->mu);
   EpochState& e = *epoch_;
   for (;;) {
@@ -319,7 +320,11 @@ Result<std::shared_ptr<Batch>> Loader::next() {
                         " of them are held by batches the consumer still references (e.g. stored in a list); "
                         "release them, keep copies (tensor.clone()), or raise max_ring_bytes");
     }
-    shared_->cv.wait(lock);
+    if (!timeout) {
+      shared_->cv.wait(lock);
+    } else if (shared_->cv.wait_until(lock, deadline) == std::cv_status::timeout) {
+      return Status(StatusCode::kDeadlineExceeded, "no batch ready yet");
+    }
   }
 }
 

@@ -12,6 +12,7 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::kUnsupported: return "Unsupported";
     case StatusCode::kResourceExhausted: return "ResourceExhausted";
     case StatusCode::kCancelled: return "Cancelled";
+    case StatusCode::kDeadlineExceeded: return "DeadlineExceeded";
   }
   return "Unknown";
 }

@@ -1,3 +1,5 @@
+#include <chrono>
+
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/shared_ptr.h>
@@ -99,16 +101,23 @@ void register_loader(nb::module_& m) {
       .def("next",
            [](PyLoader& l) -> nb::object {
              Loader& loader = *l.impl;
-             Result<std::shared_ptr<Batch>> next = [&] {
-               nb::gil_scoped_release release;
-               return loader.next();
-             }();
-             if (!next.is_ok()) {
-               if (loader.failed_sample()) throw std::invalid_argument(next.status().message());
-               throw_status(next.status());
+             auto finish = [&](Result<std::shared_ptr<Batch>>& next) -> nb::object {
+               if (!next.is_ok()) {
+                 if (loader.failed_sample()) throw std::invalid_argument(next.status().message());
+                 throw_status(next.status());
+               }
+               if (!*next) return nb::none();
+               return to_tensors(*next, loader);
+             };
+             // Wait in slices without the GIL; between slices, let Python handle signals (Ctrl-C).
+             for (;;) {
+               Result<std::shared_ptr<Batch>> next = [&] {
+                 nb::gil_scoped_release release;
+                 return loader.next(std::chrono::milliseconds(50));
+               }();
+               if (next.is_ok() || next.status().code() != StatusCode::kDeadlineExceeded) return finish(next);
+               if (PyErr_CheckSignals() != 0) throw nb::python_error();
              }
-             if (!*next) return nb::none();
-             return to_tensors(*next, loader);
            })
       .def("failed_sample",
            [](const PyLoader& l) -> nb::object {

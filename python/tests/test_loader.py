@@ -240,3 +240,56 @@ def test_closed_loaders_leave_no_native_threads(folder):
                 assert threads() >= before + 3
                 break
     assert threads() == before
+
+
+def run_script(code: str, *args: str, timeout: float = 60) -> str:
+    import subprocess
+    import sys
+    result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.fixture(scope="session")
+def slow_folder(tmp_path_factory) -> Path:
+    """Large noisy JPEGs: one batch of all of them takes a single thread a good fraction of a second."""
+    import numpy as np
+    from PIL import Image
+    root = tmp_path_factory.mktemp("slow") / "only_class"
+    root.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(12):
+        Image.fromarray(rng.integers(0, 256, (1200, 1600, 3), dtype=np.uint8)).save(root / f"{i}.jpg", quality=95)
+    return root.parent
+
+
+def test_ctrl_c_interrupts_a_wait_for_a_slow_batch(slow_folder):
+    out = run_script("""
+import os, signal, sys, threading, time, torch, chute
+loader = chute.Loader(chute.ImageFolder(sys.argv[1]), batch_size=12, num_threads=1,
+                      transforms=[chute.RandomResizedCrop(224)])
+t = time.perf_counter(); list(loader); full = time.perf_counter() - t
+threading.Timer(full / 10, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+t = time.perf_counter()
+try:
+    list(loader)
+    print("not interrupted")
+except KeyboardInterrupt:
+    print("interrupted", (time.perf_counter() - t) / full)
+loader.close()
+""", str(slow_folder))
+    word, *fraction = out.split()
+    assert word == "interrupted"
+    assert float(fraction[0]) < 0.5  # handled while waiting, not after the batch arrived
+
+
+def test_interpreter_exit_with_a_live_loader_and_held_batch(folder):
+    out = run_script("""
+import sys, chute
+loader = chute.Loader(chute.ImageFolder(sys.argv[1]), batch_size=4, transforms=[chute.CenterCrop(32)],
+                      num_threads=2, prefetch=4)
+it = iter(loader)
+images, labels = next(it)
+print(labels.tolist())
+""", str(folder), timeout=30)
+    assert out.strip() == "[0, 0, 0, 0]"

@@ -16,6 +16,7 @@
 // any thread, also after the loader is gone.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -93,8 +94,10 @@ class Loader {
 
   // Starts (or restarts) an epoch; an epoch in flight is cancelled first.
   void start_epoch(uint64_t epoch);
-  // The next batch of the epoch, nullptr after its last one, or the error that ends it.
-  Result<std::shared_ptr<Batch>> next();
+  // The next batch of the epoch, nullptr after its last one, or the error that ends it. With a
+  // `timeout`, a wait that outlasts it returns kDeadlineExceeded and can be retried (the Python binding
+  // waits in slices so that Ctrl-C is handled while no batch is ready).
+  Result<std::shared_ptr<Batch>> next(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   // With kRaise, the sample whose error next() returned.
   std::optional<SampleError> failed_sample() const;
   // Samples skipped so far (kSkip), oldest first.

@@ -23,6 +23,7 @@ enum class StatusCode {
   kUnsupported,      // valid data of a kind chute does not handle
   kResourceExhausted,
   kCancelled,
+  kDeadlineExceeded,  // a wait ended before its result was ready; try again
 };
 
 const char* status_code_name(StatusCode code);
