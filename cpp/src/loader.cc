@@ -18,8 +18,11 @@ namespace chute {
 // released after the loader is gone still finds its ring.
 struct SharedState {
   std::mutex mu;
-  std::condition_variable cv;  // any change of state below; each waiter re-checks its own condition
-  BatchRing ring;              // guarded by mu
+  // Two conditions, so that a finished sample does not wake the consumer and a consumer does not wake
+  // the workers for nothing. Each waiter re-checks its own predicate.
+  std::condition_variable work_cv;      // workers: something to dispatch (slot freed, window moved, epoch)
+  std::condition_variable consumer_cv;  // consumer: batch ready, epoch over, error, no task in flight
+  BatchRing ring;                       // guarded by mu
 
   SharedState(int64_t batch_size, size_t sample_bytes, int slots, size_t max_bytes)
       : ring(batch_size, sample_bytes, slots, max_bytes) {}
@@ -35,7 +38,7 @@ Batch::~Batch() {
     std::lock_guard<std::mutex> lock(shared_->mu);
     shared_->ring.release(slot_);
   }
-  shared_->cv.notify_all();
+  shared_->work_cv.notify_all();
 }
 
 std::string SampleError::to_string() const {
@@ -123,7 +126,8 @@ void Loader::close() {
     cancel_epoch(lock);
     epoch_->stop = true;
   }
-  shared_->cv.notify_all();
+  shared_->work_cv.notify_all();
+  shared_->consumer_cv.notify_all();
   for (auto& t : threads_) t.join();
   threads_.clear();
 }
@@ -133,14 +137,14 @@ void Loader::cancel_epoch(std::unique_lock<std::mutex>& lock) {
   EpochState& e = *epoch_;
   e.active = false;
   ++e.generation;
-  shared_->cv.wait(lock, [&] { return e.in_flight == 0; });
+  shared_->consumer_cv.wait(lock, [&] { return e.in_flight == 0; });
   for (auto& [batch, slot] : e.batch_slot) shared_->ring.release(slot);
   for (auto& r : e.ready) shared_->ring.release(r.slot);
   e.batch_slot.clear();
   e.ready.clear();
   e.tasks.clear();
   e.fatal.reset();
-  shared_->cv.notify_all();
+  shared_->work_cv.notify_all();
 }
 
 void Loader::start_epoch(uint64_t epoch) {
@@ -158,7 +162,7 @@ void Loader::start_epoch(uint64_t epoch) {
     e.failed.reset();
     e.active = true;
   }
-  shared_->cv.notify_all();
+  shared_->work_cv.notify_all();
 }
 
 bool Loader::can_dispatch() const {
@@ -212,7 +216,7 @@ void Loader::worker_main() {
   std::unique_lock<std::mutex> lock(shared_->mu);
   EpochState& e = *epoch_;
   for (;;) {
-    shared_->cv.wait(lock, [&] { return e.stop || can_dispatch(); });
+    shared_->work_cv.wait(lock, [&] { return e.stop || can_dispatch(); });
     if (e.stop) return;
     const uint64_t epoch = e.epoch;
     Task& task = dispatch();
@@ -224,13 +228,15 @@ void Loader::worker_main() {
     Status status = processor.process(index, epoch, dst);
     lock.lock();
     --e.in_flight;
-    if (generation == e.generation) complete(task, std::move(status));
-    shared_->cv.notify_all();
+    const bool wake = generation == e.generation ? complete(task, std::move(status)) : false;
+    if (wake || e.in_flight == 0) shared_->consumer_cv.notify_all();
   }
 }
 
-void Loader::complete(Task& task, Status status) {
+// Returns whether the consumer has something new: a batch, the end of the epoch, or an error.
+bool Loader::complete(Task& task, Status status) {
   EpochState& e = *epoch_;
+  const size_t ready_before = e.ready.size();
   task.done = true;
   task.status = std::move(status);
   const int64_t b = options_.batch_size;
@@ -256,15 +262,21 @@ void Loader::complete(Task& task, Status status) {
         e.fatal = std::move(err);
         e.fatal_batch = (t.position - e.failures) / b;
         e.tasks.erase(it);
-        return;  // nothing after the error is delivered
+        return true;  // nothing after the error is delivered
       }
       e.errors.push_back(std::move(err));
       ++e.failures;
+      shared_->work_cv.notify_all();  // later targets moved up: another batch may now be in the window
     }
     e.tasks.erase(it);
     ++e.frontier;
   }
-  if (e.frontier == e.order->size()) finish_epoch();
+  if (e.frontier == e.order->size()) {
+    finish_epoch();
+    shared_->work_cv.notify_all();  // buffers of empty batches were returned
+    return true;
+  }
+  return e.ready.size() != ready_before;
 }
 
 void Loader::push_ready(int64_t batch, int64_t count) {
@@ -298,7 +310,7 @@ Result<std::shared_ptr<Batch>> Loader::next(std::optional<std::chrono::milliseco
       ++e.delivered;
       auto batch = std::make_shared<Batch>(shared_, r.slot, r.count);
       lock.unlock();
-      shared_->cv.notify_all();  // the prefetch window moved
+      shared_->work_cv.notify_all();  // the prefetch window moved
       return batch;
     }
     if (e.fatal && e.delivered >= e.fatal_batch) {
@@ -321,8 +333,8 @@ Result<std::shared_ptr<Batch>> Loader::next(std::optional<std::chrono::milliseco
                         "release them, keep copies (tensor.clone()), or raise max_ring_bytes");
     }
     if (!timeout) {
-      shared_->cv.wait(lock);
-    } else if (shared_->cv.wait_until(lock, deadline) == std::cv_status::timeout) {
+      shared_->consumer_cv.wait(lock);
+    } else if (shared_->consumer_cv.wait_until(lock, deadline) == std::cv_status::timeout) {
       return Status(StatusCode::kDeadlineExceeded, "no batch ready yet");
     }
   }

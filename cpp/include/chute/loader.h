@@ -111,7 +111,7 @@ class Loader {
   void worker_main();
   bool can_dispatch() const;
   Task& dispatch();
-  void complete(Task& task, Status status);
+  bool complete(Task& task, Status status);
   void finish_epoch();
   void push_ready(int64_t batch, int64_t count);
   void cancel_epoch(std::unique_lock<std::mutex>& lock);
