@@ -61,11 +61,26 @@ bool has_end_marker(std::span<const uint8_t> data) {
   return false;
 }
 
+// Pillow reads every four-component JPEG as inverted CMYK ("CMYK;I", the Adobe convention) and
+// converts to RGB with cmyk2rgb: R = clip(K' - C'K'/255) with K' = 255 - K, in its integer arithmetic.
+// libjpeg hands out the stored (inverted) values, so Pillow's C is 255 - ours.
+void cmyk_to_rgb(const uint8_t* cmyk, size_t width, uint8_t* rgb) {
+  for (size_t x = 0; x < width; ++x, cmyk += 4, rgb += 3) {
+    const int nk = cmyk[3];  // 255 - (255 - k)
+    for (int c = 0; c < 3; ++c) {
+      const int tmp = (255 - cmyk[c]) * nk + 128;  // Pillow's MULDIV255
+      const int v = nk - (((tmp >> 8) + tmp) >> 8);
+      rgb[c] = static_cast<uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v));
+    }
+  }
+}
+
 }  // namespace
 
 struct JpegDecoder::State {
   jpeg_decompress_struct cinfo;
   ErrorManager err;
+  std::vector<uint8_t> cmyk_row;  // one CMYK row, before conversion to RGB
 };
 
 JpegDecoder::JpegDecoder(int64_t max_pixels) : state_(std::make_unique<State>()), max_pixels_(max_pixels) {
@@ -125,16 +140,14 @@ Result<JpegDecoder::View> JpegDecoder::decode(std::span<const uint8_t> data, Win
                   "image has " + std::to_string(width) + "x" + std::to_string(height) +
                       " pixels, over the limit of " + std::to_string(max_pixels_) + " (decompression bomb guard)");
   }
-  if (cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK) {
-    jpeg_abort_decompress(cinfo);
-    return unsupported("CMYK/YCCK JPEG is not supported yet");
-  }
   if (win.x < 0 || win.y < 0 || win.width <= 0 || win.height <= 0 || win.x + win.width > width ||
       win.y + win.height > height) {
     jpeg_abort_decompress(cinfo);
     return invalid_argument("decode window outside the image");
   }
-  cinfo->out_color_space = JCS_RGB;  // libjpeg-turbo expands grayscale to RGB itself
+  // libjpeg-turbo expands grayscale to RGB itself; it turns YCCK into CMYK, which we convert below.
+  const bool cmyk = cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK;
+  cinfo->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
   cinfo->dct_method = JDCT_ISLOW;    // PIL's choice; the accurate integer IDCT
   jpeg_start_decompress(cinfo);
 
@@ -150,15 +163,18 @@ Result<JpegDecoder::View> JpegDecoder::decode(std::span<const uint8_t> data, Win
   const size_t pitch = static_cast<size_t>(cinfo->output_width) * 3;
   buffer.resize(pitch * win.height + padding);
   if (win.y > 0) jpeg_skip_scanlines(cinfo, static_cast<JDIMENSION>(win.y));
+  if (cmyk) s.cmyk_row.resize(static_cast<size_t>(cinfo->output_width) * 4);
   for (int r = 0; r < win.height;) {
     JSAMPROW rows[4];
-    const int want = std::min(4, win.height - r);
+    const int want = cmyk ? 1 : std::min(4, win.height - r);
     for (int i = 0; i < want; ++i) rows[i] = buffer.data() + static_cast<size_t>(r + i) * pitch;
+    if (cmyk) rows[0] = s.cmyk_row.data();
     const JDIMENSION got = jpeg_read_scanlines(cinfo, rows, static_cast<JDIMENSION>(want));
     if (got == 0) {
       jpeg_abort_decompress(cinfo);
       return corrupt_data("decoder returned no row");
     }
+    if (cmyk) cmyk_to_rgb(s.cmyk_row.data(), cinfo->output_width, buffer.data() + static_cast<size_t>(r) * pitch);
     r += static_cast<int>(got);
   }
   // Rows below the window are never decoded.

@@ -100,6 +100,32 @@ TEST(JpegDecoderTest, BadInputsAreErrorsNotCrashes) {
   EXPECT_EQ(decoder.decode(jpeg, {60, 0, 10, 10}, out).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(JpegDecoderTest, CmykAndYcckBecomeRgbLikePillow) {
+  // A flat CMYK colour (stored values, Adobe-inverted as Photoshop writes them): Pillow reads C' = 255 - c
+  // etc. and computes R = clip(K'' - C'K''/255) with K'' = 255 - K' = k.
+  const int w = 32, h = 16;
+  const uint8_t stored[4] = {200, 120, 40, 180};
+  std::vector<uint8_t> cmyk(static_cast<size_t>(w) * h * 4);
+  for (size_t i = 0; i < cmyk.size(); ++i) cmyk[i] = stored[i % 4];
+  JpegDecoder decoder;
+  for (bool ycck : {false, true}) {
+    SCOPED_TRACE(ycck ? "YCCK" : "CMYK");
+    const auto jpeg = testing::encode_jpeg_cmyk(cmyk, w, h, ycck);
+    auto info = decoder.read_info(jpeg);
+    ASSERT_TRUE(info.is_ok());
+    EXPECT_EQ(info->components, 4);
+    std::vector<uint8_t> buffer;
+    auto view = decoder.decode(jpeg, {3, 2, 20, 10}, buffer);
+    ASSERT_TRUE(view.is_ok()) << view.status().to_string();
+    for (int c = 0; c < 3; ++c) {
+      const int nk = stored[3];
+      const int tmp = (255 - stored[c]) * nk + 128;
+      const int expected = nk - (((tmp >> 8) + tmp) >> 8);
+      EXPECT_NEAR(view->pixels[5 * view->pitch + 7 * 3 + c], expected, 2) << "channel " << c;  // lossy codec
+    }
+  }
+}
+
 TEST(JpegDecoderTest, PixelLimitGuardsAgainstBombs) {
   const auto jpeg = testing::encode_jpeg(testing::synthetic_rgb(64, 48, 2), 64, 48);
   JpegDecoder decoder(/*max_pixels=*/1000);

@@ -1,5 +1,6 @@
 #include "chute/loader.h"
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <condition_variable>
@@ -212,6 +213,7 @@ Loader::Task& Loader::dispatch() {
 }
 
 void Loader::worker_main() {
+  pthread_setname_np(pthread_self(), "chute-worker");  // what top, py-spy and gdb show
   SampleProcessor processor(*source_, pipeline_, writer_, options_.seed);
   std::unique_lock<std::mutex> lock(shared_->mu);
   EpochState& e = *epoch_;

@@ -1,11 +1,31 @@
 #include "chute/output.h"
 
+#include <bit>
 #include <cstring>
 #include <type_traits>
 
 namespace chute {
 
-size_t dtype_size(DType dtype) { return dtype == DType::kUInt8 ? 1 : 4; }
+size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::kUInt8: return 1;
+    case DType::kFloat16:
+    case DType::kBFloat16: return 2;
+    case DType::kFloat32: return 4;
+  }
+  return 0;
+}
+
+namespace {
+
+uint16_t to_bfloat16_bits(float f) {
+  const uint32_t bits = std::bit_cast<uint32_t>(f);
+  return static_cast<uint16_t>((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);  // round to nearest even
+}
+
+uint16_t to_float16_bits(float f) { return std::bit_cast<uint16_t>(static_cast<_Float16>(f)); }
+
+}  // namespace
 
 Result<OutputWriter> OutputWriter::create(int height, int width, OutputFormat format,
                                           const std::optional<Normalize>& normalize) {
@@ -18,7 +38,11 @@ Result<OutputWriter> OutputWriter::create(int height, int width, OutputFormat fo
   for (int c = 0; c < 3; ++c) {
     const float mean = normalize ? normalize->mean[c] : 0.f;
     const float std = normalize ? normalize->std[c] : 1.f;
-    for (int v = 0; v < 256; ++v) w.lut_[c][v] = (static_cast<float>(v) / 255.f - mean) / std;
+    for (int v = 0; v < 256; ++v) {
+      const float value = (static_cast<float>(v) / 255.f - mean) / std;
+      w.lut_f32_[c][v] = value;
+      w.lut_16_[c][v] = format.dtype == DType::kBFloat16 ? to_bfloat16_bits(value) : to_float16_bits(value);
+    }
   }
   return w;
 }
@@ -26,8 +50,10 @@ Result<OutputWriter> OutputWriter::create(int height, int width, OutputFormat fo
 namespace {
 
 // One templated loop per (dtype, layout): the compiler vectorises the straight cases.
+// T is the stored type: uint8_t (pixels as they are), float, or uint16_t (float16/bfloat16 bits). The
+// float and 16-bit kinds read their value from `lut`.
 template <typename T, Layout L>
-void write_pixels(const uint8_t* rgb, int h, int w, bool flip, const std::array<std::array<float, 256>, 3>& lut,
+void write_pixels(const uint8_t* rgb, int h, int w, bool flip, const std::array<std::array<T, 256>, 3>* lut,
                   T* dst) {
   const size_t plane = static_cast<size_t>(h) * w;
   for (int y = 0; y < h; ++y) {
@@ -39,7 +65,7 @@ void write_pixels(const uint8_t* rgb, int h, int w, bool flip, const std::array<
         if constexpr (std::is_same_v<T, uint8_t>) {
           v = px[c];
         } else {
-          v = lut[c][px[c]];
+          v = (*lut)[c][px[c]];
         }
         if constexpr (L == Layout::kNCHW) {
           dst[c * plane + static_cast<size_t>(y) * w + x] = v;
@@ -58,19 +84,28 @@ void OutputWriter::write(const uint8_t* rgb, bool flip, void* dst) const {
     std::memcpy(dst, rgb, sample_bytes());
     return;
   }
+  const bool nchw = format_.layout == Layout::kNCHW;
   switch (format_.dtype) {
-    case DType::kUInt8:
-      if (format_.layout == Layout::kNCHW)
-        write_pixels<uint8_t, Layout::kNCHW>(rgb, height_, width_, flip, lut_, static_cast<uint8_t*>(dst));
-      else
-        write_pixels<uint8_t, Layout::kNHWC>(rgb, height_, width_, flip, lut_, static_cast<uint8_t*>(dst));
+    case DType::kUInt8: {
+      using Lut = const std::array<std::array<uint8_t, 256>, 3>*;
+      auto* out = static_cast<uint8_t*>(dst);
+      nchw ? write_pixels<uint8_t, Layout::kNCHW>(rgb, height_, width_, flip, Lut{}, out)
+           : write_pixels<uint8_t, Layout::kNHWC>(rgb, height_, width_, flip, Lut{}, out);
       break;
-    case DType::kFloat32:
-      if (format_.layout == Layout::kNCHW)
-        write_pixels<float, Layout::kNCHW>(rgb, height_, width_, flip, lut_, static_cast<float*>(dst));
-      else
-        write_pixels<float, Layout::kNHWC>(rgb, height_, width_, flip, lut_, static_cast<float*>(dst));
+    }
+    case DType::kFloat32: {
+      auto* out = static_cast<float*>(dst);
+      nchw ? write_pixels<float, Layout::kNCHW>(rgb, height_, width_, flip, &lut_f32_, out)
+           : write_pixels<float, Layout::kNHWC>(rgb, height_, width_, flip, &lut_f32_, out);
       break;
+    }
+    case DType::kFloat16:
+    case DType::kBFloat16: {
+      auto* out = static_cast<uint16_t*>(dst);
+      nchw ? write_pixels<uint16_t, Layout::kNCHW>(rgb, height_, width_, flip, &lut_16_, out)
+           : write_pixels<uint16_t, Layout::kNHWC>(rgb, height_, width_, flip, &lut_16_, out);
+      break;
+    }
   }
 }
 

@@ -74,6 +74,34 @@ std::vector<uint8_t> encode_jpeg(const std::vector<uint8_t>& rgb, int width, int
   return out;
 }
 
+std::vector<uint8_t> encode_jpeg_cmyk(const std::vector<uint8_t>& cmyk, int width, int height, bool ycck) {
+  jpeg_compress_struct cinfo;
+  jpeg_error_mgr jerr;
+  cinfo.err = jpeg_std_error(&jerr);
+  jpeg_create_compress(&cinfo);
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&cinfo, &buffer, &size);
+  cinfo.image_width = width;
+  cinfo.image_height = height;
+  cinfo.input_components = 4;
+  cinfo.in_color_space = JCS_CMYK;
+  jpeg_set_defaults(&cinfo);
+  jpeg_set_colorspace(&cinfo, ycck ? JCS_YCCK : JCS_CMYK);
+  jpeg_set_quality(&cinfo, 95, TRUE);
+  for (int c = 0; c < 4; ++c) cinfo.comp_info[c].h_samp_factor = cinfo.comp_info[c].v_samp_factor = 1;
+  jpeg_start_compress(&cinfo, TRUE);
+  while (cinfo.next_scanline < cinfo.image_height) {
+    JSAMPROW r = const_cast<uint8_t*>(cmyk.data()) + static_cast<size_t>(cinfo.next_scanline) * width * 4;
+    jpeg_write_scanlines(&cinfo, &r, 1);
+  }
+  jpeg_finish_compress(&cinfo);
+  std::vector<uint8_t> out(buffer, buffer + size);
+  jpeg_destroy_compress(&cinfo);
+  std::free(buffer);
+  return out;
+}
+
 std::vector<uint8_t> reference_decode(const std::vector<uint8_t>& jpeg, int* width, int* height) {
   jpeg_decompress_struct cinfo;
   jpeg_error_mgr jerr;

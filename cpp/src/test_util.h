@@ -22,6 +22,9 @@ struct EncodeOptions {
 };
 // Encodes interleaved RGB (or, with grayscale, takes the first channel of each pixel).
 std::vector<uint8_t> encode_jpeg(const std::vector<uint8_t>& rgb, int width, int height, EncodeOptions opts = {});
+// Encodes interleaved CMYK (4 bytes per pixel, written as given) as a CMYK or YCCK JPEG, with the Adobe
+// marker libjpeg writes for both.
+std::vector<uint8_t> encode_jpeg_cmyk(const std::vector<uint8_t>& cmyk, int width, int height, bool ycck);
 // Full decode with plain libjpeg settings (RGB output, ISLOW IDCT), as the reference.
 std::vector<uint8_t> reference_decode(const std::vector<uint8_t>& jpeg, int* width, int* height);
 

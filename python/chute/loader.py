@@ -11,7 +11,7 @@ from chute import _native
 from chute.errors import SampleError
 from chute.sources import ImageFolder
 
-_DTYPES = {torch.uint8: "uint8", torch.float32: "float32"}
+_DTYPES = {torch.uint8: "uint8", torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
 
 def _native_transforms(transforms) -> list:
@@ -29,12 +29,13 @@ def _native_transforms(transforms) -> list:
 class Loader:
     """Iterates over ``(images, labels)`` batches of a source.
 
-    ``images`` is a ``uint8`` or ``float32`` tensor of shape ``(N, 3, H, W)`` (channels-last strides with
+    ``images`` is a ``uint8``, ``float32``, ``float16`` or ``bfloat16`` tensor of shape ``(N, 3, H, W)`` (channels-last strides with
     ``memory_format=torch.channels_last``) and ``labels`` an ``int64`` tensor of shape ``(N,)``. Both share
     memory with one of chute's reusable batch buffers, which returns to the pool when both tensors are
     freed: keep ``.clone()`` of what you store.
 
-    Float output is scaled to [0, 1] like ``ToTensor``, then normalised if ``Normalize`` is given.
+    Float output is scaled to [0, 1] like ``ToTensor``, then normalised if ``Normalize`` is given, in
+    float32, and rounded to float16/bfloat16 as ``tensor.to(dtype)`` would.
 
     Each ``iter(loader)`` runs one epoch. Epochs count up from 0 by themselves; ``set_epoch(e)`` chooses
     the next one (as with ``DistributedSampler``). Shuffling and augmentation are keyed by

@@ -46,8 +46,13 @@ nb::tuple to_tensors(const std::shared_ptr<Batch>& batch, const Loader& loader) 
     strides[0] = static_cast<int64_t>(3 * h * w), strides[1] = 1;
     strides[2] = static_cast<int64_t>(3 * w), strides[3] = 3;
   }
-  const nb::dlpack::dtype dtype =
-      o.output.dtype == DType::kUInt8 ? nb::dtype<uint8_t>() : nb::dtype<float>();
+  nb::dlpack::dtype dtype = nb::dtype<uint8_t>();
+  switch (o.output.dtype) {
+    case DType::kUInt8: break;
+    case DType::kFloat32: dtype = nb::dtype<float>(); break;
+    case DType::kFloat16: dtype = {static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1}; break;
+    case DType::kBFloat16: dtype = {static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1}; break;
+  }
   nb::ndarray<nb::pytorch> images(batch->images(), 4, shape, owner_of(batch), strides, dtype);
   const size_t label_shape[1] = {n};
   nb::ndarray<nb::pytorch, int64_t> labels(batch->labels(), 1, label_shape, owner_of(batch));
@@ -83,6 +88,8 @@ void register_loader(nb::module_& m) {
             o.prefetch = prefetch;
             if (dtype == "uint8") o.output.dtype = DType::kUInt8;
             else if (dtype == "float32") o.output.dtype = DType::kFloat32;
+            else if (dtype == "float16") o.output.dtype = DType::kFloat16;
+            else if (dtype == "bfloat16") o.output.dtype = DType::kBFloat16;
             else throw nb::value_error(("unsupported dtype " + dtype).c_str());
             o.output.layout = channels_last ? Layout::kNHWC : Layout::kNCHW;
             if (on_error == "raise") o.on_error = ErrorPolicy::kRaise;

@@ -112,3 +112,35 @@ def test_random_resized_crop_windows_follow_torchvision_distribution():
                          (b[:, 0] / np.maximum(1, 500 - b[:, 2])).mean()])
     # Standard errors at n=4000 are below 0.005 for each statistic.
     np.testing.assert_allclose(stats(ours), stats(theirs), atol=0.02)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_outputs_round_like_torch(folder, dtype):
+    source = chute.ImageFolder(folder)
+    t = [chute.RandomResizedCrop(40), chute.RandomHorizontalFlip(), chute.Normalize(MEAN, STD)]
+    (f32, _), = list(chute.Loader(source, batch_size=len(source), transforms=t, dtype=torch.float32))
+    (half, _), = list(chute.Loader(source, batch_size=len(source), transforms=t, dtype=dtype))
+    assert half.dtype == dtype
+    assert torch.equal(half, f32.to(dtype))  # round to nearest even, bit for bit
+
+
+def test_cmyk_jpeg_matches_pil(tmp_path):
+    from conftest import natural_image
+    root = tmp_path / "cmyk"
+    (root / "a").mkdir(parents=True)
+    rng = np.random.default_rng(3)
+    sizes = []
+    for i in range(4):
+        img = natural_image(rng, 120, 90).convert("CMYK")
+        img.save(root / "a" / f"{i}.jpg", quality=93)
+        sizes.append(img.size)
+    source = chute.ImageFolder(root)
+    (images, _), = list(chute.Loader(source, batch_size=4, transforms=[chute.CenterCrop((90, 120))]))
+    diffs = []
+    for out, (path, _) in zip(as_hwc(images), source.samples):
+        with Image.open(path) as im:
+            assert im.mode == "CMYK"
+            ref = np.asarray(im.convert("RGB"))
+        diffs.append(np.abs(out.astype(np.int16) - ref.astype(np.int16)))
+    mae, mx = report("CMYK JPEG", diffs)
+    assert mae == 0 and mx == 0

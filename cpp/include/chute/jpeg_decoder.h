@@ -4,6 +4,8 @@
 // rows above it with jpeg_skip_scanlines, and decoding stops after its last row. The pixels are exactly
 // those of a full decode (tested in jpeg_decoder_test.cc).
 //
+// CMYK and YCCK JPEGs are converted to RGB the way Pillow does (inverted CMYK, then cmyk2rgb).
+//
 // libjpeg's warnings are split in two. Those that mean lost data (a truncated file, a corrupt entropy
 // segment) are errors, as they are in PIL; benign ones (extraneous bytes before a marker) are counted.
 // Thread-safety: one decoder per thread; it keeps its libjpeg state between images.

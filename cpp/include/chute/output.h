@@ -12,7 +12,7 @@
 
 namespace chute {
 
-enum class DType { kUInt8, kFloat32 };
+enum class DType { kUInt8, kFloat32, kFloat16, kBFloat16 };
 enum class Layout { kNCHW, kNHWC };
 
 size_t dtype_size(DType dtype);
@@ -37,9 +37,11 @@ class OutputWriter {
  private:
   int height_ = 0, width_ = 0;
   OutputFormat format_;
-  // Per channel, the float value of each uint8 level, computed as torchvision does:
-  // (float(v) / 255 - mean) / std in float32.
-  std::array<std::array<float, 256>, 3> lut_{};
+  // Per channel, the value of each uint8 level, computed as torchvision does, (float(v) / 255 - mean) / std
+  // in float32, then rounded to nearest-even for float16 and bfloat16 (as torch's .to() does). The 16-bit
+  // tables hold the bit patterns.
+  std::array<std::array<float, 256>, 3> lut_f32_{};
+  std::array<std::array<uint16_t, 256>, 3> lut_16_{};
 };
 
 }  // namespace chute

@@ -1,0 +1,124 @@
+// Decode and resample alone: whole-image decode, RandomResizedCrop crop-on-decode, and the resampler's
+// AVX2 kernels against its portable ones.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "bench_common.h"
+#include "chute/jpeg_decoder.h"
+#include "chute/resample.h"
+#include "chute/rng.h"
+#include "chute/transforms.h"
+
+namespace chute::bench {
+namespace {
+
+// JpegDecoder::decode of each whole image, one image per iteration, cycling over the files.
+void BM_FullDecode(benchmark::State& state) {
+  const auto& files = bench_data().files;
+  JpegDecoder decoder;
+  std::vector<uint8_t> pixels;
+  int64_t images = 0, bytes = 0;
+  size_t i = 0;
+  Meter meter;
+  for (auto _ : state) {
+    const auto& file = files[i];
+    auto info = decoder.read_info(file);
+    auto view = info.is_ok() ? decoder.decode(file, {0, 0, info->width, info->height}, pixels)
+                             : Result<JpegDecoder::View>(info.status());
+    if (!view.is_ok()) {
+      state.SkipWithError(view.status().to_string().c_str());
+      break;
+    }
+    benchmark::DoNotOptimize(view->pixels);
+    ++images;
+    bytes += static_cast<int64_t>(file.size());
+    if (++i == files.size()) i = 0;
+  }
+  meter.finish(state, images, bytes);
+}
+BENCHMARK(BM_FullDecode)->UseRealTime();
+
+// Decode of each image's RandomResizedCrop window only, drawn as the loader draws it (seed 0, the pass
+// over the files as epoch): what BM_TrainTransform does before resampling.
+void BM_CropDecodeRandomResizedCrop(benchmark::State& state) {
+  const auto& files = bench_data().files;
+  const RandomResizedCrop crop{224, 224};
+  JpegDecoder decoder;
+  std::vector<uint8_t> pixels;
+  int64_t images = 0, bytes = 0;
+  size_t i = 0;
+  uint64_t pass = 0;
+  Meter meter;
+  for (auto _ : state) {
+    const auto& file = files[i];
+    auto info = decoder.read_info(file);
+    if (!info.is_ok()) {
+      state.SkipWithError(info.status().to_string().c_str());
+      break;
+    }
+    SampleRng rng(0, pass, i);
+    const CropBox b = random_resized_crop_box(info->width, info->height, crop, rng);
+    auto view = decoder.decode(file, {b.x, b.y, b.width, b.height}, pixels);
+    if (!view.is_ok()) {
+      state.SkipWithError(view.status().to_string().c_str());
+      break;
+    }
+    benchmark::DoNotOptimize(view->pixels);
+    ++images;
+    bytes += static_cast<int64_t>(file.size());
+    if (++i == files.size()) {
+      i = 0;
+      ++pass;
+    }
+  }
+  meter.finish(state, images, bytes);
+}
+BENCHMARK(BM_CropDecodeRandomResizedCrop)->UseRealTime();
+
+// resample_rgb alone, from a decoded window of a typical RandomResizedCrop size (330x250, clamped to the
+// first image) to 224x224. bytes_processed counts the window's RGB bytes (no JPEG is involved).
+void BM_Resample(benchmark::State& state, bool portable) {
+  const auto& file = bench_data().files.front();
+  JpegDecoder decoder;
+  auto info = decoder.read_info(file);
+  if (!info.is_ok()) {
+    state.SkipWithError(info.status().to_string().c_str());
+    return;
+  }
+  const int w = std::min(330, info->width), h = std::min(250, info->height);
+  const Window window{(info->width - w) / 2, (info->height - h) / 2, w, h};
+  std::vector<uint8_t> pixels;
+  auto view = decoder.decode(file, window, pixels, kResampleInputPadding);
+  if (!view.is_ok()) {
+    state.SkipWithError(view.status().to_string().c_str());
+    return;
+  }
+  const AxisCoeffs xs = AxisCoeffs::bilinear(w, 224, 0, 224);
+  const AxisCoeffs ys = AxisCoeffs::bilinear(h, 224, 0, 224);
+  std::vector<uint8_t> out(224 * 224 * 3);
+  ResampleScratch scratch;
+  force_portable_resample(portable);
+  if (std::string_view(resample_kernels()) != (portable ? "portable" : "avx2")) {
+    force_portable_resample(false);
+    state.SkipWithError("this CPU has no AVX2");
+    return;
+  }
+  state.SetLabel(std::to_string(w) + "x" + std::to_string(h) + "->224x224");
+  int64_t images = 0;
+  Meter meter;
+  for (auto _ : state) {
+    resample_rgb(view->pixels, view->pitch, xs, ys, out.data(), scratch);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+    ++images;
+  }
+  meter.finish(state, images, images * int64_t{w} * h * 3);
+  force_portable_resample(false);
+}
+BENCHMARK_CAPTURE(BM_Resample, portable, true)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Resample, avx2, false)->UseRealTime();
+
+}  // namespace
+}  // namespace chute::bench
