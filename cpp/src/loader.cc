@@ -214,7 +214,7 @@ Loader::Task& Loader::dispatch() {
 
 void Loader::worker_main() {
   pthread_setname_np(pthread_self(), "chute-worker");  // what top, py-spy and gdb show
-  SampleProcessor processor(*source_, pipeline_, writer_, options_.seed);
+  SampleProcessor processor(*source_, pipeline_, writer_, options_.seed, options_.decode);
   std::unique_lock<std::mutex> lock(shared_->mu);
   EpochState& e = *epoch_;
   for (;;) {

@@ -1,20 +1,33 @@
 #include "chute/processor.h"
 
+#include "chute/exif.h"
+
 namespace chute {
 
 SampleProcessor::SampleProcessor(const Source& source, const Pipeline& pipeline, const OutputWriter& writer,
-                                 uint64_t seed)
-    : source_(source), pipeline_(pipeline), writer_(writer), seed_(seed) {}
+                                 uint64_t seed, DecodeOptions decode)
+    : source_(source), pipeline_(pipeline), writer_(writer), seed_(seed), decode_(decode),
+      decoder_(decode.max_pixels) {}
 
 Status SampleProcessor::process(int64_t index, uint64_t epoch, void* dst) {
   CHUTE_RETURN_IF_ERROR(source_.read(index, bytes_));
   CHUTE_ASSIGN_OR_RETURN(const ImageInfo info, decoder_.read_info(bytes_));
+  const int orientation = decode_.apply_exif_orientation ? jpeg_exif_orientation(bytes_) : 1;
+  const bool swap = orientation_swaps_axes(orientation);
   SampleRng rng(seed_, epoch, static_cast<uint64_t>(index));
-  CHUTE_ASSIGN_OR_RETURN(const SamplePlan plan, pipeline_.plan(info.width, info.height, rng));
+  // Transforms see the image as displayed; the decoder reads the stored rectangle that holds it.
+  CHUTE_ASSIGN_OR_RETURN(const SamplePlan plan,
+                         pipeline_.plan(swap ? info.height : info.width, swap ? info.width : info.height, rng));
+  const Window displayed{plan.window_x, plan.window_y, plan.window_width, plan.window_height};
   CHUTE_ASSIGN_OR_RETURN(
-      const JpegDecoder::View window,
-      decoder_.decode(bytes_, {plan.window_x, plan.window_y, plan.window_width, plan.window_height}, window_,
+      JpegDecoder::View window,
+      decoder_.decode(bytes_, stored_window(displayed, orientation, info.width, info.height), window_,
                       kResampleInputPadding));
+  if (orientation != 1) {
+    oriented_.resize(static_cast<size_t>(displayed.width) * displayed.height * 3 + kResampleInputPadding);
+    reorient(window.pixels, window.pitch, displayed, orientation, info.width, info.height, oriented_.data());
+    window = {oriented_.data(), static_cast<size_t>(displayed.width) * 3};
+  }
   resized_.resize(static_cast<size_t>(plan.xs.out_size) * plan.ys.out_size * 3);
   resample_rgb(window.pixels, window.pitch, plan.xs, plan.ys, resized_.data(), scratch_);
   writer_.write(resized_.data(), plan.flip, dst);

@@ -41,6 +41,10 @@ class Loader:
     the next one (as with ``DistributedSampler``). Shuffling and augmentation are keyed by
     ``(seed, epoch, sample index)``, so a seed gives the same batches whatever ``num_threads``.
 
+    Images larger than ``max_pixels`` are errors (a decompression-bomb guard). EXIF orientation is ignored,
+    as torchvision does, unless ``apply_exif_orientation=True`` (then JPEGs are turned upright like
+    ``PIL.ImageOps.exif_transpose``).
+
     ``on_error='raise'`` raises :class:`chute.SampleError` (index, path, reason) when the batch holding a
     bad sample is reached; ``'skip'`` leaves the sample out, fills the batch from the next samples, and
     records it in :meth:`errors`.
@@ -49,7 +53,8 @@ class Loader:
     def __init__(self, source, batch_size: int = 1, *, shuffle: bool = False, seed: int = 0,
                  drop_last: bool = False, transforms=(), dtype: torch.dtype = torch.uint8,
                  memory_format: torch.memory_format = torch.contiguous_format, num_threads: int | None = None,
-                 prefetch: int = 2, on_error: str = "raise"):
+                 prefetch: int = 2, on_error: str = "raise", max_pixels: int = 200_000_000,
+                 apply_exif_orientation: bool = False):
         if isinstance(source, (str, os.PathLike)):
             source = ImageFolder(source)
         native_source = getattr(source, "_native", None)
@@ -67,6 +72,8 @@ class Loader:
             raise ValueError(f"prefetch must be a positive int (batches), got {prefetch!r}")
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+        if not isinstance(max_pixels, int) or max_pixels <= 0:
+            raise ValueError(f"max_pixels must be a positive int, got {max_pixels!r}")
         if not 0 <= seed < 2**64:
             raise ValueError("seed must fit in 64 bits")
         self.source = source
@@ -76,7 +83,8 @@ class Loader:
         self._iteration = 0
         self._native = _native.Loader(
             native_source, _native_transforms(transforms), batch_size, bool(shuffle), int(seed), bool(drop_last),
-            num_threads or 0, prefetch, _DTYPES[dtype], memory_format == torch.channels_last, on_error)
+            num_threads or 0, prefetch, _DTYPES[dtype], memory_format == torch.channels_last, on_error, max_pixels,
+            bool(apply_exif_orientation))
 
     @property
     def num_threads(self) -> int:

@@ -144,3 +144,38 @@ def test_cmyk_jpeg_matches_pil(tmp_path):
         diffs.append(np.abs(out.astype(np.int16) - ref.astype(np.int16)))
     mae, mx = report("CMYK JPEG", diffs)
     assert mae == 0 and mx == 0
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_exif_orientation_follows_pil_exif_transpose(tmp_path, orientation):
+    from PIL import ImageOps
+    from conftest import natural_image
+    root = tmp_path / "exif"
+    (root / "a").mkdir(parents=True)
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    natural_image(np.random.default_rng(orientation), 64, 40).save(root / "a" / "x.jpg", quality=95, exif=exif,
+                                                                     subsampling=2)
+    with Image.open(root / "a" / "x.jpg") as im:
+        plain = im.convert("RGB")
+        upright = ImageOps.exif_transpose(im).convert("RGB")
+    source = chute.ImageFolder(root)
+    for apply, ref in ((False, plain), (True, upright)):
+        w, h = ref.size
+        t = [chute.CenterCrop((h - 10, w - 6))]
+        (x, _), = list(chute.Loader(source, batch_size=1, transforms=t, apply_exif_orientation=apply))
+        expected = np.asarray(pil_center_crop_hw(ref, h - 10, w - 6))
+        assert np.array_equal(as_hwc(x)[0], expected), f"apply={apply}"
+
+
+def pil_center_crop_hw(img: Image.Image, h: int, w: int) -> Image.Image:
+    top, left = int(round((img.height - h) / 2.0)), int(round((img.width - w) / 2.0))
+    return img.crop((left, top, left + w, top + h))
+
+
+def test_max_pixels_guard_names_the_sample(folder):
+    source = chute.ImageFolder(folder)
+    loader = chute.Loader(source, batch_size=4, transforms=[chute.CenterCrop(32)], max_pixels=1000)
+    with pytest.raises(chute.SampleError, match="decompression bomb") as info:
+        list(loader)
+    assert info.value.index == 0

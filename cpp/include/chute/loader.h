@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "chute/output.h"
+#include "chute/processor.h"
 #include "chute/source.h"
 #include "chute/transforms.h"
 
@@ -41,6 +42,7 @@ struct LoaderOptions {
   int num_threads = 0;  // 0: one per core this process may run on
   int prefetch = 2;     // batches prepared ahead of the consumer
   OutputFormat output;
+  DecodeOptions decode;
   ErrorPolicy on_error = ErrorPolicy::kRaise;
   // The ring starts with prefetch + 2 buffers; it grows, up to this many bytes, only while the consumer
   // keeps more batches alive than that.

@@ -15,9 +15,16 @@
 
 namespace chute {
 
+// How images are decoded, whatever the transforms.
+struct DecodeOptions {
+  int64_t max_pixels = kDefaultMaxPixels;  // decompression-bomb guard
+  bool apply_exif_orientation = false;     // rotate/flip JPEGs by their EXIF tag, like PIL.ImageOps.exif_transpose
+};
+
 class SampleProcessor {
  public:
-  SampleProcessor(const Source& source, const Pipeline& pipeline, const OutputWriter& writer, uint64_t seed);
+  SampleProcessor(const Source& source, const Pipeline& pipeline, const OutputWriter& writer, uint64_t seed,
+                  DecodeOptions decode = {});
 
   // Processes source sample `index` for `epoch` into `dst` (OutputWriter::sample_bytes() bytes).
   Status process(int64_t index, uint64_t epoch, void* dst);
@@ -29,9 +36,11 @@ class SampleProcessor {
   const Pipeline& pipeline_;
   const OutputWriter& writer_;
   uint64_t seed_;
+  DecodeOptions decode_;
   JpegDecoder decoder_;
-  std::vector<uint8_t> bytes_;    // the encoded file
-  std::vector<uint8_t> window_;   // the decoded window
+  std::vector<uint8_t> bytes_;     // the encoded file
+  std::vector<uint8_t> window_;    // the decoded window
+  std::vector<uint8_t> oriented_;  // the decoded window turned upright (EXIF orientation)
   std::vector<uint8_t> resized_;  // the resampled output, RGB
   ResampleScratch scratch_;
 };
