@@ -26,7 +26,7 @@ void BM_FullDecode(benchmark::State& state) {
     const auto& file = files[i];
     auto info = decoder.read_info(file);
     auto view = info.is_ok() ? decoder.decode(file, {0, 0, info->width, info->height}, pixels)
-                             : Result<JpegDecoder::View>(info.status());
+                             : Result<ImageView>(info.status());
     if (!view.is_ok()) {
       state.SkipWithError(view.status().to_string().c_str());
       break;

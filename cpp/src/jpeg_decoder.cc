@@ -120,7 +120,7 @@ Result<ImageInfo> JpegDecoder::read_info(std::span<const uint8_t> data) {
   return info;
 }
 
-Result<JpegDecoder::View> JpegDecoder::decode(std::span<const uint8_t> data, Window win, std::vector<uint8_t>& buffer,
+Result<ImageView> JpegDecoder::decode(std::span<const uint8_t> data, Window win, std::vector<uint8_t>& buffer,
                                               size_t padding) {
   if (data.empty()) return corrupt_data("empty file");
   if (!is_jpeg(data)) return unsupported("not a JPEG file (no SOI marker)");
@@ -179,7 +179,7 @@ Result<JpegDecoder::View> JpegDecoder::decode(std::span<const uint8_t> data, Win
   }
   // Rows below the window are never decoded.
   jpeg_abort_decompress(cinfo);
-  return View{buffer.data() + skip, pitch};
+  return ImageView{buffer.data() + skip, pitch};
 }
 
 }  // namespace chute

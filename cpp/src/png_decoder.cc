@@ -52,7 +52,7 @@ Status check_chunks(std::span<const uint8_t> data) {
     if (length > PNG_UINT_31_MAX) return corrupt_data(chunk_name(p + 4) + ": invalid chunk length");
     if (data.size() - pos - 8 < size_t{length} + 4)
       return corrupt_data("truncated PNG file: chunk " + chunk_name(p + 4) + " at byte " + std::to_string(pos) +
-                          " needs " + std::to_string(size_t{length} + 12) + " bytes, " +
+                          " takes " + std::to_string(size_t{length} + 12) + " bytes, only " +
                           std::to_string(data.size() - pos) + " left");
     const uLong crc = crc32(crc32(0L, Z_NULL, 0), p + 4, static_cast<uInt>(length) + 4);
     if (crc != load_be32(p + 8 + length)) return corrupt_data(chunk_name(p + 4) + ": CRC error");
@@ -71,6 +71,11 @@ struct Context {
   int64_t* warnings;
   std::jmp_buf jump;
   char message[256];
+  // Set around the image's last png_read_row, which also reads the zlib stream to its end. zlib errors
+  // found there (a bad Adler-32: the pixels are not the ones written) are only benign errors to libpng,
+  // since every row is already out; they fail the decode, as they do in Pillow.
+  bool finishing;
+  bool finish_error;
 };
 
 void read_callback(png_structp png, png_bytep out, size_t n) {
@@ -86,8 +91,20 @@ void read_callback(png_structp png, png_bytep out, size_t n) {
   std::longjmp(ctx->jump, 1);
 }
 
-void warning_callback(png_structp png, png_const_charp) {  // never print to stderr
+// Benign errors that libpng may report while finishing the zlib stream and that leave the pixels intact.
+bool harmless_at_finish(const char* message) {
+  return std::strstr(message, "Extra compressed data") != nullptr ||
+         std::strstr(message, "Too much image data") != nullptr;
+}
+
+void warning_callback(png_structp png, png_const_charp message) {  // never print to stderr
   auto* ctx = static_cast<Context*>(png_get_error_ptr(png));
+  if (message == nullptr) message = "libpng warning";
+  if (ctx->finishing && !ctx->finish_error && !harmless_at_finish(message)) {
+    std::snprintf(ctx->message, sizeof(ctx->message), "%s", message);
+    ctx->finish_error = true;
+    return;
+  }
   ++*ctx->warnings;
 }
 
@@ -236,8 +253,11 @@ bool read_rows(png_structp png, Context* ctx, const Header* h, const RowPlan* p)
       uint8_t* row = scratch;
       if (inside && p->direct) row = p->out + (y - y0) * p->pitch;
       else if (inside && p->keep_raw) row = p->rows + (y - y0) * h->rowbytes;
+      ctx->finishing = pass + 1 == h->passes && y + 1 == h->height;
       png_read_row(png, row, nullptr);
-      if (inside && !p->direct && !p->keep_raw) convert_row(*h, row, p->out + (y - y0) * p->pitch, p->win.x, p->win.width);
+      ctx->finishing = false;
+      if (inside && !p->direct && !p->keep_raw)
+        convert_row(*h, row, p->out + (y - y0) * p->pitch, p->win.x, p->win.width);
     }
   }
   if (p->keep_raw)
@@ -294,8 +314,8 @@ Result<PngDecoder::View> PngDecoder::decode(std::span<const uint8_t> data, Windo
   if (!is_png(data)) return unsupported("not a PNG file");
   // The size guard comes first, before any allocation: IHDR is the first chunk of a valid PNG.
   if (data.size() >= 24 && std::memcmp(data.data() + 12, "IHDR", 4) == 0) {
-    const int64_t width = load_be32(data.data() + 16), height = load_be32(data.data() + 20);
-    if (width * height > max_pixels_)
+    const uint64_t width = load_be32(data.data() + 16), height = load_be32(data.data() + 20);
+    if (width * height > static_cast<uint64_t>(std::max<int64_t>(max_pixels_, 0)))  // < 2^64: no overflow
       return Status(StatusCode::kResourceExhausted,
                     "image has " + std::to_string(width) + "x" + std::to_string(height) +
                         " pixels, over the limit of " + std::to_string(max_pixels_) + " (decompression bomb guard)");
@@ -327,7 +347,7 @@ Result<PngDecoder::View> PngDecoder::decode(std::span<const uint8_t> data, Windo
   plan.out = buffer.data();
   state_->rows.resize(h.rowbytes * (plan.keep_raw ? static_cast<size_t>(win.height) + 1 : 1));
   plan.rows = state_->rows.data();
-  if (!read_rows(rs.png, &ctx, &h, &plan)) return corrupt_data(ctx.message);
+  if (!read_rows(rs.png, &ctx, &h, &plan) || ctx.finish_error) return corrupt_data(ctx.message);
   // Rows below the window are never inflated.
   return View{plan.direct ? buffer.data() + 3 * static_cast<size_t>(win.x) : buffer.data(), plan.pitch};
 }

@@ -12,7 +12,7 @@ SampleProcessor::SampleProcessor(const Source& source, const Pipeline& pipeline,
 Status SampleProcessor::process(int64_t index, uint64_t epoch, void* dst) {
   CHUTE_RETURN_IF_ERROR(source_.read(index, bytes_));
   CHUTE_ASSIGN_OR_RETURN(const ImageInfo info, decoder_.read_info(bytes_));
-  const int orientation = decode_.apply_exif_orientation ? jpeg_exif_orientation(bytes_) : 1;
+  const int orientation = decode_.apply_exif_orientation ? ImageDecoder::orientation(bytes_) : 1;
   const bool swap = orientation_swaps_axes(orientation);
   SampleRng rng(seed_, epoch, static_cast<uint64_t>(index));
   // Transforms see the image as displayed; the decoder reads the stored rectangle that holds it.
@@ -20,7 +20,7 @@ Status SampleProcessor::process(int64_t index, uint64_t epoch, void* dst) {
                          pipeline_.plan(swap ? info.height : info.width, swap ? info.width : info.height, rng));
   const Window displayed{plan.window_x, plan.window_y, plan.window_width, plan.window_height};
   CHUTE_ASSIGN_OR_RETURN(
-      JpegDecoder::View window,
+      ImageView window,
       decoder_.decode(bytes_, stored_window(displayed, orientation, info.width, info.height), window_,
                       kResampleInputPadding));
   if (orientation != 1) {

@@ -165,11 +165,11 @@ def test_non_chute_transform_and_missing_folder(folder, tmp_path):
         chute.ImageFolder(tmp_path)
 
 
-def png_bytes() -> bytes:
+def gif_bytes() -> bytes:
     import io
     from PIL import Image
     buf = io.BytesIO()
-    Image.new("RGB", (40, 30), (200, 10, 10)).save(buf, format="PNG")
+    Image.new("RGB", (40, 30), (200, 10, 10)).save(buf, format="GIF")
     return buf.getvalue()
 
 
@@ -184,7 +184,7 @@ def broken_folder(tmp_path: Path, folder: Path) -> tuple[Path, dict[int, str]]:
         3: ("truncated", good[: len(good) // 2]),
         8: ("empty", b""),
         9: ("not an image", b"hello, this is text\n" * 10),
-        20: ("png named .jpg", png_bytes()),
+        20: ("gif named .jpg", gif_bytes()),
         30: ("corrupt header", b"\xff\xd8\xff\xe0" + b"\x13" * 300 + b"\xff\xd9"),
     }
     for i, (_, data) in bad.items():
@@ -223,7 +223,7 @@ def test_skip_policy_keeps_batches_full_and_records_every_bad_sample(broken_fold
     assert all(e.path == source.samples[e.index][0] for e in errors)
     reasons = {e.index: e.reason for e in errors}
     assert "empty" in reasons[8]
-    assert "not a JPEG" in reasons[9] and "not a JPEG" in reasons[20]
+    assert "not a JPEG or PNG" in reasons[9] and "GIF images are not supported" in reasons[20]
 
 
 def test_closed_loaders_leave_no_native_threads(folder):

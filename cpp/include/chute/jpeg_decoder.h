@@ -17,25 +17,10 @@
 #include <span>
 #include <vector>
 
+#include "chute/image.h"
 #include "chute/status.h"
 
 namespace chute {
-
-struct ImageInfo {
-  int width = 0;
-  int height = 0;
-  int components = 0;  // 1 grayscale, 3 YCbCr/RGB, 4 CMYK/YCCK
-  bool progressive = false;
-};
-
-// Any rectangle of an image, in pixels.
-struct Window {
-  int x = 0, y = 0, width = 0, height = 0;
-};
-
-// Decompression-bomb guard: images with more pixels than this are refused (PIL's default limit is 89 MP
-// for a warning and 179 MP for an error).
-inline constexpr int64_t kDefaultMaxPixels = 200'000'000;
 
 class JpegDecoder {
  public:
@@ -54,10 +39,7 @@ class JpegDecoder {
   // bytes past the last row), where libjpeg writes its rows without a further copy. The window's pixel
   // (x, y) is at view.pixels + y * view.pitch + 3 * x. Grayscale is expanded to RGB. `window` must lie
   // inside the image.
-  struct View {
-    const uint8_t* pixels = nullptr;
-    size_t pitch = 0;
-  };
+  using View = ImageView;
   Result<View> decode(std::span<const uint8_t> data, Window window, std::vector<uint8_t>& buffer,
                       size_t padding = 0);
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "chute/jpeg_decoder.h"
+#include "chute/image_decoder.h"
 #include "chute/output.h"
 #include "chute/resample.h"
 #include "chute/source.h"
@@ -18,7 +18,7 @@ namespace chute {
 // How images are decoded, whatever the transforms.
 struct DecodeOptions {
   int64_t max_pixels = kDefaultMaxPixels;  // decompression-bomb guard
-  bool apply_exif_orientation = false;     // rotate/flip JPEGs by their EXIF tag, like PIL.ImageOps.exif_transpose
+  bool apply_exif_orientation = false;     // turn JPEGs upright by their EXIF tag, like PIL.ImageOps.exif_transpose
 };
 
 class SampleProcessor {
@@ -37,7 +37,7 @@ class SampleProcessor {
   const OutputWriter& writer_;
   uint64_t seed_;
   DecodeOptions decode_;
-  JpegDecoder decoder_;
+  ImageDecoder decoder_;
   std::vector<uint8_t> bytes_;     // the encoded file
   std::vector<uint8_t> window_;    // the decoded window
   std::vector<uint8_t> oriented_;  // the decoded window turned upright (EXIF orientation)

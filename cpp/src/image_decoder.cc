@@ -1,0 +1,58 @@
+#include "chute/image_decoder.h"
+
+#include <cstring>
+#include <string>
+
+#include "chute/exif.h"
+
+namespace chute {
+namespace {
+
+bool starts_with(std::span<const uint8_t> d, const char* magic, size_t n, size_t at = 0) {
+  return d.size() >= at + n && std::memcmp(d.data() + at, magic, n) == 0;
+}
+
+// What an undecodable file is, for the error message.
+Status unsupported_format(std::span<const uint8_t> d) {
+  if (d.empty()) return corrupt_data("empty file");
+  const char* kind = nullptr;
+  if (starts_with(d, "GIF8", 4)) kind = "GIF";
+  else if (starts_with(d, "RIFF", 4) && starts_with(d, "WEBP", 4, 8)) kind = "WebP";
+  else if (starts_with(d, "BM", 2)) kind = "BMP";
+  else if (starts_with(d, "II*\0", 4) || starts_with(d, "MM\0*", 4)) kind = "TIFF";
+  if (kind != nullptr) return unsupported(std::string(kind) + " images are not supported (chute decodes JPEG and PNG)");
+  return unsupported("not a JPEG or PNG file (unrecognised leading bytes)");
+}
+
+}  // namespace
+
+ImageFormat detect_format(std::span<const uint8_t> data) {
+  if (JpegDecoder::is_jpeg(data)) return ImageFormat::kJpeg;
+  if (PngDecoder::is_png(data)) return ImageFormat::kPng;
+  return ImageFormat::kUnknown;
+}
+
+Result<ImageInfo> ImageDecoder::read_info(std::span<const uint8_t> data) {
+  switch (detect_format(data)) {
+    case ImageFormat::kJpeg: return jpeg_.read_info(data);
+    case ImageFormat::kPng: return png_.read_info(data);
+    case ImageFormat::kUnknown: break;
+  }
+  return unsupported_format(data);
+}
+
+Result<ImageView> ImageDecoder::decode(std::span<const uint8_t> data, Window window, std::vector<uint8_t>& buffer,
+                                       size_t padding) {
+  switch (detect_format(data)) {
+    case ImageFormat::kJpeg: return jpeg_.decode(data, window, buffer, padding);
+    case ImageFormat::kPng: return png_.decode(data, window, buffer, padding);
+    case ImageFormat::kUnknown: break;
+  }
+  return unsupported_format(data);
+}
+
+int ImageDecoder::orientation(std::span<const uint8_t> data) {
+  return detect_format(data) == ImageFormat::kJpeg ? jpeg_exif_orientation(data) : 1;
+}
+
+}  // namespace chute
