@@ -42,13 +42,19 @@ Result<ImageInfo> ImageDecoder::read_info(std::span<const uint8_t> data) {
 }
 
 Result<ImageView> ImageDecoder::decode(std::span<const uint8_t> data, Window window, std::vector<uint8_t>& buffer,
-                                       size_t padding) {
+                                       size_t padding, int reduction) {
   switch (detect_format(data)) {
-    case ImageFormat::kJpeg: return jpeg_.decode(data, window, buffer, padding);
-    case ImageFormat::kPng: return png_.decode(data, window, buffer, padding);
+    case ImageFormat::kJpeg: return jpeg_.decode(data, window, buffer, padding, reduction);
+    case ImageFormat::kPng:
+      CHUTE_CHECK(reduction == 1);
+      return png_.decode(data, window, buffer, padding);
     case ImageFormat::kUnknown: break;
   }
   return unsupported_format(data);
+}
+
+int ImageDecoder::max_reduction(std::span<const uint8_t> data) {
+  return detect_format(data) == ImageFormat::kJpeg ? 8 : 1;
 }
 
 int ImageDecoder::orientation(std::span<const uint8_t> data) {

@@ -121,7 +121,9 @@ Result<ImageInfo> JpegDecoder::read_info(std::span<const uint8_t> data) {
 }
 
 Result<ImageView> JpegDecoder::decode(std::span<const uint8_t> data, Window win, std::vector<uint8_t>& buffer,
-                                              size_t padding) {
+                                      size_t padding, int reduction) {
+  if (reduction != 1 && reduction != 2 && reduction != 4 && reduction != 8)
+    return invalid_argument("reduction must be 1, 2, 4 or 8");
   if (data.empty()) return corrupt_data("empty file");
   if (!is_jpeg(data)) return unsupported("not a JPEG file (no SOI marker)");
   if (!has_end_marker(data)) return corrupt_data("Premature end of JPEG file (no end-of-image marker)");
@@ -140,15 +142,19 @@ Result<ImageView> JpegDecoder::decode(std::span<const uint8_t> data, Window win,
                   "image has " + std::to_string(width) + "x" + std::to_string(height) +
                       " pixels, over the limit of " + std::to_string(max_pixels_) + " (decompression bomb guard)");
   }
-  if (win.x < 0 || win.y < 0 || win.width <= 0 || win.height <= 0 || win.x + win.width > width ||
-      win.y + win.height > height) {
-    jpeg_abort_decompress(cinfo);
-    return invalid_argument("decode window outside the image");
-  }
   // libjpeg-turbo expands grayscale to RGB itself; it turns YCCK into CMYK, which we convert below.
   const bool cmyk = cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK;
   cinfo->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
   cinfo->dct_method = JDCT_ISLOW;    // PIL's choice; the accurate integer IDCT
+  cinfo->scale_num = 1;
+  cinfo->scale_denom = static_cast<unsigned int>(reduction);
+  jpeg_calc_output_dimensions(cinfo);
+  const int out_w = static_cast<int>(cinfo->output_width), out_h = static_cast<int>(cinfo->output_height);
+  if (win.x < 0 || win.y < 0 || win.width <= 0 || win.height <= 0 || win.x + win.width > out_w ||
+      win.y + win.height > out_h) {
+    jpeg_abort_decompress(cinfo);
+    return invalid_argument("decode window outside the image");
+  }
   jpeg_start_decompress(cinfo);
 
   // Columns: libjpeg widens the crop to iMCU boundaries; the window starts `skip` pixels into each row.

@@ -71,6 +71,35 @@ TEST(JpegDecoderTest, CropOnDecodeMatchesFullDecodeForEveryKind) {
   }
 }
 
+TEST(JpegDecoderTest, ScaledDecodeWindowsMatchTheWholeScaledImage) {
+  const int width = 203, height = 157;
+  const auto rgb = testing::synthetic_rgb(width, height, 9);
+  JpegDecoder decoder;
+  std::mt19937 gen(2);
+  for (const Kind& kind : kKinds) {
+    SCOPED_TRACE(kind.name);
+    const auto jpeg = testing::encode_jpeg(rgb, width, height, kind.opts);
+    for (int d : {2, 4, 8}) {
+      const int rw = (width + d - 1) / d, rh = (height + d - 1) / d;  // libjpeg rounds up
+      std::vector<uint8_t> buffer;
+      auto whole = decoder.decode(jpeg, {0, 0, rw, rh}, buffer, 0, d);
+      ASSERT_TRUE(whole.is_ok()) << whole.status().to_string();
+      const auto full = pack(*whole, {0, 0, rw, rh});
+      EXPECT_EQ(decoder.decode(jpeg, {0, 0, rw + 1, rh}, buffer, 0, d).status().code(), StatusCode::kInvalidArgument);
+      for (int i = 0; i < 15; ++i) {
+        Window w;
+        w.x = std::uniform_int_distribution<int>(0, rw - 1)(gen);
+        w.y = std::uniform_int_distribution<int>(0, rh - 1)(gen);
+        w.width = std::uniform_int_distribution<int>(1, rw - w.x)(gen);
+        w.height = std::uniform_int_distribution<int>(1, rh - w.y)(gen);
+        auto view = decoder.decode(jpeg, w, buffer, 0, d);
+        ASSERT_TRUE(view.is_ok());
+        ASSERT_EQ(pack(*view, w), crop(full, rw, w)) << "reduction " << d;
+      }
+    }
+  }
+}
+
 TEST(JpegDecoderTest, BadInputsAreErrorsNotCrashes) {
   const auto rgb = testing::synthetic_rgb(64, 48, 2);
   const auto jpeg = testing::encode_jpeg(rgb, 64, 48);

@@ -16,16 +16,20 @@ Status SampleProcessor::process(int64_t index, uint64_t epoch, void* dst) {
   const bool swap = orientation_swaps_axes(orientation);
   SampleRng rng(seed_, epoch, static_cast<uint64_t>(index));
   // Transforms see the image as displayed; the decoder reads the stored rectangle that holds it.
-  CHUTE_ASSIGN_OR_RETURN(const SamplePlan plan,
-                         pipeline_.plan(swap ? info.height : info.width, swap ? info.width : info.height, rng));
+  const int max_reduction = decode_.scaled_decode ? ImageDecoder::max_reduction(bytes_) : 1;
+  CHUTE_ASSIGN_OR_RETURN(const SamplePlan plan, pipeline_.plan(swap ? info.height : info.width,
+                                                               swap ? info.width : info.height, rng, max_reduction));
+  // The stored image as the decoder outputs it: reduced, sizes rounded up like libjpeg's.
+  const int d = plan.reduction;
+  const int stored_w = (info.width + d - 1) / d, stored_h = (info.height + d - 1) / d;
   const Window displayed{plan.window_x, plan.window_y, plan.window_width, plan.window_height};
   CHUTE_ASSIGN_OR_RETURN(
       ImageView window,
-      decoder_.decode(bytes_, stored_window(displayed, orientation, info.width, info.height), window_,
-                      kResampleInputPadding));
+      decoder_.decode(bytes_, stored_window(displayed, orientation, stored_w, stored_h), window_,
+                      kResampleInputPadding, d));
   if (orientation != 1) {
     oriented_.resize(static_cast<size_t>(displayed.width) * displayed.height * 3 + kResampleInputPadding);
-    reorient(window.pixels, window.pitch, displayed, orientation, info.width, info.height, oriented_.data());
+    reorient(window.pixels, window.pitch, displayed, orientation, stored_w, stored_h, oriented_.data());
     window = {oriented_.data(), static_cast<size_t>(displayed.width) * 3};
   }
   resized_.resize(static_cast<size_t>(plan.xs.out_size) * plan.ys.out_size * 3);

@@ -45,12 +45,17 @@ void AxisCoeffs::build_tap_tables() {
 }
 
 AxisCoeffs AxisCoeffs::bilinear(int in_size, int resized, int keep_first, int keep_count) {
+  return bilinear_box(in_size, 0.0, in_size, resized, keep_first, keep_count);
+}
+
+AxisCoeffs AxisCoeffs::bilinear_box(int in_size, double box_begin, double box_end, int resized, int keep_first,
+                                    int keep_count) {
   CHUTE_CHECK(in_size > 0 && resized > 0 && keep_first >= 0 && keep_count > 0 &&
-              keep_first + keep_count <= resized);
+              keep_first + keep_count <= resized && box_begin >= 0 && box_end <= in_size && box_begin < box_end);
   AxisCoeffs c;
   c.in_size = in_size;
   c.out_size = keep_count;
-  c.identity = in_size == resized;
+  c.identity = box_begin == 0.0 && box_end == in_size && in_size == resized;
   if (c.identity) {  // one tap of weight 1: used only to describe the input range
     c.taps = 1;
     for (int i = 0; i < keep_count; ++i) {
@@ -61,7 +66,7 @@ AxisCoeffs AxisCoeffs::bilinear(int in_size, int resized, int keep_first, int ke
     return c;
   }
   // Pillow's precompute_coeffs, in double precision like Pillow.
-  const double scale = static_cast<double>(in_size) / resized;
+  const double scale = (box_end - box_begin) / resized;
   const double filterscale = std::max(scale, 1.0);
   const double support = 1.0 * filterscale;
   c.taps = static_cast<int>(std::ceil(support)) * 2 + 1;
@@ -71,7 +76,7 @@ AxisCoeffs AxisCoeffs::bilinear(int in_size, int resized, int keep_first, int ke
   std::vector<double> k(c.taps);
   for (int i = 0; i < keep_count; ++i) {
     const int xx = keep_first + i;
-    const double center = (xx + 0.5) * scale;
+    const double center = box_begin + (xx + 0.5) * scale;
     const double ss = 1.0 / filterscale;
     int xmin = static_cast<int>(center - support + 0.5);
     if (xmin < 0) xmin = 0;

@@ -124,7 +124,7 @@ Result<Pipeline> Pipeline::create(std::vector<Transform> transforms) {
   return p;
 }
 
-Result<SamplePlan> Pipeline::plan(int image_width, int image_height, SampleRng& rng) const {
+Result<SamplePlan> Pipeline::plan(int image_width, int image_height, SampleRng& rng, int max_reduction) const {
   if (image_width <= 0 || image_height <= 0) return corrupt_data("image has no pixels");
   Axis x(image_width), y(image_height);
   for (const Transform& t : geometric_) {
@@ -169,10 +169,32 @@ Result<SamplePlan> Pipeline::plan(int image_width, int image_height, SampleRng& 
   }
   CHUTE_CHECK(x.out_length == out_width_ && y.out_length == out_height_);
   SamplePlan plan;
-  plan.xs = AxisCoeffs::bilinear(x.length, x.resized < 0 ? x.length : x.resized, x.out_offset, x.out_length);
-  plan.ys = AxisCoeffs::bilinear(y.length, y.resized < 0 ? y.length : y.resized, y.out_offset, y.out_length);
-  plan.window_x = x.offset + plan.xs.input_begin();
-  plan.window_y = y.offset + plan.ys.input_begin();
+  if (x.resized >= 0) {  // a scaled IDCT pays only when both axes shrink by at least 2
+    for (int d = 8; d >= 2; d /= 2) {
+      if (d <= max_reduction && x.length >= d * x.resized && y.length >= d * y.resized) {
+        plan.reduction = d;
+        break;
+      }
+    }
+  }
+  if (plan.reduction == 1) {
+    plan.xs = AxisCoeffs::bilinear(x.length, x.resized < 0 ? x.length : x.resized, x.out_offset, x.out_length);
+    plan.ys = AxisCoeffs::bilinear(y.length, y.resized < 0 ? y.length : y.resized, y.out_offset, y.out_length);
+    plan.window_x = x.offset + plan.xs.input_begin();
+    plan.window_y = y.offset + plan.ys.input_begin();
+  } else {
+    // The source range in the reduced image (libjpeg rounds its size up), resampled with Pillow's box.
+    const int d = plan.reduction;
+    const int reduced_w = (image_width + d - 1) / d, reduced_h = (image_height + d - 1) / d;
+    plan.xs = AxisCoeffs::bilinear_box(reduced_w, static_cast<double>(x.offset) / d,
+                                       std::min<double>(reduced_w, static_cast<double>(x.offset + x.length) / d),
+                                       x.resized, x.out_offset, x.out_length);
+    plan.ys = AxisCoeffs::bilinear_box(reduced_h, static_cast<double>(y.offset) / d,
+                                       std::min<double>(reduced_h, static_cast<double>(y.offset + y.length) / d),
+                                       y.resized, y.out_offset, y.out_length);
+    plan.window_x = plan.xs.input_begin();
+    plan.window_y = plan.ys.input_begin();
+  }
   plan.window_width = plan.xs.input_end() - plan.xs.input_begin();
   plan.window_height = plan.ys.input_end() - plan.ys.input_begin();
   plan.xs.rebase(plan.xs.input_begin());

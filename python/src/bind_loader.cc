@@ -78,7 +78,7 @@ void register_loader(nb::module_& m) {
           "__init__",
           [](PyLoader* self, std::shared_ptr<Source> source, const nb::list& transforms, int64_t batch_size,
              bool shuffle, uint64_t seed, bool drop_last, int num_threads, int prefetch, const std::string& dtype,
-             bool channels_last, const std::string& on_error, int64_t max_pixels, bool apply_exif_orientation) {
+             bool channels_last, const std::string& on_error, int64_t max_pixels, bool apply_exif_orientation, bool scaled_decode) {
             LoaderOptions o;
             o.batch_size = batch_size;
             o.shuffle = shuffle;
@@ -94,6 +94,7 @@ void register_loader(nb::module_& m) {
             o.output.layout = channels_last ? Layout::kNHWC : Layout::kNCHW;
             o.decode.max_pixels = max_pixels;
             o.decode.apply_exif_orientation = apply_exif_orientation;
+            o.decode.scaled_decode = scaled_decode;
             if (on_error == "raise") o.on_error = ErrorPolicy::kRaise;
             else if (on_error == "skip") o.on_error = ErrorPolicy::kSkip;
             else throw nb::value_error("on_error must be 'raise' or 'skip'");
@@ -101,7 +102,7 @@ void register_loader(nb::module_& m) {
           },
           nb::arg("source"), nb::arg("transforms"), nb::arg("batch_size"), nb::arg("shuffle"), nb::arg("seed"),
           nb::arg("drop_last"), nb::arg("num_threads"), nb::arg("prefetch"), nb::arg("dtype"),
-          nb::arg("channels_last"), nb::arg("on_error"), nb::arg("max_pixels"), nb::arg("apply_exif_orientation"))
+          nb::arg("channels_last"), nb::arg("on_error"), nb::arg("max_pixels"), nb::arg("apply_exif_orientation"), nb::arg("scaled_decode"))
       .def("__len__", [](const PyLoader& l) { return l.impl->num_batches(); })
       .def_prop_ro("num_threads", [](const PyLoader& l) { return l.impl->num_threads(); })
       .def(

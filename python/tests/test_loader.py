@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -247,6 +248,10 @@ def test_closed_loaders_leave_no_native_threads(folder):
             for _ in loader:
                 assert workers() <= before + 3  # (threads may still be starting)
                 break
+    # close() joined every thread; the kernel drops a joined thread's /proc entry a moment later.
+    deadline = time.monotonic() + 2
+    while workers() != before and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert workers() == before
 
 

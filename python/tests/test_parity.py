@@ -179,3 +179,46 @@ def test_max_pixels_guard_names_the_sample(folder):
     with pytest.raises(chute.SampleError, match="decompression bomb") as info:
         list(loader)
     assert info.value.index == 0
+
+
+@pytest.fixture(scope="module")
+def large_folder(tmp_path_factory):
+    """Photos large enough for the scaled IDCT to apply: 1200x900 and 900x1200, 4:4:4 and 4:2:0."""
+    from conftest import natural_image
+    root = tmp_path_factory.mktemp("large")
+    (root / "a").mkdir()
+    rng = np.random.default_rng(21)
+    for i in range(8):
+        w, h = (1200, 900) if i % 2 == 0 else (900, 1200)
+        natural_image(rng, w, h).save(root / "a" / f"{i}.jpg", quality=92, subsampling=0 if i < 4 else 2)
+    return root
+
+
+def test_scaled_decode_stays_within_tolerance_of_pil(large_folder):
+    source = chute.ImageFolder(large_folder)
+    rrc = chute.RandomResizedCrop(224, scale=(0.5, 1.0))
+    out = {}
+    for scaled in (False, True):
+        (x, _), = list(chute.Loader(source, batch_size=len(source), seed=3, transforms=[rrc], scaled_decode=scaled))
+        out[scaled] = as_hwc(x)
+    diffs_rrc, diffs_exact = [], []
+    for index, (path, _) in enumerate(source.samples):
+        img = pil_rgb(path)
+        bx, by, bw, bh = _native.random_resized_crop_box(img.width, img.height, rrc._to_native(), 3, 0, index)
+        ref = np.asarray(img.crop((bx, by, bx + bw, by + bh)).resize((224, 224), Image.BILINEAR)).astype(np.int16)
+        diffs_exact.append(np.abs(out[False][index].astype(np.int16) - ref))
+        diffs_rrc.append(np.abs(out[True][index].astype(np.int16) - ref))
+    assert report("RandomResizedCrop, full decode", diffs_exact) == (0.0, 0)
+    # The scaled IDCT averages before the triangle filter does: close on average, but a sharp edge can move
+    # a pixel by more than the default tolerance's 8, which is why scaled_decode is opt-in.
+    mae, mx = report("RandomResizedCrop, scaled IDCT", diffs_rrc)
+    assert mae < 1.0 and mx < 32
+
+    t = [chute.Resize(256), chute.CenterCrop(224)]
+    (x, _), = list(chute.Loader(source, batch_size=len(source), transforms=t, scaled_decode=True))
+    diffs = []
+    for got, (path, _) in zip(as_hwc(x), source.samples):
+        ref = np.asarray(pil_center_crop(pil_resize_short(pil_rgb(path), 256), 224))
+        diffs.append(np.abs(got.astype(np.int16) - ref.astype(np.int16)))
+    mae, mx = report("Resize(256)+CenterCrop(224), scaled IDCT", diffs)
+    assert mae < 1.0 and mx < 32

@@ -25,9 +25,11 @@ class ImageDecoder {
   explicit ImageDecoder(int64_t max_pixels = kDefaultMaxPixels) : jpeg_(max_pixels), png_(max_pixels) {}
 
   Result<ImageInfo> read_info(std::span<const uint8_t> data);
-  // Like JpegDecoder::decode, for any supported format.
+  // Like JpegDecoder::decode, for any supported format; `reduction` > 1 only for JPEG (max_reduction()).
   Result<ImageView> decode(std::span<const uint8_t> data, Window window, std::vector<uint8_t>& buffer,
-                           size_t padding = 0);
+                           size_t padding = 0, int reduction = 1);
+  // The largest reduction the format can decode at: 8 for JPEG (scaled IDCT), 1 otherwise.
+  static int max_reduction(std::span<const uint8_t> data);
   // The EXIF orientation (1..8) of a JPEG; 1 for other formats.
   static int orientation(std::span<const uint8_t> data);
   int64_t benign_warnings() const { return jpeg_.benign_warnings() + png_.benign_warnings(); }

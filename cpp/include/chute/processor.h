@@ -19,6 +19,9 @@ namespace chute {
 struct DecodeOptions {
   int64_t max_pixels = kDefaultMaxPixels;  // decompression-bomb guard
   bool apply_exif_orientation = false;     // turn JPEGs upright by their EXIF tag, like PIL.ImageOps.exif_transpose
+  // Decode JPEGs 2, 4 or 8 times smaller when the resize shrinks the window at least that much (libjpeg's
+  // scaled IDCT). Faster on large images; pixels then differ slightly from PIL's full decode + resize.
+  bool scaled_decode = false;
 };
 
 class SampleProcessor {

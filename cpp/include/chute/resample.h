@@ -36,6 +36,10 @@ struct AxisCoeffs {
 
   // Coefficients for resizing in_size -> resized, keeping outputs [keep_first, keep_first + keep_count).
   static AxisCoeffs bilinear(int in_size, int resized, int keep_first, int keep_count);
+  // The same for the box [box_begin, box_end) of an input of in_size samples, resized to `resized`
+  // (Pillow's resize with a box): taps may reach outside the box, up to the input's edges.
+  static AxisCoeffs bilinear_box(int in_size, double box_begin, double box_end, int resized, int keep_first,
+                                 int keep_count);
   // Lowest input used and one past the highest, over the kept outputs.
   int input_begin() const;
   int input_end() const;

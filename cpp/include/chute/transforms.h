@@ -49,6 +49,9 @@ using Transform = std::variant<RandomResizedCrop, Resize, CenterCrop, RandomHori
 
 // What one sample needs: the source window to decode, the resampling from it, and the flip.
 struct SamplePlan {
+  // The decoder's output is the image reduced `reduction` times (a scaled IDCT: 1, 2, 4 or 8), and the
+  // window is in that reduced image's pixels.
+  int reduction = 1;
   int window_x = 0, window_y = 0, window_width = 0, window_height = 0;
   AxisCoeffs xs, ys;  // rebased to the window's origin
   bool flip = false;
@@ -64,7 +67,10 @@ class Pipeline {
   const std::optional<Normalize>& normalize() const { return normalize_; }
 
   // Draws this sample's random parameters from `rng` and plans its decode for an image of the given size.
-  Result<SamplePlan> plan(int image_width, int image_height, SampleRng& rng) const;
+  // With max_reduction > 1 (a decoder that can scale while decoding), a window that shrinks by at least
+  // 2, 4 or 8 on both axes is decoded that many times smaller, never below the resize's output size; the
+  // random draws and the window are the same either way.
+  Result<SamplePlan> plan(int image_width, int image_height, SampleRng& rng, int max_reduction = 1) const;
 
  private:
   std::vector<Transform> geometric_;  // RandomResizedCrop, Resize, CenterCrop, in order
