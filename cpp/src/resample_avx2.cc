@@ -15,36 +15,69 @@ inline __m256i clamp_shift(__m256i acc) {
 
 }  // namespace
 
+namespace {
+
+// Accumulates one tap for 8 outputs of one row: the gathered dword of each pixel holds its R, G and B.
+inline void tap(const uint8_t* src, __m256i offs, __m256i w, __m256i& ar, __m256i& ag, __m256i& ab) {
+  const __m256i byte = _mm256_set1_epi32(0xFF);
+  const __m256i px = _mm256_i32gather_epi32(reinterpret_cast<const int*>(src), offs, 1);
+  ar = _mm256_add_epi32(ar, _mm256_mullo_epi32(_mm256_and_si256(px, byte), w));
+  ag = _mm256_add_epi32(ag, _mm256_mullo_epi32(_mm256_and_si256(_mm256_srli_epi32(px, 8), byte), w));
+  ab = _mm256_add_epi32(ab, _mm256_mullo_epi32(_mm256_and_si256(_mm256_srli_epi32(px, 16), byte), w));
+}
+
+// Writes 8 (or fewer, at the row's end) outputs of one row, interleaved RGB.
+inline void store_rgb(__m256i ar, __m256i ag, __m256i ab, int count, uint8_t* dst) {
+  alignas(32) int32_t r[8], g[8], b[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(r), clamp_shift(ar));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(g), clamp_shift(ag));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(b), clamp_shift(ab));
+  for (int i = 0; i < count; ++i) {
+    dst[3 * i + 0] = static_cast<uint8_t>(r[i]);
+    dst[3 * i + 1] = static_cast<uint8_t>(g[i]);
+    dst[3 * i + 2] = static_cast<uint8_t>(b[i]);
+  }
+}
+
+}  // namespace
+
+// Two rows at a time: each tap's offsets and weights are loaded once for both, and the two rows' gathers
+// are independent, which keeps more of them in flight.
 void horizontal_avx2(const uint8_t* in, size_t in_pitch, int row0, int rows, const AxisCoeffs& xs,
                      uint8_t* out, size_t out_pitch) {
   const int n = xs.out_size, npad = xs.padded_out;
   const __m256i half = _mm256_set1_epi32(1 << (AxisCoeffs::kPrecisionBits - 1));
-  const __m256i byte = _mm256_set1_epi32(0xFF);
-  alignas(32) int32_t r[8], g[8], b[8];
-  for (int row = 0; row < rows; ++row) {
-    const uint8_t* src = in + static_cast<size_t>(row0 + row) * in_pitch;
-    uint8_t* dst = out + static_cast<size_t>(row) * out_pitch;
+  int row = 0;
+  for (; row + 2 <= rows; row += 2) {
+    const uint8_t* src0 = in + static_cast<size_t>(row0 + row) * in_pitch;
+    const uint8_t* src1 = src0 + in_pitch;
+    uint8_t* dst0 = out + static_cast<size_t>(row) * out_pitch;
+    uint8_t* dst1 = dst0 + out_pitch;
     for (int x0 = 0; x0 < npad; x0 += 8) {
-      __m256i ar = half, ag = half, ab = half;
+      __m256i r0 = half, g0 = half, b0 = half, r1 = half, g1 = half, b1 = half;
       for (int t = 0, taps = xs.group_taps[x0 / 8]; t < taps; ++t) {
         const size_t at = static_cast<size_t>(t) * npad + x0;
         const __m256i offs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&xs.offsets_by_tap[at]));
         const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&xs.weights_by_tap[at]));
-        // One 32-bit load per pixel brings its R, G and B (and a byte to ignore).
-        const __m256i px = _mm256_i32gather_epi32(reinterpret_cast<const int*>(src), offs, 1);
-        ar = _mm256_add_epi32(ar, _mm256_mullo_epi32(_mm256_and_si256(px, byte), w));
-        ag = _mm256_add_epi32(ag, _mm256_mullo_epi32(_mm256_and_si256(_mm256_srli_epi32(px, 8), byte), w));
-        ab = _mm256_add_epi32(ab, _mm256_mullo_epi32(_mm256_and_si256(_mm256_srli_epi32(px, 16), byte), w));
+        tap(src0, offs, w, r0, g0, b0);
+        tap(src1, offs, w, r1, g1, b1);
       }
-      _mm256_store_si256(reinterpret_cast<__m256i*>(r), clamp_shift(ar));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(g), clamp_shift(ag));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(b), clamp_shift(ab));
       const int count = n - x0 < 8 ? n - x0 : 8;
-      for (int i = 0; i < count; ++i) {
-        dst[3 * (x0 + i) + 0] = static_cast<uint8_t>(r[i]);
-        dst[3 * (x0 + i) + 1] = static_cast<uint8_t>(g[i]);
-        dst[3 * (x0 + i) + 2] = static_cast<uint8_t>(b[i]);
+      store_rgb(r0, g0, b0, count, dst0 + 3 * x0);
+      store_rgb(r1, g1, b1, count, dst1 + 3 * x0);
+    }
+  }
+  for (; row < rows; ++row) {
+    const uint8_t* src = in + static_cast<size_t>(row0 + row) * in_pitch;
+    uint8_t* dst = out + static_cast<size_t>(row) * out_pitch;
+    for (int x0 = 0; x0 < npad; x0 += 8) {
+      __m256i r = half, g = half, b = half;
+      for (int t = 0, taps = xs.group_taps[x0 / 8]; t < taps; ++t) {
+        const size_t at = static_cast<size_t>(t) * npad + x0;
+        tap(src, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&xs.offsets_by_tap[at])),
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&xs.weights_by_tap[at])), r, g, b);
       }
+      store_rgb(r, g, b, n - x0 < 8 ? n - x0 : 8, dst + 3 * x0);
     }
   }
 }
