@@ -30,6 +30,15 @@ std::vector<uint8_t> pack(const JpegDecoder::View& v, Window w) {
   return out;
 }
 
+Window random_window(std::mt19937& gen, int width, int height) {
+  Window w;
+  w.x = std::uniform_int_distribution<int>(0, width - 1)(gen);
+  w.y = std::uniform_int_distribution<int>(0, height - 1)(gen);
+  w.width = std::uniform_int_distribution<int>(1, width - w.x)(gen);
+  w.height = std::uniform_int_distribution<int>(1, height - w.y)(gen);
+  return w;
+}
+
 std::vector<uint8_t> crop(const std::vector<uint8_t>& rgb, int width, Window w) {
   std::vector<uint8_t> out(static_cast<size_t>(w.width) * w.height * 3);
   for (int y = 0; y < w.height; ++y)
@@ -54,14 +63,7 @@ TEST(JpegDecoderTest, CropOnDecodeMatchesFullDecodeForEveryKind) {
     EXPECT_EQ(info->height, height);
     EXPECT_EQ(info->progressive, kind.opts.progressive);
     std::vector<Window> windows{{0, 0, width, height}, {0, 0, 1, 1}, {width - 1, height - 1, 1, 1}};
-    for (int i = 0; i < 40; ++i) {
-      Window w;
-      w.x = std::uniform_int_distribution<int>(0, width - 1)(gen);
-      w.y = std::uniform_int_distribution<int>(0, height - 1)(gen);
-      w.width = std::uniform_int_distribution<int>(1, width - w.x)(gen);
-      w.height = std::uniform_int_distribution<int>(1, height - w.y)(gen);
-      windows.push_back(w);
-    }
+    for (int i = 0; i < 40; ++i) windows.push_back(random_window(gen, width, height));
     for (const Window& w : windows) {
       std::vector<uint8_t> buffer;
       auto view = decoder.decode(jpeg, w, buffer);
@@ -87,11 +89,7 @@ TEST(JpegDecoderTest, ScaledDecodeWindowsMatchTheWholeScaledImage) {
       const auto full = pack(*whole, {0, 0, rw, rh});
       EXPECT_EQ(decoder.decode(jpeg, {0, 0, rw + 1, rh}, buffer, 0, d).status().code(), StatusCode::kInvalidArgument);
       for (int i = 0; i < 15; ++i) {
-        Window w;
-        w.x = std::uniform_int_distribution<int>(0, rw - 1)(gen);
-        w.y = std::uniform_int_distribution<int>(0, rh - 1)(gen);
-        w.width = std::uniform_int_distribution<int>(1, rw - w.x)(gen);
-        w.height = std::uniform_int_distribution<int>(1, rh - w.y)(gen);
+        const Window w = random_window(gen, rw, rh);
         auto view = decoder.decode(jpeg, w, buffer, 0, d);
         ASSERT_TRUE(view.is_ok());
         ASSERT_EQ(pack(*view, w), crop(full, rw, w)) << "reduction " << d;

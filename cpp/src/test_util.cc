@@ -36,7 +36,13 @@ std::vector<uint8_t> synthetic_rgb(int width, int height, uint32_t seed) {
   return rgb;
 }
 
-std::vector<uint8_t> encode_jpeg(const std::vector<uint8_t>& rgb, int width, int height, EncodeOptions opts) {
+namespace {
+
+// libjpeg's compressor into memory: `configure` sets the parameters after jpeg_set_defaults, `row(y, buf)`
+// returns scanline y (it may fill `buf`, of width * components bytes, and return it).
+template <class Configure, class Row>
+std::vector<uint8_t> compress(int width, int height, int components, J_COLOR_SPACE in_space, Configure configure,
+                              Row row) {
   jpeg_compress_struct cinfo;
   jpeg_error_mgr jerr;
   cinfo.err = jpeg_std_error(&jerr);
@@ -46,25 +52,14 @@ std::vector<uint8_t> encode_jpeg(const std::vector<uint8_t>& rgb, int width, int
   jpeg_mem_dest(&cinfo, &buffer, &size);
   cinfo.image_width = width;
   cinfo.image_height = height;
-  cinfo.input_components = opts.grayscale ? 1 : 3;
-  cinfo.in_color_space = opts.grayscale ? JCS_GRAYSCALE : JCS_RGB;
+  cinfo.input_components = components;
+  cinfo.in_color_space = in_space;
   jpeg_set_defaults(&cinfo);
-  jpeg_set_quality(&cinfo, opts.quality, TRUE);
-  if (!opts.grayscale) {
-    cinfo.comp_info[0].h_samp_factor = opts.h_samp;
-    cinfo.comp_info[0].v_samp_factor = opts.v_samp;
-  }
-  if (opts.progressive) jpeg_simple_progression(&cinfo);
+  configure(cinfo);
   jpeg_start_compress(&cinfo, TRUE);
-  std::vector<uint8_t> row(static_cast<size_t>(width) * 3);
+  std::vector<uint8_t> scratch(static_cast<size_t>(width) * components);
   while (cinfo.next_scanline < cinfo.image_height) {
-    const uint8_t* src = rgb.data() + static_cast<size_t>(cinfo.next_scanline) * width * 3;
-    if (opts.grayscale) {
-      for (int x = 0; x < width; ++x) row[x] = src[x * 3];
-    } else {
-      std::copy(src, src + width * 3, row.begin());
-    }
-    JSAMPROW r = row.data();
+    JSAMPROW r = row(static_cast<int>(cinfo.next_scanline), scratch.data());
     jpeg_write_scanlines(&cinfo, &r, 1);
   }
   jpeg_finish_compress(&cinfo);
@@ -74,32 +69,36 @@ std::vector<uint8_t> encode_jpeg(const std::vector<uint8_t>& rgb, int width, int
   return out;
 }
 
+}  // namespace
+
+std::vector<uint8_t> encode_jpeg(const std::vector<uint8_t>& rgb, int width, int height, EncodeOptions opts) {
+  return compress(
+      width, height, opts.grayscale ? 1 : 3, opts.grayscale ? JCS_GRAYSCALE : JCS_RGB,
+      [&](jpeg_compress_struct& cinfo) {
+        jpeg_set_quality(&cinfo, opts.quality, TRUE);
+        if (!opts.grayscale) {
+          cinfo.comp_info[0].h_samp_factor = opts.h_samp;
+          cinfo.comp_info[0].v_samp_factor = opts.v_samp;
+        }
+        if (opts.progressive) jpeg_simple_progression(&cinfo);
+      },
+      [&](int y, uint8_t* buf) {
+        const uint8_t* src = rgb.data() + static_cast<size_t>(y) * width * 3;
+        if (!opts.grayscale) return const_cast<uint8_t*>(src);
+        for (int x = 0; x < width; ++x) buf[x] = src[x * 3];
+        return buf;
+      });
+}
+
 std::vector<uint8_t> encode_jpeg_cmyk(const std::vector<uint8_t>& cmyk, int width, int height, bool ycck) {
-  jpeg_compress_struct cinfo;
-  jpeg_error_mgr jerr;
-  cinfo.err = jpeg_std_error(&jerr);
-  jpeg_create_compress(&cinfo);
-  unsigned char* buffer = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&cinfo, &buffer, &size);
-  cinfo.image_width = width;
-  cinfo.image_height = height;
-  cinfo.input_components = 4;
-  cinfo.in_color_space = JCS_CMYK;
-  jpeg_set_defaults(&cinfo);
-  jpeg_set_colorspace(&cinfo, ycck ? JCS_YCCK : JCS_CMYK);
-  jpeg_set_quality(&cinfo, 95, TRUE);
-  for (int c = 0; c < 4; ++c) cinfo.comp_info[c].h_samp_factor = cinfo.comp_info[c].v_samp_factor = 1;
-  jpeg_start_compress(&cinfo, TRUE);
-  while (cinfo.next_scanline < cinfo.image_height) {
-    JSAMPROW r = const_cast<uint8_t*>(cmyk.data()) + static_cast<size_t>(cinfo.next_scanline) * width * 4;
-    jpeg_write_scanlines(&cinfo, &r, 1);
-  }
-  jpeg_finish_compress(&cinfo);
-  std::vector<uint8_t> out(buffer, buffer + size);
-  jpeg_destroy_compress(&cinfo);
-  std::free(buffer);
-  return out;
+  return compress(
+      width, height, 4, JCS_CMYK,
+      [&](jpeg_compress_struct& cinfo) {
+        jpeg_set_colorspace(&cinfo, ycck ? JCS_YCCK : JCS_CMYK);
+        jpeg_set_quality(&cinfo, 95, TRUE);
+        for (int c = 0; c < 4; ++c) cinfo.comp_info[c].h_samp_factor = cinfo.comp_info[c].v_samp_factor = 1;
+      },
+      [&](int y, uint8_t*) { return const_cast<uint8_t*>(cmyk.data()) + static_cast<size_t>(y) * width * 4; });
 }
 
 std::vector<uint8_t> reference_decode(const std::vector<uint8_t>& jpeg, int* width, int* height) {

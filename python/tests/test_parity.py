@@ -31,10 +31,11 @@ def pil_resize_short(img: Image.Image, size: int) -> Image.Image:
     return img.resize((new_w, new_h), Image.BILINEAR)
 
 
-def pil_center_crop(img: Image.Image, size: int) -> Image.Image:
-    w, h = img.size
-    top, left = int(round((h - size) / 2.0)), int(round((w - size) / 2.0))
-    return img.crop((left, top, left + size, top + size))
+def pil_center_crop(img: Image.Image, height: int, width: int | None = None) -> Image.Image:
+    """torchvision's CenterCrop on a PIL image (no padding needed here)."""
+    width = height if width is None else width
+    top, left = int(round((img.height - height) / 2.0)), int(round((img.width - width) / 2.0))
+    return img.crop((left, top, left + width, top + height))
 
 
 def as_hwc(batch: torch.Tensor) -> np.ndarray:
@@ -164,13 +165,8 @@ def test_exif_orientation_follows_pil_exif_transpose(tmp_path, orientation):
         w, h = ref.size
         t = [chute.CenterCrop((h - 10, w - 6))]
         (x, _), = list(chute.Loader(source, batch_size=1, transforms=t, apply_exif_orientation=apply))
-        expected = np.asarray(pil_center_crop_hw(ref, h - 10, w - 6))
+        expected = np.asarray(pil_center_crop(ref, h - 10, w - 6))
         assert np.array_equal(as_hwc(x)[0], expected), f"apply={apply}"
-
-
-def pil_center_crop_hw(img: Image.Image, h: int, w: int) -> Image.Image:
-    top, left = int(round((img.height - h) / 2.0)), int(round((img.width - w) / 2.0))
-    return img.crop((left, top, left + w, top + h))
 
 
 def test_max_pixels_guard_names_the_sample(folder):
