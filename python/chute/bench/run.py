@@ -4,7 +4,9 @@ run, on the same cores, interleaved round by round.
 Every figure is images per second received by the consumer over one whole epoch, timed from ``iter()``
 to the last batch, after one untimed warm-up epoch (which pays for worker start-up and fills the page
 cache: the figures are hot-cache). Loaders persist across epochs, as ``persistent_workers=True`` does.
-The median over rounds is reported.
+The median over rounds is reported, with the range: on a shared machine single epochs vary, and chute's
+first timed epoch can pay page faults when the kernel has reclaimed its idle batch buffers while the
+DataLoader ran (seen on this workplace's machines, which run proactive memory reclaim).
 """
 
 from __future__ import annotations
