@@ -40,7 +40,7 @@ void BM_LoaderEpoch(benchmark::State& state) {
   const auto wall_start = std::chrono::steady_clock::now();
   const double cpu_start = process_cpu_seconds();
   for (auto _ : state) {
-    (*loader)->start_epoch(epoch++);
+    if (!(*loader)->start_epoch(epoch++).is_ok()) std::abort();
     for (;;) {
       auto batch = (*loader)->next();
       if (!batch.is_ok()) {

@@ -66,7 +66,9 @@ struct Loader::EpochState {
   std::unique_ptr<EpochOrder> order;
   int64_t next = 0;        // next epoch position to dispatch
   int64_t frontier = 0;    // next epoch position to finalise
-  int64_t failures = 0;    // skipped samples before the frontier
+  int64_t start = 0;       // the epoch position this run of the epoch began at (a resume point)
+  int64_t failures = 0;    // skipped samples between start and the frontier
+  int64_t consumed = 0;    // the epoch position after the last sample the consumer received
   int64_t max_target = -1; // highest batch position written in place
   int64_t delivered = 0;   // batches handed to the consumer
   int in_flight = 0;       // tasks running outside the lock
@@ -76,7 +78,11 @@ struct Loader::EpochState {
   struct Ready {
     int slot;
     int64_t count;
+    int64_t next_position;  // the epoch position after the batch's last sample
   };
+  // A sample's place in the output stream of this run: its position minus the resume point and the
+  // skipped samples before it.
+  int64_t output_position(int64_t position) const { return position - start - failures; }
   std::deque<Ready> ready;
   std::optional<SampleError> fatal;      // kRaise: the error, delivered after the batches before it
   int64_t fatal_batch = 0;
@@ -99,6 +105,9 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Source> sou
   if (options.batch_size <= 0) return invalid_argument("batch_size must be positive, got " + std::to_string(options.batch_size));
   if (options.prefetch <= 0) return invalid_argument("prefetch must be at least 1, got " + std::to_string(options.prefetch));
   if (options.num_threads < 0) return invalid_argument("num_threads must be positive");
+  if (options.shard.world_size <= 0 || options.shard.rank < 0 || options.shard.rank >= options.shard.world_size)
+    return invalid_argument("rank must be in [0, world_size), got rank " + std::to_string(options.shard.rank) +
+                            " of world_size " + std::to_string(options.shard.world_size));
   CHUTE_ASSIGN_OR_RETURN(OutputWriter writer, OutputWriter::create(pipeline.out_height(), pipeline.out_width(),
                                                                    options.output, pipeline.normalize()));
   if (options.num_threads == 0) options.num_threads = available_cores();
@@ -115,8 +124,15 @@ Loader::Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWr
 
 Loader::~Loader() { close(); }
 
+int64_t Loader::position() const {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  return epoch_->consumed;
+}
+
+int64_t Loader::epoch_size() const { return EpochOrder::rank_size(source_->size(), options_.shard); }
+
 int64_t Loader::num_batches() const {
-  const int64_t n = source_->size(), b = options_.batch_size;
+  const int64_t n = epoch_size(), b = options_.batch_size;
   return options_.drop_last ? n / b : (n + b - 1) / b;
 }
 
@@ -148,28 +164,33 @@ void Loader::cancel_epoch(std::unique_lock<std::mutex>& lock) {
   shared_->work_cv.notify_all();
 }
 
-void Loader::start_epoch(uint64_t epoch) {
-  auto order = std::make_unique<EpochOrder>(source_->size(), options_.shuffle, options_.seed, epoch);
+Status Loader::start_epoch(uint64_t epoch, int64_t start) {
+  auto order = std::make_unique<EpochOrder>(source_->size(), options_.shuffle, options_.seed, epoch, options_.shard);
+  if (start < 0 || start > order->size())
+    return invalid_argument("resume position " + std::to_string(start) + " is outside this rank's epoch of " +
+                            std::to_string(order->size()) + " samples");
   {
     std::unique_lock<std::mutex> lock(shared_->mu);
-    if (epoch_->stop) return;
+    if (epoch_->stop) return Status(StatusCode::kCancelled, "the loader is closed");
     cancel_epoch(lock);
     EpochState& e = *epoch_;
     e.epoch = epoch;
     e.order = std::move(order);
-    e.next = e.frontier = e.failures = e.delivered = 0;
+    e.next = e.frontier = e.start = e.consumed = start;
+    e.failures = e.delivered = 0;
     e.max_target = -1;
-    e.finished = e.order->size() == 0;
+    e.finished = start == e.order->size();
     e.failed.reset();
     e.active = true;
   }
   shared_->work_cv.notify_all();
+  return Status::ok();
 }
 
 bool Loader::can_dispatch() const {
   const EpochState& e = *epoch_;
   if (!e.active || e.fatal || e.next >= e.order->size()) return false;
-  const int64_t target = e.next - e.failures;
+  const int64_t target = e.output_position(e.next);
   if (target <= e.max_target) return true;  // staged: bounded by the number of skipped samples
   const int64_t batch = target / options_.batch_size;
   if (batch >= e.delivered + options_.prefetch) return false;
@@ -183,7 +204,7 @@ Loader::Task& Loader::dispatch() {
   t.generation = e.generation;
   t.position = position;
   t.index = (*e.order)[t.position];
-  const int64_t target = t.position - e.failures;
+  const int64_t target = e.output_position(t.position);
   if (target <= e.max_target) {
     // A skipped sample moved later samples up: this position may still hold a sample waiting to move.
     t.staged.resize(writer_.sample_bytes());
@@ -247,7 +268,7 @@ bool Loader::complete(Task& task, Status status) {
   for (auto it = e.tasks.find(e.frontier); it != e.tasks.end() && it->second.done; it = e.tasks.find(e.frontier)) {
     Task& t = it->second;
     if (t.status.is_ok()) {
-      const int64_t pos = t.position - e.failures;
+      const int64_t pos = e.output_position(t.position);
       const int slot = e.batch_slot.at(pos / b);
       uint8_t* dst = shared_->ring.images(slot) + (pos % b) * sample_bytes;
       if (t.target < 0) {
@@ -257,12 +278,12 @@ bool Loader::complete(Task& task, Status status) {
                     sample_bytes);
       }
       shared_->ring.labels(slot)[pos % b] = source_->label(t.index);
-      if (pos % b == b - 1) push_ready(pos / b, b);
+      if (pos % b == b - 1) push_ready(pos / b, b, t.position + 1);
     } else {
       SampleError err{t.index, source_->name(t.index), t.status, e.epoch};
       if (options_.on_error == ErrorPolicy::kRaise) {
         e.fatal = std::move(err);
-        e.fatal_batch = (t.position - e.failures) / b;
+        e.fatal_batch = e.output_position(t.position) / b;
         e.tasks.erase(it);
         return true;  // nothing after the error is delivered
       }
@@ -281,18 +302,18 @@ bool Loader::complete(Task& task, Status status) {
   return e.ready.size() != ready_before;
 }
 
-void Loader::push_ready(int64_t batch, int64_t count) {
+void Loader::push_ready(int64_t batch, int64_t count, int64_t next_position) {
   EpochState& e = *epoch_;
   auto it = e.batch_slot.find(batch);
   CHUTE_CHECK(it != e.batch_slot.end());
-  e.ready.push_back({it->second, count});
+  e.ready.push_back({it->second, count, next_position});
   e.batch_slot.erase(it);
 }
 
 void Loader::finish_epoch() {
   EpochState& e = *epoch_;
-  const int64_t kept = e.order->size() - e.failures, b = options_.batch_size;
-  if (kept % b != 0 && !options_.drop_last) push_ready(kept / b, kept % b);
+  const int64_t kept = e.output_position(e.order->size()), b = options_.batch_size;
+  if (kept % b != 0 && !options_.drop_last) push_ready(kept / b, kept % b, e.order->size());
   // Buffers taken for positions that skipped samples left empty.
   for (auto& [batch, slot] : e.batch_slot) shared_->ring.release(slot);
   e.batch_slot.clear();
@@ -310,6 +331,7 @@ Result<std::shared_ptr<Batch>> Loader::next(std::optional<std::chrono::milliseco
       const EpochState::Ready r = e.ready.front();
       e.ready.pop_front();
       ++e.delivered;
+      e.consumed = r.next_position;
       auto batch = std::make_shared<Batch>(shared_, r.slot, r.count);
       lock.unlock();
       shared_->work_cv.notify_all();  // the prefetch window moved

@@ -45,7 +45,7 @@ std::unique_ptr<Loader> make_loader(std::shared_ptr<const Source> source, std::v
 
 EpochRun run_epoch(Loader& loader, uint64_t epoch = 0) {
   EpochRun run;
-  loader.start_epoch(epoch);
+  EXPECT_TRUE(loader.start_epoch(epoch).is_ok());
   const size_t sample_bytes = static_cast<size_t>(loader.out_height()) * loader.out_width() * 3 *
                               dtype_size(loader.options().output.dtype);
   for (;;) {
@@ -160,7 +160,7 @@ TEST(LoaderTest, RaisePolicyDeliversEarlierBatchesThenNamesTheSample) {
 TEST(LoaderTest, RestartingMidEpochStartsClean) {
   auto source = std::make_shared<MemorySource>(make_images(40), kClasses);
   auto loader = make_loader(source, {CenterCrop{32, 32}}, {.batch_size = 4, .num_threads = 2, .prefetch = 4});
-  loader->start_epoch(0);
+  ASSERT_TRUE(loader->start_epoch(0).is_ok());
   auto first = loader->next();
   ASSERT_TRUE(first.is_ok() && *first);
   const EpochRun run = run_epoch(*loader, 1);  // abandons epoch 0 with work in flight
@@ -172,7 +172,7 @@ TEST(LoaderTest, ConsumerHoldingEveryBufferGetsAnErrorNotADeadlock) {
   auto source = std::make_shared<MemorySource>(make_images(40), kClasses);
   auto loader = make_loader(source, {CenterCrop{32, 32}},
                             {.batch_size = 2, .num_threads = 2, .prefetch = 1, .max_ring_bytes = 1});
-  loader->start_epoch(0);
+  ASSERT_TRUE(loader->start_epoch(0).is_ok());
   std::vector<std::shared_ptr<Batch>> held;
   Status error;
   for (int i = 0; i < 20; ++i) {
@@ -192,7 +192,7 @@ TEST(LoaderTest, ConsumerHoldingEveryBufferGetsAnErrorNotADeadlock) {
 TEST(LoaderTest, RingGrowsWithinBudgetWhenTheConsumerKeepsBatches) {
   auto source = std::make_shared<MemorySource>(make_images(20), kClasses);
   auto loader = make_loader(source, {CenterCrop{32, 32}}, {.batch_size = 2, .num_threads = 2, .prefetch = 1});
-  loader->start_epoch(0);
+  ASSERT_TRUE(loader->start_epoch(0).is_ok());
   std::vector<std::shared_ptr<Batch>> held;
   for (;;) {
     auto b = loader->next();
@@ -209,7 +209,7 @@ TEST(LoaderTest, RingGrowsWithinBudgetWhenTheConsumerKeepsBatches) {
 TEST(LoaderTest, BatchOutlivesItsLoader) {
   auto source = std::make_shared<MemorySource>(make_images(8), kClasses);
   auto loader = make_loader(source, {CenterCrop{32, 32}}, {.batch_size = 4, .num_threads = 2});
-  loader->start_epoch(0);
+  ASSERT_TRUE(loader->start_epoch(0).is_ok());
   auto batch = loader->next();
   ASSERT_TRUE(batch.is_ok() && *batch);
   std::shared_ptr<Batch> kept = *batch;
@@ -228,6 +228,63 @@ TEST(LoaderTest, EmptySourceAndBadOptions) {
   EXPECT_FALSE(Loader::create(empty, *pipeline, {.batch_size = 1, .prefetch = 0}).is_ok());
   auto normalized = Pipeline::create({CenterCrop{32, 32}, Normalize{}});
   EXPECT_FALSE(Loader::create(empty, *normalized, {.batch_size = 1}).is_ok());  // uint8 + Normalize
+}
+
+// Runs epoch `epoch` from `start`, taking at most `max_batches` batches; returns the labels received and
+// the position a resumed run would start from.
+std::pair<std::vector<int64_t>, int64_t> partial_epoch(Loader& loader, uint64_t epoch, int64_t start,
+                                                       int max_batches) {
+  std::vector<int64_t> labels;
+  EXPECT_TRUE(loader.start_epoch(epoch, start).is_ok());
+  for (int i = 0; i < max_batches; ++i) {
+    auto b = loader.next();
+    EXPECT_TRUE(b.is_ok());
+    if (!b.is_ok() || !*b) break;
+    for (int64_t j = 0; j < (*b)->size(); ++j) labels.push_back((*b)->labels()[j]);
+  }
+  return {labels, loader.position()};
+}
+
+TEST(LoaderTest, ResumeFromAnyPointContinuesExactly) {
+  auto images = make_images(50);
+  for (int64_t i : {7, 8, 23}) images[i].resize(images[i].size() / 3);  // skipped samples shift batches
+  auto source = std::make_shared<MemorySource>(images, kClasses);
+  const LoaderOptions opts{.batch_size = 4, .shuffle = true, .seed = 2, .num_threads = 3, .prefetch = 4,
+                           .on_error = ErrorPolicy::kSkip};
+  auto reference = make_loader(source, {CenterCrop{32, 32}}, opts);
+  const auto [all, end] = partial_epoch(*reference, 5, 0, 1000);
+  EXPECT_EQ(end, 50);
+  EXPECT_EQ(all.size(), 47u);
+  for (int cut : {0, 1, 2, 5, 11}) {
+    // The interrupted run has prefetched up to 4 batches past the cut when its state is taken.
+    auto first = make_loader(source, {CenterCrop{32, 32}}, opts);
+    auto [head, position] = partial_epoch(*first, 5, 0, cut);
+    first.reset();
+    LoaderOptions other = opts;
+    other.num_threads = 1;  // resume with another thread count
+    auto second = make_loader(source, {CenterCrop{32, 32}}, other);
+    auto [tail, finish] = partial_epoch(*second, 5, position, 1000);
+    head.insert(head.end(), tail.begin(), tail.end());
+    EXPECT_EQ(head, all) << "cut after " << cut << " batches, position " << position;
+    EXPECT_EQ(finish, 50);
+  }
+  EXPECT_FALSE(reference->start_epoch(5, 51).is_ok());
+}
+
+TEST(LoaderTest, ShardedRanksSplitTheEpoch) {
+  auto source = std::make_shared<MemorySource>(make_images(23), kClasses);
+  std::set<int64_t> seen;
+  for (int64_t rank = 0; rank < 3; ++rank) {
+    auto loader = make_loader(source, {CenterCrop{32, 32}},
+                              {.batch_size = 2, .shuffle = true, .num_threads = 2, .shard = {rank, 3, true}});
+    EXPECT_EQ(loader->num_batches(), 4);  // 7 samples each: the 2 left over are not visited this epoch
+    const EpochRun run = run_epoch(*loader, 0);
+    EXPECT_EQ(run.labels.size(), 7u);
+    for (int64_t l : run.labels) EXPECT_TRUE(seen.insert(l).second);
+  }
+  EXPECT_EQ(seen.size(), 21u);
+  auto pipeline = Pipeline::create({CenterCrop{32, 32}});
+  EXPECT_FALSE(Loader::create(source, *pipeline, {.batch_size = 1, .shard = {3, 3, true}}).is_ok());
 }
 
 }  // namespace

@@ -14,6 +14,30 @@ from chute.sources import ImageFolder
 _DTYPES = {torch.uint8: "uint8", torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
 
+_STATE_VERSION = 1
+
+
+def _resolve_distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
+    """rank and world_size: as given, else from an initialised torch.distributed, else from torchrun's
+    environment (RANK, WORLD_SIZE), else a single process."""
+    if rank is not None or world_size is not None:
+        if rank is None or world_size is None:
+            raise ValueError("give both rank and world_size, or neither")
+    else:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            rank, world_size = dist.get_rank(), dist.get_world_size()
+        elif "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+            rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        else:
+            rank, world_size = 0, 1
+    if world_size <= 0:
+        raise ValueError(f"world_size must be positive, got {world_size}")
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank must be in [0, world_size), got rank={rank} with world_size={world_size}")
+    return rank, world_size
+
+
 def _native_transforms(transforms) -> list:
     items = getattr(transforms, "transforms", transforms)  # a Compose-like object, or a list
     if not isinstance(items, Sequence):
@@ -40,6 +64,17 @@ class Loader:
     Each ``iter(loader)`` runs one epoch. Epochs count up from 0 by themselves; ``set_epoch(e)`` chooses
     the next one (as with ``DistributedSampler``). Shuffling and augmentation are keyed by
     ``(seed, epoch, sample index)``, so a seed gives the same batches whatever ``num_threads``.
+    ``state_dict()`` / ``load_state_dict()`` resume mid-epoch exactly.
+
+    Distributed: ``rank`` and ``world_size`` default to ``torch.distributed``'s when it is initialised, else
+    to torchrun's ``RANK``/``WORLD_SIZE``. Rank ``r`` takes positions ``r, r + W, ...`` of each epoch's
+    order. With ``even_split=True`` (training) every rank gets ``N // W`` samples, so all ranks run the
+    same number of steps; the ``N % W`` left over (other samples each shuffled epoch) are not visited,
+    where ``DistributedSampler`` would repeat samples instead. ``even_split=False`` (exact evaluation)
+    visits every sample exactly once; ranks then differ by at most one sample (and so at most one batch):
+    gather per-rank results with ``torch.distributed.all_gather_object``, or sum per-rank counts and totals
+    with ``all_reduce``, rather than with collectives that expect equal shapes.
+    ``drop_last`` applies per rank, to its last partial batch.
 
     Images larger than ``max_pixels`` are errors (a decompression-bomb guard). EXIF orientation is ignored,
     as torchvision does, unless ``apply_exif_orientation=True`` (then JPEGs are turned upright like
@@ -57,7 +92,8 @@ class Loader:
                  drop_last: bool = False, transforms=(), dtype: torch.dtype = torch.uint8,
                  memory_format: torch.memory_format = torch.contiguous_format, num_threads: int | None = None,
                  prefetch: int = 2, on_error: str = "raise", max_pixels: int = 200_000_000,
-                 apply_exif_orientation: bool = False, scaled_decode: bool = False):
+                 apply_exif_orientation: bool = False, scaled_decode: bool = False, rank: int | None = None,
+                 world_size: int | None = None, even_split: bool = True):
         if isinstance(source, (str, os.PathLike)):
             source = ImageFolder(source)
         native_source = getattr(source, "_native", None)
@@ -79,36 +115,49 @@ class Loader:
             raise ValueError(f"max_pixels must be a positive int, got {max_pixels!r}")
         if not 0 <= seed < 2**64:
             raise ValueError("seed must fit in 64 bits")
+        self.rank, self.world_size = _resolve_distributed(rank, world_size)
         self.source = source
         self.batch_size = batch_size
         self.dtype = dtype
-        self._epoch = 0
+        self.seed = int(seed)
+        self.shuffle = bool(shuffle)
+        self.drop_last = bool(drop_last)
+        self.even_split = bool(even_split)
+        self._epoch = 0  # the epoch the next iteration runs
+        self._running: int | None = None  # the epoch of the iteration in progress
+        self._resume_position = 0  # where the next iteration starts in its epoch (load_state_dict)
         self._iteration = 0
         self._native = _native.Loader(
             native_source, _native_transforms(transforms), batch_size, bool(shuffle), int(seed), bool(drop_last),
             num_threads or 0, prefetch, _DTYPES[dtype], memory_format == torch.channels_last, on_error, max_pixels,
-            bool(apply_exif_orientation), bool(scaled_decode))
+            bool(apply_exif_orientation), bool(scaled_decode), self.rank, self.world_size, self.even_split)
 
     @property
     def num_threads(self) -> int:
         return self._native.num_threads
 
     def __len__(self) -> int:
-        """Batches per epoch (with ``on_error='skip'``, an epoch with bad samples may yield fewer)."""
+        """This rank's batches per epoch (with ``on_error='skip'``, an epoch with bad samples may yield fewer)."""
         return len(self._native)
 
+    @property
+    def num_samples(self) -> int:
+        """Samples this rank visits per epoch."""
+        return self._native.epoch_size
+
     def set_epoch(self, epoch: int) -> None:
-        """The epoch the next iteration runs; it keys shuffling and augmentation."""
+        """The epoch the next iteration runs (from its start); it keys shuffling and augmentation."""
         if epoch < 0:
             raise ValueError("epoch must be >= 0")
-        self._epoch = int(epoch)
+        self._epoch, self._resume_position = int(epoch), 0
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         if self._native is None:
             raise RuntimeError("the loader is closed")
         self._iteration += 1
-        epoch, self._epoch = self._epoch, self._epoch + 1
-        self._native.start_epoch(epoch)
+        epoch, start = self._epoch, self._resume_position
+        self._epoch, self._resume_position, self._running = epoch + 1, 0, epoch
+        self._native.start_epoch(epoch, start)
         return self._batches(self._iteration)
 
     def _batches(self, iteration: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -122,8 +171,46 @@ class Loader:
                 index, path, reason, epoch = native.failed_sample()
                 raise SampleError(index, path, reason, epoch) from None
             if batch is None:
+                self._running = None
                 return
             yield batch
+
+    def state_dict(self) -> dict:
+        """Where the loader is, as a small JSON-serialisable dict: loading it into a loader built the same
+        way resumes with exactly the batches an uninterrupted run would yield next, whatever the thread
+        count and however many batches were prefetched when it was taken. Positions count the samples this
+        rank's consumer has received, not those prepared ahead."""
+        if self._running is not None and self._native is not None:
+            epoch, position = self._running, self._native.position()
+            if position >= self.num_samples:
+                epoch, position = epoch + 1, 0
+        else:
+            epoch, position = self._epoch, self._resume_position
+        return {"format_version": _STATE_VERSION, "epoch": epoch, "position": position, "seed": self.seed,
+                "shuffle": self.shuffle, "drop_last": self.drop_last, "batch_size": self.batch_size,
+                "dataset_size": len(self.source), "rank": self.rank, "world_size": self.world_size,
+                "even_split": self.even_split}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resumes from :meth:`state_dict`: the next iteration continues that epoch at that position."""
+        version = state.get("format_version")
+        if version != _STATE_VERSION:
+            raise ValueError(f"unsupported loader state format_version {version!r} (this chute reads {_STATE_VERSION})")
+        if state["dataset_size"] != len(self.source):
+            raise ValueError(f"the state is for a dataset of {state['dataset_size']} samples, this source has "
+                             f"{len(self.source)}")
+        if state["world_size"] != self.world_size:
+            raise ValueError(f"the state was taken with world_size={state['world_size']}, this loader has "
+                             f"world_size={self.world_size}; resuming on another number of ranks is not supported")
+        for key in ("seed", "shuffle", "drop_last", "batch_size", "even_split"):
+            if state[key] != getattr(self, key):
+                raise ValueError(f"the state was taken with {key}={state[key]!r}, this loader has "
+                                 f"{key}={getattr(self, key)!r}: build the Loader with the same {key}")
+        if not 0 <= state["position"] <= self.num_samples:
+            raise ValueError(f"position {state['position']} is outside this rank's epoch of {self.num_samples}")
+        self._iteration += 1  # an iteration in progress is superseded
+        self._running = None
+        self._epoch, self._resume_position = int(state["epoch"]), int(state["position"])
 
     def errors(self) -> list[SampleError]:
         """Samples skipped so far (``on_error='skip'``), oldest first."""

@@ -78,7 +78,8 @@ void register_loader(nb::module_& m) {
           "__init__",
           [](PyLoader* self, std::shared_ptr<Source> source, const nb::list& transforms, int64_t batch_size,
              bool shuffle, uint64_t seed, bool drop_last, int num_threads, int prefetch, const std::string& dtype,
-             bool channels_last, const std::string& on_error, int64_t max_pixels, bool apply_exif_orientation, bool scaled_decode) {
+             bool channels_last, const std::string& on_error, int64_t max_pixels, bool apply_exif_orientation, bool scaled_decode, int64_t rank, int64_t world_size,
+             bool even_split) {
             LoaderOptions o;
             o.batch_size = batch_size;
             o.shuffle = shuffle;
@@ -95,6 +96,7 @@ void register_loader(nb::module_& m) {
             o.decode.max_pixels = max_pixels;
             o.decode.apply_exif_orientation = apply_exif_orientation;
             o.decode.scaled_decode = scaled_decode;
+            o.shard = {rank, world_size, even_split};
             if (on_error == "raise") o.on_error = ErrorPolicy::kRaise;
             else if (on_error == "skip") o.on_error = ErrorPolicy::kSkip;
             else throw nb::value_error("on_error must be 'raise' or 'skip'");
@@ -102,12 +104,22 @@ void register_loader(nb::module_& m) {
           },
           nb::arg("source"), nb::arg("transforms"), nb::arg("batch_size"), nb::arg("shuffle"), nb::arg("seed"),
           nb::arg("drop_last"), nb::arg("num_threads"), nb::arg("prefetch"), nb::arg("dtype"),
-          nb::arg("channels_last"), nb::arg("on_error"), nb::arg("max_pixels"), nb::arg("apply_exif_orientation"), nb::arg("scaled_decode"))
+          nb::arg("channels_last"), nb::arg("on_error"), nb::arg("max_pixels"), nb::arg("apply_exif_orientation"), nb::arg("scaled_decode"),
+          nb::arg("rank"), nb::arg("world_size"), nb::arg("even_split"))
       .def("__len__", [](const PyLoader& l) { return l.impl->num_batches(); })
       .def_prop_ro("num_threads", [](const PyLoader& l) { return l.impl->num_threads(); })
+      .def_prop_ro("epoch_size", [](const PyLoader& l) { return l.impl->epoch_size(); })
       .def(
-          "start_epoch", [](PyLoader& l, uint64_t epoch) { l.impl->start_epoch(epoch); }, nb::arg("epoch"),
-          nb::call_guard<nb::gil_scoped_release>())
+          "start_epoch",
+          [](PyLoader& l, uint64_t epoch, int64_t start) {
+            Status st = [&] {
+              nb::gil_scoped_release release;
+              return l.impl->start_epoch(epoch, start);
+            }();
+            if (!st.is_ok()) throw_status(st);
+          },
+          nb::arg("epoch"), nb::arg("start") = 0)
+      .def("position", [](const PyLoader& l) { return l.impl->position(); })
       .def("next",
            [](PyLoader& l) -> nb::object {
              Loader& loader = *l.impl;

@@ -27,6 +27,7 @@
 
 #include "chute/output.h"
 #include "chute/processor.h"
+#include "chute/sampler.h"
 #include "chute/source.h"
 #include "chute/transforms.h"
 
@@ -41,6 +42,7 @@ struct LoaderOptions {
   bool drop_last = false;
   int num_threads = 0;  // 0: one per core this process may run on
   int prefetch = 2;     // batches prepared ahead of the consumer
+  Shard shard;  // this process's rank and share of each epoch (sampler.h)
   OutputFormat output;
   DecodeOptions decode;
   ErrorPolicy on_error = ErrorPolicy::kRaise;
@@ -87,15 +89,20 @@ class Loader {
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
-  // Batches per epoch when no sample fails.
+  // This rank's samples per epoch, and batches per epoch when no sample fails.
+  int64_t epoch_size() const;
   int64_t num_batches() const;
   int num_threads() const { return static_cast<int>(threads_.size()); }
   int out_height() const { return pipeline_.out_height(); }
   int out_width() const { return pipeline_.out_width(); }
   const LoaderOptions& options() const { return options_; }
 
-  // Starts (or restarts) an epoch; an epoch in flight is cancelled first.
-  void start_epoch(uint64_t epoch);
+  // Starts (or restarts) an epoch; an epoch in flight is cancelled first. `start` resumes at that epoch
+  // position (a value of position()): the batches are those an uninterrupted run would deliver next.
+  Status start_epoch(uint64_t epoch, int64_t start = 0);
+  // The epoch position after the last sample the consumer received: where a resumed run starts. It does
+  // not count work prefetched but not yet delivered.
+  int64_t position() const;
   // The next batch of the epoch, nullptr after its last one, or the error that ends it. With a
   // `timeout`, a wait that outlasts it returns kDeadlineExceeded and can be retried (the Python binding
   // waits in slices so that Ctrl-C is handled while no batch is ready).
@@ -115,7 +122,7 @@ class Loader {
   Task& dispatch();
   bool complete(Task& task, Status status);
   void finish_epoch();
-  void push_ready(int64_t batch, int64_t count);
+  void push_ready(int64_t batch, int64_t count, int64_t next_position);
   void cancel_epoch(std::unique_lock<std::mutex>& lock);
 
   std::shared_ptr<const Source> source_;

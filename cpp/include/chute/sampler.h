@@ -1,26 +1,60 @@
-// EpochOrder: the order in which an epoch visits a source's samples.
+// EpochOrder: which source samples this rank visits in an epoch, in what order.
 //
-// Sequential, or a permutation that depends only on (seed, epoch): a Fisher-Yates shuffle driven by the
-// counter-based generator, so every rank and every thread count computes the same order.
+// The epoch's global order is sequential, or a pseudo-random permutation of [0, N) that depends only on
+// (seed, epoch): a keyed Feistel network on the next even power of two, cycle-walked back into [0, N).
+// It is computed per position in O(1) time and memory, so 10M+ samples cost no table.
+//
+// Ranks take interleaved positions of that order, rank r the global positions r, r + W, r + 2W, ...
+// With even_split (training), every rank gets floor(N / W) samples: the last N mod W positions of the
+// epoch (different samples each shuffled epoch) are left out, so all ranks run the same number of steps
+// and DDP never waits on a rank that has one more batch. Without it (exact evaluation), positions run to
+// the end: every sample is visited exactly once, and ranks differ by at most one sample.
 // Thread-safety: immutable after construction.
 #pragma once
 
+#include <array>
 #include <cstdint>
-#include <vector>
 
 namespace chute {
 
+// A keyed bijection of [0, n).
+class Permutation {
+ public:
+  Permutation(uint64_t n, uint64_t seed, uint64_t epoch);
+  uint64_t operator()(uint64_t i) const;
+
+ private:
+  uint64_t encrypt(uint64_t x) const;
+  uint64_t n_;
+  int half_bits_ = 0;
+  uint64_t mask_ = 0;
+  std::array<uint64_t, 4> keys_{};
+};
+
+struct Shard {
+  int64_t rank = 0;
+  int64_t world_size = 1;
+  bool even_split = true;
+};
+
 class EpochOrder {
  public:
-  EpochOrder(int64_t size, bool shuffle, uint64_t seed, uint64_t epoch);
+  EpochOrder(int64_t dataset_size, bool shuffle, uint64_t seed, uint64_t epoch, Shard shard = {});
+  // Samples this rank visits this epoch.
   int64_t size() const { return size_; }
-  // The source index of the epoch's k-th sample.
-  int64_t operator[](int64_t k) const { return shuffled_ ? perm_[k] : k; }
+  // The source index of this rank's k-th sample.
+  int64_t operator[](int64_t k) const {
+    const uint64_t global = static_cast<uint64_t>(k) * shard_.world_size + shard_.rank;
+    return static_cast<int64_t>(shuffle_ ? permutation_(global) : global);
+  }
+  // Samples a rank visits, for a dataset of n samples.
+  static int64_t rank_size(int64_t n, const Shard& shard);
 
  private:
   int64_t size_;
-  bool shuffled_;
-  std::vector<int64_t> perm_;
+  bool shuffle_;
+  Shard shard_;
+  Permutation permutation_;
 };
 
 }  // namespace chute
