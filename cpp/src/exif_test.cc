@@ -13,14 +13,15 @@ namespace {
 std::vector<uint8_t> with_exif(const std::vector<uint8_t>& jpeg, int orientation, bool little_endian) {
   std::vector<uint8_t> tiff;
   auto put16 = [&](uint32_t v) {
-    if (little_endian) tiff.insert(tiff.end(), {uint8_t(v), uint8_t(v >> 8)});
-    else tiff.insert(tiff.end(), {uint8_t(v >> 8), uint8_t(v)});
+    tiff.push_back(uint8_t(little_endian ? v : v >> 8));
+    tiff.push_back(uint8_t(little_endian ? v >> 8 : v));
   };
   auto put32 = [&](uint32_t v) {
     if (little_endian) put16(v & 0xFFFF), put16(v >> 16);
     else put16(v >> 16), put16(v & 0xFFFF);
   };
-  tiff.insert(tiff.end(), little_endian ? std::initializer_list<uint8_t>{'I', 'I'} : std::initializer_list<uint8_t>{'M', 'M'});
+  tiff.push_back(little_endian ? 'I' : 'M');
+  tiff.push_back(little_endian ? 'I' : 'M');
   put16(42);
   put32(8);
   put16(2);  // two entries: a decoy, then Orientation
@@ -31,7 +32,10 @@ std::vector<uint8_t> with_exif(const std::vector<uint8_t>& jpeg, int orientation
   app1.insert(app1.end(), tiff.begin(), tiff.end());
   const size_t len = app1.size() - 2;
   app1[2] = uint8_t(len >> 8), app1[3] = uint8_t(len);
-  std::vector<uint8_t> out{0xFF, 0xD8};
+  std::vector<uint8_t> out;
+  out.reserve(2 + app1.size() + jpeg.size());
+  out.push_back(0xFF);
+  out.push_back(0xD8);
   out.insert(out.end(), app1.begin(), app1.end());
   out.insert(out.end(), jpeg.begin() + 2, jpeg.end());
   return out;
