@@ -71,18 +71,20 @@ def _bench(args: argparse.Namespace) -> int:
                         f"{result.batch_size}, {result.cores} cores (median of {args.rounds} epochs, hot cache)")
     table.add_column("configuration")
     table.add_column("img/s", justify="right")
-    table.add_column("range over epochs", justify="right")
-    table.add_column("img/s per core", justify="right")
-    table.add_column("vs best DataLoader", justify="right")
+    table.add_column("range", justify="right")
+    table.add_column("per core", justify="right")
+    table.add_column("vs best DL", justify="right")
     best = result.best_dataloader()
     for m in result.measurements:
         style = "bold green" if m.kind == "chute" else ("bold" if m is best else None)
         spread = f"{min(m.rates):,.0f}-{max(m.rates):,.0f}"
         table.add_row(m.name, f"{m.rate:,.0f}", spread, f"{m.per_core:,.0f}", f"{result.ratio(m):.2f}x", style=style)
     console.print(table)
-    console.print(f"dataset: {root}\nDataLoader peer: ImageFolder + PIL + {result.peer} transforms. "
-                  "'per core': img/s divided by the threads or worker processes the configuration may use "
-                  "(at most the machine's cores).")
+    console.print(f"dataset: {root}\nDataLoader peer: ImageFolder + PIL + {result.peer} transforms.\n"
+                  "range: slowest and fastest epoch. per core: img/s divided by the threads or worker "
+                  "processes the configuration may use (at most the machine's cores). ref: libjpeg-turbo "
+                  "alone on 1 thread, whole images or only RandomResizedCrop windows. vs best DL: ratio to "
+                  "the fastest DataLoader setting.")
     return 0
 
 

@@ -91,14 +91,13 @@ def run_bench(root: Path, *, pipeline: str = "train", batch_size: int = 256, rou
     loaders: list[tuple[Measurement, Iterable]] = []
     ours = chute.Loader(source, batch_size, shuffle=True, transforms=chute_transforms(pipeline),
                         dtype=torch.float32, num_threads=threads)
-    loaders.append((Measurement(f"chute (threads={threads})", "chute", min(threads, cores)), ours))
+    loaders.append((Measurement(f"chute {threads} threads", "chute", min(threads, cores)), ours))
     for w in workers:
         dl = torch_peer.make_dataloader(root, batch_size=batch_size, num_workers=w, train=train)
-        loaders.append((Measurement(f"DataLoader (num_workers={w})", "dataloader", max(1, min(w, cores))), dl))
+        loaders.append((Measurement(f"DataLoader workers={w}", "dataloader", max(1, min(w, cores))), dl))
     references = [
-        (Measurement("reference: libjpeg-turbo full decode, 1 thread", "reference", 1), None),
-        (Measurement("reference: crop-on-decode of RandomResizedCrop windows, 1 thread", "reference", 1),
-         chute.RandomResizedCrop(224)._to_native()),
+        (Measurement("ref: full decode", "reference", 1), None),
+        (Measurement("ref: crop-on-decode", "reference", 1), chute.RandomResizedCrop(224)._to_native()),
     ]
 
     try:
