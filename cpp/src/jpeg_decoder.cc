@@ -108,12 +108,16 @@ Result<ImageInfo> JpegDecoder::read_info(std::span<const uint8_t> data) {
   if (!is_jpeg(data)) return unsupported("not a JPEG file (no SOI marker)");
   State& s = *state_;
   jpeg_decompress_struct* cinfo = &s.cinfo;
+  // decode() reads the header again: count its warnings there only, once per image.
+  const int64_t warnings = s.err.benign_warnings;
   if (setjmp(s.err.jump)) {
     jpeg_abort_decompress(cinfo);
+    s.err.benign_warnings = warnings;
     return corrupt_data(s.err.message);
   }
   jpeg_mem_src(cinfo, data.data(), static_cast<unsigned long>(data.size()));
   jpeg_read_header(cinfo, TRUE);
+  s.err.benign_warnings = warnings;
   ImageInfo info{static_cast<int>(cinfo->image_width), static_cast<int>(cinfo->image_height),
                  cinfo->num_components, static_cast<bool>(cinfo->progressive_mode)};
   jpeg_abort_decompress(cinfo);

@@ -160,13 +160,21 @@ TEST(JpegDecoderTest, PixelLimitGuardsAgainstBombs) {
   EXPECT_EQ(decoder.decode(jpeg, {0, 0, 64, 48}, out).status().code(), StatusCode::kResourceExhausted);
 }
 
+// Junk between two markers, as in many ImageNet files: libjpeg warns "extraneous bytes before marker".
+std::vector<uint8_t> with_extraneous_bytes(std::vector<uint8_t> jpeg) {
+  // After SOI comes APP0 (JFIF): its length is at bytes 4-5; junk goes right after the segment.
+  const size_t app0_end = 4 + ((jpeg[4] << 8) | jpeg[5]);
+  jpeg.insert(jpeg.begin() + static_cast<std::ptrdiff_t>(app0_end), {0x12, 0x34, 0x56});
+  return jpeg;
+}
+
 TEST(JpegDecoderTest, ExtraneousBytesAreABenignWarning) {
-  auto jpeg = testing::encode_jpeg(testing::synthetic_rgb(64, 48, 2), 64, 48);
-  // Insert junk before the EOI marker: libjpeg warns "extraneous bytes before marker 0xd9".
-  jpeg.insert(jpeg.end() - 2, {0x12, 0x34, 0x56});
+  const auto jpeg = with_extraneous_bytes(testing::encode_jpeg(testing::synthetic_rgb(64, 48, 2), 64, 48));
   JpegDecoder decoder;
   std::vector<uint8_t> out;
-  EXPECT_TRUE(decoder.decode(jpeg, {0, 0, 64, 48}, out).is_ok());
+  auto view = decoder.decode(jpeg, {0, 0, 64, 48}, out);
+  ASSERT_TRUE(view.is_ok()) << view.status().to_string();
+  EXPECT_EQ(decoder.benign_warnings(), 1);
 }
 
 }  // namespace

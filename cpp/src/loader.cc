@@ -88,6 +88,7 @@ struct Loader::EpochState {
   int64_t fatal_batch = 0;
   std::optional<SampleError> failed;     // the last error next() returned
   std::vector<SampleError> errors;       // kSkip: every skipped sample
+  int64_t decode_warnings = 0;           // benign decoder warnings, over the loader's life
   bool warned_growth = false;
 };
 
@@ -248,8 +249,10 @@ void Loader::worker_main() {
     void* dst = task.dst;
     ++e.in_flight;
     lock.unlock();
+    const int64_t warnings_before = processor.benign_warnings();
     Status status = processor.process(index, epoch, dst);
     lock.lock();
+    e.decode_warnings += processor.benign_warnings() - warnings_before;
     --e.in_flight;
     const bool wake = generation == e.generation ? complete(task, std::move(status)) : false;
     if (wake || e.in_flight == 0) shared_->consumer_cv.notify_all();
@@ -367,6 +370,11 @@ Result<std::shared_ptr<Batch>> Loader::next(std::optional<std::chrono::milliseco
 std::optional<SampleError> Loader::failed_sample() const {
   std::lock_guard<std::mutex> lock(shared_->mu);
   return epoch_->failed;
+}
+
+int64_t Loader::decode_warnings() const {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  return epoch_->decode_warnings;
 }
 
 std::vector<SampleError> Loader::errors() const {

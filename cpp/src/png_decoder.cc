@@ -290,7 +290,8 @@ Result<ImageInfo> PngDecoder::read_info(std::span<const uint8_t> data) {
   Context ctx{};
   ctx.data = data.data();
   ctx.size = data.size();
-  ctx.warnings = &state_->warnings;
+  int64_t header_warnings = 0;  // decode() reads the header again: count warnings there, once per image
+  ctx.warnings = &header_warnings;
   ReadStruct rs(&ctx);
   if (rs.info == nullptr) return Status(StatusCode::kResourceExhausted, "out of memory creating the PNG reader");
   auto header = std::make_unique<Header>();

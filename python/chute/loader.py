@@ -212,6 +212,12 @@ class Loader:
         self._running = None
         self._epoch, self._resume_position = int(state["epoch"]), int(state["position"])
 
+    @property
+    def decode_warnings(self) -> int:
+        """Decoder warnings that left their image intact (libjpeg's "extraneous bytes before marker" and
+        the like), counted over the loader's life. Warnings that mean lost data are errors instead."""
+        return self._native.decode_warnings
+
     def errors(self) -> list[SampleError]:
         """Samples skipped so far (``on_error='skip'``), oldest first."""
         return [SampleError(*e) for e in self._native.errors()] if self._native is not None else []

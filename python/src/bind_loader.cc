@@ -120,6 +120,7 @@ void register_loader(nb::module_& m) {
           },
           nb::arg("epoch"), nb::arg("start") = 0)
       .def("position", [](const PyLoader& l) { return l.impl->position(); })
+      .def_prop_ro("decode_warnings", [](const PyLoader& l) { return l.impl->decode_warnings(); })
       .def("next",
            [](PyLoader& l) -> nb::object {
              Loader& loader = *l.impl;

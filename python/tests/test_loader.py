@@ -306,3 +306,23 @@ images, labels = next(it)
 print(labels.tolist())
 """, str(folder), timeout=30)
     assert out.strip() == "[0, 0, 0, 0]"
+
+
+def test_benign_decoder_warnings_are_counted_not_fatal(tmp_path, folder):
+    """Junk bytes between JPEG segments (common in ImageNet) decode as PIL does, and are counted."""
+    from PIL import Image
+    import numpy as np
+    root = tmp_path / "junk"
+    (root / "a").mkdir(parents=True)
+    data = next((folder / "class_0").glob("*.jpg")).read_bytes()
+    app0_end = 4 + int.from_bytes(data[4:6], "big")
+    (root / "a" / "x.jpg").write_bytes(data[:app0_end] + b"\x12\x34\x56" + data[app0_end:])
+    with Image.open(root / "a" / "x.jpg") as im:
+        expected = np.asarray(im.convert("RGB"))
+    h, w = expected.shape[:2]
+    loader = chute.Loader(root, batch_size=1, transforms=[chute.CenterCrop((h, w))])
+    (x, _), = list(loader)
+    assert np.array_equal(x[0].permute(1, 2, 0).numpy(), expected)
+    assert loader.decode_warnings == 1
+    list(loader)
+    assert loader.decode_warnings == 2

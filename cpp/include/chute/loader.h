@@ -111,6 +111,9 @@ class Loader {
   std::optional<SampleError> failed_sample() const;
   // Samples skipped so far (kSkip), oldest first.
   std::vector<SampleError> errors() const;
+  // Decoder warnings that left their image intact (e.g. libjpeg's "extraneous bytes before marker",
+  // common in ImageNet), counted over the loader's life.
+  int64_t decode_warnings() const;
   // Stops the threads. Batches still held stay valid. Idempotent.
   void close();
 
