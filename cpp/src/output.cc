@@ -1,6 +1,7 @@
 #include "chute/output.h"
 
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 
@@ -23,7 +24,22 @@ uint16_t to_bfloat16_bits(float f) {
   return static_cast<uint16_t>((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);  // round to nearest even
 }
 
-uint16_t to_float16_bits(float f) { return std::bit_cast<uint16_t>(static_cast<_Float16>(f)); }
+// IEEE half from float, rounding to nearest even: the branch-free method of the FP16 library, which
+// torch's c10 uses too (so the bits match tensor.to(torch.float16)). Portable: no _Float16 needed.
+uint16_t to_float16_bits(float f) {
+  const float scale_to_inf = 0x1.0p+112f, scale_to_zero = 0x1.0p-110f;
+  float base = (std::fabs(f) * scale_to_inf) * scale_to_zero;
+  const uint32_t w = std::bit_cast<uint32_t>(f);
+  const uint32_t shl1_w = w + w;
+  const uint32_t sign = w & 0x80000000u;
+  uint32_t bias = shl1_w & 0xFF000000u;
+  if (bias < 0x71000000u) bias = 0x71000000u;
+  base = std::bit_cast<float>((bias >> 1) + 0x07800000u) + base;
+  const uint32_t bits = std::bit_cast<uint32_t>(base);
+  const uint32_t exp_bits = (bits >> 13) & 0x00007C00u;
+  const uint32_t mantissa_bits = bits & 0x00000FFFu;
+  return static_cast<uint16_t>((sign >> 16) | (shl1_w > 0xFF000000u ? 0x7E00u : exp_bits + mantissa_bits));
+}
 
 }  // namespace
 

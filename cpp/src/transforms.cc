@@ -9,6 +9,8 @@ template <class... F>
 struct Overloaded : F... {
   using F::operator()...;
 };
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;  // clang 14 does not deduce aggregates yet
 
 // One axis of the composed geometry: source range [offset, offset + length), resized to `resized`
 // (or not at all), of which outputs [out_offset, out_offset + out_length) are kept.
