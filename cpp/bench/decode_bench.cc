@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "bench_common.h"
 #include "chute/jpeg_decoder.h"
+#include "chute/reference.h"
 #include "chute/resample.h"
 #include "chute/rng.h"
 #include "chute/transforms.h"
@@ -14,37 +16,10 @@
 namespace chute::bench {
 namespace {
 
-// JpegDecoder::decode of each whole image, one image per iteration, cycling over the files.
-void BM_FullDecode(benchmark::State& state) {
+// One image per iteration, cycling over the files, decoded by chute::reference_decode: the same step
+// `chute bench` times for its references.
+void decode_benchmark(benchmark::State& state, const std::optional<RandomResizedCrop>& crop) {
   const auto& files = bench_data().files;
-  JpegDecoder decoder;
-  std::vector<uint8_t> pixels;
-  int64_t images = 0, bytes = 0;
-  size_t i = 0;
-  Meter meter;
-  for (auto _ : state) {
-    const auto& file = files[i];
-    auto info = decoder.read_info(file);
-    auto view = info.is_ok() ? decoder.decode(file, {0, 0, info->width, info->height}, pixels)
-                             : Result<ImageView>(info.status());
-    if (!view.is_ok()) {
-      state.SkipWithError(view.status().to_string().c_str());
-      break;
-    }
-    benchmark::DoNotOptimize(view->pixels);
-    ++images;
-    bytes += static_cast<int64_t>(file.size());
-    if (++i == files.size()) i = 0;
-  }
-  meter.finish(state, images, bytes);
-}
-BENCHMARK(BM_FullDecode)->UseRealTime();
-
-// Decode of each image's RandomResizedCrop window only, drawn as the loader draws it (seed 0, the pass
-// over the files as epoch): what BM_TrainTransform does before resampling.
-void BM_CropDecodeRandomResizedCrop(benchmark::State& state) {
-  const auto& files = bench_data().files;
-  const RandomResizedCrop crop{224, 224};
   JpegDecoder decoder;
   std::vector<uint8_t> pixels;
   int64_t images = 0, bytes = 0;
@@ -53,19 +28,12 @@ void BM_CropDecodeRandomResizedCrop(benchmark::State& state) {
   Meter meter;
   for (auto _ : state) {
     const auto& file = files[i];
-    auto info = decoder.read_info(file);
-    if (!info.is_ok()) {
-      state.SkipWithError(info.status().to_string().c_str());
+    const Status st = reference_decode(decoder, file, crop, pass, i, pixels);
+    if (!st.is_ok()) {
+      state.SkipWithError(st.to_string().c_str());
       break;
     }
-    SampleRng rng(0, pass, i);
-    const CropBox b = random_resized_crop_box(info->width, info->height, crop, rng);
-    auto view = decoder.decode(file, {b.x, b.y, b.width, b.height}, pixels);
-    if (!view.is_ok()) {
-      state.SkipWithError(view.status().to_string().c_str());
-      break;
-    }
-    benchmark::DoNotOptimize(view->pixels);
+    benchmark::DoNotOptimize(pixels.data());
     ++images;
     bytes += static_cast<int64_t>(file.size());
     if (++i == files.size()) {
@@ -75,6 +43,14 @@ void BM_CropDecodeRandomResizedCrop(benchmark::State& state) {
   }
   meter.finish(state, images, bytes);
 }
+
+// Whole images.
+void BM_FullDecode(benchmark::State& state) { decode_benchmark(state, std::nullopt); }
+BENCHMARK(BM_FullDecode)->UseRealTime();
+
+// Each image's RandomResizedCrop window only, drawn as the loader draws it (seed 0, the pass over the
+// files as epoch): what BM_TrainTransform does before resampling.
+void BM_CropDecodeRandomResizedCrop(benchmark::State& state) { decode_benchmark(state, RandomResizedCrop{224, 224}); }
 BENCHMARK(BM_CropDecodeRandomResizedCrop)->UseRealTime();
 
 // resample_rgb alone, from a decoded window of a typical RandomResizedCrop size (330x250, clamped to the

@@ -2,9 +2,21 @@
 
 #include <chrono>
 
-#include "chute/jpeg_decoder.h"
 
 namespace chute {
+
+Status reference_decode(JpegDecoder& decoder, std::span<const uint8_t> file,
+                        const std::optional<RandomResizedCrop>& crop, uint64_t pass, uint64_t index,
+                        std::vector<uint8_t>& pixels) {
+  CHUTE_ASSIGN_OR_RETURN(const ImageInfo info, decoder.read_info(file));
+  Window window{0, 0, info.width, info.height};
+  if (crop) {
+    SampleRng rng(0, pass, index);
+    const CropBox b = random_resized_crop_box(info.width, info.height, *crop, rng);
+    window = {b.x, b.y, b.width, b.height};
+  }
+  return decoder.decode(file, window, pixels).status();
+}
 
 DecodeRate decode_rate(const std::vector<std::vector<uint8_t>>& files, const std::optional<RandomResizedCrop>& crop,
                        double min_seconds) {
@@ -16,22 +28,8 @@ DecodeRate decode_rate(const std::vector<std::vector<uint8_t>>& files, const std
   double elapsed = 0;
   uint64_t pass = 0;
   do {
-    for (size_t i = 0; i < files.size(); ++i) {
-      const auto& file = files[i];
-      auto info = decoder.read_info(file);
-      if (!info.is_ok()) {
-        ++rate.failures;
-        continue;
-      }
-      Window window{0, 0, info->width, info->height};
-      if (crop) {
-        SampleRng rng(0, pass, i);
-        const CropBox b = random_resized_crop_box(info->width, info->height, *crop, rng);
-        window = {b.x, b.y, b.width, b.height};
-      }
-      const auto view = decoder.decode(file, window, pixels);
-      ++(view.is_ok() ? rate.images : rate.failures);
-    }
+    for (size_t i = 0; i < files.size(); ++i)
+      ++(reference_decode(decoder, files[i], crop, pass, i, pixels).is_ok() ? rate.images : rate.failures);
     ++pass;
     elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   } while (elapsed < min_seconds);

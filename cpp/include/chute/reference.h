@@ -5,8 +5,10 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
+#include "chute/jpeg_decoder.h"
 #include "chute/transforms.h"
 
 namespace chute {
@@ -16,6 +18,12 @@ namespace chute {
 // image's RandomResizedCrop window (drawn as the loader draws it, a new one each pass), which is
 // crop-on-decode alone, without resampling. Repeats over `files` for at least `min_seconds`. Files
 // that fail to decode are counted as failures, not images.
+// One step of that measurement: decodes `file` whole, or its RandomResizedCrop window as drawn for file
+// `index` in pass `pass` (SampleRng(0, pass, index)), into `pixels`.
+Status reference_decode(JpegDecoder& decoder, std::span<const uint8_t> file,
+                        const std::optional<RandomResizedCrop>& crop, uint64_t pass, uint64_t index,
+                        std::vector<uint8_t>& pixels);
+
 struct DecodeRate {
   double images_per_second = 0;
   int64_t images = 0;
