@@ -274,6 +274,8 @@ Result<PackSummary> pack(const Source& source, const std::vector<std::string>& c
     }
   }
   if (!shards.empty()) CHUTE_RETURN_IF_ERROR(close_shard());
+  // The last report comes before anything is renamed into place, so a cancel there still cancels.
+  if (progress && !progress(state)) return Status(StatusCode::kCancelled, "pack cancelled");
   PackSummary summary{state.samples, state.bytes, 0, static_cast<int>(shards.size())};
   for (auto& f : shards) {
     CHUTE_RETURN_IF_ERROR(f->rename_into_place());
@@ -284,7 +286,6 @@ Result<PackSummary> pack(const Source& source, const std::vector<std::string>& c
   for (auto& f : shards) f->keep();
   summary.file_bytes += index.size();
   CHUTE_RETURN_IF_ERROR(sync_directory(o.dst));
-  if (progress) progress(state);
   return summary;
 }
 

@@ -43,7 +43,7 @@ Result<std::shared_ptr<PackedSource>> PackedSource::open(const std::string& path
     if (mapped.status().code() != StatusCode::kNotFound) return mapped.status();
     return Status(StatusCode::kNotFound,
                   index_path + " is missing: not a complete chute dataset (an interrupted `chute pack` writes no index; "
-                  "a pack split with --parts needs its merge step, `chute pack --merge DST`)");
+                  "a pack split with --parts needs its merge step, `chute merge DIR`)");
   }
   src->index_file_ = std::move(mapped).value();
   CHUTE_ASSIGN_OR_RETURN(src->index_, IndexView::parse(src->index_file_->bytes(), index_path));
