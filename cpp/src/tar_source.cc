@@ -225,7 +225,41 @@ Result<std::shared_ptr<TarSource>> TarSource::open(const std::vector<std::string
     src->tars_.push_back(std::move(t));
   }
   if (src->total_ == 0) return invalid_argument("no image sample in " + paths.front() + (paths.size() > 1 ? " and the other tars" : ""));
+  src->label_by_folder();
   return src;
+}
+
+void TarSource::label_by_folder() {
+  std::vector<std::string_view> members;
+  members.reserve(static_cast<size_t>(total_));
+  for (const Tar& t : tars_)
+    for (uint64_t i = 0; i < t.index.size(); ++i) {
+      const IndexEntry e = t.index.entry(i);
+      if (e.label != -1) return;  // WebDataset labels (.cls)
+      members.push_back(t.index.key(e));
+    }
+  // The directory every member lies in ("" or ending in '/').
+  std::string_view common = members.front().substr(0, members.front().rfind('/') + 1);
+  for (std::string_view m : members)
+    while (!m.starts_with(common)) {
+      common.remove_suffix(1);  // its trailing '/'
+      const size_t slash = common.rfind('/');
+      common = slash == std::string_view::npos ? std::string_view() : common.substr(0, slash + 1);
+    }
+  std::vector<std::string_view> class_of(members.size());
+  for (size_t i = 0; i < members.size(); ++i) {
+    const std::string_view rest = members[i].substr(common.size());
+    const size_t slash = rest.find('/');
+    if (slash == std::string_view::npos || slash == 0) return;  // an image outside any class directory
+    class_of[i] = rest.substr(0, slash);
+  }
+  std::vector<std::string_view> names(class_of);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  classes_.assign(names.begin(), names.end());
+  folder_labels_.resize(members.size());
+  for (size_t i = 0; i < members.size(); ++i)
+    folder_labels_[i] = std::lower_bound(names.begin(), names.end(), class_of[i]) - names.begin();
 }
 
 const TarSource::Tar& TarSource::locate(int64_t index, uint64_t* local) const {
@@ -236,6 +270,7 @@ const TarSource::Tar& TarSource::locate(int64_t index, uint64_t* local) const {
 }
 
 int64_t TarSource::label(int64_t index) const {
+  if (!folder_labels_.empty()) return folder_labels_[static_cast<size_t>(index)];
   uint64_t i;
   const Tar& t = locate(index, &i);
   return t.index.entry(i).label;

@@ -141,5 +141,34 @@ TEST(TarSourceTest, OpensTarsWritesTheIndexAndRebuildsItWhenTheTarChanges) {
   EXPECT_EQ((*rebuilt)->size(), 2);
 }
 
+TEST(TarSourceTest, PlainTarOfAnImageFolderIsLabelledByClassDirectory) {
+  TempDir dir;
+  std::vector<uint8_t> tar;
+  add(tar, "train/dog/b.jpg", "B");
+  add(tar, "train/cat/a.jpg", "A");
+  add(tar, "train/dog/sub/c.png", "C");
+  add(tar, "train/bird/d.jpg", "D");
+  end(tar);
+  dir.write("plain.tar", tar);
+  auto src = TarSource::open({(dir.path() / "plain.tar").string()});
+  ASSERT_TRUE(src.is_ok()) << src.status().to_string();
+  EXPECT_EQ((*src)->classes(), (std::vector<std::string>{"bird", "cat", "dog"}));
+  EXPECT_EQ((*src)->label(0), 2);
+  EXPECT_EQ((*src)->label(1), 1);
+  EXPECT_EQ((*src)->label(2), 2);
+  EXPECT_EQ((*src)->label(3), 0);
+
+  // An image outside any class directory: no layout, so no labels.
+  std::vector<uint8_t> flat;
+  add(flat, "train/dog/b.jpg", "B");
+  add(flat, "train/top.jpg", "T");
+  end(flat);
+  dir.write("flat.tar", flat);
+  auto unlabelled = TarSource::open({(dir.path() / "flat.tar").string()});
+  ASSERT_TRUE(unlabelled.is_ok());
+  EXPECT_TRUE((*unlabelled)->classes().empty());
+  EXPECT_EQ((*unlabelled)->label(0), -1);
+}
+
 }  // namespace
 }  // namespace chute

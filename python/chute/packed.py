@@ -89,13 +89,14 @@ class PackedDataset:
 
 class TarDataset:
     """Plain tar or WebDataset shards, read in place. Files sharing a basename are one sample; the image is
-    its jpg/jpeg/png/... member and the label the integer in its ``.cls`` member (-1 without one). Each
-    tar's index is built on first open and kept beside it as ``<tar>.chidx``."""
+    its jpg/jpeg/png/... member and the label the integer in its ``.cls`` member (-1 without one). A plain
+    tar of an ImageFolder tree (no ``.cls`` anywhere) is labelled by class directory, as ImageFolder does.
+    Each tar's index is built on first open and kept beside it as ``<tar>.chidx``."""
 
     def __init__(self, paths: list[str], *, write_index: bool = True):
         self.paths = list(paths)
         self._native = _native.TarSource.open(self.paths, write_index)
-        self.classes: list[str] = []
+        self.classes: list[str] = list(self._native.classes)
 
     def __len__(self) -> int:
         return len(self._native)
@@ -162,7 +163,8 @@ def _source_for(src) -> tuple[object, list[str]]:
     path = os.fspath(src)
     tars = _tar_paths(path)
     if tars is not None:
-        return _native.TarSource.open(tars, True), []
+        tar = _native.TarSource.open(tars, True)
+        return tar, list(tar.classes)
     if os.path.isdir(path):
         if os.path.exists(os.path.join(path, INDEX_FILE)):
             packed = PackedDataset(path)

@@ -112,6 +112,7 @@ void register_packed(nb::module_& m) {
             return open_without_gil<TarSource>([&] { return TarSource::open(paths, {.write_index = write_index}); });
           },
           nb::arg("paths"), nb::arg("write_index") = true)
+      .def_prop_ro("classes", &TarSource::classes)
       .def("labels", &labels_of<TarSource>)
       .def("payload_sizes", &payload_sizes_of<TarSource>)
       .def("member", &TarSource::member, nb::arg("index"))

@@ -116,6 +116,21 @@ def test_webdataset_shards_read_directly_and_pack(folder, tmp_path):
     assert repacked[20][0] == Path(source.samples[20][0]).read_bytes()
 
 
+def test_plain_tar_of_an_image_folder_keeps_its_classes(folder, tmp_path, capsys):
+    source = chute.ImageFolder(folder)
+    with tarfile.open(tmp_path / "plain.tar", "w") as tar:
+        for path, _ in source.samples:
+            tar.add(path, arcname=os.path.relpath(path, folder.parent))
+    assert cli_main(["index", str(tmp_path / "plain.tar")]) == 0
+    assert "plain.tar.chidx" in capsys.readouterr().out
+    ds = chute.open(tmp_path / "plain.tar")
+    assert ds.classes == source.classes and ds.targets == source.targets
+    chute.pack(tmp_path / "plain.tar", tmp_path / "out")
+    repacked = chute.open(tmp_path / "out")
+    assert repacked.classes == source.classes
+    assert [repacked[i][0] for i in range(len(source))] == [Path(p).read_bytes() for p, _ in source.samples]
+
+
 def test_cli_pack_inspect_and_verify_name_the_bad_record(folder, tmp_path, capsys):
     dst = tmp_path / "ds"
     assert cli_main(["pack", str(folder), str(dst), "--shard-size", "200KB", "--threads", "2", "--json"]) == 0

@@ -5,6 +5,9 @@
 // is its first member with an image extension (jpg, jpeg, png, ppm, bmp, pgm, tif, tiff, webp); its label
 // is the integer in its `.cls` member, or -1 when it has none. Groups without an image (a dataset's
 // metadata.json, say) are not samples. Directories, links and other special members are skipped.
+// A plain tar of an ImageFolder tree (no `.cls` member in any of the tars) is labelled the ImageFolder way
+// instead: below the directory all images share, the first directory is the class, classes sorted by
+// name are labels 0..C-1 (when some image has no such directory, the samples stay unlabelled, -1).
 // The tar's index is kept beside it as "<tar>.chidx" (docs/FORMAT.md, kind tar), built on first open
 // and rebuilt when the tar's size or mtime changes.
 // Thread-safety: immutable after open; every method may run on many threads.
@@ -57,6 +60,8 @@ class TarSource final : public Source {
   size_t num_tars() const { return tars_.size(); }
   const std::string& tar_path(size_t t) const { return tars_[t].file->path(); }
   uint64_t payload_size(int64_t index) const;
+  // Class names when the labels come from an ImageFolder layout; empty with `.cls` labels.
+  const std::vector<std::string>& classes() const { return classes_; }
 
  private:
   struct Tar {
@@ -66,9 +71,12 @@ class TarSource final : public Source {
     int64_t first = 0;
   };
   const Tar& locate(int64_t index, uint64_t* local) const;
+  void label_by_folder();
 
   std::vector<Tar> tars_;
   int64_t total_ = 0;
+  std::vector<std::string> classes_;
+  std::vector<int64_t> folder_labels_;  // per sample, when labelled by folder
 };
 
 // Builds "<tar>.chidx" for each tar (rewriting a stale one); errors name the tar.
