@@ -1,5 +1,8 @@
+#include <algorithm>
 #include <chrono>
+#include <numeric>
 #include <optional>
+#include <random>
 #include <thread>
 
 #include <nanobind/stl/function.h>
@@ -151,9 +154,13 @@ void register_packed(nb::module_& m) {
 
   m.def(
       "read_all",
-      [](const std::shared_ptr<Source>& source, int num_threads) {
-        // Reads every sample once on `num_threads` threads (no decode): the source's own throughput.
+      [](const std::shared_ptr<Source>& source, int num_threads, bool shuffle) {
+        // Reads every sample once on `num_threads` threads (no decode): the source's own throughput. With
+        // `shuffle`, in a fixed random order, as a shuffled epoch reads them.
         nb::gil_scoped_release release;
+        std::vector<int64_t> order(static_cast<size_t>(source->size()));
+        std::iota(order.begin(), order.end(), 0);
+        if (shuffle) std::shuffle(order.begin(), order.end(), std::mt19937_64(0));
         std::atomic<int64_t> next{0}, bytes{0}, failed{0};
         const auto start = std::chrono::steady_clock::now();
         {
@@ -161,8 +168,8 @@ void register_packed(nb::module_& m) {
           for (int t = 0; t < std::max(1, num_threads); ++t)
             pool.emplace_back([&] {
               std::vector<uint8_t> out;
-              for (int64_t i; (i = next.fetch_add(1)) < source->size();) {
-                if (source->read(i, out).is_ok()) bytes += static_cast<int64_t>(out.size());
+              for (int64_t k; (k = next.fetch_add(1)) < source->size();) {
+                if (source->read(order[static_cast<size_t>(k)], out).is_ok()) bytes += static_cast<int64_t>(out.size());
                 else ++failed;
               }
             });
@@ -170,7 +177,7 @@ void register_packed(nb::module_& m) {
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         return std::make_tuple(seconds, bytes.load(), failed.load());
       },
-      nb::arg("source"), nb::arg("num_threads"));
+      nb::arg("source"), nb::arg("num_threads"), nb::arg("shuffle") = false);
 
   m.def(
       "pack",
