@@ -73,6 +73,8 @@ def test_file_list_packs_and_loads(folder, tmp_path):
     (tmp_path / "list.txt").write_text("# path label\n" + "\n".join(lines) + "\n")
     listed = chute.FileList(tmp_path / "list.txt")
     assert listed.targets == source.targets
+    loaded = torch.cat([y for _, y in chute.Loader(listed, batch_size=8, transforms=[chute.CenterCrop(16)])])
+    assert loaded.tolist() == source.targets
     chute.pack(tmp_path / "list.txt", tmp_path / "out")
     ds = chute.open(tmp_path / "out")
     assert ds[5][0] == Path(source.samples[5][0]).read_bytes()
@@ -220,6 +222,16 @@ def test_interrupted_pack_leaves_nothing_that_opens(folder, tmp_path):
         chute.open(dst)
     chute.pack(folder, dst)  # a rerun overwrites the leftovers
     assert len(chute.open(dst)) == 36
+
+
+def test_open_names_what_is_missing(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no file matches"):
+        chute.open(str(tmp_path / "*.tar"))
+    with pytest.raises(FileNotFoundError, match="index.chidx is missing"):
+        chute.open(tmp_path)
+    (tmp_path / "junk.tar").write_bytes(b"not a tar" * 100)
+    with pytest.raises(RuntimeError, match=r"junk.tar: member header at offset 0: bad header checksum"):
+        chute.open(tmp_path / "junk.tar")
 
 
 def test_pack_refuses_bad_arguments(folder, packed, tmp_path):
