@@ -42,6 +42,13 @@ def test_round_trip_is_byte_identical_with_the_same_labels_and_order(folder, pac
         assert data == Path(path).read_bytes(), path
         assert packed_label == label
         assert ds.samples[i][0] == os.path.relpath(path, folder)
+    for bad in (-1, len(ds)):
+        with pytest.raises(IndexError):
+            ds[bad]
+        with pytest.raises(IndexError):
+            ds._native.label(bad)
+        with pytest.raises(IndexError):
+            ds._native.name(bad)
     assert sorted(p.name for p in packed.iterdir()) == ["index.chidx"] + [f"shard-{i:05d}.chute" for i in
                                                                           range(len(list(packed.glob("*.chute"))))]
 
