@@ -35,11 +35,11 @@ Status write_all(int fd, const uint8_t* p, size_t n, const std::string& path) {
   return Status::ok();
 }
 
-// A file written under "<path>.tmp" and renamed to <path> by commit(); removed if never committed.
+// A file written under "<path><suffix>" and renamed to <path>; removed unless keep() is called.
 class TmpFile {
  public:
-  static Result<std::unique_ptr<TmpFile>> create(const std::string& path) {
-    auto f = std::unique_ptr<TmpFile>(new TmpFile(path));
+  static Result<std::unique_ptr<TmpFile>> create(const std::string& path, const std::string& suffix = ".tmp") {
+    auto f = std::unique_ptr<TmpFile>(new TmpFile(path, suffix));
     f->fd_ = ::open(f->tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (f->fd_ < 0) return errno_error("cannot create " + f->tmp_);
     f->buffer_.reserve(kBuffer);
@@ -86,7 +86,7 @@ class TmpFile {
 
  private:
   static constexpr size_t kBuffer = size_t{4} << 20;
-  explicit TmpFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {}
+  TmpFile(std::string path, const std::string& suffix) : path_(std::move(path)), tmp_(path_ + suffix) {}
   Status flush() {
     CHUTE_RETURN_IF_ERROR(write_all(fd_, buffer_.data(), buffer_.size(), tmp_));
     buffer_.clear();
@@ -121,7 +121,9 @@ Status sync_directory(const std::string& dir) {
 }  // namespace
 
 Status write_file_atomically(const std::string& path, std::span<const uint8_t> bytes) {
-  CHUTE_ASSIGN_OR_RETURN(auto file, TmpFile::create(path));
+  // A name of its own: ranks that open the same tar at once each write its index, and the last rename wins.
+  std::random_device rd;
+  CHUTE_ASSIGN_OR_RETURN(auto file, TmpFile::create(path, ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd())));
   CHUTE_RETURN_IF_ERROR(file->append(bytes));
   CHUTE_RETURN_IF_ERROR(file->finish());
   CHUTE_RETURN_IF_ERROR(file->rename_into_place());

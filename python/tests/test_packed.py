@@ -125,6 +125,17 @@ def test_webdataset_shards_read_directly_and_pack(folder, tmp_path):
     assert repacked[20][0] == Path(source.samples[20][0]).read_bytes()
 
 
+def test_many_openers_of_a_new_tar_all_get_a_sound_index(folder, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    tar = write_webdataset(folder, tmp_path, per_tar=100)[0]
+    with ThreadPoolExecutor(6) as pool:
+        opened = list(pool.map(lambda _: chute.open(tar), range(12)))
+    assert all(d.targets == opened[0].targets and len(d) == 36 for d in opened)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [tar.name, tar.name + ".chidx"]  # no temporary left
+    assert chute.open(tar)[7] == opened[3][7]
+
+
 def test_plain_tar_of_an_image_folder_keeps_its_classes(folder, tmp_path, capsys):
     source = chute.ImageFolder(folder)
     with tarfile.open(tmp_path / "plain.tar", "w") as tar:
