@@ -146,6 +146,17 @@ def open(path_or_glob: str | os.PathLike, *, verify: bool = True) -> PackedDatas
     return PackedDataset(path, verify=verify)
 
 
+def source_from_path(path: str | os.PathLike) -> ImageFolder | PackedDataset | TarDataset:
+    """What a path given to :class:`chute.Loader` means: a packed dataset (a directory holding
+    ``index.chidx``), tar shards (a .tar, a glob, or a directory of tars), else an ImageFolder tree."""
+    path = os.fspath(path)
+    if _is_glob(path) or path.endswith((".tar", ".chidx")) or os.path.exists(os.path.join(path, INDEX_FILE)):
+        return open(path)
+    if os.path.isdir(path) and _tar_paths(path) is not None:
+        return open(path)
+    return ImageFolder(path)
+
+
 def index(path_or_glob: str | os.PathLike) -> list[str]:
     """Builds the index of each tar file (``<tar>.chidx``) ahead of the first open; returns the tars."""
     tars = _tar_paths(os.fspath(path_or_glob))

@@ -57,6 +57,8 @@ def test_loader_gives_the_same_batches_from_shards_as_from_the_folder(folder, pa
     kwargs = dict(batch_size=7, shuffle=True, seed=3, transforms=[chute.RandomResizedCrop(48), chute.RandomHorizontalFlip()])
     a = collect(chute.Loader(chute.ImageFolder(folder), **kwargs))
     b = collect(chute.Loader(chute.open(packed), **kwargs))
+    c = collect(chute.Loader(str(packed), **kwargs))  # a path: recognised as packed
+    assert all(torch.equal(xb, xc) for (xb, _), (xc, _) in zip(b, c))
     assert len(a) == len(b)
     for (xa, ya), (xb, yb) in zip(a, b):
         assert torch.equal(xa, xb) and torch.equal(ya, yb)
