@@ -12,6 +12,7 @@
 from chute.errors import SampleError
 from chute.loader import Loader
 from chute.sources import ImageFolder
+from chute.stats import LoaderStats
 from chute.transforms import CenterCrop, Normalize, RandomHorizontalFlip, RandomResizedCrop, Resize
 
 __version__ = "0.1.0"
@@ -20,6 +21,7 @@ __all__ = [
     "CenterCrop",
     "ImageFolder",
     "Loader",
+    "LoaderStats",
     "Normalize",
     "RandomHorizontalFlip",
     "RandomResizedCrop",
