@@ -27,8 +27,9 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 py="$venv/bin/python"
-# torch 2.13.0 is the CPU build this project tests with; the rest are build and test tools.
-reqs=(torch==2.13.0 numpy pillow rich pytest nanobind scikit-build-core cmake ninja)
+# torch 2.13.0 is the CPU build this project tests with; matplotlib draws `chute bench --sweep --plot`; the
+# rest are build and test tools.
+reqs=(torch==2.13.0 numpy pillow rich matplotlib pytest nanobind scikit-build-core cmake ninja)
 if ! "$py" - "${reqs[@]}" 2>/dev/null <<'PY'
 import sys, importlib.metadata as md
 from packaging.requirements import Requirement
