@@ -15,6 +15,10 @@ from chute.sources import ImageFolder
 from chute.stats import LoaderStats
 from chute.transforms import CenterCrop, Normalize, RandomHorizontalFlip, RandomResizedCrop, Resize
 
+# chute.doctor is the function (chute.doctor.watch hangs off it); its package stays importable as
+# chute.doctor.<module> through sys.modules ("from chute.doctor.storage import probe_storage").
+from chute.doctor import doctor  # noqa: E402  (needs Loader and the sources above)
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -27,4 +31,5 @@ __all__ = [
     "RandomResizedCrop",
     "Resize",
     "SampleError",
+    "doctor",
 ]
