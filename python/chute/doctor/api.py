@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import sys
 import time
+import weakref
 from typing import Callable
 
 import torch
@@ -277,12 +278,28 @@ class Watch:
         return d
 
 
-def watch(loader, *, steps: int = 20, warmup: int = 3, report: str | None = None, device=None,
+def watch(loader, *, steps: int | None = None, warmup: int | None = None, report: str | None = None, device=None,
           storage: bool = True) -> Watch:
     """Returns ``loader`` wrapped for the doctor: use it in place of the loader in the training loop.
-    After ``warmup + steps`` batches it prints the diagnosis (and writes ``report``); the loop goes on."""
-    _auto.done = True  # an explicit watch takes precedence over `chute doctor script.py`'s automatic one
-    return Watch(loader, steps=steps, warmup=warmup, report=report, device=device, storage=storage)
+    After ``warmup + steps`` batches (3 + 20 by default) it prints the diagnosis (and writes ``report``);
+    the loop goes on. Watching the same loader again returns the same wrapper, so it can sit inside the
+    epoch loop. Under ``chute doctor script.py``, options left out come from the command line."""
+    existing = _watched.get(loader)
+    if existing is not None:
+        return existing
+    defaults = _auto.options if _auto.installed else {}
+    w = Watch(loader, steps=steps if steps is not None else defaults.get("steps", 20),
+              warmup=warmup if warmup is not None else defaults.get("warmup", 3),
+              report=report if report is not None else defaults.get("report"), device=device, storage=storage)
+    _watched[loader] = w
+    if _auto.installed:  # an explicit watch takes precedence over `chute doctor script.py`'s automatic one
+        _auto.done = True
+        _auto.uninstall()
+        _auto.watches.append(w)
+    return w
+
+
+_watched: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 class _AutoWatch:
@@ -294,8 +311,12 @@ class _AutoWatch:
         self.options: dict = {}
         self.watches: list[Watch] = []
 
+    @property
+    def installed(self) -> bool:
+        return bool(self.originals)
+
     def install(self, **options) -> None:
-        self.options, self.done = options, False
+        self.options, self.done, self.watches = options, False, []
         for cls in (DataLoader, chute.Loader):
             original = cls.__iter__
             self.originals[cls] = original
@@ -333,7 +354,9 @@ def run_script(path: str, args: list[str], **options) -> list[Diagnosis]:
     finally:
         sys.argv = old_argv
         _auto.uninstall()
-    return [w.diagnosis for w in _auto.watches if w.diagnosis is not None]
+    found = [w.diagnosis for w in _auto.watches if w.diagnosis is not None]
+    _auto.watches = []
+    return found
 
 
 doctor.watch = watch  # chute.doctor.watch(loader): the function carries its companion

@@ -113,9 +113,13 @@ class CpuSampler:
         child_base = dict(self._child_cpu)  # children that existed before: count only their new CPU time
         last_children = 0.0
         tl = self.timeline
-        while not self._stop.wait(self.interval):
+        stopping = False
+        while not stopping:
+            stopping = self._stop.wait(self.interval)
             now, (proc, main, _) = time.perf_counter(), self._read()
             dt = now - last_t
+            if dt < 0.01:  # the stop came right after a sample: nothing new to measure
+                break
             # A child first seen later counts from zero: its start-up CPU time is work done in the window.
             children = sum(cpu - child_base.get(pid, 0.0) for pid, cpu in self._child_cpu.items())
             tl.t.append(now - self.start_time)

@@ -132,8 +132,10 @@ def render_html(d: "Diagnosis") -> str:
                 out.append(f"<tr><td>{i}</td><td>{e(r.action)}</td><td class='num'>{r.gain:.1f}x</td>"
                            f"<td>{'measured' if r.measured else 'estimate, at most'}</td><td>{e(r.basis)}</td></tr>")
             out.append("</table>")
-        else:
+        elif v.layer == "consumer":
             out.append("<p>No change to the input pipeline is called for.</p>")
+        else:
+            out.append("<p>No change found that gains 10% or more.</p>")
     out.append("<h2>Stall and utilisation timeline</h2>" + _img(timeline_png(d), "stall and utilisation timeline"))
     stages = stages_png(d)
     if stages:

@@ -10,6 +10,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from chute.doctor.verdict import WORTH_IT
+
 if TYPE_CHECKING:
     from chute.doctor.report import Diagnosis
 
@@ -124,8 +126,10 @@ def _parts(d: "Diagnosis") -> list:
                 kind = "measured" if r.measured else "estimate, at most"
                 body.append(f"  {i}. {r.action}: ", style="bold")
                 body.append(f"{r.gain:.1f}x ({kind}; {r.basis})\n")
-        else:
+        elif v.layer == "consumer":
             body.append("no change to the input pipeline is called for\n")
+        else:
+            body.append(f"no change found that gains {100 * (WORTH_IT - 1):.0f}% or more\n")
         parts.append(Panel(body, title=f"verdict: {v.layer}", title_align="left"))
     parts.append(_throughput(d))
     for table in (_settings(d), _stages(d), _layers(d)):
