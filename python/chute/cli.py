@@ -64,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "--steps batches it prints the diagnosis and lets the script go on. With no SCRIPT, it "
                     "diagnoses a DataLoader over the generated bench dataset as a demonstration.")
     doctor.add_argument("--report", type=Path, metavar="HTML", help="also write a self-contained HTML report")
+    doctor.add_argument("--screenshot", type=Path, metavar="PNG",
+                        help="with --report: also render the report to a PNG in headless Chromium")
     doctor.add_argument("--steps", type=_positive, default=20, help="batches to measure (default 20)")
     doctor.add_argument("--warmup", type=int, default=3, help="batches before measuring (default 3)")
     doctor.add_argument("--sweep", action="store_true",
@@ -84,6 +86,9 @@ def _doctor(args: argparse.Namespace) -> int:
     if args.warmup < 0:
         console.print("chute doctor: --warmup must be >= 0")
         return 2
+    if args.screenshot and not args.report:
+        console.print("chute doctor: --screenshot renders the --report; give both")
+        return 2
     if args.script is not None:
         if not Path(args.script).is_file():
             console.print(f"chute doctor: no such script: {args.script}")
@@ -94,7 +99,7 @@ def _doctor(args: argparse.Namespace) -> int:
             console.print("chute doctor: the script iterated no DataLoader or chute.Loader; nothing was measured")
             return 1
         if args.report:
-            console.print(f"report: {args.report}")
+            _shoot(args, console)
         return 0
 
     from chute.bench import torch_peer
@@ -113,8 +118,17 @@ def _doctor(args: argparse.Namespace) -> int:
     d.print(console)
     if args.report:
         d.save_html(args.report)
-        console.print(f"report: {args.report}")
+        _shoot(args, console)
     return 0
+
+
+def _shoot(args: argparse.Namespace, console) -> None:
+    console.print(f"report: {args.report}")
+    if args.screenshot:
+        from chute.doctor.report_html import screenshot
+
+        screenshot(args.report, args.screenshot)
+        console.print(f"screenshot: {args.screenshot}")
 
 
 def _sweep_png(root: Path) -> bytes:

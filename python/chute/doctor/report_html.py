@@ -152,3 +152,40 @@ def write_html(d: "Diagnosis", path: Path) -> Path:
     matplotlib.use("Agg")
     path.write_text(render_html(d), encoding="utf-8")
     return path
+
+
+def chromium() -> str | None:
+    """The headless browser used to render the report (Debian's ``chromium``), if installed."""
+    import shutil
+
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def screenshot(html_path: Path, png_path: Path, *, width: int = 1100, height: int = 5000,
+               timeout: float = 120.0) -> Path:
+    """Renders the HTML report to a PNG in headless Chromium, then trims the blank page below it."""
+    import os
+    import subprocess
+    import tempfile
+
+    from PIL import Image, ImageChops
+
+    browser = chromium()
+    if browser is None:
+        raise FileNotFoundError("rendering the report needs Chromium (Debian: apt-get install chromium)")
+    with tempfile.TemporaryDirectory() as profile:
+        cmd = [browser, "--headless", "--disable-gpu", "--hide-scrollbars", f"--user-data-dir={profile}",
+               f"--window-size={width},{height}", f"--screenshot={Path(png_path).resolve()}",
+               Path(html_path).resolve().as_uri()]
+        if os.geteuid() == 0:
+            cmd.insert(1, "--no-sandbox")  # Chromium refuses to run as root with its sandbox
+        subprocess.run(cmd, check=True, timeout=timeout, capture_output=True)
+    image = Image.open(png_path).convert("RGB")
+    box = ImageChops.difference(image, Image.new("RGB", image.size, "white")).getbbox()
+    if box is not None:
+        image.crop((0, 0, width, min(height, box[3] + 24))).save(png_path)
+    return Path(png_path)
