@@ -53,6 +53,7 @@ class _Device:
     def __init__(self, device, nvml_library: str):
         self.cuda_index, reason = resolve_cuda_device(device)
         self.nvml: Nvml | None = None
+        self.sampler: GpuSampler | None = None
         self.report = DeviceReport(available=False, reason=reason)
         if self.cuda_index is None:
             return
@@ -62,7 +63,6 @@ class _Device:
             self.report.reason = str(e)
             return
         self.report.available = True
-        self.sampler: GpuSampler | None = None
 
     def sampler_factory(self) -> Callable | None:
         if self.nvml is None:
@@ -98,7 +98,15 @@ def _analyse(d: Diagnosis, loader, *, storage: bool, profile: bool) -> None:
         n = len(dataset)
         if n:
             indices = random.Random(0).sample(range(n), min(PROFILE_SAMPLES, n))
-            d.profile = profile_dataset(dataset, indices)
+            # Workers run with one torch thread (the DataLoader sets it); num_workers=0 runs with this
+            # process's setting. Profile under the same, or torch ops in the transforms mislead.
+            threads = torch.get_num_threads()
+            if d.dataloader is not None and d.dataloader.num_workers > 0:
+                torch.set_num_threads(1)
+            try:
+                d.profile = profile_dataset(dataset, indices)
+            finally:
+                torch.set_num_threads(threads)
     if storage:
         files = dataset_files(loader)
         if files:

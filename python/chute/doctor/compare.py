@@ -21,7 +21,6 @@ class DataLoaderInfo:
     persistent_workers: bool
     prefetch_factor: int | None
     start_method: str       # how worker processes start: fork, spawn or forkserver
-    dataset: str            # the dataset's class
 
     @property
     def in_flight_batches(self) -> int:
@@ -40,7 +39,7 @@ def dataloader_info(dl: DataLoader) -> DataLoaderInfo:
     context = dl.multiprocessing_context
     start = context.get_start_method() if context is not None else multiprocessing.get_start_method()
     return DataLoaderInfo(dl.num_workers, dl.batch_size, bool(dl.pin_memory), bool(dl.persistent_workers),
-                          dl.prefetch_factor if dl.num_workers > 0 else None, start, type(dl.dataset).__name__)
+                          dl.prefetch_factor if dl.num_workers > 0 else None, start)
 
 
 def with_workers(dl: DataLoader, num_workers: int) -> DataLoader | None:

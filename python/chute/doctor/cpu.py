@@ -84,7 +84,6 @@ class CpuTimeline:
     process: list[float] = field(default_factory=list)    # this process (training step + chute threads)
     main_thread: list[float] = field(default_factory=list)
     children: list[float] = field(default_factory=list)   # child processes (DataLoader workers)
-    worker_pids: set[int] = field(default_factory=set)
 
 
 class CpuSampler:
@@ -126,7 +125,6 @@ class CpuSampler:
             tl.process.append(max(0.0, (proc - last_proc) / dt))
             tl.main_thread.append(max(0.0, (main - last_main) / dt))
             tl.children.append(max(0.0, (children - last_children) / dt))
-            tl.worker_pids.update(self._child_cpu)
             last_t, last_proc, last_main, last_children = now, proc, main, children
 
     def __enter__(self) -> "CpuSampler":

@@ -35,7 +35,7 @@ def timeline_png(d: "Diagnosis") -> str:
 
     run = d.run
     rows = 3 if d.device is not None and d.device.available and d.device.timeline.t else 2
-    fig, axes = plt.subplots(rows, 1, figsize=(10, 2.2 * rows + 0.6), sharex=True)
+    fig, axes = plt.subplots(rows, 1, figsize=(10, 2.4 * rows + 0.8), sharex=True, layout="constrained")
     ax = axes[0]
     ax.broken_barh([(s.start, s.wait_s) for s in run.steps], (0.55, 0.4), color=STALL_COLOUR, label="waiting for data")
     ax.broken_barh([(s.start + s.wait_s, max(s.step_s, 1e-4)) for s in run.steps], (0.05, 0.4), color=STEP_COLOUR,
@@ -44,8 +44,8 @@ def timeline_png(d: "Diagnosis") -> str:
         ax.axvspan(0, run.measured_start, color="#bbbbbb", alpha=0.3, label="warm-up")
     ax.set_yticks([0.25, 0.75], ["step", "stall"])
     ax.set_ylim(0, 1)
-    ax.legend(loc="upper right", fontsize=8, ncol=3)
-    ax.set_title(f"stall timeline: waiting {100 * run.stall_fraction:.0f}% of the measured time")
+    ax.legend(loc="lower right", bbox_to_anchor=(1, 1.0), fontsize=8, ncol=3, frameon=False)
+    fig.suptitle(f"stall timeline: waiting for data {100 * run.stall_fraction:.0f}% of the measured time")
     cpu = run.cpu
     axes[1].plot(cpu.t, cpu.process, color=CPU_COLOUR, label="this process (step + chute threads)")
     axes[1].plot(cpu.t, cpu.children, color=WORKER_COLOUR, label="worker processes")
@@ -53,13 +53,14 @@ def timeline_png(d: "Diagnosis") -> str:
     if d.cpu is not None:
         axes[1].axhline(d.cpu.cores, color="black", linewidth=0.8, linestyle="--", label=f"{d.cpu.cores} cores")
     axes[1].set_ylabel("cores busy")
-    axes[1].legend(loc="upper right", fontsize=8, ncol=2)
+    axes[1].legend(loc="lower right", bbox_to_anchor=(1, 1.0), fontsize=8, ncol=4, frameon=False)
+    axes[1].set_ylim(bottom=0)
     if rows == 3:
         g = d.device.timeline
         axes[2].plot(g.t, g.util, color=GPU_COLOUR, drawstyle="steps-post", label=f"GPU utilisation ({d.device.name})")
         axes[2].set_ylim(0, 105)
         axes[2].set_ylabel("GPU %")
-        axes[2].legend(loc="upper right", fontsize=8)
+        axes[2].legend(loc="lower right", bbox_to_anchor=(1, 1.0), fontsize=8, frameon=False)
     axes[-1].set_xlabel("seconds")
     return _png(fig)
 
@@ -148,7 +149,11 @@ def render_html(d: "Diagnosis") -> str:
 
 
 def write_html(d: "Diagnosis", path: Path) -> Path:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError("the HTML report draws its plots with matplotlib: pip install matplotlib "
+                          "(or pip install 'chute[plot]')") from None
     matplotlib.use("Agg")
     path.write_text(render_html(d), encoding="utf-8")
     return path

@@ -18,14 +18,15 @@ if TYPE_CHECKING:
 
 def _throughput(d: "Diagnosis") -> Table:
     t = Table(title="throughput (measured, same steps)", title_justify="left")
-    for col in ("loader", "samples/s", "vs yours", "stall", "fetch ms (median)", "step ms (median)", "start-up s"):
-        t.add_column(col, justify="left" if col == "loader" else "right", no_wrap=col == "loader")
+    t.caption = "fetch and step: median ms per batch; start-up: iter() to the first batch"
+    for col in ("loader", "samples/s", "vs yours", "stall", "fetch", "step", "start-up"):
+        t.add_column(col, justify="left" if col == "loader" else "right", no_wrap=col != "loader")
     base = d.run.rate
     for i, run in enumerate([d.run, *d.comparisons]):
         t.add_row(run.label + (" (yours)" if i == 0 else ""), f"{run.rate:,.0f}",
                   f"{run.rate / base:.2f}x" if base > 0 else "", f"{100 * run.stall_fraction:.0f}%",
                   f"{run.median_fetch_ms:.1f}", f"{run.median_step_ms:.1f}" if run.with_step else "-",
-                  f"{run.first_batch_s:.2f}", style="bold" if i == 0 else None)
+                  f"{run.first_batch_s:.2f} s", style="bold" if i == 0 else None)
     return t
 
 

@@ -139,7 +139,8 @@ def _cpu_evidence(d: "Diagnosis", evidence: list[str]) -> None:
     if c is None:
         return
     if info is not None and info.num_workers > 0:
-        evidence.append(f"{info.num_workers} DataLoader workers used {c.mean_children_cores:.2f} cores "
+        evidence.append(f"{info.num_workers} DataLoader worker{'s' if info.num_workers > 1 else ''} used "
+                        f"{c.mean_children_cores:.2f} cores "
                         f"({100 * c.mean_children_cores / info.num_workers:.0f}% of their time on CPU)")
     elif info is not None:
         evidence.append(f"num_workers=0: the main process loads every batch itself; its main thread used "
