@@ -164,6 +164,10 @@ def _storage_evidence(d: "Diagnosis", evidence: list[str]) -> None:
                     + f"; listing {st.directories:,} director{'y' if st.directories == 1 else 'ies'} ({st.scan_entries:,} entries) took {st.scan_s:.2f} s; "
                     f"reads cold {st.cold.mb_per_s:,.0f} MB/s ({st.cold.files_per_s:,.0f} files/s, median "
                     f"{st.cold.median_ms:.2f} ms), hot {st.hot.mb_per_s:,.0f} MB/s")
+    need = d.run.rate * st.mean_file_bytes / 1e6
+    if need > 0:
+        evidence.append(f"the loader's {_fmt_rate(d.run.rate)} samples/s need {need:,.1f} MB/s of reads; one thread "
+                        f"reads {st.cold_rate_for(d.run.rate):,.1f}x that cold")
     for directory, n in st.huge_directories[:3]:
         evidence.append(f"huge directory: {directory} holds {n:,} entries")
 
