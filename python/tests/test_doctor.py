@@ -93,6 +93,10 @@ def test_planted_storage_bottleneck_is_storage(storage_diagnosis):
     assert "20,000 files in one directory" in top.basis and "the scan costs" in top.basis
     assert "comparison with chute: not run" in " ".join(d.notes)  # a custom dataset: nothing to compare
     assert "verdict: storage" in str(d)
+    # The DataLoader's settings as the report states them.
+    info = d.dataloader
+    assert (info.num_workers, info.prefetch_factor, info.pin_memory, info.persistent_workers) == (2, 2, False, False)
+    assert f"2 x 2 = 4 batches in flight = {4 * d.run.batch_bytes / 1e6:,.1f} MB" in str(d)
 
 
 @pytest.fixture(scope="module")

@@ -131,6 +131,8 @@ def test_probe_storage_reads_cold_and_hot(folder):
     assert st.cold.files == st.hot.files == 36 and st.cold.bytes == st.dataset_bytes
     assert st.cold.mb_per_s > 0 and st.hot.mb_per_s > 0 and not st.huge_directories
     assert not st.exceeds_page_cache
+    estimated = probe_storage(paths, stat_limit=10)  # beyond 10 files: the mean of the sampled files x count
+    assert estimated.bytes_estimated and estimated.dataset_bytes == pytest.approx(st.dataset_bytes, rel=1e-6)
     with pytest.raises(ValueError, match="no files"):
         probe_storage([])
 

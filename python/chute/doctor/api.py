@@ -20,7 +20,7 @@ from chute.doctor.measure import Recorder, Run, batch_samples, batch_tensors, ru
 from chute.doctor.profile import profile_dataset
 from chute.doctor.report import Diagnosis
 from chute.doctor.storage import dataset_files, probe_storage
-from chute.doctor.verdict import decide
+from chute.doctor.verdict import INPUT_BOUND_STALL, decide
 
 PROFILE_SAMPLES = 16
 
@@ -173,7 +173,7 @@ def doctor(loader, step_fn: Callable | None = None, *, steps: int = 20, warmup: 
 
 def _compare(d: Diagnosis, dl: DataLoader, step_fn, steps: int, warmup: int) -> None:
     cores = available_cores()
-    if dl.num_workers < cores and not (d.run.with_step and d.run.stall_fraction < 0.10):
+    if dl.num_workers < cores and not (d.run.with_step and d.run.stall_fraction < INPUT_BOUND_STALL):
         other = with_workers(dl, cores)
         if other is not None:
             d.comparisons.append(run_loader(other, step_fn, steps=steps, warmup=warmup,
@@ -194,10 +194,10 @@ class Watch:
     batches through untouched."""
 
     def __init__(self, loader, *, steps: int = 20, warmup: int = 3, report: str | None = None, device=None,
-                 storage: bool = True, on_diagnosis: Callable[[Diagnosis], None] | None = None):
+                 storage: bool = True):
         _check_args(loader, None, steps, warmup)
         self.loader, self.steps, self.warmup, self.report = loader, steps, warmup, report
-        self.device, self.storage, self.on_diagnosis = device, storage, on_diagnosis
+        self.device, self.storage = device, storage
         self.diagnosis: Diagnosis | None = None
 
     def __len__(self) -> int:
@@ -276,11 +276,8 @@ class Watch:
         d.notes.append("comparison: not run while watching a job (run chute.doctor(loader, step_fn) for it)")
         d.device = dev.finish(run)
         d.verdict = decide(d)
-        if self.on_diagnosis is not None:
-            self.on_diagnosis(d)
-        else:
-            from rich.console import Console
-            d.print(Console(stderr=True))
+        from rich.console import Console
+        d.print(Console(stderr=True))
         if self.report is not None:
             d.save_html(self.report)
         return d
