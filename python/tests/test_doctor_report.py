@@ -9,6 +9,7 @@ import re
 import time
 
 import numpy as np
+import torch
 import pytest
 from PIL import Image
 
@@ -53,3 +54,36 @@ def test_chromium_renders_the_plots(report, tmp_path):
     bare_shot = screenshot(bare, tmp_path / "bare.png")
     assert _colour_pixels(bare_shot, STALL_COLOUR) == 0 and _colour_pixels(bare_shot, STEP_COLOUR) == 0
     assert Image.open(shot).height > Image.open(bare_shot).height + 600  # three plots' worth of page
+
+
+def test_device_findings_shape_the_verdict_and_the_timeline():
+    """No GPU here: the device layer's numbers are made up for this test only, to check what the verdict
+    and the report do with them (the NVML binding itself is tested against a fake libnvidia-ml)."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from chute.doctor.device import CopyTiming, DeviceReport, GpuTimeline
+    from chute.doctor.report_html import timeline_png
+    from chute.doctor.verdict import decide
+
+    class Slow(TensorDataset):  # 1 ms per sample: the step (a blocking copy) is left waiting for data
+        def __getitem__(self, i):
+            time.sleep(0.001)
+            return super().__getitem__(i)
+
+    loader = DataLoader(Slow(torch.randn(96, 3, 32, 32), torch.arange(96)), batch_size=8)
+    d = chute.doctor(loader, lambda batch: batch[0].to("meta"), steps=6, warmup=1, storage=False)
+    assert d.run.stall_fraction > 0.5
+    without_gpu = Image.open(io.BytesIO(base64.b64decode(timeline_png(d)))).height
+    t = [0.05 * i for i in range(40)]
+    per_batch_ms = 1e3 * (d.run.wait_s + d.run.step_s) / len(d.run.measured)  # copies scaled to the measured batch
+    d.device = DeviceReport(available=True, name="made-up GPU", memory_total=80 << 30,
+                            timeline=GpuTimeline(t, [90 if i % 4 else 0 for i in range(40)], [1 << 30] * 40),
+                            copy=CopyTiming(8 * 3 * 32 * 32 * 4, pageable_ms=0.6 * per_batch_ms,
+                                             pinned_ms=0.2 * per_batch_ms), sample_hz=20)
+    v = decide(d)
+    assert any("GPU utilisation mean" in e for e in v.evidence)
+    actions = [r.action for r in v.recommendations if not r.measured]
+    assert "set pin_memory=True" in actions
+    assert any("non_blocking=True" in a for a in actions)  # the step's copies were blocking
+    assert any("normalisation to the GPU" in a for a in actions)  # float32 batches cross PCIe
+    assert Image.open(io.BytesIO(base64.b64decode(timeline_png(d)))).height > without_gpu + 100
