@@ -294,3 +294,18 @@ def test_cli_with_an_explicit_watch_in_the_script(folder, tmp_path, capsys):
     assert cli_main(["doctor", str(script), str(folder), "y"]) == 0
     out = capsys.readouterr()
     assert "script done y" in out.out and out.err.count("verdict: consumer") == 1  # once, not per epoch
+
+
+def test_environment_variable_watches_a_script_the_cli_does_not_run(folder, tmp_path):
+    import os
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text(_SCRIPT)
+    env = os.environ | {"CHUTE_DOCTOR": str(tmp_path / "report-{rank}.html"), "CHUTE_DOCTOR_STEPS": "3",
+                        "CHUTE_DOCTOR_WARMUP": "1", "RANK": "5"}
+    done = subprocess.run([sys.executable, str(script), str(folder), "z"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "script done z" in done.stdout and done.stderr.count("verdict: consumer") == 1
+    assert (tmp_path / "report-5.html").stat().st_size > 10_000

@@ -3,6 +3,7 @@ the same measurements on a loop the user's script drives."""
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 import time
@@ -364,4 +365,24 @@ def run_script(path: str, args: list[str], **options) -> list[Diagnosis]:
     return found
 
 
+def watch_from_environment(environ=os.environ) -> bool:
+    """The environment-variable hook, run by ``import chute``: with ``CHUTE_DOCTOR`` set (not ``0``), the
+    first DataLoader or chute.Loader the process iterates is watched, as under ``chute doctor script.py``;
+    for jobs the CLI cannot wrap, such as ``CHUTE_DOCTOR=1 torchrun train.py``. A value ending in
+    ``.html`` is also the report's path, where ``{rank}`` becomes the process's ``RANK``.
+    ``CHUTE_DOCTOR_STEPS`` and ``CHUTE_DOCTOR_WARMUP`` set the batches. Returns whether it is on."""
+    value = environ.get("CHUTE_DOCTOR", "").strip()
+    if not value or value == "0" or _auto.installed:
+        return False
+    report = value.replace("{rank}", environ.get("RANK", "0")) if value.endswith(".html") else None
+    try:
+        steps, warmup = int(environ.get("CHUTE_DOCTOR_STEPS", 20)), int(environ.get("CHUTE_DOCTOR_WARMUP", 3))
+    except ValueError:
+        raise ValueError("CHUTE_DOCTOR_STEPS and CHUTE_DOCTOR_WARMUP must be integers") from None
+    _check_args([], None, steps, warmup)
+    _auto.install(steps=steps, warmup=warmup, report=report)
+    return True
+
+
 doctor.watch = watch  # chute.doctor.watch(loader): the function carries its companion
+
