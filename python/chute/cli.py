@@ -86,6 +86,9 @@ def _doctor(args: argparse.Namespace) -> int:
     if args.warmup < 0:
         console.print("chute doctor: --warmup must be >= 0")
         return 2
+    if args.sweep and args.script is not None:
+        console.print("chute doctor: --sweep goes with the demonstration (no SCRIPT)")
+        return 2
     if args.screenshot and not args.report:
         console.print("chute doctor: --screenshot renders the --report; give both")
         return 2

@@ -285,6 +285,8 @@ def test_cli_reports_a_script_without_loaders(tmp_path, capsys):
     assert cli_main(["doctor", str(script)]) == 1
     assert "iterated no DataLoader" in capsys.readouterr().out
     assert cli_main(["doctor", str(tmp_path / "missing.py")]) == 2
+    assert cli_main(["doctor", "--sweep", str(script)]) == 2
+    assert cli_main(["doctor", "--screenshot", str(tmp_path / "x.png"), str(script)]) == 2
 
 
 def test_cli_with_an_explicit_watch_in_the_script(folder, tmp_path, capsys):

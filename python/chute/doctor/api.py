@@ -17,7 +17,7 @@ import chute
 from chute.doctor.compare import chute_equivalent, dataloader_info, with_workers
 from chute.doctor.cpu import available_cores, cpu_report
 from chute.doctor.device import DeviceReport, GpuSampler, Nvml, NvmlError, nvml_index, resolve_cuda_device, time_copy
-from chute.doctor.measure import Recorder, Run, batch_samples, batch_tensors, run_loader
+from chute.doctor.measure import Recorder, Run, batch_samples, run_loader
 from chute.doctor.profile import profile_dataset
 from chute.doctor.report import Diagnosis
 from chute.doctor.storage import dataset_files, probe_storage
