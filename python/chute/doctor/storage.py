@@ -1,7 +1,8 @@
 """The storage layer: what the dataset's files cost to list and to read, cold and hot, and where they live.
 
 Cold reads drop each file from the page cache first with ``posix_fadvise(POSIX_FADV_DONTNEED)`` (no root
-needed; it cannot evict tmpfs pages, whose "cold" figure is then a hot one, and says so). The directory
+needed; it cannot evict tmpfs pages, whose "cold" figure is then a hot one, and says so, nor pages not yet
+written back, as in a dataset written moments ago). The directory
 scan is timed as ImageFolder does it (``os.walk`` with a ``stat`` per entry) over the directories that hold
 the dataset's files; its dentries are usually cached by then, so the figure is a lower bound.
 """
