@@ -8,7 +8,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 
 # --- system packages (Debian) ---------------------------------------------------------------------
-apt_pkgs=(g++ make libjpeg62-turbo-dev libpng-dev libgtest-dev libbenchmark-dev)
+# chromium + fonts-dejavu-core: the doctor's HTML report is rendered headless in a test.
+apt_pkgs=(g++ make libjpeg62-turbo-dev libpng-dev libgtest-dev libbenchmark-dev chromium fonts-dejavu-core)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
