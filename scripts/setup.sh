@@ -8,7 +8,9 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 
 # --- system packages (Debian) ---------------------------------------------------------------------
-apt_pkgs=(g++ make libjpeg62-turbo-dev libpng-dev libgtest-dev libbenchmark-dev libxxhash-dev)
+# chromium + fonts-dejavu-core: the doctor's HTML report is rendered headless in a test.
+# libxxhash-dev: the packed format's checksums (XXH3).
+apt_pkgs=(g++ make libjpeg62-turbo-dev libpng-dev libgtest-dev libbenchmark-dev chromium fonts-dejavu-core libxxhash-dev)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -27,8 +29,9 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 py="$venv/bin/python"
-# torch 2.13.0 is the CPU build this project tests with; the rest are build and test tools.
-reqs=(torch==2.13.0 numpy pillow rich pytest nanobind scikit-build-core cmake ninja)
+# torch 2.13.0 is the CPU build this project tests with; matplotlib draws `chute bench --sweep --plot`; the
+# rest are build and test tools.
+reqs=(torch==2.13.0 numpy pillow rich matplotlib pytest nanobind scikit-build-core cmake ninja)
 if ! "$py" - "${reqs[@]}" 2>/dev/null <<'PY'
 import sys, importlib.metadata as md
 from packaging.requirements import Requirement
