@@ -119,6 +119,42 @@ TEST(PackedSourceTest, PartsWriteDisjointRangesAndMergeInOrder) {
   EXPECT_FALSE(fs::exists(fs::path(o.dst) / part_index_name(0, 3)));
 }
 
+TEST(PackedSourceTest, RecordLargerThanTheShardSizeGetsAShardOfItsOwn) {
+  TempDir dir;
+  std::vector<std::vector<uint8_t>> items = {std::vector<uint8_t>(10, 1), std::vector<uint8_t>(9000, 2),
+                                             std::vector<uint8_t>(20, 3)};
+  MemorySource src(items);
+  auto summary = pack(src, {}, options(dir, 4096));
+  ASSERT_TRUE(summary.is_ok()) << summary.status().to_string();
+  EXPECT_EQ(summary->shards, 3);
+  auto packed = PackedSource::open((dir.path() / "packed").string());
+  ASSERT_TRUE(packed.is_ok());
+  ASSERT_EQ((*packed)->shards().size(), 3u);
+  EXPECT_EQ((*packed)->shards()[1].record_count, 1u);
+  EXPECT_GT((*packed)->shards()[1].file_size, 9000u);
+  std::vector<uint8_t> out;
+  for (int64_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE((*packed)->read(i, out).is_ok());
+    EXPECT_EQ(out, items[i]);
+  }
+}
+
+TEST(PackedSourceTest, MergeRefusesPartsOfDifferentSources) {
+  TempDir dir;
+  MemorySource src(payloads(20));
+  PackOptions o = options(dir);
+  o.parts = 2;
+  o.part = 0;
+  ASSERT_TRUE(pack(src, {"cat", "dog"}, o).is_ok());
+  o.part = 1;
+  ASSERT_TRUE(pack(src, {"cat", "emu"}, o).is_ok());
+  auto merged = merge_parts(o.dst);
+  ASSERT_FALSE(merged.is_ok());
+  EXPECT_NE(merged.status().message().find("lists other classes than part 0"), std::string::npos)
+      << merged.status().message();
+  EXPECT_FALSE(fs::exists(fs::path(o.dst) / kIndexFileName));
+}
+
 TEST(PackedSourceTest, CancelledPackLeavesNothingThatOpens) {
   TempDir dir;
   MemorySource src(payloads(500));
