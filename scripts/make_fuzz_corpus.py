@@ -1,14 +1,20 @@
 """Writes small seed inputs for the fuzz targets in cpp/fuzz: JPEGs of each kind (baseline, progressive,
 4:4:4/4:2:2/4:2:0, grayscale, CMYK, with EXIF) and PNGs (RGB, RGBA, gray, palette, 16-bit, interlaced).
-decode_fuzz reads a control byte before the file, so its seeds get one.
+decode_fuzz reads a control byte before the file, so its seeds get one. shard_fuzz gets small packed
+datasets written by chute.pack (so the chute package must be importable: run with .venv/bin/python), as
+control byte + index length + index + first shard; tar_fuzz gets tar files (ustar, GNU long names, pax)
+laid out as WebDataset shards.
 
-    python3 scripts/make_fuzz_corpus.py OUT_DIR     # writes OUT_DIR/decode and OUT_DIR/exif
+    .venv/bin/python scripts/make_fuzz_corpus.py OUT_DIR   # OUT_DIR/{decode,exif,shard,tar}
 """
 
 from __future__ import annotations
 
 import io
+import struct
 import sys
+import tarfile
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -42,8 +48,60 @@ def images() -> dict[str, bytes]:
     return out
 
 
+def packed_seeds() -> dict[str, bytes]:
+    """Packed datasets of a few records (one shard, several shards, with class names), as shard_fuzz
+    reads them: control byte, index length (u32 LE), index, first shard. Without an importable chute
+    package there are none (a warning says so) and shard_fuzz starts from an empty corpus."""
+    try:
+        import chute
+    except ImportError:
+        print("make_fuzz_corpus: chute is not importable (run with .venv/bin/python); no shard seeds",
+              file=sys.stderr)
+        return {}
+
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        for i, payload in enumerate([b"", b"\xff\xd8\xff" + bytes(range(40)), b"x" * 300, bytes(range(256)) * 4]):
+            (tmp / f"s{i}.bin").write_bytes(payload)
+        (tmp / "list.txt").write_text("".join(f"s{i}.bin {i - 1}\n" for i in range(4)))
+        for c in ("cat", "dog"):
+            (tmp / "folder" / c).mkdir(parents=True)
+            (tmp / "folder" / c / "a.jpg").write_bytes(c.encode() * 20)
+        cases = {"list_one_shard": (tmp / "list.txt", "1MB"), "list_small_shards": (tmp / "list.txt", "4096"),
+                 "folder_classes": (tmp / "folder", "1MB")}
+        for name, (src, shard_size) in cases.items():
+            dst = tmp / f"packed_{name}"
+            chute.pack(src, dst, shard_size=shard_size, num_threads=1)
+            index = (dst / "index.chidx").read_bytes()
+            shard = sorted(dst.glob("*.chute"))[0].read_bytes()
+            for control in (0x00, 0x03):
+                out[f"{control:02x}_{name}"] = bytes([control]) + struct.pack("<I", len(index)) + index + shard
+    return out
+
+
+def tar_seeds() -> dict[str, bytes]:
+    """WebDataset-style tars: image + .cls samples, in ustar, GNU (long names) and pax formats."""
+    out = {}
+    for fmt, name in ((tarfile.USTAR_FORMAT, "ustar"), (tarfile.GNU_FORMAT, "gnu"), (tarfile.PAX_FORMAT, "pax")):
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=fmt) as tar:
+            members = [("000.jpg", b"\xff\xd8" * 10), ("000.cls", b"3"), ("001.cls", b"-1\n"), ("001.png", b"PNG"),
+                       ("meta.json", b"{}"), ("d/" + "n" * (120 if fmt != tarfile.USTAR_FORMAT else 20) + ".webp", b"W")]
+            for member, data in members:
+                info = tarfile.TarInfo(member)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        out[f"{name}.tar"] = buf.getvalue()
+    return out
+
+
 def main() -> None:
     root = Path(sys.argv[1])
+    for target, seeds in (("shard", packed_seeds()), ("tar", tar_seeds())):
+        (root / target).mkdir(parents=True, exist_ok=True)
+        for name, data in seeds.items():
+            (root / target / name).write_bytes(data)
     for target in ("decode", "exif"):
         (root / target).mkdir(parents=True, exist_ok=True)
     for name, data in images().items():

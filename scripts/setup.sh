@@ -9,7 +9,8 @@ cd "$here"
 
 # --- system packages (Debian) ---------------------------------------------------------------------
 # chromium + fonts-dejavu-core: the doctor's HTML report is rendered headless in a test.
-apt_pkgs=(g++ make libjpeg62-turbo-dev libpng-dev libgtest-dev libbenchmark-dev chromium fonts-dejavu-core)
+# libxxhash-dev: the packed format's checksums (XXH3).
+apt_pkgs=(g++ make libjpeg62-turbo-dev libpng-dev libgtest-dev libbenchmark-dev chromium fonts-dejavu-core libxxhash-dev)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -7,10 +7,14 @@
 ...     chute.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))])
 >>> for images, labels in loader:
 ...     ...
+
+Packed shards: ``chute.pack("/data/imagenet/train", "/data/train.chute")`` once, then
+``chute.open("/data/train.chute")`` in place of the ImageFolder (also reads tar / WebDataset shards).
 """
 
 from chute.errors import SampleError
 from chute.loader import Loader
+from chute.packed import FileList, PackedDataset, TarDataset, open, pack
 from chute.sources import ImageFolder
 from chute.stats import LoaderStats
 from chute.transforms import CenterCrop, Normalize, RandomHorizontalFlip, RandomResizedCrop, Resize
@@ -26,13 +30,18 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CenterCrop",
+    "FileList",
     "ImageFolder",
     "Loader",
     "LoaderStats",
     "Normalize",
+    "PackedDataset",
     "RandomHorizontalFlip",
     "RandomResizedCrop",
     "Resize",
     "SampleError",
+    "TarDataset",
     "doctor",
+    "open",
+    "pack",
 ]

@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+from chute import pack_cli
+
 
 def _parse_workers(text: str) -> list[int]:
     try:
@@ -49,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--workers", type=_parse_workers, help="DataLoader num_workers to try (default: 0..cores)")
     bench.add_argument("--threads", type=_positive, help="chute threads (default: all cores)")
     bench.add_argument("--json", action="store_true", help="print machine-readable JSON instead of a table")
+    bench.add_argument("--source", help="also run chute on this packed dataset or tar shards (chute.open), "
+                                        "interleaved with the same loader on the ImageFolder --root")
     bench.add_argument("--sweep", action="store_true",
                        help="measure the grid users tune by hand: DataLoader num_workers 0..cores and 2x cores x "
                             "pin_memory x prefetch_factor 2/4, chute threads x prefetch 2/4, then chute's auto mode "
@@ -72,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="no SCRIPT: also run `chute bench --sweep` (one round) and put its plot in the report")
     doctor.add_argument("script", nargs="?", help="a Python training script")
     doctor.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
+    pack_cli.add_parsers(sub)
     return parser
 
 
@@ -168,7 +173,7 @@ def _bench(args: argparse.Namespace) -> int:
         return _sweep(args, root, console)
     with console.status("benchmarking") as status:
         result = run_bench(root, pipeline=args.pipeline, batch_size=args.batch_size, rounds=args.rounds,
-                           workers=args.workers, threads=args.threads,
+                           workers=args.workers, threads=args.threads, packed_path=args.source,
                            on_step=lambda step: status.update(f"benchmarking: {step}"))
     if args.json:
         print(json.dumps({
@@ -196,7 +201,8 @@ def _bench(args: argparse.Namespace) -> int:
                   "range: slowest and fastest epoch. per core: img/s divided by the threads or worker "
                   "processes the configuration may use (at most the machine's cores). ref: libjpeg-turbo "
                   "alone on 1 thread, whole images or only RandomResizedCrop windows. vs best DL: ratio to "
-                  "the fastest DataLoader setting.")
+                  "the fastest DataLoader setting." + (" read: every sample's bytes read once by the source, "
+                  "no decode (the storage layer alone)." if args.source else ""))
     return 0
 
 
@@ -267,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "bench":
         return _bench(args)
+    if args.command in pack_cli.COMMANDS:
+        return pack_cli.run(args)
     if args.command == "doctor":
         return _doctor(args)
     return 2

@@ -9,7 +9,7 @@ import torch
 
 from chute import _native
 from chute.errors import SampleError
-from chute.sources import ImageFolder
+from chute.packed import source_from_path
 from chute.stats import LoaderStats
 
 _DTYPES = {torch.uint8: "uint8", torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
@@ -105,7 +105,7 @@ class Loader:
                  apply_exif_orientation: bool = False, scaled_decode: bool = False, rank: int | None = None,
                  world_size: int | None = None, even_split: bool = True):
         if isinstance(source, (str, os.PathLike)):
-            source = ImageFolder(source)
+            source = source_from_path(source)  # an ImageFolder tree, packed shards or tar shards
         native_source = getattr(source, "_native", None)
         if not isinstance(native_source, _native.Source):
             raise TypeError(f"source must be a chute source (chute.ImageFolder, ...), got {type(source).__name__}")

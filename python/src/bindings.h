@@ -24,5 +24,6 @@ void register_sources(nb::module_& m);
 void register_transforms(nb::module_& m);
 void register_loader(nb::module_& m);
 void register_reference(nb::module_& m);
+void register_packed(nb::module_& m);
 
 }  // namespace chute::py

@@ -27,4 +27,5 @@ NB_MODULE(_native, m) {
   chute::py::register_transforms(m);
   chute::py::register_loader(m);
   chute::py::register_reference(m);
+  chute::py::register_packed(m);
 }

@@ -78,9 +78,11 @@ def chute_transforms(pipeline: str) -> list:
 
 
 def run_bench(root: Path, *, pipeline: str = "train", batch_size: int = 256, rounds: int = 3,
-              workers: list[int] | None = None, threads: int | None = None,
+              workers: list[int] | None = None, threads: int | None = None, packed_path: str | None = None,
               on_step: Callable[[str], None] = lambda _: None) -> BenchResult:
-    """Measures chute, the DataLoader at each worker count, and single-thread decoding, interleaved."""
+    """Measures chute, the DataLoader at each worker count, and single-thread decoding, interleaved.
+    With ``packed_path`` (a packed dataset or tar shards of the same images), chute also runs on it, and both
+    sources are read without decoding (``read:`` rows, kind "read": the storage layer alone)."""
     cores = available_cores()
     workers = list(range(cores + 1)) if workers is None else workers
     threads = threads or cores
@@ -92,6 +94,17 @@ def run_bench(root: Path, *, pipeline: str = "train", batch_size: int = 256, rou
     ours = chute.Loader(source, batch_size, shuffle=True, transforms=chute_transforms(pipeline),
                         dtype=torch.float32, num_threads=threads)
     loaders.append((Measurement(f"chute {threads} threads", "chute", min(threads, cores)), ours))
+    reads: list[tuple[Measurement, object]] = []
+    if packed_path is not None:
+        packed = chute.open(packed_path)
+        if len(packed) != len(source):
+            raise ValueError(f"{packed_path} holds {len(packed)} samples, {root} {len(source)}: pack the same images")
+        loaders.append((Measurement(f"chute {threads} threads, {type(packed).__name__}", "chute", min(threads, cores)),
+                        chute.Loader(packed, batch_size, shuffle=True, transforms=chute_transforms(pipeline),
+                                     dtype=torch.float32, num_threads=threads)))
+        reads = [(Measurement(f"read: ImageFolder, {threads} threads", "read", min(threads, cores)), source._native),
+                 (Measurement(f"read: {type(packed).__name__}, {threads} threads", "read", min(threads, cores)),
+                  packed._native)]
     for w in workers:
         dl = torch_peer.make_dataloader(root, batch_size=batch_size, num_workers=w, train=train)
         loaders.append((Measurement(f"DataLoader workers={w}", "dataloader", max(1, min(w, cores))), dl))
@@ -111,12 +124,18 @@ def run_bench(root: Path, *, pipeline: str = "train", batch_size: int = 256, rou
             for m, crop in references:
                 on_step(f"round {r + 1}/{rounds}: {m.name}")
                 m.rates.append(chute._native.decode_rate(paths, crop, 1.0)[0])
+            for m, native in reads:
+                on_step(f"round {r + 1}/{rounds}: {m.name}")
+                seconds, _, failed = chute._native.read_all(native, threads)
+                m.rates.append((len(source) - failed) / seconds)
     finally:
-        ours.close()
-        for _, loader in loaders[1:]:
+        for _, loader in loaders:
+            if isinstance(loader, chute.Loader):
+                loader.close()
+        for _, loader in loaders:
             iterator = getattr(loader, "_iterator", None)
             if iterator is not None:
                 iterator._shutdown_workers()
     peer = "torchvision" if torch_peer.uses_torchvision() else "PIL re-implementation of torchvision"
     return BenchResult(pipeline, len(source), batch_size, cores, peer,
-                       [m for m, _ in loaders] + [m for m, _ in references])
+                       [m for m, _ in loaders] + [m for m, _ in references] + [m for m, _ in reads])

@@ -1,0 +1,63 @@
+// PackedSource: a dataset written by `chute pack` (docs/FORMAT.md), read through one read-only mapping per
+// shard and one for the index. Opening validates the index (checksum, every entry's bounds) and each
+// shard's header against it; read(i) is then an O(1) lookup, a bounds-checked record parse, an optional
+// XXH3 check of the record and one copy of the payload, with no system call.
+// Thread-safety: immutable after open; every method may run on many threads.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "chute/mapped_file.h"
+#include "chute/packed_format.h"
+#include "chute/source.h"
+
+namespace chute {
+
+struct PackedOptions {
+  // Check each record's XXH3 checksum on every read (costs ~1% of a JPEG decode; docs/FORMAT.md).
+  bool verify_checksums = true;
+};
+
+class PackedSource final : public Source {
+ public:
+  // `path`: a dataset directory holding index.chidx, or the index file itself.
+  static Result<std::shared_ptr<PackedSource>> open(const std::string& path, PackedOptions options = {});
+
+  int64_t size() const override { return static_cast<int64_t>(index_.size()); }
+  int64_t label(int64_t index) const override { return index_.entry(index).label; }
+  // The record's key (the source file's path relative to the packed root).
+  std::string name(int64_t index) const override;
+  Status read(int64_t index, std::vector<uint8_t>& out) const override;
+
+  const std::vector<std::string>& classes() const { return index_.classes(); }
+  const std::vector<ShardInfo>& shards() const { return index_.shards(); }
+  const std::string& directory() const { return dir_; }
+  uint64_t payload_size(int64_t index) const { return index_.entry(index).payload_len; }
+  // Checks the record of every sample in [begin, end) and its checksum; returns the bad ones as
+  // (index, error naming shard and record), in order. `progress(done)` is called every 4096 records and
+  // stops the check early when it returns false.
+  std::vector<std::pair<int64_t, Status>> verify(int64_t begin, int64_t end,
+                                                 const std::function<bool(int64_t)>& progress = {}) const;
+
+ private:
+  Status check_record(int64_t index, bool verify, std::span<const uint8_t>* payload) const;
+
+  std::string dir_;
+  PackedOptions options_;
+  std::shared_ptr<const MappedFile> index_file_;
+  IndexView index_;
+  std::vector<std::shared_ptr<const MappedFile>> shard_files_;
+};
+
+// "<dir>/index.chidx" when `path` is a directory, else `path`.
+std::string index_path_for(const std::string& path);
+
+// Maps shard `info` of the index at `index_path` (from the index's directory `dir`) and checks that its
+// header agrees with the index: same shard id, record count and size.
+Result<std::shared_ptr<const MappedFile>> open_shard(const std::string& dir, const ShardInfo& info,
+                                                     const std::string& index_path);
+
+}  // namespace chute

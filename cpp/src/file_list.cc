@@ -1,0 +1,45 @@
+#include "chute/file_list.h"
+
+#include <cctype>
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+
+#include "chute/image_folder.h"
+
+namespace chute {
+
+Result<std::shared_ptr<FileList>> FileList::open(const std::string& list_path) {
+  std::ifstream in(list_path);
+  if (!in) return Status(StatusCode::kNotFound, "cannot open file list " + list_path);
+  auto list = std::make_shared<FileList>();
+  list->root_ = std::filesystem::path(list_path).parent_path().string();
+  if (list->root_.empty()) list->root_ = ".";
+  std::string line;
+  for (int64_t line_no = 1; std::getline(in, line); ++line_no) {
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+    size_t start = 0;
+    while (start < line.size() && std::isspace(static_cast<unsigned char>(line[start]))) ++start;
+    if (start == line.size() || line[start] == '#') continue;
+    const size_t sep = line.find_last_of(" \t");
+    int64_t label = 0;
+    const char* end = line.data() + line.size();
+    if (sep == std::string::npos || sep < start ||
+        std::from_chars(line.data() + sep + 1, end, label).ptr != end)
+      return invalid_argument(list_path + ":" + std::to_string(line_no) + ": expected \"<path> <integer label>\", got \"" +
+                              line.substr(start) + "\"");
+    size_t path_end = sep;
+    while (path_end > start && std::isspace(static_cast<unsigned char>(line[path_end - 1]))) --path_end;
+    std::string path = line.substr(start, path_end - start);
+    if (path.front() != '/') path = list->root_ + "/" + path;
+    list->paths_.push_back(std::move(path));
+    list->labels_.push_back(label);
+  }
+  if (in.bad()) return io_error("cannot read file list " + list_path);
+  if (list->paths_.empty()) return invalid_argument("file list " + list_path + " lists no sample");
+  return list;
+}
+
+Status FileList::read(int64_t index, std::vector<uint8_t>& out) const { return read_file(paths_[index], out); }
+
+}  // namespace chute

@@ -1,0 +1,370 @@
+#include "chute/pack_writer.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "chute/packed_format.h"
+#include "chute/packed_source.h"
+
+namespace chute {
+namespace {
+
+Status errno_error(const std::string& what) { return io_error(what + ": " + std::strerror(errno)); }
+
+Status write_all(int fd, const uint8_t* p, size_t n, const std::string& path) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return errno_error("cannot write " + path);
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return Status::ok();
+}
+
+// A file written under "<path><suffix>" and renamed to <path>; removed unless keep() is called.
+class TmpFile {
+ public:
+  static Result<std::unique_ptr<TmpFile>> create(const std::string& path, const std::string& suffix = ".tmp") {
+    auto f = std::unique_ptr<TmpFile>(new TmpFile(path, suffix));
+    f->fd_ = ::open(f->tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (f->fd_ < 0) return errno_error("cannot create " + f->tmp_);
+    f->buffer_.reserve(kBuffer);
+    return f;
+  }
+  ~TmpFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink((renamed_ ? path_ : tmp_).c_str());
+  }
+  uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+  Status append(std::span<const uint8_t> bytes) {
+    if (buffer_.size() + bytes.size() > kBuffer) CHUTE_RETURN_IF_ERROR(flush());
+    if (bytes.size() >= kBuffer) {
+      CHUTE_RETURN_IF_ERROR(write_all(fd_, bytes.data(), bytes.size(), tmp_));
+    } else {
+      buffer_.insert(buffer_.end(), bytes.begin(), bytes.end());
+    }
+    size_ += bytes.size();
+    return Status::ok();
+  }
+  Status write_at(uint64_t offset, std::span<const uint8_t> bytes) {
+    CHUTE_RETURN_IF_ERROR(flush());
+    if (::pwrite(fd_, bytes.data(), bytes.size(), static_cast<off_t>(offset)) != static_cast<ssize_t>(bytes.size()))
+      return errno_error("cannot write " + tmp_);
+    return Status::ok();
+  }
+  // Flushes, syncs and closes the file, still under its temporary name.
+  Status finish() {
+    CHUTE_RETURN_IF_ERROR(flush());
+    if (::fdatasync(fd_) != 0) return errno_error("cannot sync " + tmp_);
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) return errno_error("cannot close " + tmp_);
+    return Status::ok();
+  }
+  Status rename_into_place() {
+    if (::rename(tmp_.c_str(), path_.c_str()) != 0) return errno_error("cannot rename " + tmp_);
+    renamed_ = true;
+    return Status::ok();
+  }
+  void keep() { committed_ = true; }
+
+ private:
+  static constexpr size_t kBuffer = size_t{4} << 20;
+  TmpFile(std::string path, const std::string& suffix) : path_(std::move(path)), tmp_(path_ + suffix) {}
+  Status flush() {
+    CHUTE_RETURN_IF_ERROR(write_all(fd_, buffer_.data(), buffer_.size(), tmp_));
+    buffer_.clear();
+    start_writeback();
+    return Status::ok();
+  }
+  // Starts (without waiting) the disk write of what was written since the last call, so that the sync
+  // at finish() waits for the tail only (like RocksDB's bytes_per_sync). Advisory: errors surface there.
+  void start_writeback() {
+    const uint64_t written = size_ - buffer_.size();
+    if (written > synced_) {
+      ::sync_file_range(fd_, static_cast<off_t>(synced_), static_cast<off_t>(written - synced_), SYNC_FILE_RANGE_WRITE);
+      synced_ = written;
+    }
+  }
+  std::string path_, tmp_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+  uint64_t synced_ = 0;  // bytes whose writeback has been started
+  std::vector<uint8_t> buffer_;
+  bool renamed_ = false, committed_ = false;
+};
+
+Status sync_directory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return errno_error("cannot open " + dir);
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  return rc == 0 ? Status::ok() : errno_error("cannot sync " + dir);
+}
+
+}  // namespace
+
+Status write_file_atomically(const std::string& path, std::span<const uint8_t> bytes) {
+  // A name of its own: ranks that open the same tar at once each write its index, and the last rename wins.
+  std::random_device rd;
+  CHUTE_ASSIGN_OR_RETURN(auto file, TmpFile::create(path, ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd())));
+  CHUTE_RETURN_IF_ERROR(file->append(bytes));
+  CHUTE_RETURN_IF_ERROR(file->finish());
+  CHUTE_RETURN_IF_ERROR(file->rename_into_place());
+  file->keep();
+  return Status::ok();
+}
+
+namespace {
+
+uint64_t random_id() {
+  std::random_device rd;
+  return (uint64_t{rd()} << 32) ^ rd();
+}
+
+// A sample read and checksummed by a reader thread, waiting for the writer.
+struct Slot {
+  std::vector<uint8_t> payload;
+  std::vector<uint8_t> header;
+  std::string key;
+  int64_t label = 0;
+  Status status;
+  bool ready = false;
+};
+
+}  // namespace
+
+std::string shard_file_name(int part, int parts, int number) {
+  char name[64];
+  if (parts == 1) std::snprintf(name, sizeof name, "shard-%05d%s", number, kShardExtension);
+  else std::snprintf(name, sizeof name, "part-%05d-shard-%05d%s", part, number, kShardExtension);
+  return name;
+}
+
+std::string part_index_name(int part, int parts) {
+  char name[64];
+  std::snprintf(name, sizeof name, "part-%05d-of-%05d.chidx", part, parts);
+  return name;
+}
+
+Result<PackSummary> pack(const Source& source, const std::vector<std::string>& classes, const PackOptions& o,
+                         const std::function<bool(const PackProgress&)>& progress) {
+  if (o.parts < 1 || o.part < 0 || o.part >= o.parts)
+    return invalid_argument("part must be in [0, parts), got part " + std::to_string(o.part) + " of " + std::to_string(o.parts));
+  if (o.shard_size < 4096) return invalid_argument("shard_size must be at least 4096 bytes");
+  const int64_t n = source.size();
+  if (n == 0) return invalid_argument("nothing to pack: the source is empty");
+  const int64_t begin = n * o.part / o.parts, end = n * (o.part + 1) / o.parts;
+  std::error_code ec;
+  std::filesystem::create_directories(o.dst, ec);
+  if (ec) return io_error("cannot create " + o.dst + ": " + ec.message());
+  const std::string index_path = o.dst + "/" + (o.parts == 1 ? std::string(kIndexFileName) : part_index_name(o.part, o.parts));
+  if (std::filesystem::exists(index_path))
+    return invalid_argument(o.dst + " already holds a packed dataset (" + index_path + "); remove it or pack elsewhere");
+  const int threads = o.num_threads > 0 ? o.num_threads : std::max(1u, std::thread::hardware_concurrency());
+  const int64_t window = std::max<int64_t>(16, 8 * threads);
+
+  std::vector<Slot> slots(static_cast<size_t>(window));
+  std::mutex mu;
+  std::condition_variable ready_cv, space_cv;
+  int64_t written = begin;  // guarded by mu: the next sample the writer appends
+  bool stop = false;        // guarded by mu
+  std::atomic<int64_t> next{begin};
+  auto reader = [&] {
+    for (;;) {
+      const int64_t i = next.fetch_add(1);
+      if (i >= end) return;
+      {
+        std::unique_lock lock(mu);
+        space_cv.wait(lock, [&] { return stop || i < written + window; });
+        if (stop) return;
+      }
+      Slot& s = slots[static_cast<size_t>((i - begin) % window)];  // ours until marked ready
+      s.status = source.read(i, s.payload);
+      if (s.status.is_ok()) {
+        s.key = o.key ? o.key(i) : source.name(i);
+        s.label = source.label(i);
+        if (s.key.size() > UINT32_MAX) s.status = invalid_argument("key longer than 4 GiB");
+        else s.header = encode_record_header(s.key, s.payload, s.label);
+      }
+      {
+        std::lock_guard lock(mu);
+        s.ready = true;
+      }
+      ready_cv.notify_one();
+    }
+  };
+  std::vector<std::jthread> pool;
+  // Declared after the pool, so it runs first on every return: stop the readers, then the pool joins.
+  struct Stopper {
+    std::mutex& mu;
+    bool& stop;
+    std::condition_variable& cv;
+    ~Stopper() {
+      {
+        std::lock_guard lock(mu);
+        stop = true;
+      }
+      cv.notify_all();
+    }
+  };
+  for (int t = 0; t < threads; ++t) pool.emplace_back(reader);
+  Stopper stopper{mu, stop, space_cv};
+
+  std::vector<std::unique_ptr<TmpFile>> shards;
+  std::vector<ShardInfo> infos;
+  std::vector<IndexEntry> entries;
+  std::string keys;
+  PackProgress state{0, 0, end - begin};
+  static constexpr uint8_t kZeros[kAlignment] = {};
+  auto close_shard = [&]() -> Status {
+    TmpFile& f = *shards.back();
+    ShardInfo& info = infos.back();
+    info.file_size = f.size();
+    ShardHeader h{.shard_id = info.shard_id, .record_count = info.record_count, .file_size = info.file_size,
+                  .part = static_cast<uint32_t>(o.part), .number = static_cast<uint32_t>(shards.size() - 1)};
+    CHUTE_RETURN_IF_ERROR(f.write_at(0, encode_shard_header(h)));
+    return f.finish();
+  };
+  auto last_report = std::chrono::steady_clock::now();
+  for (int64_t i = begin; i < end; ++i) {
+    Slot& s = slots[static_cast<size_t>((i - begin) % window)];
+    for (;;) {
+      {
+        std::unique_lock lock(mu);
+        if (ready_cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return s.ready; })) break;
+      }
+      if (progress && !progress(state)) return Status(StatusCode::kCancelled, "pack cancelled");
+      last_report = std::chrono::steady_clock::now();
+    }
+    if (!s.status.is_ok())
+      return Status(s.status.code(), "sample " + std::to_string(i) + " (" + source.name(i) + "): " + s.status.message());
+    const size_t rec = record_size(s.key.size(), s.payload.size());
+    if (shards.empty() || (infos.back().record_count > 0 && shards.back()->size() + rec > o.shard_size)) {
+      if (!shards.empty()) CHUTE_RETURN_IF_ERROR(close_shard());
+      const std::string name = shard_file_name(o.part, o.parts, static_cast<int>(shards.size()));
+      CHUTE_ASSIGN_OR_RETURN(auto file, TmpFile::create(o.dst + "/" + name));
+      CHUTE_RETURN_IF_ERROR(file->append(std::vector<uint8_t>(kShardHeaderSize, 0)));  // written at close
+      shards.push_back(std::move(file));
+      infos.push_back({.name = name, .shard_id = random_id(), .first_sample = static_cast<uint64_t>(i - begin)});
+    }
+    TmpFile& f = *shards.back();
+    entries.push_back({.offset = f.size(), .payload_len = s.payload.size(), .label = s.label, .key_offset = keys.size(),
+                       .shard = static_cast<uint32_t>(shards.size() - 1), .key_len = static_cast<uint32_t>(s.key.size())});
+    keys += s.key;
+    CHUTE_RETURN_IF_ERROR(f.append(s.header));
+    CHUTE_RETURN_IF_ERROR(f.append({reinterpret_cast<const uint8_t*>(s.key.data()), s.key.size()}));
+    CHUTE_RETURN_IF_ERROR(f.append(s.payload));
+    CHUTE_RETURN_IF_ERROR(f.append({kZeros, rec - kRecordHeaderSize - s.key.size() - s.payload.size()}));
+    ++infos.back().record_count;
+    ++state.samples;
+    state.bytes += s.payload.size();
+    {
+      std::lock_guard lock(mu);
+      s.ready = false;
+      written = i + 1;
+    }
+    space_cv.notify_all();
+    if (progress && std::chrono::steady_clock::now() - last_report > std::chrono::milliseconds(100)) {
+      if (!progress(state)) return Status(StatusCode::kCancelled, "pack cancelled");
+      last_report = std::chrono::steady_clock::now();
+    }
+  }
+  if (!shards.empty()) CHUTE_RETURN_IF_ERROR(close_shard());
+  // The last report comes before anything is renamed into place, so a cancel there still cancels.
+  if (progress && !progress(state)) return Status(StatusCode::kCancelled, "pack cancelled");
+  PackSummary summary{state.samples, state.bytes, 0, static_cast<int>(shards.size())};
+  for (auto& f : shards) {
+    CHUTE_RETURN_IF_ERROR(f->rename_into_place());
+    summary.file_bytes += f->size();
+  }
+  const std::vector<uint8_t> index = encode_index(IndexKind::kPacked, infos, entries, keys, classes);
+  CHUTE_RETURN_IF_ERROR(write_file_atomically(index_path, index));
+  for (auto& f : shards) f->keep();
+  summary.file_bytes += index.size();
+  CHUTE_RETURN_IF_ERROR(sync_directory(o.dst));
+  return summary;
+}
+
+Result<PackSummary> merge_parts(const std::string& dst) {
+  const std::string index_path = dst + "/" + kIndexFileName;
+  if (std::filesystem::exists(index_path)) return invalid_argument(dst + " already holds a merged index (" + index_path + ")");
+  std::map<int, std::string> found;
+  int parts = -1;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dst, ec)) {
+    int part = 0, of = 0, consumed = 0;
+    const std::string name = entry.path().filename().string();
+    if (std::sscanf(name.c_str(), "part-%d-of-%d.chidx%n", &part, &of, &consumed) != 2 ||
+        consumed != static_cast<int>(name.size()))
+      continue;
+    if (parts != -1 && of != parts)
+      return invalid_argument(dst + " holds part indexes of different packs (of " + std::to_string(parts) + " and of " +
+                              std::to_string(of) + " parts)");
+    parts = of;
+    found[part] = entry.path().string();
+  }
+  if (ec) return io_error("cannot list " + dst + ": " + ec.message());
+  if (parts < 1) return Status(StatusCode::kNotFound, dst + " holds no part index (part-*-of-*.chidx) to merge");
+  for (int p = 0; p < parts; ++p)
+    if (!found.count(p))
+      return Status(StatusCode::kNotFound, "part " + std::to_string(p) + " of " + std::to_string(parts) +
+                                               " is missing in " + dst + " (its packer has not finished)");
+
+  std::vector<ShardInfo> infos;
+  std::vector<IndexEntry> entries;
+  std::string keys;
+  std::vector<std::string> classes;
+  PackSummary summary;
+  for (int p = 0; p < parts; ++p) {
+    CHUTE_ASSIGN_OR_RETURN(auto file, MappedFile::open(found[p]));
+    CHUTE_ASSIGN_OR_RETURN(IndexView view, IndexView::parse(file->bytes(), found[p]));
+    if (view.kind() != IndexKind::kPacked) return corrupt_data(found[p] + " is not a chute part index");
+    if (p == 0) classes = view.classes();
+    else if (view.classes() != classes)
+      return corrupt_data(found[p] + " lists other classes than part 0: its packer read another source");
+    const uint64_t first = entries.size();
+    const uint32_t shard_base = static_cast<uint32_t>(infos.size());
+    for (ShardInfo info : view.shards()) {
+      CHUTE_RETURN_IF_ERROR(open_shard(dst, info, found[p]).status());
+      info.first_sample += first;
+      summary.file_bytes += info.file_size;
+      infos.push_back(std::move(info));
+    }
+    for (uint64_t i = 0; i < view.size(); ++i) {
+      IndexEntry e = view.entry(i);
+      const std::string_view key = view.key(e);
+      e.key_offset = keys.size();
+      e.shard += shard_base;
+      keys += key;
+      summary.payload_bytes += e.payload_len;
+      entries.push_back(e);
+    }
+  }
+  const std::vector<uint8_t> index = encode_index(IndexKind::kPacked, infos, entries, keys, classes);
+  CHUTE_RETURN_IF_ERROR(write_file_atomically(index_path, index));
+  CHUTE_RETURN_IF_ERROR(sync_directory(dst));
+  for (const auto& [p, path] : found) ::unlink(path.c_str());
+  summary.samples = static_cast<int64_t>(entries.size());
+  summary.file_bytes += index.size();
+  summary.shards = static_cast<int>(infos.size());
+  return summary;
+}
+
+}  // namespace chute

@@ -1,0 +1,170 @@
+#include "chute/packed_format.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+namespace chute {
+namespace {
+
+std::string message(const Status& st) { return st.message(); }
+
+struct Built {
+  std::vector<uint8_t> shard, index;
+};
+
+// A shard with three records and its index, built with the format's own encoders.
+Built build() {
+  ShardInfo info{.name = "shard-00000.chute", .shard_id = 42};
+  std::vector<IndexEntry> entries;
+  std::string keys;
+  std::vector<uint8_t> shard(kShardHeaderSize, 0);
+  const std::vector<std::vector<uint8_t>> payloads = {{1, 2, 3}, {}, std::vector<uint8_t>(100, 7)};
+  for (size_t i = 0; i < payloads.size(); ++i) {
+    const std::string key = "k" + std::to_string(i);
+    const auto header = encode_record_header(key, payloads[i], static_cast<int64_t>(i) - 1);
+    entries.push_back({.offset = shard.size(), .payload_len = payloads[i].size(), .label = static_cast<int64_t>(i) - 1,
+                       .key_offset = keys.size(), .shard = 0, .key_len = static_cast<uint32_t>(key.size())});
+    keys += key;
+    shard.insert(shard.end(), header.begin(), header.end());
+    shard.insert(shard.end(), key.begin(), key.end());
+    shard.insert(shard.end(), payloads[i].begin(), payloads[i].end());
+    shard.resize(align_up(shard.size()), 0);
+  }
+  info.record_count = entries.size();
+  info.file_size = shard.size();
+  const auto header = encode_shard_header({.shard_id = 42, .record_count = 3, .file_size = shard.size()});
+  std::memcpy(shard.data(), header.data(), header.size());
+  return {shard, encode_index(IndexKind::kPacked, {info}, entries, keys, {"cat", "dog"})};
+}
+
+void reseal_index(std::vector<uint8_t>& index) {
+  const uint64_t sum = checksum(std::span(index).subspan(16));
+  std::memcpy(index.data() + 8, &sum, 8);
+}
+
+TEST(PackedFormatTest, RoundTripsIndexAndRecords) {
+  const Built b = build();
+  auto view = IndexView::parse(b.index, "idx");
+  ASSERT_TRUE(view.is_ok()) << view.status().to_string();
+  EXPECT_EQ(view->size(), 3u);
+  EXPECT_EQ(view->classes(), (std::vector<std::string>{"cat", "dog"}));
+  ASSERT_EQ(view->shards().size(), 1u);
+  EXPECT_EQ(view->shards()[0].name, "shard-00000.chute");
+  ASSERT_TRUE(parse_shard_header(b.shard, "s").is_ok());
+  for (uint64_t i = 0; i < 3; ++i) {
+    const IndexEntry e = view->entry(i);
+    EXPECT_EQ(view->key(e), "k" + std::to_string(i));
+    EXPECT_EQ(e.label, static_cast<int64_t>(i) - 1);
+    auto payload = parse_record(b.shard, e, true);
+    ASSERT_TRUE(payload.is_ok()) << payload.status().to_string();
+    EXPECT_EQ(payload->size(), e.payload_len);
+  }
+}
+
+TEST(PackedFormatTest, NewerVersionIsAClearError) {
+  Built b = build();
+  const uint32_t v2 = 2;
+  std::memcpy(b.index.data() + 16, &v2, 4);
+  reseal_index(b.index);
+  auto view = IndexView::parse(b.index, "idx");
+  ASSERT_FALSE(view.is_ok());
+  EXPECT_EQ(view.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(message(view.status()).find("newer chute"), std::string::npos) << message(view.status());
+  std::memcpy(b.shard.data() + 16, &v2, 4);
+  auto shard = parse_shard_header(b.shard, "s");
+  ASSERT_FALSE(shard.is_ok());
+  EXPECT_NE(message(shard.status()).find("format version 2"), std::string::npos);
+}
+
+TEST(PackedFormatTest, EveryTruncationOfTheIndexIsRejected) {
+  const Built b = build();
+  for (size_t n = 0; n < b.index.size(); ++n) {
+    auto view = IndexView::parse(std::span(b.index).first(n), "idx");
+    EXPECT_FALSE(view.is_ok()) << n;
+  }
+}
+
+TEST(PackedFormatTest, FlippedIndexBytesFailTheChecksum) {
+  Built b = build();
+  b.index[b.index.size() / 2] ^= 0x10;
+  auto view = IndexView::parse(b.index, "idx");
+  ASSERT_FALSE(view.is_ok());
+  EXPECT_NE(message(view.status()).find("idx: index checksum mismatch"), std::string::npos);
+  Built magic = build();
+  magic.index[0] = 'X';
+  EXPECT_NE(message(IndexView::parse(magic.index, "idx").status()).find("wrong magic"), std::string::npos);
+}
+
+TEST(PackedFormatTest, EntryPastTheShardEndIsRejectedEvenWithAValidChecksum) {
+  Built b = build();
+  auto view = IndexView::parse(b.index, "idx");
+  ASSERT_TRUE(view.is_ok());
+  // Entry 2's payload length, made huge (and one that overflows 64 bits).
+  for (uint64_t len : {uint64_t{1} << 40, UINT64_MAX - 8}) {
+    std::vector<uint8_t> index = b.index;
+    uint64_t entries_off;
+    std::memcpy(&entries_off, index.data() + 72, 8);
+    std::memcpy(index.data() + entries_off + 2 * kIndexEntrySize + 8, &len, 8);
+    reseal_index(index);
+    auto bad = IndexView::parse(index, "idx");
+    ASSERT_FALSE(bad.is_ok());
+    EXPECT_NE(message(bad.status()).find("record 2 (shard shard-00000.chute)"), std::string::npos) << message(bad.status());
+  }
+}
+
+TEST(PackedFormatTest, RecordChecksLengthsLabelAndChecksum) {
+  Built b = build();
+  auto view = IndexView::parse(b.index, "idx");
+  ASSERT_TRUE(view.is_ok());
+  const IndexEntry e = view->entry(2);
+  // A flipped payload byte: only the checksum notices.
+  std::vector<uint8_t> flipped = b.shard;
+  flipped[e.offset + kRecordHeaderSize + e.key_len + 50] ^= 1;
+  EXPECT_TRUE(parse_record(flipped, e, false).is_ok());
+  EXPECT_NE(message(parse_record(flipped, e, true).status()).find("checksum mismatch"), std::string::npos);
+  // A record length past the end of the file.
+  std::vector<uint8_t> longer = b.shard;
+  const uint64_t huge = UINT64_MAX - 3;
+  std::memcpy(longer.data() + e.offset + 16, &huge, 8);
+  EXPECT_NE(message(parse_record(longer, e, true).status()).find("runs past the end"), std::string::npos);
+  // The index and the record disagree about the label.
+  IndexEntry other = e;
+  other.label = 5;
+  EXPECT_NE(message(parse_record(b.shard, other, true).status()).find("index disagrees"), std::string::npos);
+  // An offset that is not a record.
+  other = e;
+  other.offset = 8;
+  EXPECT_NE(message(parse_record(b.shard, other, true).status()).find("bad record magic"), std::string::npos);
+  other.offset = b.shard.size() - 4;
+  EXPECT_NE(message(parse_record(b.shard, other, true).status()).find("past the end"), std::string::npos);
+}
+
+TEST(PackedFormatTest, ShardHeaderCatchesTruncationMagicAndCorruption) {
+  Built b = build();
+  auto cut = parse_shard_header(std::span(b.shard).first(b.shard.size() - 8), "s.chute");
+  ASSERT_FALSE(cut.is_ok());
+  EXPECT_NE(message(cut.status()).find("s.chute: " + std::to_string(b.shard.size() - 8) + " bytes, but its header says " +
+                                       std::to_string(b.shard.size()) + " (truncated)"),
+            std::string::npos)
+      << message(cut.status());
+  EXPECT_NE(message(parse_shard_header(std::span(b.shard).first(10), "s").status()).find("shorter than a shard header"),
+            std::string::npos);
+  std::vector<uint8_t> flipped = b.shard;
+  flipped[30] ^= 1;
+  EXPECT_NE(message(parse_shard_header(flipped, "s").status()).find("header checksum"), std::string::npos);
+  flipped = b.shard;
+  flipped[1] = 'X';
+  EXPECT_NE(message(parse_shard_header(flipped, "s").status()).find("wrong magic"), std::string::npos);
+}
+
+TEST(PackedFormatTest, ShardNamesCannotLeaveTheDataset) {
+  ShardInfo info{.name = "../etc/passwd", .shard_id = 1};
+  const auto index = encode_index(IndexKind::kPacked, {info}, {}, "", {});
+  auto view = IndexView::parse(index, "idx");
+  ASSERT_FALSE(view.is_ok());
+  EXPECT_NE(message(view.status()).find("bad file name"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace chute

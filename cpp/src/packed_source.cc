@@ -1,0 +1,91 @@
+#include "chute/packed_source.h"
+
+#include <sys/stat.h>
+
+#include <cstring>
+#include <filesystem>
+
+namespace chute {
+
+std::string index_path_for(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return (std::filesystem::path(path) / kIndexFileName).string();
+  return path;
+}
+
+Result<std::shared_ptr<const MappedFile>> open_shard(const std::string& dir, const ShardInfo& info,
+                                                     const std::string& index_path) {
+  const std::string shard_path = dir + "/" + info.name;
+  auto shard = MappedFile::open(shard_path);
+  if (!shard.is_ok()) {
+    if (shard.status().code() == StatusCode::kNotFound)
+      return Status(StatusCode::kNotFound, index_path + " lists shard " + info.name + ", which is missing");
+    return shard.status();
+  }
+  CHUTE_ASSIGN_OR_RETURN(ShardHeader header, parse_shard_header((*shard)->bytes(), shard_path));
+  if (header.shard_id != info.shard_id || header.record_count != info.record_count || header.file_size != info.file_size)
+    return corrupt_data("the index disagrees with shard " + shard_path + ": the index expects " +
+                        std::to_string(info.record_count) + " records in " + std::to_string(info.file_size) +
+                        " bytes, the shard holds " + std::to_string(header.record_count) + " records in " +
+                        std::to_string(header.file_size) + " bytes" +
+                        (header.shard_id != info.shard_id ? " and was written by another pack" : ""));
+  return shard;
+}
+
+Result<std::shared_ptr<PackedSource>> PackedSource::open(const std::string& path, PackedOptions options) {
+  const std::string index_path = index_path_for(path);
+  auto src = std::shared_ptr<PackedSource>(new PackedSource());
+  src->options_ = options;
+  const std::string dir = std::filesystem::path(index_path).parent_path().string();
+  src->dir_ = dir.empty() ? std::string(".") : dir;
+  auto mapped = MappedFile::open(index_path);
+  if (!mapped.is_ok()) {
+    if (mapped.status().code() != StatusCode::kNotFound) return mapped.status();
+    return Status(StatusCode::kNotFound,
+                  index_path + " is missing: not a complete chute dataset (an interrupted `chute pack` writes no index; "
+                  "a pack split with --parts needs its merge step, `chute merge DIR`)");
+  }
+  src->index_file_ = std::move(mapped).value();
+  CHUTE_ASSIGN_OR_RETURN(src->index_, IndexView::parse(src->index_file_->bytes(), index_path));
+  if (src->index_.kind() != IndexKind::kPacked)
+    return invalid_argument(index_path + " indexes tar files, not chute shards: open the tar files instead");
+  for (const ShardInfo& info : src->index_.shards()) {
+    CHUTE_ASSIGN_OR_RETURN(auto shard, open_shard(src->dir_, info, index_path));
+    src->shard_files_.push_back(std::move(shard));
+  }
+  return src;
+}
+
+std::string PackedSource::name(int64_t index) const { return std::string(index_.key(index_.entry(index))); }
+
+Status PackedSource::check_record(int64_t index, bool verify, std::span<const uint8_t>* payload) const {
+  if (index < 0 || index >= size()) return invalid_argument("record " + std::to_string(index) + " out of range");
+  const IndexEntry e = index_.entry(static_cast<uint64_t>(index));
+  auto record = parse_record(shard_files_[e.shard]->bytes(), e, verify);
+  if (!record.is_ok())
+    return Status(record.status().code(), "shard " + shard_files_[e.shard]->path() + ", record " + std::to_string(index) +
+                                              " (" + name(index) + "): " + record.status().message());
+  *payload = *record;
+  return Status::ok();
+}
+
+Status PackedSource::read(int64_t index, std::vector<uint8_t>& out) const {
+  std::span<const uint8_t> payload;
+  CHUTE_RETURN_IF_ERROR(check_record(index, options_.verify_checksums, &payload));
+  out.assign(payload.begin(), payload.end());
+  return Status::ok();
+}
+
+std::vector<std::pair<int64_t, Status>> PackedSource::verify(int64_t begin, int64_t end,
+                                                             const std::function<bool(int64_t)>& progress) const {
+  std::vector<std::pair<int64_t, Status>> bad;
+  std::span<const uint8_t> payload;
+  for (int64_t i = begin; i < end; ++i) {
+    Status st = check_record(i, /*verify=*/true, &payload);
+    if (!st.is_ok()) bad.emplace_back(i, std::move(st));
+    if (progress && (i - begin + 1) % 4096 == 0 && !progress(i - begin + 1)) break;
+  }
+  return bad;
+}
+
+}  // namespace chute
