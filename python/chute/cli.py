@@ -59,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "against the best manual chute setting")
     bench.add_argument("--consumer-ms", type=_non_negative_float, default=0.0,
                        help="--sweep: simulate a training step that sleeps this long per batch")
+    bench.add_argument("--chute-only", action="store_true",
+                       help="--sweep: leave the DataLoader half out (e.g. for a quick --consumer-ms check)")
     bench.add_argument("--plot", type=Path, metavar="PNG",
                        help="--sweep: draw throughput against workers to this file (needs matplotlib)")
     doctor = sub.add_parser(
@@ -158,9 +160,11 @@ def _bench(args: argparse.Namespace) -> int:
     from chute.bench.dataset import ensure_dataset
     from chute.bench.run import run_bench
 
-    console = Console(stderr=args.json)
-    if not args.sweep and (args.plot or args.consumer_ms):
-        console.print("chute bench: --plot and --consumer-ms go with --sweep")
+    # Piped output (CI logs, `| tee`) gets room for the tables instead of rich's 80-column default.
+    stream = sys.stderr if args.json else sys.stdout
+    console = Console(stderr=args.json, width=None if stream.isatty() else 120)
+    if not args.sweep and (args.plot or args.consumer_ms or args.chute_only):
+        console.print("chute bench: --plot, --consumer-ms and --chute-only go with --sweep")
         return 2
     if args.plot:
         try:
@@ -216,7 +220,8 @@ def _sweep(args: argparse.Namespace, root: Path, console) -> int:
     from chute.bench.run import available_cores
     from chute.bench.sweep import grid, plot, run_sweep
 
-    steps = len(grid(available_cores())) * (1 + args.rounds) + 2 * (1 + args.rounds)
+    families = ("chute",) if args.chute_only else ("dataloader", "chute")
+    steps = len([c for c in grid(available_cores()) if c.family in families]) * (1 + args.rounds) + 2 * (1 + args.rounds)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("eta"), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=True) as progress, warnings.catch_warnings():
@@ -231,7 +236,7 @@ def _sweep(args: argparse.Namespace, root: Path, console) -> int:
             progress.advance(task)
 
         result = run_sweep(root, pipeline=args.pipeline, batch_size=args.batch_size, rounds=args.rounds,
-                           consumer_ms=args.consumer_ms, on_step=on_step)
+                           consumer_ms=args.consumer_ms, families=families, on_step=on_step)
     if args.plot:
         plot(result, args.plot)
     if args.json:
@@ -253,10 +258,10 @@ def _sweep(args: argparse.Namespace, root: Path, console) -> int:
                       "" if c.active_threads is None else str(c.active_threads), style=style)
     console.print(table)
     h = result.head_to_head
-    console.print(
-        f"knee (fewest workers within 95% of the family's best): DataLoader {result.knee('dataloader')} workers "
-        f"(best {result.best('dataloader').name}, {result.best('dataloader').rate:,.0f} img/s); chute "
-        f"{result.knee('chute')} threads (best {result.best('chute').name}, {result.best('chute').rate:,.0f} img/s).")
+    knees = "; ".join(f"{'DataLoader' if f == 'dataloader' else 'chute'} {result.knee(f)} "
+                      f"{'workers' if f == 'dataloader' else 'threads'} (best {result.best(f).name}, "
+                      f"{result.best(f).rate:,.0f} img/s)" for f in result.families())
+    console.print(f"knee (fewest workers within 95% of the family's best): {knees}.")
     console.print(
         f"head to head, interleaved: chute auto {h['auto']:,.0f} img/s ({h['auto_active_threads']} threads working at "
         f"the end, {h['auto_cpu_ms_per_image']:.2f} CPU ms/img) vs best manual {h['manual_config']} "

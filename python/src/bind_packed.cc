@@ -31,20 +31,6 @@ std::shared_ptr<T> open_without_gil(F&& open) {
   return unwrap(std::move(result));
 }
 
-// label(i) and name(i) with the index checked: the core trusts its callers, Python callers get IndexError.
-template <typename S>
-int64_t checked(const S& s, int64_t index) {
-  if (index < 0 || index >= s.size()) throw nb::index_error(("sample index " + std::to_string(index) + " out of range").c_str());
-  return index;
-}
-template <typename S>
-int64_t label_at(const S& s, int64_t index) {
-  return s.label(checked(s, index));
-}
-template <typename S>
-std::string name_at(const S& s, int64_t index) {
-  return s.name(checked(s, index));
-}
 
 template <typename S>
 std::vector<int64_t> labels_of(const S& s) {
@@ -101,8 +87,6 @@ void register_packed(nb::module_& m) {
           nb::arg("path"), nb::arg("verify") = true)
       .def_prop_ro("classes", &PackedSource::classes)
       .def_prop_ro("directory", &PackedSource::directory)
-      .def("label", &label_at<PackedSource>, nb::arg("index"))
-      .def("name", &name_at<PackedSource>, nb::arg("index"))
       .def("labels", &labels_of<PackedSource>)
       .def("payload_sizes", &payload_sizes_of<PackedSource>)
       .def("shards",
@@ -133,12 +117,10 @@ void register_packed(nb::module_& m) {
           },
           nb::arg("paths"), nb::arg("write_index") = true)
       .def_prop_ro("classes", &TarSource::classes)
-      .def("label", &label_at<TarSource>, nb::arg("index"))
-      .def("name", &name_at<TarSource>, nb::arg("index"))
       .def("labels", &labels_of<TarSource>)
       .def("payload_sizes", &payload_sizes_of<TarSource>)
       .def(
-          "member", [](const TarSource& t, int64_t i) { return t.member(checked(t, i)); }, nb::arg("index"))
+          "member", [](const TarSource& t, int64_t i) { return t.member(checked_index(t, i)); }, nb::arg("index"))
       .def("tar_paths", [](const TarSource& t) {
         std::vector<std::string> out;
         for (size_t i = 0; i < t.num_tars(); ++i) out.push_back(t.tar_path(i));
@@ -150,8 +132,6 @@ void register_packed(nb::module_& m) {
           "open", [](const std::string& path) { return open_without_gil<FileList>([&] { return FileList::open(path); }); },
           nb::arg("path"))
       .def_prop_ro("root", &FileList::root)
-      .def("label", &label_at<FileList>, nb::arg("index"))
-      .def("name", &name_at<FileList>, nb::arg("index"))
       .def("labels", &labels_of<FileList>)
       .def("paths", [](const FileList& f) {
         std::vector<std::string> out;

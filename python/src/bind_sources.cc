@@ -7,11 +7,18 @@
 
 namespace chute::py {
 
+int64_t checked_index(const Source& s, int64_t index) {
+  if (index < 0 || index >= s.size())
+    throw nb::index_error(("sample index " + std::to_string(index) + " out of range").c_str());
+  return index;
+}
+
 void register_sources(nb::module_& m) {
+  // The core trusts its callers with indices; Python callers get IndexError instead.
   nb::class_<Source>(m, "Source")
       .def("__len__", &Source::size)
-      .def("label", &Source::label, nb::arg("index"))
-      .def("name", &Source::name, nb::arg("index"));
+      .def("label", [](const Source& s, int64_t i) { return s.label(checked_index(s, i)); }, nb::arg("index"))
+      .def("name", [](const Source& s, int64_t i) { return s.name(checked_index(s, i)); }, nb::arg("index"));
 
   nb::class_<ImageFolder, Source>(m, "ImageFolder")
       .def_static(

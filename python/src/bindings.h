@@ -4,6 +4,7 @@
 
 #include <nanobind/nanobind.h>
 
+#include "chute/source.h"
 #include "chute/status.h"
 
 namespace chute::py {
@@ -19,6 +20,9 @@ T unwrap(Result<T> result) {
   if (!result.is_ok()) throw_status(result.status());
   return std::move(result).value();
 }
+
+// The index, or IndexError when it is outside the source (bind_sources.cc).
+int64_t checked_index(const Source& s, int64_t index);
 
 void register_sources(nb::module_& m);
 void register_transforms(nb::module_& m);

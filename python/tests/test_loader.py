@@ -332,3 +332,13 @@ def test_benign_decoder_warnings_are_counted_not_fatal(tmp_path, folder):
     assert loader.decode_warnings == 1
     list(loader)
     assert loader.decode_warnings == 2
+
+
+def test_source_label_and_name_check_the_index(folder):
+    native = chute.ImageFolder(folder)._native
+    assert native.label(35) == 2 and native.name(0).endswith("img_000.jpg")
+    for bad in (36, -1, 1 << 40):
+        with pytest.raises(IndexError, match="out of range"):
+            native.label(bad)
+        with pytest.raises(IndexError, match="out of range"):
+            native.name(bad)

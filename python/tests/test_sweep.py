@@ -7,6 +7,7 @@ import json
 import pytest
 
 from chute import cli
+from chute.bench.run import available_cores
 from chute.bench.sweep import Config, SweepResult, grid, worker_counts
 
 
@@ -59,7 +60,20 @@ def test_sweep_cli_json_and_plot(folder, tmp_path, capsys):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_chute_only_sweep_with_a_slow_consumer(folder, capsys):
+    rc = cli.main(["bench", "--root", str(folder), "--sweep", "--chute-only", "--rounds", "1", "--batch-size", "12",
+                   "--consumer-ms", "20"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    table = out.split("knee")[0]
+    assert "consumer step 20 ms" in table and "DataLoader" not in table
+    assert "knee (fewest workers within 95% of the family's best): chute" in out
+    rows = [line for line in table.splitlines() if line.startswith("│ chute")]
+    assert len(rows) == len([c for c in grid(available_cores()) if c.family == "chute"])
+
+
 def test_sweep_options_need_sweep(folder, capsys):
     assert cli.main(["bench", "--root", str(folder), "--plot", "x.png"]) == 2
     assert cli.main(["bench", "--root", str(folder), "--consumer-ms", "5"]) == 2
+    assert cli.main(["bench", "--root", str(folder), "--chute-only"]) == 2
     assert "go with --sweep" in capsys.readouterr().out

@@ -63,6 +63,9 @@ class SweepResult:
     auto: Config
     head_to_head: dict  # interleaved rounds: best manual chute vs auto
 
+    def families(self) -> list[str]:
+        return [f for f in ("dataloader", "chute") if any(c.family == f for c in self.configs)]
+
     def best(self, family: str) -> Config:
         return max((c for c in self.configs if c.family == family and c.workers != "auto"), key=lambda c: c.rate)
 
@@ -84,8 +87,8 @@ class SweepResult:
             "pipeline": self.pipeline, "images": self.images, "batch_size": self.batch_size, "cores": self.cores,
             "consumer_ms": self.consumer_ms,
             "configs": [asdict(c) | {"name": c.name, "img_per_s": c.rate} for c in self.configs],
-            "knee": {"dataloader": self.knee("dataloader"), "chute": self.knee("chute")},
-            "best": {"dataloader": self.best("dataloader").name, "chute": self.best("chute").name},
+            "knee": {f: self.knee(f) for f in self.families()},
+            "best": {f: self.best(f).name for f in self.families()},
             "head_to_head": self.head_to_head, "auto_vs_best_manual": self.auto_ratio(),
         }
 
