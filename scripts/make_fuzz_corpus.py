@@ -1,8 +1,8 @@
 """Writes small seed inputs for the fuzz targets in cpp/fuzz: JPEGs of each kind (baseline, progressive,
 4:4:4/4:2:2/4:2:0, grayscale, CMYK, with EXIF) and PNGs (RGB, RGBA, gray, palette, 16-bit, interlaced).
-decode_fuzz reads a control byte before the file, so its seeds get one.
+decode_fuzz and png_fuzz read a control byte before the file, so their seeds get one.
 
-    python3 scripts/make_fuzz_corpus.py OUT_DIR     # writes OUT_DIR/decode and OUT_DIR/exif
+    python3 scripts/make_fuzz_corpus.py OUT_DIR     # writes OUT_DIR/decode, OUT_DIR/png and OUT_DIR/exif
 """
 
 from __future__ import annotations
@@ -44,13 +44,16 @@ def images() -> dict[str, bytes]:
 
 def main() -> None:
     root = Path(sys.argv[1])
-    for target in ("decode", "exif"):
+    for target in ("decode", "png", "exif"):
         (root / target).mkdir(parents=True, exist_ok=True)
     for name, data in images().items():
         for control in (0x00, 0x3D):  # whole image; a window at reduction 2
             (root / "decode" / f"{control:02x}_{name}").write_bytes(bytes([control]) + data)
         if name.endswith(".jpg"):
             (root / "exif" / name).write_bytes(data)
+        else:
+            for control in (0x00, 0x0F):  # whole image; a window away from the corner
+                (root / "png" / f"{control:02x}_{name}").write_bytes(bytes([control]) + data)
 
 
 if __name__ == "__main__":

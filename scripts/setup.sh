@@ -8,7 +8,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 
 # --- system packages (Debian) ---------------------------------------------------------------------
-apt_pkgs=(g++ make libjpeg62-turbo-dev libpng-dev libgtest-dev libbenchmark-dev)
+# clang and its runtime libraries (libFuzzer, sanitizers) build the fuzz targets (scripts/fuzz.sh).
+apt_pkgs=(g++ make libjpeg62-turbo-dev libpng-dev libgtest-dev libbenchmark-dev clang libclang-rt-14-dev)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
