@@ -377,9 +377,10 @@ int64_t Loader::decode_warnings() const {
   return epoch_->decode_warnings;
 }
 
-std::vector<SampleError> Loader::errors() const {
+std::vector<SampleError> Loader::errors(size_t first) const {
   std::lock_guard<std::mutex> lock(shared_->mu);
-  return epoch_->errors;
+  const auto& all = epoch_->errors;
+  return {all.begin() + static_cast<std::ptrdiff_t>(std::min(first, all.size())), all.end()};
 }
 
 }  // namespace chute
