@@ -194,7 +194,7 @@ class Outcome:
                 f"{'each' if len(self.quarantined) == len(self.errors) else 'NOT each'}")
 
 
-def _short(reason: str, n: int = 60) -> str:
+def _short(reason: str, n: int = 100) -> str:
     return reason if len(reason) <= n else reason[: n - 3] + "..."
 
 
