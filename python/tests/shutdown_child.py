@@ -44,7 +44,13 @@ def snapshot() -> dict:
     with open("/proc/self/statm") as f:
         rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     return {"workers": names.count("chute-worker"), "threads": len(names), "fds": fds,
-            "dev_shm": sorted(os.listdir("/dev/shm")), "shared_maps": shared, "rss": rss}
+            "dev_shm": own_shm(), "shared_maps": shared, "rss": rss}
+
+
+def own_shm() -> list[str]:
+    """/dev/shm is the machine's: other processes' files come and go. A file this process left there is
+    still open or mapped (both checked) or, torch's way, named after its pid."""
+    return sorted(name for name in os.listdir("/dev/shm") if f"_{os.getpid()}_" in name)
 
 
 def make_loader(root: str) -> chute.Loader:
