@@ -148,6 +148,10 @@ void Loader::close() {
   shared_->consumer_cv.notify_all();
   for (auto& t : threads_) t.join();
   threads_.clear();
+  // A closed loader never fills a buffer again: free them now, not when the loader object goes (held
+  // batches keep theirs until released).
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  shared_->ring.close();
 }
 
 // Ends the epoch in flight: waits for running tasks (one sample each), then returns its buffers.
