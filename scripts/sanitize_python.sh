@@ -4,7 +4,7 @@
 # runs a subset of the Python tests against it, with the sanitizer runtime preloaded into the
 # uninstrumented CPython.
 #   scripts/sanitize_python.sh address   # ASan + UBSan, build/asan: test_loader, test_bad_inputs, test_png
-#   scripts/sanitize_python.sh thread    # TSan, build/tsan: test_loader (but its Ctrl-C test), test_bad_inputs
+#   scripts/sanitize_python.sh thread    # TSan, build/tsan: test_loader, test_bad_inputs
 # Called by scripts/test.sh after setup (it needs .venv). docs/ROBUSTNESS.md says why these tests.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,9 +20,7 @@ case "$mode" in
     export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" ;;
   thread)
     build=build/tsan sanitize=thread runtime=libtsan.so
-    # Not the Ctrl-C test: TSan defers asynchronous signals to its own synchronisation points, and under
-    # an uninstrumented CPython the SIGINT arrives after the epoch it should interrupt has ended.
-    tests=(python/tests/test_loader.py python/tests/test_bad_inputs.py -k "not ctrl_c")
+    tests=(python/tests/test_loader.py python/tests/test_bad_inputs.py)
     export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ;;
   *) echo "usage: $0 address|thread" >&2; exit 2 ;;
 esac

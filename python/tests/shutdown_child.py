@@ -106,6 +106,9 @@ def main() -> None:
     elif scenario == "sigint":
         # SIGINT mid-epoch, while the consumer waits for a batch: the epoch's 16 batches of large JPEGs take
         # the two threads several seconds.
+        # Python leaves SIGINT ignored when its parent ignored it (a job started with & by a script).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
         def interrupt():
             nonlocal t0
             t0 = time.perf_counter()
