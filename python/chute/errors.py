@@ -26,7 +26,7 @@ class Quarantine:
 
     def __init__(self, path):
         import os
-        self.path = os.fspath(path)
+        self.path = os.path.abspath(os.fspath(path))  # the job may change directory later
         self._seen: set[int] = set()
 
     def add(self, error: SampleError) -> None:
