@@ -8,8 +8,10 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 
 # --- system packages (Debian) ---------------------------------------------------------------------
-# clang and its runtime libraries (libFuzzer, sanitizers) build the fuzz targets (scripts/fuzz.sh).
-apt_pkgs=(g++ make libjpeg62-turbo-dev libpng-dev libgtest-dev libbenchmark-dev clang libclang-rt-14-dev)
+# clang and its runtime libraries (libFuzzer, sanitizers) build the fuzz targets (scripts/fuzz.sh);
+# chromium + fonts-dejavu-core: the doctor's HTML report is rendered headless in a test.
+apt_pkgs=(g++ make libjpeg62-turbo-dev libpng-dev libgtest-dev libbenchmark-dev clang libclang-rt-14-dev chromium
+          fonts-dejavu-core)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -28,8 +30,9 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 py="$venv/bin/python"
-# torch 2.13.0 is the CPU build this project tests with; the rest are build and test tools.
-reqs=(torch==2.13.0 numpy pillow rich pytest nanobind scikit-build-core cmake ninja)
+# torch 2.13.0 is the CPU build this project tests with; matplotlib draws `chute bench --sweep --plot`; the
+# rest are build and test tools.
+reqs=(torch==2.13.0 numpy pillow rich matplotlib pytest nanobind scikit-build-core cmake ninja)
 if ! "$py" - "${reqs[@]}" 2>/dev/null <<'PY'
 import sys, importlib.metadata as md
 from packaging.requirements import Requirement

@@ -19,6 +19,8 @@ double process_cpu_seconds() {
 // One iteration is one epoch (a new shuffle and new crops each time), the last short batch included.
 // The loader and its threads are created once, outside the timed loop. `cores_busy` is the process's CPU
 // time over wall time: below the thread count, the threads waited (for each other or for a busy machine).
+// The second argument turns the per-stage statistics off (0) or on (1, the default in the library), to
+// measure what they cost.
 void BM_LoaderEpoch(benchmark::State& state) {
   const BenchData& data = bench_data();
   LoaderOptions options;
@@ -26,6 +28,8 @@ void BM_LoaderEpoch(benchmark::State& state) {
   options.shuffle = true;
   options.seed = 0;
   options.num_threads = static_cast<int>(state.range(0));
+  options.prefetch = 2;
+  options.collect_stats = state.range(1) != 0;
   options.output = {DType::kFloat32, Layout::kNCHW};
   auto loader = Loader::create(data.source, train_pipeline(), options);
   if (!loader.is_ok()) {
@@ -58,7 +62,7 @@ void BM_LoaderEpoch(benchmark::State& state) {
   state.counters["cores_busy"] = wall > 0 ? (process_cpu_seconds() - cpu_start) / wall : 0.0;
   (*loader)->close();
 }
-BENCHMARK(BM_LoaderEpoch)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_LoaderEpoch)->ArgNames({"threads", "stats"})->ArgsProduct({{1, 2}, {0, 1}})->UseRealTime();
 
 }  // namespace
 }  // namespace chute::bench

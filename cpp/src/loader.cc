@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <time.h>
 
 #include <condition_variable>
 #include <cstdio>
@@ -90,6 +91,11 @@ struct Loader::EpochState {
   std::vector<SampleError> errors;       // kSkip: every skipped sample
   int64_t decode_warnings = 0;           // benign decoder warnings, over the loader's life
   bool warned_growth = false;
+  // Statistics over the loader's life (stats() reports them since the last reset_stats()).
+  LoaderStats totals;
+  LoaderStats baseline;        // totals at the last reset
+  double baseline_s = 0;       // when it was taken
+  double last_delivery_s = -1; // when the consumer last received a batch; -1 once it asked again
 };
 
 namespace {
@@ -98,29 +104,81 @@ int available_cores() {
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double thread_cpu_s() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
+}
+
+size_t slot_bytes_for(int64_t batch_size, size_t sample_bytes) {
+  return static_cast<size_t>(batch_size) * (sample_bytes + sizeof(int64_t));
+}
+
+TunerSettings tuner_settings(const LoaderOptions& o, size_t sample_bytes) {
+  TunerSettings t;
+  t.max_threads = o.max_threads;
+  t.tune_threads = o.num_threads == 0;
+  t.threads = o.num_threads == 0 ? o.max_threads : o.num_threads;  // auto starts with every thread
+  t.tune_prefetch = o.prefetch == 0;
+  t.prefetch = o.prefetch;
+  t.batch_size = o.batch_size;
+  t.slot_bytes = slot_bytes_for(o.batch_size, sample_bytes);
+  t.max_memory = o.max_memory;
+  return t;
+}
+
+// The counters of `a` minus those of `b`; settings are left as in `a`.
+LoaderStats minus(LoaderStats a, const LoaderStats& b) {
+  a.samples -= b.samples, a.batches -= b.batches, a.samples_delivered -= b.samples_delivered;
+  a.errors_skipped -= b.errors_skipped, a.decode_warnings -= b.decode_warnings;
+  a.stages.read_ns -= b.stages.read_ns, a.stages.decode_ns -= b.stages.decode_ns;
+  a.stages.transform_ns -= b.stages.transform_ns, a.stages.bytes_read -= b.stages.bytes_read;
+  a.batch_s -= b.batch_s, a.worker_cpu_s -= b.worker_cpu_s, a.worker_idle_s -= b.worker_idle_s;
+  a.wait_s -= b.wait_s, a.fill_wait_s -= b.fill_wait_s, a.consumer_s -= b.consumer_s;
+  a.next_calls -= b.next_calls, a.ready_sum -= b.ready_sum;
+  return a;
+}
 }  // namespace
 
 Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Source> source, Pipeline pipeline,
                                                LoaderOptions options) {
   if (source == nullptr) return invalid_argument("source is null");
   if (options.batch_size <= 0) return invalid_argument("batch_size must be positive, got " + std::to_string(options.batch_size));
-  if (options.prefetch <= 0) return invalid_argument("prefetch must be at least 1, got " + std::to_string(options.prefetch));
-  if (options.num_threads < 0) return invalid_argument("num_threads must be positive");
+  if (options.prefetch < 0) return invalid_argument("prefetch must be positive, or 0 for auto; got " + std::to_string(options.prefetch));
+  if (options.num_threads < 0) return invalid_argument("num_threads must be positive, or 0 for auto");
+  if (options.max_threads < 0) return invalid_argument("max_threads must be positive, or 0 for every core");
   if (options.shard.world_size <= 0 || options.shard.rank < 0 || options.shard.rank >= options.shard.world_size)
     return invalid_argument("rank must be in [0, world_size), got rank " + std::to_string(options.shard.rank) +
                             " of world_size " + std::to_string(options.shard.world_size));
   CHUTE_ASSIGN_OR_RETURN(OutputWriter writer, OutputWriter::create(pipeline.out_height(), pipeline.out_width(),
                                                                    options.output, pipeline.normalize()));
-  if (options.num_threads == 0) options.num_threads = available_cores();
+  if (options.max_threads == 0) options.max_threads = options.num_threads > 0 ? options.num_threads : available_cores();
+  if (options.num_threads > options.max_threads)
+    return invalid_argument("num_threads (" + std::to_string(options.num_threads) + ") exceeds max_threads (" +
+                            std::to_string(options.max_threads) + ")");
+  if ((options.num_threads == 0 || options.prefetch == 0) && !options.collect_stats)
+    return invalid_argument("auto threads or prefetch need collect_stats: they tune from the statistics");
+  const size_t slot_bytes = slot_bytes_for(options.batch_size, writer.sample_bytes());
+  if (options.prefetch == 0 && options.max_memory / slot_bytes < 3)
+    return invalid_argument("max_memory of " + std::to_string(options.max_memory >> 20) +
+                            " MiB holds fewer than 3 batch buffers of " + std::to_string(slot_bytes >> 20) +
+                            " MiB (prefetch 1 and 2 more): raise max_memory, lower batch_size or set prefetch");
   return std::unique_ptr<Loader>(new Loader(std::move(source), std::move(pipeline), std::move(writer), options));
 }
 
 Loader::Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWriter writer, LoaderOptions options)
     : source_(std::move(source)), pipeline_(std::move(pipeline)), writer_(std::move(writer)), options_(options),
-      shared_(std::make_shared<SharedState>(options.batch_size, writer_.sample_bytes(), options.prefetch + 2,
-                                            options.max_ring_bytes)),
-      epoch_(std::make_unique<EpochState>()) {
-  for (int i = 0; i < options_.num_threads; ++i) threads_.emplace_back([this] { worker_main(); });
+      epoch_(std::make_unique<EpochState>()), tuner_(tuner_settings(options_, writer_.sample_bytes())) {
+  shared_ = std::make_shared<SharedState>(options_.batch_size, writer_.sample_bytes(), tuner_.prefetch() + 2,
+                                          options_.max_ring_bytes);
+  epoch_->baseline_s = now_s();
+  const int pool = options_.num_threads > 0 ? options_.num_threads : options_.max_threads;
+  for (int i = 0; i < pool; ++i) threads_.emplace_back([this, i] { worker_main(i); });
 }
 
 Loader::~Loader() { close(); }
@@ -198,7 +256,7 @@ bool Loader::can_dispatch() const {
   const int64_t target = e.output_position(e.next);
   if (target <= e.max_target) return true;  // staged: bounded by the number of skipped samples
   const int64_t batch = target / options_.batch_size;
-  if (batch >= e.delivered + options_.prefetch) return false;
+  if (batch >= e.delivered + tuner_.prefetch()) return false;
   return e.batch_slot.count(batch) > 0 || shared_->ring.can_acquire();
 }
 
@@ -238,14 +296,24 @@ Loader::Task& Loader::dispatch() {
   return t;
 }
 
-void Loader::worker_main() {
+void Loader::worker_main(int id) {
   pthread_setname_np(pthread_self(), "chute-worker");  // what top, py-spy and gdb show
   SampleProcessor processor(*source_, pipeline_, writer_, options_.seed, options_.decode);
+  const bool timed = options_.collect_stats;
+  // The thread's CPU clock is a system call (~1-4 us on VMs): read it every kCpuEvery samples, charging
+  // everything the thread did since the last read (its waits use no CPU).
+  constexpr int kCpuEvery = 4;
+  int64_t processed = 0;
+  double cpu_mark = timed ? thread_cpu_s() : 0;
   std::unique_lock<std::mutex> lock(shared_->mu);
   EpochState& e = *epoch_;
   for (;;) {
-    shared_->work_cv.wait(lock, [&] { return e.stop || can_dispatch(); });
+    // Idle time counts while this thread is active in a running epoch and waits for what it may start.
+    const bool counted = timed && id < tuner_.threads() && e.active && !e.finished;
+    const double idle_from = counted ? now_s() : 0;
+    shared_->work_cv.wait(lock, [&] { return e.stop || (id < tuner_.threads() && can_dispatch()); });
     if (e.stop) return;
+    if (counted) e.totals.worker_idle_s += now_s() - idle_from;
     const uint64_t epoch = e.epoch;
     Task& task = dispatch();
     const uint64_t generation = task.generation;
@@ -254,11 +322,27 @@ void Loader::worker_main() {
     ++e.in_flight;
     lock.unlock();
     const int64_t warnings_before = processor.benign_warnings();
-    Status status = processor.process(index, epoch, dst);
+    StageTimes times;
+    Status status = processor.process(index, epoch, dst, timed ? &times : nullptr);
+    double cpu = 0;
+    if (timed && ++processed % kCpuEvery == 0) {
+      const double mark = thread_cpu_s();
+      cpu = mark - cpu_mark;
+      cpu_mark = mark;
+    }
     lock.lock();
     e.decode_warnings += processor.benign_warnings() - warnings_before;
     --e.in_flight;
+    e.totals.stages += times;
+    e.totals.worker_cpu_s += cpu;
+    ++e.totals.samples;
+    const double finalise_from = timed ? now_s() : 0;
     const bool wake = generation == e.generation ? complete(task, std::move(status)) : false;
+    if (timed) {
+      const double now = now_s();
+      e.totals.batch_s += now - finalise_from;
+      tune(now);
+    }
     if (wake || e.in_flight == 0) shared_->consumer_cv.notify_all();
   }
 }
@@ -331,15 +415,44 @@ Result<std::shared_ptr<Batch>> Loader::next(std::optional<std::chrono::milliseco
   const auto deadline = std::chrono::steady_clock::now() + timeout.value_or(std::chrono::milliseconds(0));
   std::unique_lock<std::mutex> lock(shared_->mu);
   EpochState& e = *epoch_;
+  const bool timed = options_.collect_stats;
+  const double entered = timed ? now_s() : 0;
+  if (timed && e.last_delivery_s >= 0) {
+    e.totals.consumer_s += entered - e.last_delivery_s;  // the consumer's own work on the last batch
+    e.last_delivery_s = -1;
+  }
+  // Every return from here counts its time as waiting; before an epoch's first batch, as filling too.
+  const bool filling = e.delivered == 0;
+  auto waited = [&] {
+    if (!timed) return 0.0;
+    const double now = now_s();
+    e.totals.wait_s += now - entered;
+    if (filling) e.totals.fill_wait_s += now - entered;
+    return now;
+  };
+  struct OnReturn {
+    decltype(waited)& account;
+    bool armed = true;
+    ~OnReturn() { if (armed) account(); }
+  } on_return{waited};
   for (;;) {
     if (e.stop) return Status(StatusCode::kCancelled, "the loader is closed");
     if (!e.active) return std::shared_ptr<Batch>();
     if (!e.ready.empty()) {
       const EpochState::Ready r = e.ready.front();
+      e.totals.ready_sum += static_cast<int64_t>(e.ready.size());
+      ++e.totals.next_calls;
       e.ready.pop_front();
       ++e.delivered;
+      ++e.totals.batches;
+      e.totals.samples_delivered += r.count;
       e.consumed = r.next_position;
       auto batch = std::make_shared<Batch>(shared_, r.slot, r.count);
+      on_return.armed = false;
+      if (timed) {
+        e.last_delivery_s = waited();
+        tune(e.last_delivery_s);
+      }
       lock.unlock();
       shared_->work_cv.notify_all();  // the prefetch window moved
       return batch;
@@ -385,6 +498,59 @@ std::vector<SampleError> Loader::errors(size_t first) const {
   std::lock_guard<std::mutex> lock(shared_->mu);
   const auto& all = epoch_->errors;
   return {all.begin() + static_cast<std::ptrdiff_t>(std::min(first, all.size())), all.end()};
+}
+
+void Loader::tune(double now) {
+  EpochState& e = *epoch_;
+  const LoaderStats& t = e.totals;
+  TunerObservation o;
+  o.now_s = now;
+  o.samples = t.samples;
+  o.busy_s = (t.stages.read_ns + t.stages.decode_ns + t.stages.transform_ns) * 1e-9;
+  o.idle_s = t.worker_idle_s;
+  // Waiting for an epoch's first batch is the pipeline filling, whatever the thread count: not a signal.
+  o.wait_s = t.wait_s - t.fill_wait_s;
+  o.consumer_s = t.consumer_s;
+  o.batches = t.batches;
+  o.samples_delivered = t.samples_delivered;
+  if (tuner_.observe(o)) shared_->work_cv.notify_all();  // more threads may work, or further ahead
+}
+
+int Loader::active_threads() const {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  return tuner_.threads();
+}
+
+int Loader::prefetch() const {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  return tuner_.prefetch();
+}
+
+LoaderStats Loader::stats() const {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  const EpochState& e = *epoch_;
+  LoaderStats s = e.totals;
+  s.errors_skipped = static_cast<int64_t>(e.errors.size());
+  s.decode_warnings = e.decode_warnings;
+  s = minus(s, e.baseline);
+  s.elapsed_s = now_s() - e.baseline_s;
+  s.threads = num_threads();
+  s.active_threads = tuner_.threads();
+  s.prefetch = tuner_.prefetch();
+  s.auto_threads = options_.num_threads == 0;
+  s.auto_prefetch = options_.prefetch == 0;
+  s.slot_bytes = shared_->ring.slot_bytes();
+  s.ring_slots = shared_->ring.num_slots();
+  return s;
+}
+
+void Loader::reset_stats() {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  EpochState& e = *epoch_;
+  e.baseline = e.totals;
+  e.baseline.errors_skipped = static_cast<int64_t>(e.errors.size());
+  e.baseline.decode_warnings = e.decode_warnings;
+  e.baseline_s = now_s();
 }
 
 }  // namespace chute

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "chute/sampler.h"
 #include "test_util.h"
@@ -269,9 +270,77 @@ TEST(LoaderTest, EmptySourceAndBadOptions) {
   EXPECT_TRUE(run_epoch(*loader).labels.empty());
   auto pipeline = Pipeline::create({CenterCrop{32, 32}});
   EXPECT_FALSE(Loader::create(empty, *pipeline, {.batch_size = 0}).is_ok());
-  EXPECT_FALSE(Loader::create(empty, *pipeline, {.batch_size = 1, .prefetch = 0}).is_ok());
+  EXPECT_FALSE(Loader::create(empty, *pipeline, {.batch_size = 1, .prefetch = -1}).is_ok());
+  EXPECT_FALSE(Loader::create(empty, *pipeline, {.batch_size = 1, .num_threads = 4, .max_threads = 2}).is_ok());
+  // Auto prefetch needs room for 3 buffers of 1 x 32 x 32 x 3 bytes (+ a label) within max_memory.
+  EXPECT_FALSE(Loader::create(empty, *pipeline, {.batch_size = 1, .max_memory = 3000}).is_ok());
+  EXPECT_TRUE(Loader::create(empty, *pipeline, {.batch_size = 1, .max_memory = 3 * (3072 + 8)}).is_ok());
+  EXPECT_FALSE(Loader::create(empty, *pipeline, {.batch_size = 1, .collect_stats = false}).is_ok());  // auto
+  EXPECT_TRUE(Loader::create(empty, *pipeline, {.batch_size = 1, .num_threads = 1, .prefetch = 1,
+                                                .collect_stats = false}).is_ok());
   auto normalized = Pipeline::create({CenterCrop{32, 32}, Normalize{}});
   EXPECT_FALSE(Loader::create(empty, *normalized, {.batch_size = 1}).is_ok());  // uint8 + Normalize
+}
+
+TEST(LoaderTest, StatsCountEverySampleByteAndStage) {
+  auto images = make_images(40);
+  int64_t total_bytes = 0;
+  for (const auto& im : images) total_bytes += static_cast<int64_t>(im.size());
+  images[7] = {1, 2, 3};  // undecodable: counted, skipped, and its 3 bytes read
+  total_bytes += 3 - static_cast<int64_t>(make_images(40)[7].size());
+  auto source = std::make_shared<MemorySource>(images, kClasses);
+  auto loader = make_loader(source, {RandomResizedCrop{24, 24}},
+                            {.batch_size = 8, .num_threads = 2, .prefetch = 2, .on_error = ErrorPolicy::kSkip});
+  run_epoch(*loader);
+  LoaderStats s = loader->stats();
+  EXPECT_EQ(s.samples, 40);
+  EXPECT_EQ(s.samples_delivered, 39);
+  EXPECT_EQ(s.batches, 5);
+  EXPECT_EQ(s.next_calls, 5);
+  EXPECT_EQ(s.errors_skipped, 1);
+  EXPECT_EQ(s.stages.bytes_read, total_bytes);
+  EXPECT_GT(s.stages.read_ns, 0);
+  EXPECT_GT(s.stages.decode_ns, 0);
+  EXPECT_GT(s.stages.transform_ns, 0);
+  EXPECT_GT(s.worker_cpu_s, 0);
+  EXPECT_GT(s.elapsed_s, 0);
+  EXPECT_GE(s.wait_s, s.fill_wait_s);
+  EXPECT_EQ(s.threads, 2);
+  EXPECT_EQ(s.active_threads, 2);
+  EXPECT_EQ(s.prefetch, 2);
+  EXPECT_FALSE(s.auto_threads);
+  EXPECT_GE(s.ring_slots, 4);
+  // The consumer did nothing but wait: input-bound, and the verdict names a stage.
+  const Verdict v = diagnose(s);
+  EXPECT_EQ(v.bound, "input") << v.summary;
+  EXPECT_TRUE(v.limit == "storage" || v.limit == "decode" || v.limit == "transform") << v.limit;
+  EXPECT_NE(v.summary.find("is the limit"), std::string::npos) << v.summary;
+
+  loader->reset_stats();
+  s = loader->stats();
+  EXPECT_EQ(s.samples, 0);
+  EXPECT_EQ(s.batches, 0);
+  EXPECT_EQ(s.errors_skipped, 0);
+  EXPECT_EQ(s.stages.bytes_read, 0);
+  EXPECT_EQ(diagnose(s).bound, "unknown");
+  run_epoch(*loader, 1);
+  EXPECT_EQ(loader->stats().samples, 40);
+}
+
+TEST(LoaderTest, AVerySlowConsumerIsConsumerBound) {
+  auto source = std::make_shared<MemorySource>(make_images(24), kClasses);
+  auto loader = make_loader(source, {CenterCrop{16, 16}}, {.batch_size = 4, .num_threads = 2, .prefetch = 2});
+  ASSERT_TRUE(loader->start_epoch(0).is_ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let the prefetch window fill
+  for (;;) {
+    auto batch = loader->next();
+    ASSERT_TRUE(batch.is_ok());
+    if (!*batch) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the "training step"
+  }
+  const Verdict v = diagnose(loader->stats());
+  EXPECT_EQ(v.bound, "consumer") << v.summary;
+  EXPECT_EQ(v.limit, "");
 }
 
 // Runs epoch `epoch` from `start`, taking at most `max_batches` batches; returns the labels received and

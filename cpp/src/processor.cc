@@ -1,16 +1,45 @@
 #include "chute/processor.h"
 
+#include <chrono>
+
 #include "chute/exif.h"
 
 namespace chute {
+namespace {
+// Charges the time since the last mark to one stage; inert without a StageTimes.
+class StageClock {
+ public:
+  explicit StageClock(StageTimes* times) : times_(times) {
+    if (times_) last_ = std::chrono::steady_clock::now();
+  }
+  void charge(int64_t StageTimes::*stage) {
+    if (!times_) return;
+    const auto now = std::chrono::steady_clock::now();
+    times_->*stage += std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_).count();
+    last_ = now;
+  }
+  ~StageClock() { charge(current_); }  // a failing stage is charged too
+  void now_in(int64_t StageTimes::*stage) { current_ = stage; }
+
+ private:
+  StageTimes* times_;
+  std::chrono::steady_clock::time_point last_;
+  int64_t StageTimes::*current_ = &StageTimes::read_ns;
+};
+}  // namespace
 
 SampleProcessor::SampleProcessor(const Source& source, const Pipeline& pipeline, const OutputWriter& writer,
                                  uint64_t seed, DecodeOptions decode)
     : source_(source), pipeline_(pipeline), writer_(writer), seed_(seed), decode_(decode),
       decoder_(decode.max_pixels) {}
 
-Status SampleProcessor::process(int64_t index, uint64_t epoch, void* dst) {
-  CHUTE_RETURN_IF_ERROR(source_.read(index, bytes_));
+Status SampleProcessor::process(int64_t index, uint64_t epoch, void* dst, StageTimes* times) {
+  StageClock clock(times);  // each stage is charged when the next begins, the last on return
+  const Status read = source_.read(index, bytes_);
+  if (times && read.is_ok()) times->bytes_read += static_cast<int64_t>(bytes_.size());
+  CHUTE_RETURN_IF_ERROR(read);
+  clock.charge(&StageTimes::read_ns);
+  clock.now_in(&StageTimes::decode_ns);
   CHUTE_ASSIGN_OR_RETURN(const ImageInfo info, decoder_.read_info(bytes_));
   const int orientation = decode_.apply_exif_orientation ? ImageDecoder::orientation(bytes_) : 1;
   const bool swap = orientation_swaps_axes(orientation);
@@ -32,6 +61,8 @@ Status SampleProcessor::process(int64_t index, uint64_t epoch, void* dst) {
     reorient(window.pixels, window.pitch, displayed, orientation, stored_w, stored_h, oriented_.data());
     window = {oriented_.data(), static_cast<size_t>(displayed.width) * 3};
   }
+  clock.charge(&StageTimes::decode_ns);
+  clock.now_in(&StageTimes::transform_ns);
   resized_.resize(static_cast<size_t>(plan.xs.out_size) * plan.ys.out_size * 3);
   resample_rgb(window.pixels, window.pitch, plan.xs, plan.ys, resized_.data(), scratch_);
   writer_.write(resized_.data(), plan.flip, dst);

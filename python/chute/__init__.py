@@ -12,7 +12,15 @@
 from chute.errors import SampleError
 from chute.loader import Loader
 from chute.sources import ImageFolder
+from chute.stats import LoaderStats
 from chute.transforms import CenterCrop, Normalize, RandomHorizontalFlip, RandomResizedCrop, Resize
+
+# chute.doctor is the function (chute.doctor.watch hangs off it); its package stays importable as
+# chute.doctor.<module> through sys.modules ("from chute.doctor.storage import probe_storage").
+from chute.doctor import doctor  # noqa: E402  (needs Loader and the sources above)
+from chute.doctor.api import watch_from_environment as _watch_from_environment  # noqa: E402
+
+_watch_from_environment()  # CHUTE_DOCTOR=1: watch the first loader this process iterates
 
 __version__ = "0.1.0"
 
@@ -20,9 +28,11 @@ __all__ = [
     "CenterCrop",
     "ImageFolder",
     "Loader",
+    "LoaderStats",
     "Normalize",
     "RandomHorizontalFlip",
     "RandomResizedCrop",
     "Resize",
     "SampleError",
+    "doctor",
 ]

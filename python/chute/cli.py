@@ -19,6 +19,13 @@ def _parse_workers(text: str) -> list[int]:
     return workers
 
 
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value <= 0:
@@ -42,7 +49,101 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--workers", type=_parse_workers, help="DataLoader num_workers to try (default: 0..cores)")
     bench.add_argument("--threads", type=_positive, help="chute threads (default: all cores)")
     bench.add_argument("--json", action="store_true", help="print machine-readable JSON instead of a table")
+    bench.add_argument("--sweep", action="store_true",
+                       help="measure the grid users tune by hand: DataLoader num_workers 0..cores and 2x cores x "
+                            "pin_memory x prefetch_factor 2/4, chute threads x prefetch 2/4, then chute's auto mode "
+                            "against the best manual chute setting")
+    bench.add_argument("--consumer-ms", type=_non_negative_float, default=0.0,
+                       help="--sweep: simulate a training step that sleeps this long per batch")
+    bench.add_argument("--plot", type=Path, metavar="PNG",
+                       help="--sweep: draw throughput against workers to this file (needs matplotlib)")
+    doctor = sub.add_parser(
+        "doctor", help="find where a training job's input pipeline stalls, and say what to change",
+        description="Runs SCRIPT (with its arguments) in this process and watches the first DataLoader or "
+                    "chute.Loader it iterates (or the loader it passes to chute.doctor.watch): after --warmup + "
+                    "--steps batches it prints the diagnosis and lets the script go on. With no SCRIPT, it "
+                    "diagnoses a DataLoader over the generated bench dataset as a demonstration.")
+    doctor.add_argument("--report", type=Path, metavar="HTML", help="also write a self-contained HTML report")
+    doctor.add_argument("--screenshot", type=Path, metavar="PNG",
+                        help="with --report: also render the report to a PNG in headless Chromium")
+    doctor.add_argument("--steps", type=_positive, default=20, help="batches to measure (default 20)")
+    doctor.add_argument("--warmup", type=int, default=3, help="batches before measuring (default 3)")
+    doctor.add_argument("--sweep", action="store_true",
+                        help="no SCRIPT: also run `chute bench --sweep` (one round) and put its plot in the report")
+    doctor.add_argument("script", nargs="?", help="a Python training script")
+    doctor.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
     return parser
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    import warnings
+
+    from rich.console import Console
+
+    from chute.doctor import run_script
+
+    console = Console()
+    if args.warmup < 0:
+        console.print("chute doctor: --warmup must be >= 0")
+        return 2
+    if args.sweep and args.script is not None:
+        console.print("chute doctor: --sweep goes with the demonstration (no SCRIPT)")
+        return 2
+    if args.screenshot and not args.report:
+        console.print("chute doctor: --screenshot renders the --report; give both")
+        return 2
+    if args.script is not None:
+        if not Path(args.script).is_file():
+            console.print(f"chute doctor: no such script: {args.script}")
+            return 2
+        found = run_script(args.script, args.args, steps=args.steps, warmup=args.warmup,
+                           report=str(args.report) if args.report else None)
+        if not found:
+            console.print("chute doctor: the script iterated no DataLoader or chute.Loader; nothing was measured")
+            return 1
+        if args.report:
+            _shoot(args, console)
+        return 0
+
+    from chute.bench import torch_peer
+    from chute.bench.dataset import ensure_dataset
+    from chute.doctor import doctor
+
+    root = ensure_dataset()
+    loader = torch_peer.make_dataloader(root, batch_size=64, num_workers=1, persistent_workers=False)
+    console.print(f"chute doctor: no script given; diagnosing a DataLoader over {root} as a demonstration "
+                  "(ImageFolder + PIL transforms, num_workers=1, batch 64)")
+    with console.status("measuring"), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="This DataLoader will create")
+        d = doctor(loader, steps=args.steps, warmup=args.warmup)
+        if args.sweep:
+            d.sweep_png = _sweep_png(root)
+    d.print(console)
+    if args.report:
+        d.save_html(args.report)
+        _shoot(args, console)
+    return 0
+
+
+def _shoot(args: argparse.Namespace, console) -> None:
+    console.print(f"report: {args.report}")
+    if args.screenshot:
+        from chute.doctor.report_html import screenshot
+
+        screenshot(args.report, args.screenshot)
+        console.print(f"screenshot: {args.screenshot}")
+
+
+def _sweep_png(root: Path) -> bytes:
+    import tempfile
+
+    from chute.bench.sweep import plot, run_sweep
+
+    result = run_sweep(root, rounds=1)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "sweep.png"
+        plot(result, path)
+        return path.read_bytes()
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -53,7 +154,18 @@ def _bench(args: argparse.Namespace) -> int:
     from chute.bench.run import run_bench
 
     console = Console(stderr=args.json)
+    if not args.sweep and (args.plot or args.consumer_ms):
+        console.print("chute bench: --plot and --consumer-ms go with --sweep")
+        return 2
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            console.print("chute bench: --plot needs matplotlib: pip install matplotlib (or pip install 'chute[plot]')")
+            return 2
     root = args.root if args.root is not None else ensure_dataset(progress=not args.json)
+    if args.sweep:
+        return _sweep(args, root, console)
     with console.status("benchmarking") as status:
         result = run_bench(root, pipeline=args.pipeline, batch_size=args.batch_size, rounds=args.rounds,
                            workers=args.workers, threads=args.threads,
@@ -88,10 +200,75 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sweep(args: argparse.Namespace, root: Path, console) -> int:
+    import statistics
+    import warnings
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.table import Table
+
+    from chute.bench.run import available_cores
+    from chute.bench.sweep import grid, plot, run_sweep
+
+    steps = len(grid(available_cores())) * (1 + args.rounds) + 2 * (1 + args.rounds)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("eta"), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as progress, warnings.catch_warnings():
+        # pin_memory=True on a machine without an accelerator: torch warns once per epoch that it pins nothing.
+        warnings.filterwarnings("ignore", message=".*pin_memory.*")
+        # 2 x cores workers is part of the grid on purpose: torch warns that it exceeds the core count.
+        warnings.filterwarnings("ignore", message="This DataLoader will create")
+        task = progress.add_task("sweep", total=steps)
+
+        def on_step(step: str) -> None:
+            progress.update(task, description=f"sweep: {step}")
+            progress.advance(task)
+
+        result = run_sweep(root, pipeline=args.pipeline, batch_size=args.batch_size, rounds=args.rounds,
+                           consumer_ms=args.consumer_ms, on_step=on_step)
+    if args.plot:
+        plot(result, args.plot)
+    if args.json:
+        print(json.dumps(result.to_json() | {"root": str(root)}, indent=2))
+        return 0
+    title = (f"chute bench --sweep: {result.pipeline} pipeline, {result.images} images, batch {result.batch_size}, "
+             f"{result.cores} cores, median of {args.rounds} epochs")
+    if result.consumer_ms:
+        title += f", consumer step {result.consumer_ms:g} ms"
+    table = Table(title=title)
+    for column in ("loader", "workers", "pin_memory", "prefetch", "img/s", "range", "CPU ms/img", "threads at end"):
+        table.add_column(column, justify="left" if column == "loader" else "right")
+    for c in result.configs:
+        cpu = f"{statistics.median(c.cpu_per_image_ms):.2f}" if c.cpu_per_image_ms else ""
+        style = "bold green" if c.workers == "auto" else None
+        table.add_row("DataLoader" if c.family == "dataloader" else "chute", str(c.workers),
+                      "" if c.pin_memory is None else str(c.pin_memory), "" if c.prefetch is None else str(c.prefetch),
+                      f"{c.rate:,.0f}", f"{min(c.rates):,.0f}-{max(c.rates):,.0f}", cpu,
+                      "" if c.active_threads is None else str(c.active_threads), style=style)
+    console.print(table)
+    h = result.head_to_head
+    console.print(
+        f"knee (fewest workers within 95% of the family's best): DataLoader {result.knee('dataloader')} workers "
+        f"(best {result.best('dataloader').name}, {result.best('dataloader').rate:,.0f} img/s); chute "
+        f"{result.knee('chute')} threads (best {result.best('chute').name}, {result.best('chute').rate:,.0f} img/s).")
+    console.print(
+        f"head to head, interleaved: chute auto {h['auto']:,.0f} img/s ({h['auto_active_threads']} threads working at "
+        f"the end, {h['auto_cpu_ms_per_image']:.2f} CPU ms/img) vs best manual {h['manual_config']} "
+        f"{h['manual']:,.0f} img/s ({h['manual_cpu_ms_per_image']:.2f} CPU ms/img): auto reaches "
+        f"[bold]{100 * result.auto_ratio():.0f}%[/bold] of it.")
+    console.print(f"dataset: {root}. CPU ms/img: this process's CPU time per image (chute's threads; the "
+                  "DataLoader's workers are other processes). pin_memory pins only where an accelerator is present.")
+    if args.plot:
+        console.print(f"plot: {args.plot}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "bench":
         return _bench(args)
+    if args.command == "doctor":
+        return _doctor(args)
     return 2
 
 

@@ -10,6 +10,7 @@ import torch
 from chute import _native
 from chute.errors import Quarantine, SampleError
 from chute.sources import ImageFolder
+from chute.stats import LoaderStats
 
 _DTYPES = {torch.uint8: "uint8", torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
@@ -83,6 +84,14 @@ class Loader:
     ``scaled_decode=True`` lets JPEGs whose window shrinks at least 2x decode at 1/2, 1/4 or 1/8 scale
     (libjpeg's scaled IDCT): much faster on large photos, with pixels close to, not equal to, PIL's.
 
+    Parallelism tunes itself by default: ``num_threads='auto'`` starts ``max_threads`` threads (default:
+    every core this process may use; lower it to leave cores to the training process) and keeps as many of
+    them working as the consumer's demand needs, measured from its own time between batches and the
+    workers' time per sample. ``prefetch='auto'`` starts with enough batches to keep every thread busy and
+    grows while workers idle and the consumer waits, as long as ``prefetch + 2`` batch buffers fit in
+    ``max_memory`` bytes. Integers fix them. :meth:`stats` says where the time goes and what limits the
+    loader.
+
     ``on_error='raise'`` raises :class:`chute.SampleError` (index, path, reason) when the batch holding a
     bad sample is reached; ``'skip'`` leaves the sample out, fills the batch from the next samples, and
     records it in :meth:`errors`. ``quarantine="bad.jsonl"`` also appends each bad sample, once, to that
@@ -91,8 +100,9 @@ class Loader:
 
     def __init__(self, source, batch_size: int = 1, *, shuffle: bool = False, seed: int = 0,
                  drop_last: bool = False, transforms=(), dtype: torch.dtype = torch.uint8,
-                 memory_format: torch.memory_format = torch.contiguous_format, num_threads: int | None = None,
-                 prefetch: int = 2, on_error: str = "raise", max_pixels: int = 200_000_000,
+                 memory_format: torch.memory_format = torch.contiguous_format, num_threads: int | str = "auto",
+                 prefetch: int | str = "auto", max_threads: int | None = None, max_memory: int = 2 << 30,
+                 on_error: str = "raise", max_pixels: int = 200_000_000,
                  apply_exif_orientation: bool = False, scaled_decode: bool = False, rank: int | None = None,
                  world_size: int | None = None, even_split: bool = True,
                  quarantine: str | os.PathLike | None = None):
@@ -107,10 +117,18 @@ class Loader:
             raise ValueError(f"dtype must be one of {list(_DTYPES)}, got {dtype}")
         if memory_format not in (torch.contiguous_format, torch.channels_last):
             raise ValueError("memory_format must be torch.contiguous_format or torch.channels_last")
-        if num_threads is not None and (not isinstance(num_threads, int) or num_threads <= 0):
-            raise ValueError(f"num_threads must be a positive int or None (all cores), got {num_threads!r}")
-        if not isinstance(prefetch, int) or prefetch <= 0:
-            raise ValueError(f"prefetch must be a positive int (batches), got {prefetch!r}")
+        if num_threads != "auto" and (isinstance(num_threads, bool) or not isinstance(num_threads, int)
+                                      or num_threads <= 0):
+            raise ValueError(f"num_threads must be a positive int or 'auto', got {num_threads!r}")
+        if prefetch != "auto" and (isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch <= 0):
+            raise ValueError(f"prefetch must be a positive int (batches) or 'auto', got {prefetch!r}")
+        if max_threads is not None and (isinstance(max_threads, bool) or not isinstance(max_threads, int)
+                                        or max_threads <= 0):
+            raise ValueError(f"max_threads must be a positive int or None (every core), got {max_threads!r}")
+        if isinstance(num_threads, int) and max_threads is not None and num_threads > max_threads:
+            raise ValueError(f"num_threads={num_threads} exceeds max_threads={max_threads}")
+        if isinstance(max_memory, bool) or not isinstance(max_memory, int) or max_memory <= 0:
+            raise ValueError(f"max_memory must be a positive int (bytes), got {max_memory!r}")
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
         if not isinstance(max_pixels, int) or max_pixels <= 0:
@@ -133,12 +151,34 @@ class Loader:
         self._errors_seen = 0  # errors() already written to the quarantine file
         self._native = _native.Loader(
             native_source, _native_transforms(transforms), batch_size, bool(shuffle), int(seed), bool(drop_last),
-            num_threads or 0, prefetch, _DTYPES[dtype], memory_format == torch.channels_last, on_error, max_pixels,
+            0 if num_threads == "auto" else num_threads, max_threads or 0, 0 if prefetch == "auto" else prefetch,
+            max_memory, _DTYPES[dtype], memory_format == torch.channels_last, on_error, max_pixels,
             bool(apply_exif_orientation), bool(scaled_decode), self.rank, self.world_size, self.even_split)
 
     @property
     def num_threads(self) -> int:
+        """Threads in the pool: ``num_threads`` when given, else ``max_threads`` (auto mode activates
+        between 1 and all of them; see :attr:`active_threads`)."""
         return self._native.num_threads
+
+    @property
+    def active_threads(self) -> int:
+        """Threads allowed to work now (auto mode changes it as the consumer's demand changes)."""
+        return self._native.active_threads
+
+    @property
+    def prefetch(self) -> int:
+        """Batches prepared ahead of the consumer now (auto mode grows it within ``max_memory``)."""
+        return self._native.prefetch
+
+    def stats(self) -> LoaderStats:
+        """Where the time went since the loader was created or :meth:`reset_stats`, with a verdict:
+        input-bound (and which stage limits) or consumer-bound. A dict; ``print()`` it for a summary."""
+        return LoaderStats(self._native.stats())
+
+    def reset_stats(self) -> None:
+        """Starts the statistics afresh (e.g. after a warm-up epoch)."""
+        self._native.reset_stats()
 
     def __len__(self) -> int:
         """This rank's batches per epoch (with ``on_error='skip'``, an epoch with bad samples may yield fewer)."""

@@ -64,6 +64,41 @@ struct PyLoader {
   std::unique_ptr<Loader> impl;
 };
 
+// The statistics as a flat dict of plain numbers, with the verdict; chute.LoaderStats presents them.
+nb::dict stats_dict(const LoaderStats& s) {
+  nb::dict d;
+  d["elapsed_s"] = s.elapsed_s;
+  d["samples"] = s.samples;
+  d["samples_delivered"] = s.samples_delivered;
+  d["batches"] = s.batches;
+  d["bytes_read"] = s.stages.bytes_read;
+  d["errors_skipped"] = s.errors_skipped;
+  d["decode_warnings"] = s.decode_warnings;
+  d["read_s"] = s.stages.read_ns * 1e-9;
+  d["decode_s"] = s.stages.decode_ns * 1e-9;
+  d["transform_s"] = s.stages.transform_ns * 1e-9;
+  d["batch_s"] = s.batch_s;
+  d["worker_cpu_s"] = s.worker_cpu_s;
+  d["worker_idle_s"] = s.worker_idle_s;
+  d["wait_s"] = s.wait_s;
+  d["fill_wait_s"] = s.fill_wait_s;
+  d["consumer_s"] = s.consumer_s;
+  d["stall_fraction"] = s.stall_fraction();
+  d["mean_ready_batches"] = s.next_calls > 0 ? static_cast<double>(s.ready_sum) / s.next_calls : 0.0;
+  d["threads"] = s.threads;
+  d["active_threads"] = s.active_threads;
+  d["prefetch"] = s.prefetch;
+  d["auto_threads"] = s.auto_threads;
+  d["auto_prefetch"] = s.auto_prefetch;
+  d["batch_buffer_bytes"] = s.slot_bytes;
+  d["batch_buffers"] = s.ring_slots;
+  const Verdict v = diagnose(s);
+  d["bound"] = v.bound;
+  d["limit"] = v.limit;
+  d["verdict"] = v.summary;
+  return d;
+}
+
 nb::object error_tuple(const SampleError& e) {
   return nb::make_tuple(e.index, e.path, e.status.to_string(), e.epoch);
 }
@@ -77,7 +112,8 @@ void register_loader(nb::module_& m) {
       .def(
           "__init__",
           [](PyLoader* self, std::shared_ptr<Source> source, const nb::list& transforms, int64_t batch_size,
-             bool shuffle, uint64_t seed, bool drop_last, int num_threads, int prefetch, const std::string& dtype,
+             bool shuffle, uint64_t seed, bool drop_last, int num_threads, int max_threads, int prefetch,
+             size_t max_memory, const std::string& dtype,
              bool channels_last, const std::string& on_error, int64_t max_pixels, bool apply_exif_orientation, bool scaled_decode, int64_t rank, int64_t world_size,
              bool even_split) {
             LoaderOptions o;
@@ -86,7 +122,9 @@ void register_loader(nb::module_& m) {
             o.seed = seed;
             o.drop_last = drop_last;
             o.num_threads = num_threads;
+            o.max_threads = max_threads;
             o.prefetch = prefetch;
+            o.max_memory = max_memory;
             if (dtype == "uint8") o.output.dtype = DType::kUInt8;
             else if (dtype == "float32") o.output.dtype = DType::kFloat32;
             else if (dtype == "float16") o.output.dtype = DType::kFloat16;
@@ -103,11 +141,16 @@ void register_loader(nb::module_& m) {
             new (self) PyLoader{unwrap(Loader::create(std::move(source), make_pipeline(transforms), o))};
           },
           nb::arg("source"), nb::arg("transforms"), nb::arg("batch_size"), nb::arg("shuffle"), nb::arg("seed"),
-          nb::arg("drop_last"), nb::arg("num_threads"), nb::arg("prefetch"), nb::arg("dtype"),
+          nb::arg("drop_last"), nb::arg("num_threads"), nb::arg("max_threads"), nb::arg("prefetch"),
+          nb::arg("max_memory"), nb::arg("dtype"),
           nb::arg("channels_last"), nb::arg("on_error"), nb::arg("max_pixels"), nb::arg("apply_exif_orientation"), nb::arg("scaled_decode"),
           nb::arg("rank"), nb::arg("world_size"), nb::arg("even_split"))
       .def("__len__", [](const PyLoader& l) { return l.impl->num_batches(); })
       .def_prop_ro("num_threads", [](const PyLoader& l) { return l.impl->num_threads(); })
+      .def_prop_ro("active_threads", [](const PyLoader& l) { return l.impl->active_threads(); })
+      .def_prop_ro("prefetch", [](const PyLoader& l) { return l.impl->prefetch(); })
+      .def("stats", [](const PyLoader& l) { return stats_dict(l.impl->stats()); })
+      .def("reset_stats", [](PyLoader& l) { l.impl->reset_stats(); })
       .def_prop_ro("epoch_size", [](const PyLoader& l) { return l.impl->epoch_size(); })
       .def(
           "start_epoch",

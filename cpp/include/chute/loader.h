@@ -25,10 +25,12 @@
 #include <thread>
 #include <vector>
 
+#include "chute/autotune.h"
 #include "chute/output.h"
 #include "chute/processor.h"
 #include "chute/sampler.h"
 #include "chute/source.h"
+#include "chute/stats.h"
 #include "chute/transforms.h"
 
 namespace chute {
@@ -40,8 +42,10 @@ struct LoaderOptions {
   bool shuffle = false;
   uint64_t seed = 0;
   bool drop_last = false;
-  int num_threads = 0;  // 0: one per core this process may run on
-  int prefetch = 2;     // batches prepared ahead of the consumer
+  int num_threads = 0;  // threads that work; 0: auto, chosen by the Autotuner between 1 and max_threads
+  int max_threads = 0;  // the pool, a CPU budget; 0: one per core this process may run on
+  int prefetch = 0;     // batches prepared ahead of the consumer; 0: auto, within max_memory
+  size_t max_memory = size_t{2} << 30;  // auto prefetch: bytes of batch buffers it may use (prefetch + 2)
   Shard shard;  // this process's rank and share of each epoch (sampler.h)
   OutputFormat output;
   DecodeOptions decode;
@@ -49,6 +53,8 @@ struct LoaderOptions {
   // The ring starts with prefetch + 2 buffers; it grows, up to this many bytes, only while the consumer
   // keeps more batches alive than that.
   size_t max_ring_bytes = size_t{4} << 30;
+  // Per-stage timing (stats(), and auto mode, which needs it). Off only to measure its cost.
+  bool collect_stats = true;
 };
 
 struct SampleError {
@@ -92,7 +98,9 @@ class Loader {
   // This rank's samples per epoch, and batches per epoch when no sample fails.
   int64_t epoch_size() const;
   int64_t num_batches() const;
-  int num_threads() const { return static_cast<int>(threads_.size()); }
+  int num_threads() const { return static_cast<int>(threads_.size()); }  // the pool
+  int active_threads() const;  // threads allowed to work now
+  int prefetch() const;
   int out_height() const { return pipeline_.out_height(); }
   int out_width() const { return pipeline_.out_width(); }
   const LoaderOptions& options() const { return options_; }
@@ -114,13 +122,17 @@ class Loader {
   // Decoder warnings that left their image intact (e.g. libjpeg's "extraneous bytes before marker",
   // common in ImageNet), counted over the loader's life.
   int64_t decode_warnings() const;
+  // Where the time went since creation or the last reset_stats(), with the current settings.
+  LoaderStats stats() const;
+  void reset_stats();
   // Stops the threads. Batches still held stay valid. Idempotent.
   void close();
 
  private:
   Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWriter writer, LoaderOptions options);
   struct Task;
-  void worker_main();
+  void worker_main(int id);
+  void tune(double now_s);  // with the lock held
   bool can_dispatch() const;
   Task& dispatch();
   bool complete(Task& task, Status status);
@@ -136,6 +148,7 @@ class Loader {
   std::vector<std::thread> threads_;
   struct EpochState;
   std::unique_ptr<EpochState> epoch_;  // guarded by shared_->mu
+  Autotuner tuner_;                    // guarded by shared_->mu
 };
 
 }  // namespace chute

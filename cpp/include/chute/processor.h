@@ -11,6 +11,7 @@
 #include "chute/output.h"
 #include "chute/resample.h"
 #include "chute/source.h"
+#include "chute/stats.h"
 #include "chute/transforms.h"
 
 namespace chute {
@@ -29,8 +30,9 @@ class SampleProcessor {
   SampleProcessor(const Source& source, const Pipeline& pipeline, const OutputWriter& writer, uint64_t seed,
                   DecodeOptions decode = {});
 
-  // Processes source sample `index` for `epoch` into `dst` (OutputWriter::sample_bytes() bytes).
-  Status process(int64_t index, uint64_t epoch, void* dst);
+  // Processes source sample `index` for `epoch` into `dst` (OutputWriter::sample_bytes() bytes). With
+  // `times`, adds the time spent in each stage (also when the sample fails).
+  Status process(int64_t index, uint64_t epoch, void* dst, StageTimes* times = nullptr);
 
   int64_t benign_warnings() const { return decoder_.benign_warnings(); }
 

@@ -1,0 +1,14 @@
+"""``chute doctor``: finds where a training job's input pipeline stalls, and says what to change.
+
+``chute.doctor(loader, step_fn)`` is :func:`chute.doctor.api.doctor`; ``chute.doctor.watch(loader)`` wraps a
+loader in a script's own loop. One concept per module: ``measure`` (the timed run), ``storage``, ``cpu``,
+``device`` (NVML through ctypes), ``profile`` (where ``dataset[i]`` spends its time), ``compare`` (the
+DataLoader's settings and the loaders measured beside it), ``verdict``, ``report`` (the result) and its
+renderings ``report_term`` and ``report_html``.
+"""
+
+from chute.doctor.api import Watch, doctor, run_script, watch
+from chute.doctor.report import Diagnosis
+from chute.doctor.verdict import Recommendation, Verdict
+
+__all__ = ["Diagnosis", "Recommendation", "Verdict", "Watch", "doctor", "run_script", "watch"]

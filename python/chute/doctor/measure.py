@@ -1,0 +1,230 @@
+"""The measured run: the consumer's wait for each batch (the data stall), the step's own time, and the CPU
+and GPU timelines sampled meanwhile.
+
+``run_loader`` drives a loader with an optional step function; :class:`Watch` measures a loop someone else
+drives (``chute.doctor.watch``). Both produce a :class:`Run`.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from chute.doctor.cpu import CpuSampler, CpuTimeline
+from chute.doctor.device import GpuTimeline
+
+
+@dataclass
+class Transfer:
+    """A tensor moved to another device inside the step, as seen by :class:`TransferSpy`."""
+    target: str
+    non_blocking: bool
+    pinned: bool
+    bytes: int
+
+
+class TransferSpy(TorchFunctionMode):
+    """Records ``Tensor.to(device)`` / ``.cuda()`` calls that change a tensor's device, with their
+    ``non_blocking`` flag, while active (only around the warm-up steps: a mode sees every torch call)."""
+
+    def __init__(self):
+        super().__init__()
+        self.transfers: list[Transfer] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name in ("to", "cuda") and args and isinstance(args[0], torch.Tensor):
+            src = args[0]
+            target = kwargs.get("device")
+            if target is None and len(args) > 1 and isinstance(args[1], (str, torch.device)):
+                target = args[1]
+            if name == "cuda" and target is None:
+                target = "cuda"
+            non_blocking = bool(kwargs.get("non_blocking", False)
+                                or (len(args) > 2 and isinstance(args[2], bool) and args[2]))
+            if target is not None and torch.device(target).type != src.device.type:
+                pinned = src.device.type == "cpu" and torch.cuda.is_available() and src.is_pinned()
+                self.transfers.append(Transfer(str(torch.device(target)), non_blocking, pinned,
+                                               src.numel() * src.element_size()))
+        return func(*args, **kwargs)
+
+
+def batch_tensors(batch) -> list[torch.Tensor]:
+    if isinstance(batch, torch.Tensor):
+        return [batch]
+    if isinstance(batch, dict):
+        batch = list(batch.values())
+    if isinstance(batch, (list, tuple)):
+        return [t for item in batch for t in batch_tensors(item)]
+    return []
+
+
+def batch_samples(batch) -> int:
+    tensors = batch_tensors(batch)
+    return int(tensors[0].shape[0]) if tensors and tensors[0].dim() > 0 else 1
+
+
+@dataclass
+class Step:
+    start: float   # seconds since the run started, when the consumer asked for the batch
+    wait_s: float  # blocked in next(): the data stall
+    step_s: float  # the step's own time (0 without a step)
+    samples: int
+
+
+@dataclass
+class Run:
+    """One measured stretch of a loader. ``steps`` holds every batch; the first ``warmup`` are excluded
+    from the figures (they pay start-up: worker processes, thread pools, the first fill)."""
+    label: str
+    steps: list[Step]
+    warmup: int
+    with_step: bool
+    batch_bytes: int = 0                      # bytes of the tensors in one batch
+    first_batch_s: float = 0.0                # from iter() to the first batch: start-up and fill
+    cpu: CpuTimeline = field(default_factory=CpuTimeline)
+    gpu: GpuTimeline | None = None
+    transfers: list[Transfer] = field(default_factory=list)
+    loader_stats: dict | None = None          # chute.Loader.stats() over the measured steps
+    dtype: str = ""                           # the first tensor's dtype (the images, usually)
+    sample: list[torch.Tensor] = field(default_factory=list)  # a copy of the first batch, when kept
+
+    @property
+    def measured(self) -> list[Step]:
+        return self.steps[self.warmup:]
+
+    @property
+    def measured_start(self) -> float:
+        return self.measured[0].start if self.measured else 0.0
+
+    @property
+    def wait_s(self) -> float:
+        return sum(s.wait_s for s in self.measured)
+
+    @property
+    def step_s(self) -> float:
+        return sum(s.step_s for s in self.measured)
+
+    @property
+    def stall_fraction(self) -> float:
+        total = self.wait_s + self.step_s
+        return self.wait_s / total if total > 0 else 0.0
+
+    @property
+    def samples(self) -> int:
+        return sum(s.samples for s in self.measured)
+
+    @property
+    def rate(self) -> float:
+        """Samples per second the consumer received (wait + step time)."""
+        total = self.wait_s + self.step_s
+        return self.samples / total if total > 0 else 0.0
+
+    @property
+    def fetch_ms(self) -> list[float]:
+        return [1e3 * s.wait_s for s in self.measured]
+
+    @property
+    def median_fetch_ms(self) -> float:
+        return statistics.median(self.fetch_ms) if self.measured else 0.0
+
+    @property
+    def median_step_ms(self) -> float:
+        return statistics.median(1e3 * s.step_s for s in self.measured) if self.measured else 0.0
+
+
+class Recorder:
+    """Times batches as a consumer receives them: ``wait()`` around the fetch, ``step()`` after the work.
+    Shared by :func:`run_loader` and :class:`Watch`."""
+
+    def __init__(self, label: str, warmup: int, with_step: bool, keep_first: bool = False):
+        self.run = Run(label, [], warmup, with_step)
+        self.t0 = time.perf_counter()
+        self.keep_first = keep_first
+
+    def record(self, ask: float, got: float, done: float, samples: int) -> None:
+        self.run.steps.append(Step(ask - self.t0, got - ask, done - got, samples))
+
+    def first(self, batch, seconds: float) -> None:
+        """The first batch: its size in bytes, and the time from iter() to it (start-up and fill)."""
+        tensors = batch_tensors(batch)
+        self.run.batch_bytes = sum(t.numel() * t.element_size() for t in tensors)
+        self.run.first_batch_s = seconds
+        self.run.dtype = str(tensors[0].dtype).removeprefix("torch.") if tensors else ""
+        if self.keep_first:  # the device layer times copying it; the loader's buffer goes back at once
+            self.run.sample = [t.clone() for t in tensors]
+
+
+def _close_iterator(iterator) -> None:
+    shutdown = getattr(iterator, "_shutdown_workers", None)  # a DataLoader's multiprocess iterator
+    if shutdown is not None:
+        shutdown()
+
+
+def run_loader(loader, step_fn: Callable | None, *, steps: int, warmup: int, label: str,
+               gpu_sampler_factory: Callable | None = None, spy_steps: int = 2,
+               close_workers: bool = False) -> Run:
+    """Iterates ``warmup + steps`` batches (fewer if the loader ends first), calling ``step_fn(batch)`` on
+    each. Raises ``ValueError`` for a loader that yields nothing; the loader's and the step's own
+    exceptions propagate, with a note saying which batch they came from."""
+    import chute
+
+    recorder = Recorder(label, warmup, step_fn is not None, keep_first=gpu_sampler_factory is not None)
+    run = recorder.run
+    is_chute = isinstance(loader, chute.Loader)
+    gpu = gpu_sampler_factory() if gpu_sampler_factory else None
+    with CpuSampler() as cpu_sampler:
+        if gpu is not None:
+            gpu.__enter__()
+        iterator = None
+        try:
+            recorder.t0 = cpu_sampler.start_time
+            start = time.perf_counter()
+            iterator = iter(loader)
+            for i in range(warmup + steps):
+                if is_chute and i == warmup:
+                    loader.reset_stats()
+                ask = time.perf_counter()
+                try:
+                    batch = next(iterator)
+                except StopIteration:
+                    break
+                except Exception as e:
+                    e.add_note(f"chute.doctor: raised by the loader while fetching batch {i}")
+                    raise
+                got = time.perf_counter()
+                if i == 0:
+                    recorder.first(batch, got - start)
+                if step_fn is not None:
+                    try:
+                        if i < spy_steps:
+                            with TransferSpy() as spy:
+                                step_fn(batch)
+                            run.transfers.extend(spy.transfers)
+                        else:
+                            step_fn(batch)
+                    except Exception as e:
+                        e.add_note(f"chute.doctor: raised by step_fn on batch {i}")
+                        raise
+                recorder.record(ask, got, time.perf_counter(), batch_samples(batch))
+                del batch
+        finally:
+            if gpu is not None:
+                gpu.__exit__(None, None, None)
+            if close_workers:
+                _close_iterator(iterator)
+    run.cpu = cpu_sampler.timeline
+    run.gpu = gpu.timeline if gpu is not None else None
+    if not run.steps:
+        raise ValueError(f"chute.doctor: the loader ({label}) yielded no batches; nothing to measure")
+    if len(run.steps) <= warmup:  # a short loader: measure what there is, less the first batch's start-up
+        run.warmup = min(1, len(run.steps) - 1)
+    if is_chute:
+        run.loader_stats = dict(loader.stats())
+    return run

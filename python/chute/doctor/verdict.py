@@ -1,0 +1,260 @@
+"""The verdict: which layer limits the job, the evidence, and changes ranked by expected gain.
+
+Every figure comes from the :class:`~chute.doctor.report.Diagnosis`'s measurements. A recommendation's
+gain is the expected speed-up of the samples per second the step receives; ``measured`` says whether it
+comes from a run the doctor made (chute, more workers) or from a model of measured parts (Amdahl's law
+over the per-sample stage times, for instance), which is an upper bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from chute.doctor.report import Diagnosis
+
+INPUT_BOUND_STALL = 0.10   # the step waits at least this share of its time: the input is the bottleneck
+STORAGE_SHARE = 0.5        # reads take at least this share of per-sample time: storage limits
+WORTH_IT = 1.10            # recommend a change only when it gains at least 10%
+
+
+@dataclass
+class Recommendation:
+    action: str
+    gain: float       # expected speed-up (x) of what the step receives
+    basis: str        # the numbers behind it
+    measured: bool    # a measured run, or an estimate from measured parts
+
+    def __str__(self) -> str:
+        kind = "measured" if self.measured else "estimated, at most"
+        return f"{self.action}: {self.gain:.1f}x {kind} ({self.basis})"
+
+
+@dataclass
+class Verdict:
+    bound: str        # "input", "consumer", or "loader" (measured alone, without a step)
+    layer: str        # "storage", "cpu" or "consumer"
+    stage: str        # the stage within the layer: read, decode, transform, other, prefetch, step
+    headline: str
+    evidence: list[str] = field(default_factory=list)
+    recommendations: list[Recommendation] = field(default_factory=list)
+
+
+def _stage_shares(d: "Diagnosis") -> tuple[dict[str, float], dict[str, float], str]:
+    """Per-sample worker time by stage (ms) and its shares, and where it was measured."""
+    s = d.run.loader_stats
+    if s is not None and s.get("samples"):
+        n = s["samples"]
+        ms = {"read": 1e3 * s["read_s"] / n, "decode": 1e3 * s["decode_s"] / n,
+              "transform": 1e3 * s["transform_s"] / n}
+        where = "chute's stage timers"
+    elif d.profile is not None:
+        ms = {c: d.profile.ms_per_sample(c) for c in ("read", "decode", "transform", "other")}
+        where = f"profile of dataset[i] over {d.profile.samples} samples in this process"
+    else:
+        return {}, {}, ""
+    total = sum(ms.values())
+    return ms, {k: v / total if total > 0 else 0.0 for k, v in ms.items()}, where
+
+
+def _fmt_rate(rate: float) -> str:
+    return f"{rate:,.0f}"
+
+
+def decide(d: "Diagnosis") -> Verdict:
+    run = d.run
+    stall = run.stall_fraction
+    ms, shares, where = _stage_shares(d)
+    evidence: list[str] = []
+    recs: list[Recommendation] = []
+
+    if run.with_step:
+        evidence.append(f"the step waited {100 * stall:.0f}% of its time for data: median fetch "
+                        f"{run.median_fetch_ms:.1f} ms, median step {run.median_step_ms:.1f} ms per batch, over "
+                        f"{len(run.measured)} batches ({_fmt_rate(run.rate)} samples/s)")
+    else:
+        evidence.append(f"the loader alone (a consumer that does nothing) delivered {_fmt_rate(run.rate)} samples/s: "
+                        f"median fetch {run.median_fetch_ms:.1f} ms per batch of {run.steps[0].samples}")
+
+    if ms:
+        total = sum(ms.values())
+        parts = ", ".join(f"{k} {v:.2f} ms ({100 * shares[k]:.0f}%)" for k, v in ms.items())
+        evidence.append(f"worker time per sample {total:.2f} ms: {parts} ({where})")
+    _cpu_evidence(d, evidence)
+    _storage_evidence(d, evidence)
+    if d.device is not None and d.device.available:
+        u = d.device.util_stats(run.measured_start)
+        if u:
+            evidence.append(f"GPU utilisation mean {u['mean']:.0f}% (p10 {u['p10']:.0f}%, p90 {u['p90']:.0f}%), "
+                            f"idle (<10%) {100 * u['idle_fraction']:.0f}% of samples at {d.device.sample_hz:.0f} Hz")
+
+    if run.with_step and stall < INPUT_BOUND_STALL:
+        headline = (f"consumer-bound: no input problem. The step waited for data {100 * stall:.0f}% of its time "
+                    f"({run.median_fetch_ms:.1f} ms per batch against {run.median_step_ms:.1f} ms of step)")
+        if d.device is not None and d.device.available:
+            u = d.device.util_stats(run.measured_start)
+            if u and u["mean"] < 70:
+                evidence.append("the GPU is often idle while data is ready: look at the step itself "
+                                "(host syncs such as .item(), small batches, CPU work in the step)")
+        return Verdict("consumer", "consumer", "step", headline, evidence, _rank(recs))
+
+    storage_share = shares.get("read", 0.0)
+    st = d.storage
+    storage_limited = storage_share >= STORAGE_SHARE
+    if st is not None and st.exceeds_page_cache and st.cold_rate_for(run.rate) < 1.0:
+        storage_limited = True
+        evidence.append(f"the dataset ({st.dataset_bytes / 1e9:.1f} GB) exceeds the memory the page cache can use "
+                        f"({st.mem_available / 1e9:.1f} GB available) and cold reads "
+                        f"({st.cold.mb_per_s:.0f} MB/s) fall short of what {_fmt_rate(run.rate)} samples/s need")
+    if storage_limited:
+        layer, stage = "storage", "read"
+    else:
+        layer = "cpu"
+        stage = max(shares, key=shares.get) if shares else "unknown"
+        s = run.loader_stats
+        if s is not None and s.get("bound") == "input" and "prefetch" in s.get("verdict", ""):
+            stage = "prefetch"
+    bound = "input" if run.with_step else "loader"
+    what = {"storage": "storage (reading the files)", "cpu": f"CPU ({stage})"}[layer]
+    if run.with_step:
+        headline = f"input-bound: the step waits {100 * stall:.0f}% of its time; {what} limits the loader"
+    else:
+        headline = f"the loader alone delivers {_fmt_rate(run.rate)} samples/s; {what} limits it"
+
+    _comparison_recs(d, recs)
+    if layer == "storage" or (st is not None and st.huge_directories):
+        _storage_recs(d, recs, storage_share, ms)
+    _cpu_recs(d, recs, layer, stage)
+    _device_recs(d, recs)
+    return Verdict(bound, layer, stage, headline, evidence, _rank(recs))
+
+
+def _rank(recs: list[Recommendation]) -> list[Recommendation]:
+    return sorted((r for r in recs if r.gain >= WORTH_IT), key=lambda r: (-r.gain, not r.measured))
+
+
+def _cpu_evidence(d: "Diagnosis", evidence: list[str]) -> None:
+    c, info = d.cpu, d.dataloader
+    if c is None:
+        return
+    if info is not None and info.num_workers > 0:
+        evidence.append(f"{info.num_workers} DataLoader worker{'s' if info.num_workers > 1 else ''} used "
+                        f"{c.mean_children_cores:.2f} cores "
+                        f"({100 * c.mean_children_cores / info.num_workers:.0f}% of their time on CPU)")
+    elif info is not None:
+        evidence.append(f"num_workers=0: the main process loads every batch itself; its main thread used "
+                        f"{100 * c.mean_main_thread:.0f}% of a core")
+    evidence.append(f"CPU: {c.total_cores_used:.2f} of {c.cores} cores busy on average (this process "
+                    f"{c.mean_process_cores:.2f}, worker processes {c.mean_children_cores:.2f}); torch intra-op "
+                    f"threads {c.torch_threads}" + ("; the process spans NUMA nodes " +
+                                                    ", ".join(str(n) for n in c.numa) if c.spans_numa_nodes else ""))
+    if c.machine_busy:
+        evidence.append(f"the machine is shared: load average {c.load_average:.1f} on {c.cores} cores while this job "
+                        f"used {c.total_cores_used:.2f}; every rate here is lower than on an idle machine")
+
+
+def _storage_evidence(d: "Diagnosis", evidence: list[str]) -> None:
+    st = d.storage
+    if st is None:
+        return
+    where = f"{st.mount.fs_type} at {st.mount.mount_point}" if st.mount else "an unknown filesystem"
+    evidence.append(f"storage: {st.files:,} files ({st.dataset_bytes / 1e6:,.1f} MB) on {where}"
+                    + (" (a network filesystem)" if st.mount and st.mount.network else "")
+                    + f"; listing {st.directories:,} director{'y' if st.directories == 1 else 'ies'} ({st.scan_entries:,} entries) took {st.scan_s:.2f} s; "
+                    f"reads cold {st.cold.mb_per_s:,.0f} MB/s ({st.cold.files_per_s:,.0f} files/s, median "
+                    f"{st.cold.median_ms:.2f} ms), hot {st.hot.mb_per_s:,.0f} MB/s")
+    need = d.run.rate * st.mean_file_bytes / 1e6
+    if need > 0:
+        evidence.append(f"the loader's {_fmt_rate(d.run.rate)} samples/s need {need:,.1f} MB/s of reads; one thread "
+                        f"reads {st.cold_rate_for(d.run.rate):,.1f}x that cold")
+    for directory, n in st.huge_directories[:3]:
+        evidence.append(f"huge directory: {directory} holds {n:,} entries")
+
+
+def _comparison_recs(d: "Diagnosis", recs: list[Recommendation]) -> None:
+    base = d.run.rate
+    for other in d.comparisons:
+        if base <= 0 or other.rate <= 0:
+            continue
+        gain = other.rate / base
+        if other.label.startswith("chute"):
+            action = "switch to chute (chute.Loader over the same ImageFolder and transforms)"
+        elif other.label.startswith("DataLoader num_workers="):
+            action = f"set {other.label.removeprefix('DataLoader ')}"
+        else:
+            action = other.label
+        recs.append(Recommendation(action, gain, f"{_fmt_rate(other.rate)} vs {_fmt_rate(base)} samples/s "
+                                                  f"measured over {len(other.measured)} batches", True))
+
+
+def _storage_recs(d: "Diagnosis", recs: list[Recommendation], share: float, ms: dict[str, float]) -> None:
+    st = d.storage
+    parts = []
+    if ms:
+        parts.append(f"reads take {ms['read']:.2f} ms of {sum(ms.values()):.2f} ms per sample")
+    if st is not None:
+        parts.append(f"the scan costs {st.scan_s:.2f} s over {st.scan_entries:,} entries")
+        if st.huge_directories:
+            parts.append(f"{st.huge_directories[0][1]:,} files in one directory")
+        parts.append(f"cold reads {st.cold.mb_per_s:,.0f} MB/s, {st.cold.median_ms:.2f} ms per file")
+        if st.mount is not None and st.mount.network:
+            parts.append(f"on {st.mount.fs_type}")
+    gain = 1 / max(1 - share, 0.02) if share else 1.0
+    if st is not None and not share and st.huge_directories:
+        gain = WORTH_IT  # start-up only; no per-sample figure to base a larger gain on
+    recs.append(Recommendation("pack the dataset into a few large files with an index (or copy it to local disk)",
+                               gain, "; ".join(parts), False))
+
+
+def _cpu_recs(d: "Diagnosis", recs: list[Recommendation], layer: str, stage: str) -> None:
+    run, info, c = d.run, d.dataloader, d.cpu
+    s = run.loader_stats
+    if s is not None and layer == "cpu" and c is not None:
+        threads, active = s["threads"], s["active_threads"]
+        if active < c.cores and (threads < c.cores or not s.get("auto_threads")):
+            busy = (s["read_s"] + s["decode_s"] + s["transform_s"]) / max(run.wait_s + run.step_s, 1e-9) / max(active, 1)
+            recs.append(Recommendation(f"raise threads to {c.cores} (num_threads or max_threads)", c.cores / active,
+                                       f"{active} threads busy {100 * min(busy, 1):.0f}% of the time; "
+                                       f"{c.cores} cores allowed", False))
+        if stage == "prefetch":
+            recs.append(Recommendation("raise prefetch", 1 / max(1 - run.stall_fraction, 0.05),
+                                       f"workers idled while the step waited {100 * run.stall_fraction:.0f}% of its time",
+                                       False))
+    if info is not None and info.num_workers > 0 and not info.persistent_workers:
+        per_batch = (run.wait_s + run.step_s) / max(len(run.measured), 1)
+        startup = max(run.first_batch_s - run.median_fetch_ms / 1e3, 0.0)
+        epoch = per_batch * d.batches_per_epoch if d.batches_per_epoch else 0.0
+        if epoch > 0:
+            recs.append(Recommendation("set persistent_workers=True", (epoch + startup) / epoch,
+                                       f"workers start again every epoch: {startup:.2f} s to the first batch against "
+                                       f"{epoch:.1f} s per epoch", False))
+    if c is not None and c.saturated and c.oversubscribed:
+        recs.append(Recommendation(
+            f"leave the step its cores: cap the loader at {max(c.cores - 1, 1)} threads/workers or "
+            f"torch.set_num_threads({max(c.cores - c.loader_threads, 1)})", WORTH_IT,
+            f"{c.total_cores_used:.2f} of {c.cores} cores busy; {c.loader_threads} loader threads/workers + "
+            f"{c.torch_threads} torch threads", False))
+
+
+def _device_recs(d: "Diagnosis", recs: list[Recommendation]) -> None:
+    dev, run = d.device, d.run
+    if dev is None or not dev.available or dev.copy is None:
+        return
+    per_batch_ms = 1e3 * (run.wait_s + run.step_s) / max(len(run.measured), 1)
+    cp = dev.copy
+    if d.dataloader is not None and not d.dataloader.pin_memory and cp.pageable_ms > cp.pinned_ms:
+        recs.append(Recommendation("set pin_memory=True", per_batch_ms / max(per_batch_ms - (cp.pageable_ms - cp.pinned_ms), 1e-3),
+                                   f"a batch copies in {cp.pageable_ms:.2f} ms pageable vs {cp.pinned_ms:.2f} ms pinned",
+                                   False))
+    if run.transfers and not any(t.non_blocking for t in run.transfers):
+        recs.append(Recommendation("copy with .to(device, non_blocking=True) from pinned memory",
+                                   per_batch_ms / max(per_batch_ms - cp.pinned_ms, 1e-3),
+                                   f"{len(run.transfers)} blocking copies seen; {cp.pinned_ms:.2f} ms per batch could overlap",
+                                   False))
+    if cp.bytes and run.batch_bytes and run.dtype == "float32":
+        saved = cp.pinned_ms * 3 / 4
+        recs.append(Recommendation("move normalisation to the GPU (uint8 across PCIe, normalise on the device)",
+                                   per_batch_ms / max(per_batch_ms - saved, 1e-3),
+                                   f"float32 batches copy in {cp.pinned_ms:.2f} ms; uint8 is a quarter of the bytes",
+                                   False))

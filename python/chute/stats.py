@@ -1,0 +1,49 @@
+"""chute.LoaderStats: a loader's statistics as a dict, with a readable summary."""
+
+from __future__ import annotations
+
+
+class LoaderStats(dict):
+    """What :meth:`chute.Loader.stats` returns: a plain ``dict`` of numbers (JSON-serialisable) whose
+    ``str()`` is a short report.
+
+    Times are seconds since the loader was created or :meth:`chute.Loader.reset_stats`. Stage times are
+    busy time summed over worker threads: ``read_s`` (the source: storage), ``decode_s``, ``transform_s``
+    (resample and write the output), ``batch_s`` (placing samples and publishing batches), plus
+    ``worker_cpu_s`` and ``worker_idle_s`` (active workers with nothing they were allowed to start). On the
+    consumer's side, ``wait_s`` is the data stall (time blocked in ``next()``; ``fill_wait_s`` of it before
+    each epoch's first batch) and ``consumer_s`` its own time between batches; ``stall_fraction`` is
+    ``wait_s / (wait_s + consumer_s)``. ``mean_ready_batches`` is the queue occupancy the consumer found.
+    ``bound`` is ``"input"``, ``"consumer"`` or ``"unknown"``; when input-bound, ``limit`` names the stage
+    (``"storage"``, ``"decode"``, ``"transform"``), and ``verdict`` gives the numbers behind it.
+    """
+
+    def __str__(self) -> str:
+        s = self
+        n = max(s["samples"], 1)
+        busy = s["read_s"] + s["decode_s"] + s["transform_s"]
+
+        def stage(name: str, seconds: float) -> str:
+            share = f" ({100 * seconds / busy:.0f}%)" if busy > 0 else ""
+            return f"{name} {1e3 * seconds / n:.3f} ms{share}"
+
+        rate = s["samples_delivered"] / s["elapsed_s"] if s["elapsed_s"] > 0 else 0.0
+        active_time = busy + s["worker_idle_s"]
+        idle = f", idle {100 * s['worker_idle_s'] / active_time:.0f}% of their time" if active_time > 0 else ""
+        auto = lambda flag: " (auto)" if flag else ""  # noqa: E731
+        lines = [
+            f"chute.Loader stats over {s['elapsed_s']:.1f} s: {s['samples_delivered']:,} samples delivered "
+            f"({rate:,.0f}/s) in {s['batches']:,} batches, {s['bytes_read'] / 1e6:,.1f} MB read, "
+            f"{s['errors_skipped']} skipped, {s['decode_warnings']} decode warnings",
+            "  worker time per sample: " + " | ".join([stage("read", s["read_s"]), stage("decode", s["decode_s"]),
+                                                      stage("transform", s["transform_s"])])
+            + f" | batch {1e3 * s['batch_s'] / n:.3f} ms",
+            f"  workers: {s['active_threads']} of {s['threads']} threads active{auto(s['auto_threads'])}, "
+            f"{1e3 * s['worker_cpu_s'] / n:.3f} ms CPU per sample{idle}",
+            f"  queue: prefetch {s['prefetch']} batches{auto(s['auto_prefetch'])}, {s['batch_buffers']} buffers of "
+            f"{s['batch_buffer_bytes'] / 1e6:,.1f} MB, {s['mean_ready_batches']:.1f} ready on average when asked",
+            f"  consumer: waited {s['wait_s']:.2f} s ({100 * s['stall_fraction']:.0f}% of its time; "
+            f"{s['fill_wait_s']:.2f} s before first batches), own work {s['consumer_s']:.2f} s",
+            f"  verdict: {s['verdict']}",
+        ]
+        return "\n".join(lines)
