@@ -1,11 +1,11 @@
 """Writes small seed inputs for the fuzz targets in cpp/fuzz: JPEGs of each kind (baseline, progressive,
 4:4:4/4:2:2/4:2:0, grayscale, CMYK, with EXIF) and PNGs (RGB, RGBA, gray, palette, 16-bit, interlaced).
-decode_fuzz reads a control byte before the file, so its seeds get one. shard_fuzz gets small packed
-datasets written by chute.pack (so the chute package must be importable: run with .venv/bin/python), as
-control byte + index length + index + first shard; tar_fuzz gets tar files (ustar, GNU long names, pax)
-laid out as WebDataset shards.
+decode_fuzz and png_fuzz read a control byte before the file, so their seeds get one. shard_fuzz gets
+small packed datasets written by chute.pack (so the chute package must be importable: run with
+.venv/bin/python), as control byte + index length + index + first shard; tar_fuzz gets tar files
+(ustar, GNU long names, pax) laid out as WebDataset shards.
 
-    .venv/bin/python scripts/make_fuzz_corpus.py OUT_DIR   # OUT_DIR/{decode,exif,shard,tar}
+    .venv/bin/python scripts/make_fuzz_corpus.py OUT_DIR   # OUT_DIR/{decode,png,exif,shard,tar}
 """
 
 from __future__ import annotations
@@ -102,13 +102,16 @@ def main() -> None:
         (root / target).mkdir(parents=True, exist_ok=True)
         for name, data in seeds.items():
             (root / target / name).write_bytes(data)
-    for target in ("decode", "exif"):
+    for target in ("decode", "png", "exif"):
         (root / target).mkdir(parents=True, exist_ok=True)
     for name, data in images().items():
         for control in (0x00, 0x3D):  # whole image; a window at reduction 2
             (root / "decode" / f"{control:02x}_{name}").write_bytes(bytes([control]) + data)
         if name.endswith(".jpg"):
             (root / "exif" / name).write_bytes(data)
+        else:
+            for control in (0x00, 0x0F):  # whole image; a window away from the corner
+                (root / "png" / f"{control:02x}_{name}").write_bytes(bytes([control]) + data)
 
 
 if __name__ == "__main__":

@@ -8,9 +8,11 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 
 # --- system packages (Debian) ---------------------------------------------------------------------
+# clang and its runtime libraries (libFuzzer, sanitizers) build the fuzz targets (scripts/fuzz.sh);
 # chromium + fonts-dejavu-core: the doctor's HTML report is rendered headless in a test.
 # libxxhash-dev: the packed format's checksums (XXH3).
-apt_pkgs=(g++ make libjpeg62-turbo-dev libpng-dev libgtest-dev libbenchmark-dev chromium fonts-dejavu-core libxxhash-dev)
+apt_pkgs=(g++ make libjpeg62-turbo-dev libpng-dev libgtest-dev libbenchmark-dev clang libclang-rt-14-dev chromium
+          fonts-dejavu-core libxxhash-dev)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

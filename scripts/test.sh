@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up (scripts/setup.sh, idempotent) and runs every test: the C++ unit tests through ctest, then the
-# Python tests through pytest against the installed package, then the C++ tests again under ASan+UBSan
-# and under TSan (about 3 minutes more on 2 cores; CHUTE_SKIP_SANITIZERS=1 skips them locally).
+# Python tests through pytest against the installed package (the slow soak test included), then the C++
+# tests and a Python smoke run under ASan+UBSan and under TSan, then each fuzz target for 30 s.
+# CHUTE_SKIP_SANITIZERS=1 and CHUTE_SKIP_FUZZ=1 skip those parts locally. docs/ROBUSTNESS.md explains
+# what runs under which sanitizer.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
@@ -22,9 +24,18 @@ if [ -z "${CHUTE_SKIP_SANITIZERS:-}" ]; then
   cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCHUTE_SANITIZE=address,undefined >/dev/null
   cmake --build build/asan --target chute_tests
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ctest --test-dir build/asan --output-on-failure
+  echo "== Python smoke under ASan + UBSan"
+  bash scripts/sanitize_python.sh address
 
   echo "== C++ tests under TSan"
   cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCHUTE_SANITIZE=thread >/dev/null
   cmake --build build/tsan --target chute_tests
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --test-dir build/tsan --output-on-failure
+  echo "== Python smoke under TSan"
+  bash scripts/sanitize_python.sh thread
+fi
+
+if [ -z "${CHUTE_SKIP_FUZZ:-}" ]; then
+  echo "== Fuzz targets, 30 s each (regression check)"
+  bash scripts/fuzz.sh 30
 fi

@@ -33,6 +33,7 @@ int BatchRing::grow() {
 }
 
 int BatchRing::acquire() {
+  if (closed_) return -1;
   if (!free_.empty()) {
     const int slot = free_.back();
     free_.pop_back();
@@ -44,7 +45,13 @@ int BatchRing::acquire() {
 void BatchRing::release(int slot) {
   CHUTE_CHECK(slot >= 0 && slot < num_slots());
   CHUTE_CHECK(std::find(free_.begin(), free_.end(), slot) == free_.end());  // released twice: a bug
+  if (closed_) slots_[slot] = Slot{};
   free_.push_back(slot);
+}
+
+void BatchRing::close() {
+  closed_ = true;
+  for (int slot : free_) slots_[slot] = Slot{};
 }
 
 }  // namespace chute

@@ -106,7 +106,9 @@ Result<std::shared_ptr<ImageFolder>> ImageFolder::open(const std::string& root_i
 Status ImageFolder::read(int64_t index, std::vector<uint8_t>& out) const { return read_file(paths_[index], out); }
 
 Status read_file(const std::string& path, std::vector<uint8_t>& out) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever. It changes nothing
+  // for regular files, the only kind read here.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return Status(errno == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError,
                             std::string("cannot open: ") + std::strerror(errno));
   struct stat st;
@@ -114,6 +116,10 @@ Status read_file(const std::string& path, std::vector<uint8_t>& out) {
     const int err = errno;
     ::close(fd);
     return io_error(std::string("cannot stat: ") + std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return io_error("not a regular file (a FIFO, device or socket)");
   }
   out.resize(static_cast<size_t>(st.st_size));
   size_t done = 0;

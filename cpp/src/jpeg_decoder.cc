@@ -144,7 +144,7 @@ Result<ImageView> JpegDecoder::decode(std::span<const uint8_t> data, Window win,
     jpeg_abort_decompress(cinfo);
     return Status(StatusCode::kResourceExhausted,
                   "image has " + std::to_string(width) + "x" + std::to_string(height) +
-                      " pixels, over the limit of " + std::to_string(max_pixels_) + " (decompression bomb guard)");
+                      " pixels, over the limit of " + std::to_string(max_pixels_) + " (max_pixels, the decompression bomb guard)");
   }
   // libjpeg-turbo expands grayscale to RGB itself; it turns YCCK into CMYK, which we convert below.
   const bool cmyk = cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK;

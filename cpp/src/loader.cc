@@ -206,6 +206,10 @@ void Loader::close() {
   shared_->consumer_cv.notify_all();
   for (auto& t : threads_) t.join();
   threads_.clear();
+  // A closed loader never fills a buffer again: free them now, not when the loader object goes (held
+  // batches keep theirs until released).
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  shared_->ring.close();
 }
 
 // Ends the epoch in flight: waits for running tasks (one sample each), then returns its buffers.
@@ -490,9 +494,10 @@ int64_t Loader::decode_warnings() const {
   return epoch_->decode_warnings;
 }
 
-std::vector<SampleError> Loader::errors() const {
+std::vector<SampleError> Loader::errors(size_t first) const {
   std::lock_guard<std::mutex> lock(shared_->mu);
-  return epoch_->errors;
+  const auto& all = epoch_->errors;
+  return {all.begin() + static_cast<std::ptrdiff_t>(std::min(first, all.size())), all.end()};
 }
 
 void Loader::tune(double now) {

@@ -158,6 +158,50 @@ TEST(LoaderTest, RaisePolicyDeliversEarlierBatchesThenNamesTheSample) {
   EXPECT_EQ(run_epoch(*loader, 1).sizes.size(), 2u);
 }
 
+// I/O errors from the source (a failing disk, a vanished mount) follow the error policy like corrupt data:
+// kRaise names the sample after the batches before it and leaves the loader usable; kSkip records it
+// and keeps batches full. Every sample is read exactly once per epoch, the failing ones included.
+TEST(LoaderTest, SourceReadErrorsFollowTheErrorPolicy) {
+  const std::set<int64_t> failing{0, 6, 7, 25};
+  auto source = std::make_shared<testing::FailingSource>(std::make_shared<MemorySource>(make_images(26), kClasses),
+                                                         failing);
+  auto raising = make_loader(source, {CenterCrop{32, 32}}, {.batch_size = 4, .num_threads = 3});
+  EpochRun run = run_epoch(*raising);
+  EXPECT_TRUE(run.sizes.empty());  // sample 0 fails: no batch comes before it
+  EXPECT_EQ(run.error.code(), StatusCode::kIoError);
+  EXPECT_NE(run.error.message().find("sample 0 (mem://0): IoError: read failed: Input/output error"),
+            std::string::npos)
+      << run.error.message();
+  ASSERT_TRUE(raising->failed_sample().has_value());
+  EXPECT_EQ(raising->failed_sample()->index, 0);
+  ASSERT_TRUE(raising->start_epoch(1, 1).is_ok());  // resume past it: the next failure is sample 6
+  auto b = raising->next();
+  ASSERT_TRUE(b.is_ok() && *b);
+  EXPECT_EQ((*b)->labels()[0], 1);
+  b = raising->next();
+  EXPECT_FALSE(b.is_ok());
+  EXPECT_EQ(raising->failed_sample()->index, 6);
+
+  const int64_t reads_before = source->reads();
+  auto skipping = make_loader(source, {CenterCrop{32, 32}},
+                              {.batch_size = 4, .num_threads = 3, .prefetch = 2, .on_error = ErrorPolicy::kSkip});
+  run = run_epoch(*skipping);
+  ASSERT_TRUE(run.error.is_ok()) << run.error.to_string();
+  EXPECT_EQ(run.sizes, (std::vector<int64_t>{4, 4, 4, 4, 4, 2}));
+  std::vector<int64_t> expected;
+  for (int64_t i = 0; i < 26; ++i)
+    if (!failing.count(i)) expected.push_back(i);
+  EXPECT_EQ(run.labels, expected);
+  EXPECT_EQ(source->reads() - reads_before, 26);
+  const auto errors = skipping->errors();
+  ASSERT_EQ(errors.size(), failing.size());
+  for (size_t k = 0; k < errors.size(); ++k) {
+    EXPECT_EQ(errors[k].index, *std::next(failing.begin(), static_cast<long>(k)));
+    EXPECT_EQ(errors[k].status.code(), StatusCode::kIoError);
+    EXPECT_EQ(errors[k].path, "mem://" + std::to_string(errors[k].index));
+  }
+}
+
 TEST(LoaderTest, RestartingMidEpochStartsClean) {
   auto source = std::make_shared<MemorySource>(make_images(40), kClasses);
   auto loader = make_loader(source, {CenterCrop{32, 32}}, {.batch_size = 4, .num_threads = 2, .prefetch = 4});

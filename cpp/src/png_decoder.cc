@@ -319,7 +319,7 @@ Result<PngDecoder::View> PngDecoder::decode(std::span<const uint8_t> data, Windo
     if (width * height > static_cast<uint64_t>(std::max<int64_t>(max_pixels_, 0)))  // < 2^64: no overflow
       return Status(StatusCode::kResourceExhausted,
                     "image has " + std::to_string(width) + "x" + std::to_string(height) +
-                        " pixels, over the limit of " + std::to_string(max_pixels_) + " (decompression bomb guard)");
+                        " pixels, over the limit of " + std::to_string(max_pixels_) + " (max_pixels, the decompression bomb guard)");
   }
   CHUTE_RETURN_IF_ERROR(check_chunks(data));
 

@@ -2,8 +2,13 @@
 // on libjpeg (independent of JpegDecoder), temporary directories and an in-memory Source.
 #pragma once
 
+#include <atomic>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
+#include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -55,6 +60,28 @@ class MemorySource final : public Source {
  private:
   std::vector<std::vector<uint8_t>> items_;
   int classes_;
+};
+
+// A source whose reads fail on chosen indices, the way a failing disk or network mount fails: read()
+// returns kIoError with strerror(EIO) for those indices and delegates every other call. Counts reads.
+class FailingSource final : public Source {
+ public:
+  FailingSource(std::shared_ptr<const Source> inner, std::set<int64_t> failing)
+      : inner_(std::move(inner)), failing_(std::move(failing)) {}
+  int64_t size() const override { return inner_->size(); }
+  int64_t label(int64_t i) const override { return inner_->label(i); }
+  std::string name(int64_t i) const override { return inner_->name(i); }
+  Status read(int64_t i, std::vector<uint8_t>& out) const override {
+    reads_.fetch_add(1, std::memory_order_relaxed);
+    if (failing_.count(i)) return io_error(std::string("read failed: ") + std::strerror(EIO));
+    return inner_->read(i, out);
+  }
+  int64_t reads() const { return reads_.load(); }
+
+ private:
+  std::shared_ptr<const Source> inner_;
+  std::set<int64_t> failing_;
+  mutable std::atomic<int64_t> reads_{0};
 };
 
 }  // namespace chute::testing

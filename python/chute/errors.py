@@ -16,3 +16,24 @@ class SampleError(RuntimeError):
 
     def __reduce__(self):
         return type(self), (self.index, self.path, self.reason, self.epoch)
+
+
+class Quarantine:
+    """An append-only list of bad samples in a file: one JSON object per line, ``{"index", "path",
+    "reason", "epoch"}``, each sample once (the first time it fails), written and flushed as the loader
+    reports the failure, so the list survives a crash of the job. The file is opened for each line, so
+    no descriptor stays open."""
+
+    def __init__(self, path):
+        import os
+        self.path = os.path.abspath(os.fspath(path))  # the job may change directory later
+        self._seen: set[int] = set()
+
+    def add(self, error: SampleError) -> None:
+        import json
+        if error.index in self._seen:
+            return
+        self._seen.add(error.index)
+        line = json.dumps({"index": error.index, "path": error.path, "reason": error.reason, "epoch": error.epoch})
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")

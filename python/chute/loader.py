@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 import torch
 
 from chute import _native
-from chute.errors import SampleError
+from chute.errors import Quarantine, SampleError
 from chute.packed import source_from_path
 from chute.stats import LoaderStats
 
@@ -94,7 +94,8 @@ class Loader:
 
     ``on_error='raise'`` raises :class:`chute.SampleError` (index, path, reason) when the batch holding a
     bad sample is reached; ``'skip'`` leaves the sample out, fills the batch from the next samples, and
-    records it in :meth:`errors`.
+    records it in :meth:`errors`. ``quarantine="bad.jsonl"`` also appends each bad sample, once, to that
+    file as a JSON line (index, path, reason, epoch) as soon as the consumer's next batch reports it.
     """
 
     def __init__(self, source, batch_size: int = 1, *, shuffle: bool = False, seed: int = 0,
@@ -103,7 +104,8 @@ class Loader:
                  prefetch: int | str = "auto", max_threads: int | None = None, max_memory: int = 2 << 30,
                  on_error: str = "raise", max_pixels: int = 200_000_000,
                  apply_exif_orientation: bool = False, scaled_decode: bool = False, rank: int | None = None,
-                 world_size: int | None = None, even_split: bool = True):
+                 world_size: int | None = None, even_split: bool = True,
+                 quarantine: str | os.PathLike | None = None):
         if isinstance(source, (str, os.PathLike)):
             source = source_from_path(source)  # an ImageFolder tree, packed shards or tar shards
         native_source = getattr(source, "_native", None)
@@ -145,6 +147,8 @@ class Loader:
         self._running: int | None = None  # the epoch of the iteration in progress
         self._resume_position = 0  # where the next iteration starts in its epoch (load_state_dict)
         self._iteration = 0
+        self._quarantine = Quarantine(quarantine) if quarantine is not None else None
+        self._errors_seen = 0  # errors() already written to the quarantine file
         self._native = _native.Loader(
             native_source, _native_transforms(transforms), batch_size, bool(shuffle), int(seed), bool(drop_last),
             0 if num_threads == "auto" else num_threads, max_threads or 0, 0 if prefetch == "auto" else prefetch,
@@ -208,12 +212,24 @@ class Loader:
             try:
                 batch = native.next()
             except _native.SampleError:
-                index, path, reason, epoch = native.failed_sample()
-                raise SampleError(index, path, reason, epoch) from None
+                # No local names the error: the traceback holds this frame, and a frame that held its own
+                # exception would be a reference cycle keeping a batch buffer until the collector runs.
+                raise self._sample_error(native) from None
+            if self._quarantine is not None:
+                for e in native.errors(self._errors_seen):
+                    self._errors_seen += 1
+                    self._quarantine.add(SampleError(*e))
             if batch is None:
                 self._running = None
                 return
             yield batch
+            del batch  # not held by this frame while waiting for the next one (or by an error raised then)
+
+    def _sample_error(self, native) -> SampleError:
+        error = SampleError(*native.failed_sample())
+        if self._quarantine is not None:
+            self._quarantine.add(error)
+        return error
 
     def state_dict(self) -> dict:
         """Where the loader is, as a small JSON-serialisable dict: loading it into a loader built the same

@@ -190,12 +190,14 @@ void register_loader(nb::module_& m) {
              auto e = l.impl->failed_sample();
              return e ? error_tuple(*e) : nb::none();
            })
-      .def("errors",
-           [](const PyLoader& l) {
-             nb::list out;
-             for (const SampleError& e : l.impl->errors()) out.append(error_tuple(e));
-             return out;
-           })
+      .def(
+          "errors",
+          [](const PyLoader& l, size_t first) {
+            nb::list out;
+            for (const SampleError& e : l.impl->errors(first)) out.append(error_tuple(e));
+            return out;
+          },
+          nb::arg("first") = 0)
       .def(
           "close", [](PyLoader& l) { l.impl->close(); }, nb::call_guard<nb::gil_scoped_release>());
 }

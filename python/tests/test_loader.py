@@ -285,6 +285,7 @@ def slow_folder(tmp_path_factory) -> Path:
 def test_ctrl_c_interrupts_a_wait_for_a_slow_batch(slow_folder):
     out = run_script("""
 import os, signal, sys, threading, time, torch, chute
+signal.signal(signal.SIGINT, signal.default_int_handler)  # Python leaves SIGINT ignored if its parent did
 loader = chute.Loader(chute.ImageFolder(sys.argv[1]), batch_size=12, num_threads=1,
                       transforms=[chute.RandomResizedCrop(224)])
 t = time.perf_counter(); list(loader); full = time.perf_counter() - t

@@ -21,7 +21,10 @@ class BatchRing {
   // A free slot, allocating a new one when none is free and the budget allows; -1 when neither.
   int acquire();
   void release(int slot);
-  bool can_acquire() const { return !free_.empty() || can_grow(); }
+  // For an owner that is done (a closed loader): frees the memory of every free slot now, and of every
+  // slot released from now on. Nothing can be acquired after it.
+  void close();
+  bool can_acquire() const { return !closed_ && (!free_.empty() || can_grow()); }
 
   uint8_t* images(int slot) const { return slots_[slot].images.get(); }
   int64_t* labels(int slot) const { return slots_[slot].labels.get(); }
@@ -45,6 +48,7 @@ class BatchRing {
   int64_t batch_size_;
   size_t sample_bytes_;
   size_t max_bytes_;
+  bool closed_ = false;
   std::vector<Slot> slots_;
   std::vector<int> free_;
 };

@@ -117,8 +117,8 @@ class Loader {
   Result<std::shared_ptr<Batch>> next(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   // With kRaise, the sample whose error next() returned.
   std::optional<SampleError> failed_sample() const;
-  // Samples skipped so far (kSkip), oldest first.
-  std::vector<SampleError> errors() const;
+  // Samples skipped so far (kSkip), oldest first; from the `first`-th on (to fetch only new ones).
+  std::vector<SampleError> errors(size_t first = 0) const;
   // Decoder warnings that left their image intact (e.g. libjpeg's "extraneous bytes before marker",
   // common in ImageNet), counted over the loader's life.
   int64_t decode_warnings() const;
