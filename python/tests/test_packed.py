@@ -226,14 +226,14 @@ def test_interrupted_pack_leaves_nothing_that_opens(folder, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         chute.pack(folder, dst, progress=interrupt)
     assert list(dst.iterdir()) == []
-    # A packer killed outright (SIGKILL) leaves only temporary files, and no index. The last listed file
-    # is a FIFO, so the packer waits there (and reports progress) until it is killed.
-    files = sorted(folder.glob("*/*.jpg"))[:10]
-    os.mkfifo(tmp_path / "fifo")
-    (tmp_path / "list.txt").write_text("".join(f"{p} 0\n" for p in files) + f"{tmp_path / 'fifo'} 0\n")
+    # A packer killed outright (SIGKILL) leaves only temporary files, and no index. The list repeats the
+    # folder's files 200 times (7,200 samples, one thread), so the packer is still writing when its first
+    # progress report (after about 100 ms) kills it.
+    files = sorted(folder.glob("*/*.jpg"))
+    (tmp_path / "list.txt").write_text("".join(f"{p} 0\n" for p in files) * 200)
     code = ("import chute, os, signal\n"
-            f"chute.pack({str(tmp_path / 'list.txt')!r}, {str(dst)!r}, shard_size='50KB', num_threads=2, "
-            "progress=lambda s, b, t: os.kill(os.getpid(), signal.SIGKILL) if s >= 10 else None)\n")
+            f"chute.pack({str(tmp_path / 'list.txt')!r}, {str(dst)!r}, shard_size='4MB', num_threads=1, "
+            "progress=lambda s, b, t: os.kill(os.getpid(), signal.SIGKILL) if 10 <= s < t else None)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
     assert proc.returncode == -9, proc.stderr
     assert not (dst / "index.chidx").exists()
