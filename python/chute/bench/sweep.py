@@ -202,6 +202,7 @@ def plot(result: SweepResult, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(8, 5))
     lines: dict[str, list[tuple[int, float]]] = {}
@@ -222,6 +223,7 @@ def plot(result: SweepResult, path: Path) -> None:
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label,
                 linestyle="-" if label.startswith("chute") else "--")
     ax.axhline(result.auto.rate, color="green", linewidth=2, label=f"chute auto ({result.auto.rate:,.0f} img/s)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("num_workers (DataLoader) / num_threads (chute)")
     ax.set_ylabel("images/s received by the consumer")
     title = f"{result.pipeline} pipeline, {result.images} images, batch {result.batch_size}, {result.cores} cores"
