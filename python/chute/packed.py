@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from chute import _native
-from chute.sources import ImageFolder
+from chute.sources import ImageFolder, NativeSource
 
 INDEX_FILE = "index.chidx"
 FORMAT_VERSION = _native.FORMAT_VERSION
@@ -32,7 +32,7 @@ def parse_size(text: str | int) -> int:
     return int(float(match.group(1)) * _UNITS[unit])
 
 
-class FileList:
+class FileList(NativeSource):
     """Samples listed in a text file, one ``<path> <label>`` per line; relative paths are relative to the
     list file's directory. Usable by :class:`chute.Loader` and :func:`chute.pack`."""
 
@@ -41,22 +41,19 @@ class FileList:
         self._native = _native.FileList.open(self.path)
         self.classes: list[str] = []
 
-    def __len__(self) -> int:
-        return len(self._native)
-
-    @property
-    def samples(self) -> list[tuple[str, int]]:
-        return list(zip(self._native.paths(), self._native.labels()))
-
-    @property
-    def targets(self) -> list[int]:
-        return list(self._native.labels())
-
     def __repr__(self) -> str:
         return f"chute.FileList({self.path!r}, samples={len(self)})"
 
 
-class PackedDataset:
+class _RecordSource(NativeSource):
+    """A source whose records can be read back as they were stored: ``dataset[i]`` is ``(bytes, label)``."""
+
+    def __getitem__(self, index: int) -> tuple[bytes, int]:
+        """The sample's encoded bytes (exactly as stored) and its label."""
+        return _native.read_sample(self._native, index), self._native.label(index)
+
+
+class PackedDataset(_RecordSource):
     """A dataset written by :func:`chute.pack`: same samples, labels, classes and order as its source.
     Reads go through one memory mapping per shard; each record's XXH3 checksum is checked on every read
     unless ``verify=False``."""
@@ -67,27 +64,11 @@ class PackedDataset:
         self.classes: list[str] = list(self._native.classes)
         self.class_to_idx: dict[str, int] = {c: i for i, c in enumerate(self.classes)}
 
-    def __len__(self) -> int:
-        return len(self._native)
-
-    @property
-    def samples(self) -> list[tuple[str, int]]:
-        """``(key, label)`` pairs; a key is the sample's path relative to the packed root."""
-        return [(self._native.name(i), label) for i, label in enumerate(self._native.labels())]
-
-    @property
-    def targets(self) -> list[int]:
-        return list(self._native.labels())
-
-    def __getitem__(self, index: int) -> tuple[bytes, int]:
-        """The sample's encoded bytes (exactly as packed) and its label."""
-        return _native.read_sample(self._native, index), self._native.label(index)
-
     def __repr__(self) -> str:
         return f"chute.PackedDataset({self.path!r}, samples={len(self)}, classes={len(self.classes)})"
 
 
-class TarDataset:
+class TarDataset(_RecordSource):
     """Plain tar or WebDataset shards, read in place. Files sharing a basename are one sample; the image is
     its jpg/jpeg/png/... member and the label the integer in its ``.cls`` member (-1 without one). A plain
     tar of an ImageFolder tree (no ``.cls`` anywhere) is labelled by class directory, as ImageFolder does.
@@ -97,20 +78,6 @@ class TarDataset:
         self.paths = list(paths)
         self._native = _native.TarSource.open(self.paths, write_index)
         self.classes: list[str] = list(self._native.classes)
-
-    def __len__(self) -> int:
-        return len(self._native)
-
-    @property
-    def samples(self) -> list[tuple[str, int]]:
-        return [(self._native.name(i), label) for i, label in enumerate(self._native.labels())]
-
-    @property
-    def targets(self) -> list[int]:
-        return list(self._native.labels())
-
-    def __getitem__(self, index: int) -> tuple[bytes, int]:
-        return _native.read_sample(self._native, index), self._native.label(index)
 
     def __repr__(self) -> str:
         return f"chute.TarDataset({len(self.paths)} tar files, samples={len(self)})"

@@ -7,7 +7,26 @@ import os
 from chute import _native
 
 
-class ImageFolder:
+class NativeSource:
+    """What every chute source shares: its native ``chute._native.Source`` in ``_native``, a length, and
+    ``samples`` / ``targets`` as torchvision's datasets have them."""
+
+    _native: _native.Source
+
+    def __len__(self) -> int:
+        return len(self._native)
+
+    @property
+    def samples(self) -> list[tuple[str, int]]:
+        """``(path, label)`` pairs, as in torchvision (for packed and tar sources, the stored key)."""
+        return list(zip(self._native.names(), self._native.labels()))
+
+    @property
+    def targets(self) -> list[int]:
+        return list(self._native.labels())
+
+
+class ImageFolder(NativeSource):
     """A directory in torchvision's ``ImageFolder`` layout: ``root/<class>/**/<image>``.
 
     Listing follows torchvision: class folders sorted by name become labels ``0..C-1``; files are
@@ -20,18 +39,6 @@ class ImageFolder:
         self._native = _native.ImageFolder.open(self.root)
         self.classes: list[str] = list(self._native.classes)
         self.class_to_idx: dict[str, int] = {c: i for i, c in enumerate(self.classes)}
-
-    def __len__(self) -> int:
-        return len(self._native)
-
-    @property
-    def samples(self) -> list[tuple[str, int]]:
-        """``(path, label)`` pairs, as in torchvision."""
-        return list(zip(self._native.paths(), self._native.labels()))
-
-    @property
-    def targets(self) -> list[int]:
-        return list(self._native.labels())
 
     def __repr__(self) -> str:
         return f"chute.ImageFolder({self.root!r}, samples={len(self)}, classes={len(self.classes)})"

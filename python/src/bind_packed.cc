@@ -22,22 +22,8 @@
 namespace chute::py {
 namespace {
 
-template <typename T, typename F>
-std::shared_ptr<T> open_without_gil(F&& open) {
-  Result<std::shared_ptr<T>> result = [&] {
-    nb::gil_scoped_release release;
-    return open();
-  }();
-  return unwrap(std::move(result));
-}
 
 
-template <typename S>
-std::vector<int64_t> labels_of(const S& s) {
-  std::vector<int64_t> out(static_cast<size_t>(s.size()));
-  for (int64_t i = 0; i < s.size(); ++i) out[static_cast<size_t>(i)] = s.label(i);
-  return out;
-}
 
 template <typename S>
 std::vector<uint64_t> payload_sizes_of(const S& s) {
@@ -87,7 +73,6 @@ void register_packed(nb::module_& m) {
           nb::arg("path"), nb::arg("verify") = true)
       .def_prop_ro("classes", &PackedSource::classes)
       .def_prop_ro("directory", &PackedSource::directory)
-      .def("labels", &labels_of<PackedSource>)
       .def("payload_sizes", &payload_sizes_of<PackedSource>)
       .def("shards",
            [](const PackedSource& p) {
@@ -117,7 +102,6 @@ void register_packed(nb::module_& m) {
           },
           nb::arg("paths"), nb::arg("write_index") = true)
       .def_prop_ro("classes", &TarSource::classes)
-      .def("labels", &labels_of<TarSource>)
       .def("payload_sizes", &payload_sizes_of<TarSource>)
       .def(
           "member", [](const TarSource& t, int64_t i) { return t.member(checked_index(t, i)); }, nb::arg("index"))
@@ -131,18 +115,12 @@ void register_packed(nb::module_& m) {
       .def_static(
           "open", [](const std::string& path) { return open_without_gil<FileList>([&] { return FileList::open(path); }); },
           nb::arg("path"))
-      .def_prop_ro("root", &FileList::root)
-      .def("labels", &labels_of<FileList>)
-      .def("paths", [](const FileList& f) {
-        std::vector<std::string> out;
-        for (int64_t i = 0; i < f.size(); ++i) out.push_back(f.name(i));
-        return out;
-      });
+      .def_prop_ro("root", &FileList::root);
 
   m.def(
       "read_sample",
       [](const std::shared_ptr<Source>& source, int64_t index) {
-        if (index < 0 || index >= source->size()) throw nb::index_error("sample index out of range");
+        checked_index(*source, index);
         std::vector<uint8_t> out;
         Status st;
         {

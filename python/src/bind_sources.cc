@@ -18,37 +18,26 @@ void register_sources(nb::module_& m) {
   nb::class_<Source>(m, "Source")
       .def("__len__", &Source::size)
       .def("label", [](const Source& s, int64_t i) { return s.label(checked_index(s, i)); }, nb::arg("index"))
-      .def("name", [](const Source& s, int64_t i) { return s.name(checked_index(s, i)); }, nb::arg("index"));
+      .def("name", [](const Source& s, int64_t i) { return s.name(checked_index(s, i)); }, nb::arg("index"))
+      .def("labels",
+           [](const Source& s) {
+             std::vector<int64_t> out(static_cast<size_t>(s.size()));
+             for (int64_t i = 0; i < s.size(); ++i) out[static_cast<size_t>(i)] = s.label(i);
+             return out;
+           })
+      .def("names", [](const Source& s) {
+        std::vector<std::string> out(static_cast<size_t>(s.size()));
+        for (int64_t i = 0; i < s.size(); ++i) out[static_cast<size_t>(i)] = s.name(i);
+        return out;
+      });
 
   nb::class_<ImageFolder, Source>(m, "ImageFolder")
       .def_static(
           "open",
-          [](const std::string& root) {
-            std::shared_ptr<ImageFolder> folder;
-            {
-              nb::gil_scoped_release release;
-              auto result = ImageFolder::open(root);
-              if (!result.is_ok()) {
-                nb::gil_scoped_acquire acquire;
-                throw_status(result.status());
-              }
-              folder = std::move(result).value();
-            }
-            return folder;
-          },
+          [](const std::string& root) { return open_without_gil<ImageFolder>([&] { return ImageFolder::open(root); }); },
           nb::arg("root"))
       .def_prop_ro("classes", &ImageFolder::classes)
-      .def_prop_ro("root", &ImageFolder::root)
-      .def("labels", [](const ImageFolder& f) {
-        std::vector<int64_t> out(f.size());
-        for (int64_t i = 0; i < f.size(); ++i) out[i] = f.label(i);
-        return out;
-      })
-      .def("paths", [](const ImageFolder& f) {
-        std::vector<std::string> out(f.size());
-        for (int64_t i = 0; i < f.size(); ++i) out[i] = f.name(i);
-        return out;
-      });
+      .def_prop_ro("root", &ImageFolder::root);
 }
 
 }  // namespace chute::py

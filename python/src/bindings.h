@@ -4,6 +4,8 @@
 
 #include <nanobind/nanobind.h>
 
+#include <memory>
+
 #include "chute/source.h"
 #include "chute/status.h"
 
@@ -19,6 +21,17 @@ template <typename T>
 T unwrap(Result<T> result) {
   if (!result.is_ok()) throw_status(result.status());
   return std::move(result).value();
+}
+
+// Opens a source (a static T::open returning Result<shared_ptr<T>>) without the GIL: scans and mmaps can
+// take a while, and other Python threads should run meanwhile.
+template <typename T, typename F>
+std::shared_ptr<T> open_without_gil(F&& open) {
+  Result<std::shared_ptr<T>> result = [&] {
+    nb::gil_scoped_release release;
+    return open();
+  }();
+  return unwrap(std::move(result));
 }
 
 // The index, or IndexError when it is outside the source (bind_sources.cc).
