@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from chute.doctor.sampling import BackgroundSampler
+
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -86,18 +88,15 @@ class CpuTimeline:
     children: list[float] = field(default_factory=list)   # child processes (DataLoader workers)
 
 
-class CpuSampler:
+class CpuSampler(BackgroundSampler):
     """Samples this process's, its main thread's and its children's CPU time every ``interval`` seconds on
     a background thread (``with CpuSampler() as s: ...``; ``s.timeline`` afterwards)."""
 
     def __init__(self, interval: float = 0.1):
-        self.interval = interval
+        super().__init__(interval, "chute-doctor-cpu")
         self.timeline = CpuTimeline()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="chute-doctor-cpu", daemon=True)
         self._main_tid = threading.main_thread().native_id
         self._child_cpu: dict[int, float] = {}  # last CPU time seen per child, kept after it exits
-        self.start_time = 0.0
 
     def _read(self) -> tuple[float, float, float]:
         for pid in child_pids():
@@ -126,15 +125,6 @@ class CpuSampler:
             tl.main_thread.append(max(0.0, (main - last_main) / dt))
             tl.children.append(max(0.0, (children - last_children) / dt))
             last_t, last_proc, last_main, last_children = now, proc, main, children
-
-    def __enter__(self) -> "CpuSampler":
-        self.start_time = time.perf_counter()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 @dataclass

@@ -12,9 +12,10 @@ from __future__ import annotations
 import ctypes
 import os
 import statistics
-import threading
 import time
 from dataclasses import dataclass, field
+
+from chute.doctor.sampling import BackgroundSampler
 
 NVML_LIBRARY = "libnvidia-ml.so.1"
 
@@ -101,18 +102,16 @@ class GpuTimeline:
     memory_used: list[int] = field(default_factory=list)  # bytes
 
 
-class GpuSampler:
+class GpuSampler(BackgroundSampler):
     """Polls one GPU's utilisation and memory every ``interval`` seconds on a background thread."""
 
     def __init__(self, nvml: Nvml, index: int, interval: float = 0.05):
-        self._nvml, self._handle, self.interval = nvml, nvml.handle(index), interval
+        super().__init__(interval, "chute-doctor-gpu")
+        self._nvml, self._handle = nvml, nvml.handle(index)
         self.name = nvml.name(self._handle)
         self.memory_total = nvml.memory(self._handle)[1]
         self.timeline = GpuTimeline()
         self.error: str | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="chute-doctor-gpu", daemon=True)
-        self.start_time = 0.0
 
     def _run(self) -> None:
         tl = self.timeline
@@ -128,15 +127,6 @@ class GpuSampler:
             tl.memory_used.append(used)
             if self._stop.wait(self.interval):
                 return
-
-    def __enter__(self) -> "GpuSampler":
-        self.start_time = time.perf_counter()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 @dataclass
