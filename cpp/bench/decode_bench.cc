@@ -55,7 +55,7 @@ BENCHMARK(BM_CropDecodeRandomResizedCrop)->UseRealTime();
 
 // resample_rgb alone, from a decoded window of a typical RandomResizedCrop size (330x250, clamped to the
 // first image) to 224x224. bytes_processed counts the window's RGB bytes (no JPEG is involved).
-void BM_Resample(benchmark::State& state, bool portable) {
+void BM_Resample(benchmark::State& state, const char* kernels) {
   const auto& file = bench_data().files.front();
   JpegDecoder decoder;
   auto info = decoder.read_info(file);
@@ -75,10 +75,8 @@ void BM_Resample(benchmark::State& state, bool portable) {
   const AxisCoeffs ys = AxisCoeffs::bilinear(h, 224, 0, 224);
   std::vector<uint8_t> out(224 * 224 * 3);
   ResampleScratch scratch;
-  force_portable_resample(portable);
-  if (std::string_view(resample_kernels()) != (portable ? "portable" : "avx2")) {
-    force_portable_resample(false);
-    state.SkipWithError("this CPU has no AVX2");
+  if (!use_resample_kernels(kernels)) {
+    state.SkipWithError("this CPU cannot run these kernels");
     return;
   }
   state.SetLabel(std::to_string(w) + "x" + std::to_string(h) + "->224x224");
@@ -91,10 +89,11 @@ void BM_Resample(benchmark::State& state, bool portable) {
     ++images;
   }
   meter.finish(state, images, images * int64_t{w} * h * 3);
-  force_portable_resample(false);
+  use_resample_kernels("");
 }
-BENCHMARK_CAPTURE(BM_Resample, portable, true)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Resample, avx2, false)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Resample, portable, "portable")->UseRealTime();
+BENCHMARK_CAPTURE(BM_Resample, avx2, "avx2")->UseRealTime();
+BENCHMARK_CAPTURE(BM_Resample, avx512, "avx512")->UseRealTime();
 
 }  // namespace
 }  // namespace chute::bench

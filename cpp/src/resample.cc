@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <string_view>
 
 #include "chute/status.h"
 #include "detail/resample_kernels.h"
@@ -16,20 +17,44 @@ double bilinear_filter(double x) {
   return x < 1.0 ? 1.0 - x : 0.0;
 }
 
-std::atomic<bool> g_force_portable{false};
+enum Kernels : int { kPortable = 0, kAvx2 = 1, kAvx512 = 2 };
 
-bool use_avx2() {
-  static const bool has_avx2 = __builtin_cpu_supports("avx2");
-  return has_avx2 && !g_force_portable.load(std::memory_order_relaxed);
+Kernels best_kernels() {
+  static const Kernels best = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                                      __builtin_cpu_supports("avx512vbmi")
+                                  ? kAvx512
+                              : __builtin_cpu_supports("avx2") ? kAvx2
+                                                               : kPortable;
+  return best;
+}
+
+std::atomic<int> g_kernels{-1};  // -1: the best available
+
+Kernels kernels() {
+  const int chosen = g_kernels.load(std::memory_order_relaxed);
+  return chosen < 0 ? best_kernels() : static_cast<Kernels>(chosen);
 }
 
 }  // namespace
 
-const char* resample_kernels() { return use_avx2() ? "avx2" : "portable"; }
-void force_portable_resample(bool on) { g_force_portable.store(on); }
+const char* resample_kernels() {
+  switch (kernels()) {
+    case kAvx512: return "avx512";
+    case kAvx2: return "avx2";
+    default: return "portable";
+  }
+}
+
+bool use_resample_kernels(const char* name) {
+  const std::string_view n = name ? name : "";
+  const int k = n.empty() ? -1 : n == "avx512" ? kAvx512 : n == "avx2" ? kAvx2 : n == "portable" ? kPortable : -2;
+  if (k == -2 || k > best_kernels()) return false;
+  g_kernels.store(k);
+  return true;
+}
 
 void AxisCoeffs::build_tap_tables() {
-  padded_out = (out_size + 7) / 8 * 8;
+  padded_out = (out_size + 15) / 16 * 16;
   weights_by_tap.assign(static_cast<size_t>(taps) * padded_out, 0);
   offsets_by_tap.assign(static_cast<size_t>(taps) * padded_out, 0);
   group_taps.assign(padded_out / 8, 0);
@@ -41,6 +66,24 @@ void AxisCoeffs::build_tap_tables() {
       const int pixel = x < out_size ? first[x] + t : 0;
       offsets_by_tap[at] = std::min(pixel, in_size - 1) * 3;
     }
+  }
+  const int groups = padded_out / 16;
+  group16_begin.assign(groups, 0);
+  group16_bytes.assign(groups, 0);
+  group16_taps.assign(groups, 0);
+  offsets16.assign(padded_out, 0);
+  span16_fits = true;
+  for (int g = 0; g < groups; ++g) {
+    const int x0 = g * 16, x1 = std::min(out_size, x0 + 16);
+    int end = first[x0];
+    for (int x = x0; x < x1; ++x) {
+      end = std::max(end, first[x] + count[x]);
+      offsets16[x] = (first[x] - first[x0]) * 3;
+      group16_taps[g] = std::max(group16_taps[g], count[x]);
+    }
+    group16_begin[g] = first[x0] * 3;
+    group16_bytes[g] = (end - first[x0]) * 3;
+    span16_fits = span16_fits && group16_bytes[g] <= 128;
   }
 }
 
@@ -158,7 +201,8 @@ void vertical_portable(const uint8_t* in, size_t in_pitch, int row0, const AxisC
 // a pass whose axis keeps its size is skipped.
 void resample_rgb(const uint8_t* in, size_t in_pitch, const AxisCoeffs& xs, const AxisCoeffs& ys,
                   uint8_t* out, ResampleScratch& scratch) {
-  const bool avx2 = use_avx2();
+  const Kernels k = kernels();
+  const auto vertical = k >= kAvx2 ? detail::vertical_avx2 : detail::vertical_portable;
   const size_t row_bytes = static_cast<size_t>(xs.out_size) * 3;
   if (xs.identity && ys.identity) {
     for (int y = 0; y < ys.out_size; ++y)
@@ -167,10 +211,12 @@ void resample_rgb(const uint8_t* in, size_t in_pitch, const AxisCoeffs& xs, cons
     return;
   }
   if (xs.identity) {  // vertical only, straight from the input
-    (avx2 ? detail::vertical_avx2 : detail::vertical_portable)(in + xs.first[0] * 3, in_pitch, 0, ys, row_bytes, out);
+    vertical(in + xs.first[0] * 3, in_pitch, 0, ys, row_bytes, out);
     return;
   }
-  const auto horizontal = avx2 ? detail::horizontal_avx2 : detail::horizontal_portable;
+  const auto horizontal = k == kAvx512 && xs.span16_fits ? detail::horizontal_avx512
+                          : k >= kAvx2                   ? detail::horizontal_avx2
+                                                         : detail::horizontal_portable;
   if (ys.identity) {  // horizontal only: rows ys.first[0].. straight into the output
     horizontal(in, in_pitch, ys.first[0], ys.out_size, xs, out, row_bytes);
     return;
@@ -178,8 +224,7 @@ void resample_rgb(const uint8_t* in, size_t in_pitch, const AxisCoeffs& xs, cons
   const int y_begin = ys.input_begin(), y_end = ys.input_end();
   scratch.horizontal.resize(static_cast<size_t>(y_end - y_begin) * row_bytes);
   horizontal(in, in_pitch, y_begin, y_end - y_begin, xs, scratch.horizontal.data(), row_bytes);
-  (avx2 ? detail::vertical_avx2 : detail::vertical_portable)(scratch.horizontal.data(), row_bytes, y_begin, ys,
-                                                              row_bytes, out);
+  vertical(scratch.horizontal.data(), row_bytes, y_begin, ys, row_bytes, out);
 }
 
 }  // namespace chute

@@ -53,7 +53,7 @@ void horizontal_avx2(const uint8_t* in, size_t in_pitch, int row0, int rows, con
     const uint8_t* src1 = src0 + in_pitch;
     uint8_t* dst0 = out + static_cast<size_t>(row) * out_pitch;
     uint8_t* dst1 = dst0 + out_pitch;
-    for (int x0 = 0; x0 < npad; x0 += 8) {
+    for (int x0 = 0; x0 < n; x0 += 8) {
       __m256i r0 = half, g0 = half, b0 = half, r1 = half, g1 = half, b1 = half;
       for (int t = 0, taps = xs.group_taps[x0 / 8]; t < taps; ++t) {
         const size_t at = static_cast<size_t>(t) * npad + x0;
@@ -70,7 +70,7 @@ void horizontal_avx2(const uint8_t* in, size_t in_pitch, int row0, int rows, con
   for (; row < rows; ++row) {
     const uint8_t* src = in + static_cast<size_t>(row0 + row) * in_pitch;
     uint8_t* dst = out + static_cast<size_t>(row) * out_pitch;
-    for (int x0 = 0; x0 < npad; x0 += 8) {
+    for (int x0 = 0; x0 < n; x0 += 8) {
       __m256i r = half, g = half, b = half;
       for (int t = 0, taps = xs.group_taps[x0 / 8]; t < taps; ++t) {
         const size_t at = static_cast<size_t>(t) * npad + x0;

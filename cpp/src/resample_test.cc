@@ -66,19 +66,36 @@ TEST(ResampleTest, SameSizeIsACopyAndKeptRangeIsASubset) {
     for (int x = 0; x < 10 * 3; ++x) ASSERT_EQ(part[y * 30 + x], full[(y + 3) * 60 + 15 + x]);
 }
 
+// Every SIMD kernel this CPU runs against the portable one, on random sizes from 4x shrinks (where the
+// AVX-512 horizontal pass hands over to AVX2) to 300x enlargements, and on narrow outputs (one group).
 TEST(ResampleTest, SimdKernelsMatchPortableKernelsExactly) {
-  if (std::string(resample_kernels()) != "avx2") GTEST_SKIP() << "no AVX2 on this CPU";
+  std::vector<const char*> simd;
+  for (const char* k : {"avx2", "avx512"})
+    if (use_resample_kernels(k)) simd.push_back(k);
+  ASSERT_TRUE(use_resample_kernels(""));
+  if (simd.empty()) GTEST_SKIP() << "no SIMD kernels on this CPU";
   std::mt19937 gen(7);
   std::uniform_int_distribution<int> dim(1, 300);
-  for (int i = 0; i < 60; ++i) {
-    const int w = dim(gen), h = dim(gen), ow = dim(gen), oh = dim(gen);
+  for (int i = 0; i < 80; ++i) {
+    const int w = dim(gen), h = dim(gen), ow = i % 4 == 0 ? 1 + dim(gen) % 20 : dim(gen), oh = dim(gen);
     std::vector<uint8_t> in(static_cast<size_t>(w) * h * 3);
     for (auto& v : in) v = static_cast<uint8_t>(gen());
-    force_portable_resample(true);
+    ASSERT_TRUE(use_resample_kernels("portable"));
     const auto portable = run(in, w, h, ow, oh);
-    force_portable_resample(false);
-    ASSERT_EQ(run(in, w, h, ow, oh), portable) << w << "x" << h << " -> " << ow << "x" << oh;
+    for (const char* k : simd) {
+      ASSERT_TRUE(use_resample_kernels(k));
+      ASSERT_EQ(run(in, w, h, ow, oh), portable) << k << ": " << w << "x" << h << " -> " << ow << "x" << oh;
+    }
   }
+  ASSERT_TRUE(use_resample_kernels(""));
+}
+
+TEST(ResampleTest, KernelSelectionRejectsUnknownNames) {
+  EXPECT_FALSE(use_resample_kernels("sse9"));
+  EXPECT_TRUE(use_resample_kernels("portable"));
+  EXPECT_STREQ(resample_kernels(), "portable");
+  EXPECT_TRUE(use_resample_kernels(""));
+  EXPECT_STRNE(resample_kernels(), "");
 }
 
 }  // namespace

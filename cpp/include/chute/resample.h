@@ -25,12 +25,20 @@ struct AxisCoeffs {
   std::vector<int> first;
   std::vector<int> count;
   std::vector<int32_t> weights;  // fixed point, kPrecisionBits
-  // The same taps laid out by tap then output (outputs padded to a multiple of 8, zero weights), with the
+  // The same taps laid out by tap then output (outputs padded to a multiple of 16, zero weights), with the
   // byte offset of each tap's RGB pixel clamped into the input: what the SIMD kernels read.
   int padded_out = 0;
   std::vector<int32_t> weights_by_tap;
   std::vector<int32_t> offsets_by_tap;
   std::vector<int> group_taps;  // per group of 8 outputs, the most taps any of them uses
+  // For the AVX-512 kernel, per group of 16 outputs: the byte offset of its first input pixel, the bytes
+  // its taps span, and its most taps; and per output, its first pixel's byte offset from its group's.
+  // span16_fits: every group's span fits the 128 bytes the kernel holds in two registers.
+  std::vector<int32_t> group16_begin;
+  std::vector<int32_t> group16_bytes;
+  std::vector<int> group16_taps;
+  std::vector<int32_t> offsets16;
+  bool span16_fits = false;
 
   static constexpr int kPrecisionBits = 32 - 8 - 2;
 
@@ -66,9 +74,12 @@ inline constexpr size_t kResampleInputPadding = 4;
 void resample_rgb(const uint8_t* in, size_t in_pitch, const AxisCoeffs& xs, const AxisCoeffs& ys,
                   uint8_t* out, ResampleScratch& scratch);
 
-// Which kernels resample_rgb uses: "avx2" where the CPU has it, else "portable". Tests can force the
-// portable kernels to compare the two.
+// Which kernels resample_rgb uses: the best this CPU runs of "avx512" (AVX-512 F, BW and VBMI), "avx2"
+// and "portable", unless use_resample_kernels() chose others. The horizontal pass falls back from avx512 to
+// avx2 for an image whose 16 adjacent outputs span more than 42 input pixels (a shrink of more than ~2.5x).
 const char* resample_kernels();
-void force_portable_resample(bool on);
+// Selects kernels by name ("avx512", "avx2", "portable"; "" for the best available), for tests and
+// benchmarks that compare them. Returns false, changing nothing, when this CPU cannot run them.
+bool use_resample_kernels(const char* name);
 
 }  // namespace chute

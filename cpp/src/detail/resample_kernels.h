@@ -1,5 +1,5 @@
-// The two passes of resample_rgb, in a portable version and an AVX2 version that computes the same
-// integers. Internal to resample.cc and resample_avx2.cc.
+// The two passes of resample_rgb, in a portable version and SIMD versions (AVX2; AVX-512 for the
+// horizontal pass) that compute the same integers. Internal to resample.cc and resample_avx2.cc.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +14,9 @@ void horizontal_portable(const uint8_t* in, size_t in_pitch, int row0, int rows,
                          uint8_t* out, size_t out_pitch);
 void horizontal_avx2(const uint8_t* in, size_t in_pitch, int row0, int rows, const AxisCoeffs& xs,
                      uint8_t* out, size_t out_pitch);
+// Needs xs.span16_fits.
+void horizontal_avx512(const uint8_t* in, size_t in_pitch, int row0, int rows, const AxisCoeffs& xs,
+                       uint8_t* out, size_t out_pitch);
 
 // Output rows of ys, each a weighted sum of rows of `in` (row r of `in` is input row row0 + r), of
 // `row_bytes` bytes each, into `out` (tightly packed).
