@@ -18,7 +18,7 @@ namespace {
 
 // One image per iteration, cycling over the files, decoded by chute::reference_decode: the same step
 // `chute bench` times for its references.
-void decode_benchmark(benchmark::State& state, const std::optional<RandomResizedCrop>& crop) {
+void decode_benchmark(benchmark::State& state, const ReferenceWindow& keep) {
   const auto& files = bench_data().files;
   JpegDecoder decoder;
   std::vector<uint8_t> pixels;
@@ -28,7 +28,7 @@ void decode_benchmark(benchmark::State& state, const std::optional<RandomResized
   Meter meter;
   for (auto _ : state) {
     const auto& file = files[i];
-    const Status st = reference_decode(decoder, file, crop, pass, i, pixels);
+    const Status st = reference_decode(decoder, file, keep, pass, i, pixels);
     if (!st.is_ok()) {
       state.SkipWithError(st.to_string().c_str());
       break;
@@ -45,13 +45,19 @@ void decode_benchmark(benchmark::State& state, const std::optional<RandomResized
 }
 
 // Whole images.
-void BM_FullDecode(benchmark::State& state) { decode_benchmark(state, std::nullopt); }
+void BM_FullDecode(benchmark::State& state) { decode_benchmark(state, {}); }
 BENCHMARK(BM_FullDecode)->UseRealTime();
 
 // Each image's RandomResizedCrop window only, drawn as the loader draws it (seed 0, the pass over the
 // files as epoch): what BM_TrainTransform does before resampling.
-void BM_CropDecodeRandomResizedCrop(benchmark::State& state) { decode_benchmark(state, RandomResizedCrop{224, 224}); }
+void BM_CropDecodeRandomResizedCrop(benchmark::State& state) {
+  decode_benchmark(state, {.crop = RandomResizedCrop{224, 224}});
+}
 BENCHMARK(BM_CropDecodeRandomResizedCrop)->UseRealTime();
+
+// The window Resize(256) + CenterCrop(224) plans: what BM_EvalTransform decodes before resampling.
+void BM_CropDecodeEval(benchmark::State& state) { decode_benchmark(state, {.pipeline = eval_pipeline()}); }
+BENCHMARK(BM_CropDecodeEval)->UseRealTime();
 
 // resample_rgb alone, from a decoded window of a typical RandomResizedCrop size (330x250, clamped to the
 // first image) to 224x224. bytes_processed counts the window's RGB bytes (no JPEG is involved).

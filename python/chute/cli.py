@@ -204,7 +204,8 @@ def _bench(args: argparse.Namespace) -> int:
     console.print(f"dataset: {root}\nDataLoader peer: ImageFolder + PIL + {result.peer} transforms.\n"
                   "range: slowest and fastest epoch. per core: img/s divided by the threads or worker "
                   "processes the configuration may use (at most the machine's cores). ref: libjpeg-turbo "
-                  "alone on 1 thread, whole images or only RandomResizedCrop windows. vs best DL: ratio to "
+                  "alone on 1 thread: whole images, only RandomResizedCrop boxes, or (eval) only the window Resize + "
+                  "CenterCrop plan. vs best DL: ratio to "
                   "the fastest DataLoader setting." + (" read: every sample's bytes read once by the source, "
                   "no decode (the storage layer alone)." if args.source else ""))
     return 0

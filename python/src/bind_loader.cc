@@ -11,7 +11,6 @@
 #include "chute/loader.h"
 
 namespace chute::py {
-namespace {
 
 Pipeline make_pipeline(const nb::list& transforms) {
   std::vector<Transform> list;
@@ -25,6 +24,8 @@ Pipeline make_pipeline(const nb::list& transforms) {
   }
   return unwrap(Pipeline::create(std::move(list)));
 }
+
+namespace {
 
 // The batch's buffers stay alive while either tensor does: each capsule holds a reference.
 nb::capsule owner_of(const std::shared_ptr<Batch>& batch) {

@@ -12,7 +12,10 @@ namespace chute::py {
 void register_reference(nb::module_& m) {
   m.def(
       "decode_rate",
-      [](const std::vector<std::string>& paths, std::optional<RandomResizedCrop> crop, double min_seconds) {
+      [](const std::vector<std::string>& paths, std::optional<RandomResizedCrop> crop, double min_seconds,
+         std::optional<nb::list> transforms) {
+        ReferenceWindow keep{crop, std::nullopt};
+        if (transforms) keep.pipeline = make_pipeline(*transforms);
         nb::gil_scoped_release release;
         std::vector<std::vector<uint8_t>> files(paths.size());
         for (size_t i = 0; i < paths.size(); ++i) {
@@ -22,12 +25,14 @@ void register_reference(nb::module_& m) {
             throw_status(Status(st.code(), paths[i] + ": " + st.message()));
           }
         }
-        const DecodeRate r = decode_rate(files, crop, min_seconds);
+        const DecodeRate r = decode_rate(files, keep, min_seconds);
         return std::make_tuple(r.images_per_second, r.images, r.failures);
       },
       nb::arg("paths"), nb::arg("crop").none() = nb::none(), nb::arg("min_seconds") = 1.0,
-      "Single-thread libjpeg-turbo decode of the files (read into memory first), whole or only each one's "
-      "RandomResizedCrop window: (images per second, images, failures).");
+      nb::arg("transforms").none() = nb::none(),
+      "Single-thread libjpeg-turbo decode of the files (read into memory first): whole, only each one's "
+      "RandomResizedCrop window (crop), or only the window the native `transforms` plan: (images per "
+      "second, images, failures).");
 }
 
 }  // namespace chute::py

@@ -8,6 +8,7 @@
 
 #include "chute/source.h"
 #include "chute/status.h"
+#include "chute/transforms.h"
 
 namespace chute::py {
 
@@ -36,6 +37,9 @@ std::shared_ptr<T> open_without_gil(F&& open) {
 
 // The index, or IndexError when it is outside the source (bind_sources.cc).
 int64_t checked_index(const Source& s, int64_t index);
+
+// A Pipeline from a list of native transform objects (chute.RandomResizedCrop()._to_native(), ...).
+Pipeline make_pipeline(const nb::list& transforms);
 
 void register_sources(nb::module_& m);
 void register_transforms(nb::module_& m);

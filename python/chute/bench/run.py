@@ -108,10 +108,15 @@ def run_bench(root: Path, *, pipeline: str = "train", batch_size: int = 256, rou
     for w in workers:
         dl = torch_peer.make_dataloader(root, batch_size=batch_size, num_workers=w, train=train)
         loaders.append((Measurement(f"DataLoader workers={w}", "dataloader", max(1, min(w, cores))), dl))
+    # Single-thread libjpeg-turbo: whole images, each RandomResizedCrop box (crop-on-decode alone), and for
+    # eval the window Resize(256) + CenterCrop(224) plans (the loader's own decode, without resampling).
     references = [
-        (Measurement("ref: full decode", "reference", 1), None),
-        (Measurement("ref: crop-on-decode", "reference", 1), chute.RandomResizedCrop(224)._to_native()),
+        (Measurement("ref: full decode", "reference", 1), {}),
+        (Measurement("ref: crop-on-decode", "reference", 1), {"crop": chute.RandomResizedCrop(224)._to_native()}),
     ]
+    if not train:
+        window = [t._to_native() for t in chute_transforms(pipeline)[:2]]
+        references.append((Measurement("ref: eval-window decode", "reference", 1), {"transforms": window}))
 
     try:
         for m, loader in loaders:
@@ -121,9 +126,9 @@ def run_bench(root: Path, *, pipeline: str = "train", batch_size: int = 256, rou
             for m, loader in loaders:
                 on_step(f"round {r + 1}/{rounds}: {m.name}")
                 m.rates.append(time_epoch(loader))
-            for m, crop in references:
+            for m, keep in references:
                 on_step(f"round {r + 1}/{rounds}: {m.name}")
-                m.rates.append(chute._native.decode_rate(paths, crop, 1.0)[0])
+                m.rates.append(chute._native.decode_rate(paths, min_seconds=1.0, **keep)[0])
             for m, native in reads:
                 on_step(f"round {r + 1}/{rounds}: {m.name}")
                 seconds, _, failed = chute._native.read_all(native, threads)
