@@ -5,6 +5,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "detail/output_kernels.h"
+
 namespace chute {
 
 size_t dtype_size(DType dtype) {
@@ -54,6 +56,8 @@ Result<OutputWriter> OutputWriter::create(int height, int width, OutputFormat fo
   for (int c = 0; c < 3; ++c) {
     const float mean = normalize ? normalize->mean[c] : 0.f;
     const float std = normalize ? normalize->std[c] : 1.f;
+    w.mean_[c] = mean;
+    w.std_[c] = std;
     for (int v = 0; v < 256; ++v) {
       const float value = (static_cast<float>(v) / 255.f - mean) / std;
       w.lut_f32_[c][v] = value;
@@ -64,6 +68,12 @@ Result<OutputWriter> OutputWriter::create(int height, int width, OutputFormat fo
 }
 
 namespace {
+
+bool has_avx512_vbmi() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi");
+  return has;
+}
 
 // One templated loop per (dtype, layout): the compiler vectorises the straight cases.
 // T is the stored type: uint8_t (pixels as they are), float, or uint16_t (float16/bfloat16 bits). The
@@ -101,6 +111,13 @@ void OutputWriter::write(const uint8_t* rgb, bool flip, void* dst) const {
     return;
   }
   const bool nchw = format_.layout == Layout::kNCHW;
+  if (nchw && has_avx512_vbmi()) {  // the commonest writes, vectorised; the same values (output_avx512.cc)
+    if (format_.dtype == DType::kUInt8)
+      return detail::write_planes_u8_avx512(rgb, height_, width_, flip, static_cast<uint8_t*>(dst));
+    if (format_.dtype == DType::kFloat32)
+      return detail::write_planes_f32_avx512(rgb, height_, width_, flip, mean_.data(), std_.data(),
+                                             static_cast<float*>(dst));
+  }
   switch (format_.dtype) {
     case DType::kUInt8: {
       using Lut = const std::array<std::array<uint8_t, 256>, 3>*;
