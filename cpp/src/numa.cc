@@ -1,5 +1,6 @@
 #include "chute/numa.h"
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <charconv>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 namespace chute {
 namespace {
@@ -91,6 +93,19 @@ std::vector<int> pci_local_cpus(const std::string& sysfs_root, std::string_view 
   if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return {};
   std::erase_if(cpus, [&](int c) { return c >= CPU_SETSIZE || !CPU_ISSET(c, &allowed); });
   return cpus;
+}
+
+void run_on_cpus(const std::vector<int>& cpus, const std::function<void()>& fn) {
+  if (cpus.empty()) return fn();
+  std::thread t([&] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int c : cpus)
+      if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort
+    fn();
+  });
+  t.join();
 }
 
 }  // namespace chute

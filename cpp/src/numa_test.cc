@@ -75,5 +75,24 @@ TEST(NumaTest, UnknownTopologyDegradesToNoPinning) {
   EXPECT_TRUE(pci_local_cpus("/nonexistent-sysfs", "0000:01:00.0").empty());
 }
 
+TEST(NumaTest, RunOnCpusRunsPinnedAndWaits) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  int first = 0;
+  while (!CPU_ISSET(first, &allowed)) ++first;
+  int ran_on = -1, count = -1;
+  run_on_cpus({first}, [&] {
+    cpu_set_t mine;
+    sched_getaffinity(0, sizeof(mine), &mine);
+    count = CPU_COUNT(&mine);
+    ran_on = sched_getcpu();
+  });
+  EXPECT_EQ(count, 1);
+  EXPECT_EQ(ran_on, first);
+  bool ran = false;
+  run_on_cpus({}, [&] { ran = true; });  // unknown topology: just runs
+  EXPECT_TRUE(ran);
+}
+
 }  // namespace
 }  // namespace chute

@@ -1,5 +1,6 @@
 #include "chute/simulated_device.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <variant>
@@ -62,14 +63,15 @@ struct SimulatedDevice::Op {
   std::variant<Copy, Record, Wait> what;
 };
 
-std::shared_ptr<SimulatedDevice> SimulatedDevice::create(uint64_t seed, int max_delay_us) {
-  auto d = std::shared_ptr<SimulatedDevice>(new SimulatedDevice(seed, max_delay_us));
+std::shared_ptr<SimulatedDevice> SimulatedDevice::create(uint64_t seed, int max_delay_us, int min_delay_us) {
+  auto d = std::shared_ptr<SimulatedDevice>(new SimulatedDevice(seed, max_delay_us, min_delay_us));
   d->thread_ = std::thread([raw = d.get()] { raw->run(); });
   return d;
 }
 
-SimulatedDevice::SimulatedDevice(uint64_t seed, int max_delay_us)
-    : max_delay_us_(std::max(0, max_delay_us)), rng_(seed) {}
+SimulatedDevice::SimulatedDevice(uint64_t seed, int max_delay_us, int min_delay_us)
+    : min_delay_us_(std::clamp(min_delay_us, 0, std::max(0, max_delay_us))), max_delay_us_(std::max(0, max_delay_us)),
+      rng_(seed) {}
 
 SimulatedDevice::~SimulatedDevice() {
   {
@@ -188,7 +190,7 @@ Status SimulatedDevice::synchronize(DeviceEvent& event) {
 
 void SimulatedDevice::run() {
   std::unique_lock<std::mutex> lock(mu_);
-  std::uniform_int_distribution<int> delay(0, max_delay_us_);
+  std::uniform_int_distribution<int> delay(min_delay_us_, max_delay_us_);
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stop_, and drained

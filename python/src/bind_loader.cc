@@ -9,6 +9,7 @@
 
 #include "bindings.h"
 #include "chute/loader.h"
+#include "chute/numa.h"
 
 namespace chute::py {
 
@@ -143,7 +144,12 @@ void register_loader(nb::module_& m) {
             if (pinned_by != nullptr) o.host_allocator = pinned_by->impl->host_allocator();
             o.extra_buffers = extra_buffers;
             o.cpu_affinity = std::move(cpu_affinity);
-            new (self) PyLoader{unwrap(Loader::create(std::move(source), make_pipeline(transforms), o))};
+            Pipeline pipeline = make_pipeline(transforms);
+            std::optional<Result<std::unique_ptr<Loader>>> made;
+            // Built on the CPUs its workers will use, so that its pinned buffers are allocated on their node.
+            run_on_cpus(o.cpu_affinity.value_or(std::vector<int>{}),
+                        [&] { made.emplace(Loader::create(std::move(source), std::move(pipeline), o)); });
+            new (self) PyLoader{unwrap(std::move(*made))};
           },
           nb::arg("source"), nb::arg("transforms"), nb::arg("batch_size"), nb::arg("shuffle"), nb::arg("seed"),
           nb::arg("drop_last"), nb::arg("num_threads"), nb::arg("max_threads"), nb::arg("prefetch"),

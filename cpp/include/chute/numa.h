@@ -5,6 +5,7 @@
 // many VMs), unreadable or malformed files, or CPUs this process may not run on.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,5 +29,9 @@ std::vector<int> numa_node_cpus(const std::string& sysfs_root, int node);
 // The CPUs local to the PCI device that this process may run on (sched_getaffinity); empty when the
 // topology is unknown or none of them is allowed.
 std::vector<int> pci_local_cpus(const std::string& sysfs_root, std::string_view bus_id);
+
+// Runs `fn` on a thread pinned to `cpus` and waits for it: memory it allocates and touches first (the
+// ring's pinned buffers) lands on those CPUs' node. With no CPUs, or if pinning fails, runs it unpinned.
+void run_on_cpus(const std::vector<int>& cpus, const std::function<void()>& fn);
 
 }  // namespace chute

@@ -31,8 +31,8 @@ namespace chute {
 
 class SimulatedDevice final : public Device, public std::enable_shared_from_this<SimulatedDevice> {
  public:
-  // Copies take a random time in [0, 2 * max_delay_us] (two halves).
-  static std::shared_ptr<SimulatedDevice> create(uint64_t seed = 0, int max_delay_us = 200);
+  // Each half of a copy waits a random time in [min_delay_us, max_delay_us].
+  static std::shared_ptr<SimulatedDevice> create(uint64_t seed = 0, int max_delay_us = 200, int min_delay_us = 0);
   ~SimulatedDevice() override;
 
   DeviceKind kind() const override { return DeviceKind::kSimulated; }
@@ -61,7 +61,7 @@ class SimulatedDevice final : public Device, public std::enable_shared_from_this
   struct EventState;
 
  private:
-  SimulatedDevice(uint64_t seed, int max_delay_us);
+  SimulatedDevice(uint64_t seed, int max_delay_us, int min_delay_us);
   struct Op;
   void run();
   void violation(std::string what);  // with mu_ held
@@ -69,7 +69,7 @@ class SimulatedDevice final : public Device, public std::enable_shared_from_this
   Result<void*> allocate(std::map<uintptr_t, size_t>& allocations, size_t bytes);
   void release(std::map<uintptr_t, size_t>& allocations, void* p, size_t bytes, const char* what) noexcept;
 
-  const int max_delay_us_;
+  const int min_delay_us_, max_delay_us_;
   mutable std::mutex mu_;
   std::condition_variable cv_;  // ops queued, events completed, queue drained
   std::deque<Op> queue_;        // the transfer stream
