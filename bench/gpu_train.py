@@ -66,9 +66,15 @@ class Trainer:
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
         self.loss = nn.CrossEntropyLoss()
 
-    def run(self, batches, steps: int, warmup: int) -> tuple[float, float, int]:
-        """(img/s, GPU-idle fraction, images) over `steps` steps after `warmup`."""
-        it = iter(batches)
+    def run(self, loader, steps: int, warmup: int) -> tuple[float, float, int]:
+        """(img/s, GPU-idle fraction, images) over `steps` steps after `warmup`; closes the loader."""
+        try:
+            return self._run(cycle(loader), steps, warmup)
+        finally:
+            if hasattr(loader, "close"):
+                loader.close()
+
+    def _run(self, it, steps: int, warmup: int) -> tuple[float, float, int]:
         events, images = [], 0
         for i in range(warmup + steps):
             if i == warmup:
@@ -95,10 +101,10 @@ class Trainer:
         return images / wall, max(0.0, 1 - busy / wall), images
 
 
-def cycle(make):
-    """Endless batches from a loader factory (epochs back to back)."""
+def cycle(loader):
+    """Endless batches: epochs back to back."""
     while True:
-        yield from make()
+        yield from loader
 
 
 def main() -> int:
@@ -127,15 +133,13 @@ def main() -> int:
     chute_transforms = [chute.RandomResizedCrop(224), chute.RandomHorizontalFlip(),
                         chute.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
 
-    def chute_batches():
-        loader = chute.Loader(chute.ImageFolder(root), batch_size=bs, shuffle=True, drop_last=True,
-                              transforms=chute_transforms, dtype=torch.float32, device="cuda",
-                              memory_format=torch.channels_last)
-        return cycle(lambda: loader)
+    def chute_loader():
+        return chute.Loader(chute.ImageFolder(root), batch_size=bs, shuffle=True, drop_last=True,
+                            transforms=chute_transforms, dtype=torch.float32, device="cuda",
+                            memory_format=torch.channels_last)
 
-    def torch_batches(workers: int):
-        loader = make_dataloader(root, batch_size=bs, num_workers=workers, pin_memory=True)
-        return cycle(lambda: loader)
+    def torch_loader(workers: int):
+        return make_dataloader(root, batch_size=bs, num_workers=workers, pin_memory=True)
 
     sweep = [int(w) for w in args.workers.split(",")] if args.workers else sorted(
         {max(1, cores // 4), max(1, cores // 2), cores})
@@ -143,14 +147,14 @@ def main() -> int:
           f"DataLoader peer: {'torchvision' if uses_torchvision() else 'PIL re-implementation'}")
     best, best_rate = sweep[0], 0.0
     for w in sweep:
-        rate, idle, _ = trainer.run(torch_batches(w), max(10, args.steps // 2), args.warmup)
+        rate, idle, _ = trainer.run(torch_loader(w), max(10, args.steps // 2), args.warmup)
         print(f"  DataLoader num_workers={w:3d}: {rate:8.0f} img/s, GPU idle {idle:6.1%}")
         if rate > best_rate:
             best, best_rate = w, rate
     results = {"chute": [], f"DataLoader(num_workers={best})": []}
     for _ in range(2):
-        results[f"DataLoader(num_workers={best})"].append(trainer.run(torch_batches(best), args.steps, args.warmup))
-        results["chute"].append(trainer.run(chute_batches(), args.steps, args.warmup))
+        results[f"DataLoader(num_workers={best})"].append(trainer.run(torch_loader(best), args.steps, args.warmup))
+        results["chute"].append(trainer.run(chute_loader(), args.steps, args.warmup))
     print(f"\n  {'loader':28s} {'img/s':>9s} {'GPU idle':>9s}   (medians of 2 interleaved runs)")
     med = {}
     for name, runs in results.items():
