@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -207,7 +208,9 @@ class CudaDevice final : public Device, public std::enable_shared_from_this<Cuda
   }
   Status record_transfer(DeviceEvent& event) override { return record(event, stream_); }
   Status record_consumer(DeviceEvent& event, StreamHandle consumer) override {
-    return record(event, stream_of(consumer));
+    // A batch freed at interpreter exit, after the runtime began unloading: no stream will run again.
+    if (Status st = record(event, stream_of(consumer)); !st.is_ok() && !unloading_) return st;
+    return Status::ok();
   }
   Status transfer_wait(DeviceEvent& event) override { return wait(stream_, event); }
   Status consumer_wait(StreamHandle consumer, DeviceEvent& event) override { return wait(stream_of(consumer), event); }
@@ -226,7 +229,10 @@ class CudaDevice final : public Device, public std::enable_shared_from_this<Cuda
  private:
   Status record(DeviceEvent& event, cudaStream_t stream) {
     DeviceGuard guard(*api_, index_);
-    if (auto e = api_->cudaEventRecord(raw(event), stream); e != cudaSuccess) return cuda_error(*api_, "cudaEventRecord", e);
+    if (auto e = api_->cudaEventRecord(raw(event), stream); e != cudaSuccess) {
+      if (e == cudaErrorCudartUnloading) unloading_ = true;
+      return cuda_error(*api_, "cudaEventRecord", e);
+    }
     return Status::ok();
   }
   Status wait(cudaStream_t stream, DeviceEvent& event) {
@@ -239,6 +245,7 @@ class CudaDevice final : public Device, public std::enable_shared_from_this<Cuda
   const CudartApi* api_;
   int index_;
   cudaStream_t stream_;  // the transfer stream
+  std::atomic<bool> unloading_{false};
 };
 
 constexpr const char* kNeeds = "device='cuda' needs libcudart / a CUDA GPU: ";

@@ -178,8 +178,8 @@ class Loader:
             available, _, why = _delivery.cuda_availability()
             if pin_memory and not available:
                 raise ValueError(f"pin_memory=True needs libcudart / a CUDA GPU: {why}")
-            if available:
-                native_device = _native.Device.cuda(0)
+            if available:  # the current device's context, not device 0's on every rank
+                native_device = _native.Device.cuda(torch.cuda.current_device() if torch.cuda.is_available() else 0)
         self.device = "sim" if device_kind == "sim" else torch.device(device_kind, device_index) \
             if device_kind == "cuda" else torch.device("cpu")
         self._native = _native.Loader(

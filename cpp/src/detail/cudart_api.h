@@ -14,6 +14,7 @@ using cudaStream_t = struct CUstream_st*;
 using cudaEvent_t = struct CUevent_st*;
 
 constexpr cudaError_t cudaSuccess = 0;
+constexpr cudaError_t cudaErrorCudartUnloading = 4;  // the process is exiting
 constexpr cudaError_t cudaErrorNotReady = 600;
 constexpr unsigned cudaHostAllocPortable = 0x01;
 constexpr unsigned cudaStreamNonBlocking = 0x01;
