@@ -104,7 +104,7 @@ class Loader:
     ``Normalize``) is computed on the GPU. ``device_prefetch`` batches are copied ahead, in at most
     ``max_device_memory`` bytes of chute's own device buffers; like host batches, a device batch's
     buffer is reused once its tensors are freed: ``.clone()`` what you keep. Worker threads are pinned
-    to the GPU's NUMA node when sysfs tells it. ``pin_memory`` (for ``device='cpu'``) has torch's
+    to the GPU's NUMA node when sysfs tells it (``max_threads`` then defaults to that node's CPUs). ``pin_memory`` (for ``device='cpu'``) has torch's
     meaning, pinned batches for your own ``.to('cuda', non_blocking=True)``; ``None`` turns it on when
     a CUDA GPU is present. ``device='sim'`` is for chute's own tests (a simulated GPU in host memory).
     """
@@ -174,6 +174,9 @@ class Loader:
             native_device = _delivery.open_device(device_kind, device_index, int(seed))
             if device_kind == "cuda":
                 affinity = _native.cuda_local_cpus(device_index) or None
+                if affinity and max_threads is None and not (isinstance(num_threads, int)
+                                                              and num_threads > len(affinity)):
+                    max_threads = len(affinity)  # a thread per CPU of the GPU's node
         elif pin_memory or pin_memory is None:
             available, _, why = _delivery.cuda_availability()
             if pin_memory and not available:
