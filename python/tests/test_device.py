@@ -132,6 +132,7 @@ def test_cuda_without_a_gpu_is_a_clear_error(folder):
     with pytest.raises(ValueError, match="pin_memory=True needs libcudart / a CUDA GPU"):
         make(folder, "cpu", pin_memory=True)
     assert make(folder, "cpu").pin_memory is False  # None: on only where CUDA is
+    assert chute._native.cuda_local_cpus(0) == []  # no GPU, no NUMA node: nothing pinned
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -156,3 +157,19 @@ def test_cuda_delivers_the_cpu_batches(folder):
     for (x, y), (ex, ey) in zip(got, expected, strict=True):
         assert torch.allclose(x, ex, atol=1e-6) and torch.equal(y, ey)
     assert make(folder, "cpu").pin_memory  # None: on where CUDA is
+
+
+def test_interpreter_exit_with_copies_in_flight_and_a_held_device_batch(folder):
+    import subprocess
+    import sys
+    code = """
+import sys, torch, chute
+loader = chute.Loader(chute.ImageFolder(sys.argv[1]), batch_size=4, transforms=[chute.CenterCrop(32)],
+                      num_threads=2, device="sim", device_prefetch=3, dtype=torch.float32)
+it = iter(loader)
+images, labels = next(it)
+print(labels.tolist())
+"""
+    result = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[0, 0, 0, 0]"
