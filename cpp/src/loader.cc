@@ -26,8 +26,9 @@ struct SharedState {
   std::condition_variable consumer_cv;  // consumer: batch ready, epoch over, error, no task in flight
   BatchRing ring;                       // guarded by mu
 
-  SharedState(int64_t batch_size, size_t sample_bytes, int slots, size_t max_bytes)
-      : ring(batch_size, sample_bytes, slots, max_bytes) {}
+  SharedState(int64_t batch_size, size_t sample_bytes, int slots, size_t max_bytes,
+              std::shared_ptr<HostAllocator> allocator)
+      : ring(batch_size, sample_bytes, slots, max_bytes, std::move(allocator)) {}
 };
 
 // Called with shared->mu held: the ring's slot table may grow on other threads.
@@ -164,6 +165,11 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Source> sou
   if ((options.num_threads == 0 || options.prefetch == 0) && !options.collect_stats)
     return invalid_argument("auto threads or prefetch need collect_stats: they tune from the statistics");
   const size_t slot_bytes = slot_bytes_for(options.batch_size, writer.sample_bytes());
+  if (options.extra_buffers < 0) return invalid_argument("extra_buffers must be >= 0");
+  if (options.cpu_affinity) {
+    for (int cpu : *options.cpu_affinity)
+      if (cpu < 0 || cpu >= CPU_SETSIZE) return invalid_argument("cpu_affinity: no CPU " + std::to_string(cpu));
+  }
   if (options.prefetch == 0 && options.max_memory / slot_bytes < 3)
     return invalid_argument("max_memory of " + std::to_string(options.max_memory >> 20) +
                             " MiB holds fewer than 3 batch buffers of " + std::to_string(slot_bytes >> 20) +
@@ -174,8 +180,9 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Source> sou
 Loader::Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWriter writer, LoaderOptions options)
     : source_(std::move(source)), pipeline_(std::move(pipeline)), writer_(std::move(writer)), options_(options),
       epoch_(std::make_unique<EpochState>()), tuner_(tuner_settings(options_, writer_.sample_bytes())) {
-  shared_ = std::make_shared<SharedState>(options_.batch_size, writer_.sample_bytes(), tuner_.prefetch() + 2,
-                                          options_.max_ring_bytes);
+  shared_ = std::make_shared<SharedState>(options_.batch_size, writer_.sample_bytes(),
+                                          tuner_.prefetch() + 2 + options_.extra_buffers, options_.max_ring_bytes,
+                                          options_.host_allocator);
   epoch_->baseline_s = now_s();
   const int pool = options_.num_threads > 0 ? options_.num_threads : options_.max_threads;
   for (int i = 0; i < pool; ++i) threads_.emplace_back([this, i] { worker_main(i); });
@@ -298,6 +305,13 @@ Loader::Task& Loader::dispatch() {
 
 void Loader::worker_main(int id) {
   pthread_setname_np(pthread_self(), "chute-worker");  // what top, py-spy and gdb show
+  if (options_.cpu_affinity && !options_.cpu_affinity->empty()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int cpu : *options_.cpu_affinity) CPU_SET(cpu, &set);
+    // Best effort: a CPU outside this process's cgroup makes it fail, and the thread then runs anywhere.
+    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+  }
   SampleProcessor processor(*source_, pipeline_, writer_, options_.seed, options_.decode);
   const bool timed = options_.collect_stats;
   // The thread's CPU clock is a system call (~1-4 us on VMs): read it every kCpuEvery samples, charging

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 import torch
 
 from chute import _native
+from chute import delivery as _delivery
 from chute.errors import Quarantine, SampleError
 from chute.packed import source_from_path
 from chute.stats import LoaderStats
@@ -96,6 +97,16 @@ class Loader:
     bad sample is reached; ``'skip'`` leaves the sample out, fills the batch from the next samples, and
     records it in :meth:`errors`. ``quarantine="bad.jsonl"`` also appends each bad sample, once, to that
     file as a JSON line (index, path, reason, epoch) as soon as the consumer's next batch reports it.
+
+    GPU delivery: ``device='cuda'`` (or ``'cuda:N'``) yields batches already on that GPU. Samples are
+    decoded into pinned buffers, copied as uint8 on a stream of chute's own while the model runs, and
+    the current stream waits for each copy without blocking the host; a float ``dtype`` (and
+    ``Normalize``) is computed on the GPU. ``device_prefetch`` batches are copied ahead, in at most
+    ``max_device_memory`` bytes of chute's own device buffers; like host batches, a device batch's
+    buffer is reused once its tensors are freed: ``.clone()`` what you keep. Worker threads are pinned
+    to the GPU's NUMA node when sysfs tells it (``max_threads`` then defaults to that node's CPUs). ``pin_memory`` (for ``device='cpu'``) has torch's
+    meaning, pinned batches for your own ``.to('cuda', non_blocking=True)``; ``None`` turns it on when
+    a CUDA GPU is present. ``device='sim'`` is for chute's own tests (a simulated GPU in host memory).
     """
 
     def __init__(self, source, batch_size: int = 1, *, shuffle: bool = False, seed: int = 0,
@@ -105,7 +116,8 @@ class Loader:
                  on_error: str = "raise", max_pixels: int = 200_000_000,
                  apply_exif_orientation: bool = False, scaled_decode: bool = False, rank: int | None = None,
                  world_size: int | None = None, even_split: bool = True,
-                 quarantine: str | os.PathLike | None = None):
+                 quarantine: str | os.PathLike | None = None, device="cpu", pin_memory: bool | None = None,
+                 device_prefetch: int = 2, max_device_memory: int = 4 << 30):
         if isinstance(source, (str, os.PathLike)):
             source = source_from_path(source)  # an ImageFolder tree, packed shards or tar shards
         native_source = getattr(source, "_native", None)
@@ -135,6 +147,11 @@ class Loader:
             raise ValueError(f"max_pixels must be a positive int, got {max_pixels!r}")
         if not 0 <= seed < 2**64:
             raise ValueError("seed must fit in 64 bits")
+        device_kind, device_index = _delivery.parse_device(device)
+        if isinstance(device_prefetch, bool) or not isinstance(device_prefetch, int) or device_prefetch <= 0:
+            raise ValueError(f"device_prefetch must be a positive int, got {device_prefetch!r}")
+        if isinstance(max_device_memory, bool) or not isinstance(max_device_memory, int) or max_device_memory <= 0:
+            raise ValueError(f"max_device_memory must be a positive int (bytes), got {max_device_memory!r}")
         self.rank, self.world_size = _resolve_distributed(rank, world_size)
         self.source = source
         self.batch_size = batch_size
@@ -149,11 +166,38 @@ class Loader:
         self._iteration = 0
         self._quarantine = Quarantine(quarantine) if quarantine is not None else None
         self._errors_seen = 0  # errors() already written to the quarantine file
+        # GPU delivery (chute/delivery.py): uint8 crosses PCIe, Normalize and the dtype happen on the device.
+        host_dtype, normalize, native_device, affinity = dtype, None, None, None
+        if device_kind != "cpu":
+            transforms, normalize = _delivery.split_normalize(transforms)
+            host_dtype = torch.uint8
+            native_device = _delivery.open_device(device_kind, device_index, int(seed))
+            if device_kind == "cuda":
+                affinity = _native.cuda_local_cpus(device_index) or None
+                if affinity and max_threads is None and not (isinstance(num_threads, int)
+                                                              and num_threads > len(affinity)):
+                    max_threads = len(affinity)  # a thread per CPU of the GPU's node
+        elif pin_memory or pin_memory is None:
+            available, _, why = _delivery.cuda_availability()
+            if pin_memory and not available:
+                raise ValueError(f"pin_memory=True needs libcudart / a CUDA GPU: {why}")
+            if available:  # the current device's context, not device 0's on every rank
+                native_device = _native.Device.cuda(torch.cuda.current_device() if torch.cuda.is_available() else 0)
+        self.device = "sim" if device_kind == "sim" else torch.device(device_kind, device_index) \
+            if device_kind == "cuda" else torch.device("cpu")
         self._native = _native.Loader(
             native_source, _native_transforms(transforms), batch_size, bool(shuffle), int(seed), bool(drop_last),
             0 if num_threads == "auto" else num_threads, max_threads or 0, 0 if prefetch == "auto" else prefetch,
-            max_memory, _DTYPES[dtype], memory_format == torch.channels_last, on_error, max_pixels,
-            bool(apply_exif_orientation), bool(scaled_decode), self.rank, self.world_size, self.even_split)
+            max_memory, _DTYPES[host_dtype], memory_format == torch.channels_last, on_error, max_pixels,
+            bool(apply_exif_orientation), bool(scaled_decode), self.rank, self.world_size, self.even_split,
+            pinned_by=native_device, extra_buffers=device_prefetch + 1 if device_kind != "cpu" else 0,
+            cpu_affinity=affinity)
+        self.pin_memory = self._native.pinned
+        # What iteration drives: the host loader, or the DeviceLoader wrapping it.
+        self._driver = self._native
+        if device_kind != "cpu":
+            self._driver = _delivery.Delivery(self._native, native_device, device_kind, device_index, dtype,
+                                              normalize, device_prefetch, max_device_memory)
 
     @property
     def num_threads(self) -> int:
@@ -201,16 +245,16 @@ class Loader:
         self._iteration += 1
         epoch, start = self._epoch, self._resume_position
         self._epoch, self._resume_position, self._running = epoch + 1, 0, epoch
-        self._native.start_epoch(epoch, start)
+        self._driver.start_epoch(epoch, start)
         return self._batches(self._iteration)
 
     def _batches(self, iteration: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        native = self._native
+        native, driver = self._native, self._driver
         while True:
             if iteration != self._iteration:
                 raise RuntimeError("this iterator was superseded: a newer iter(loader) restarted the loader")
             try:
-                batch = native.next()
+                batch = driver.next()
             except _native.SampleError:
                 # No local names the error: the traceback holds this frame, and a frame that held its own
                 # exception would be a reference cycle keeping a batch buffer until the collector runs.
@@ -237,7 +281,7 @@ class Loader:
         count and however many batches were prefetched when it was taken. Positions count the samples this
         rank's consumer has received, not those prepared ahead."""
         if self._running is not None and self._native is not None:
-            epoch, position = self._running, self._native.position()
+            epoch, position = self._running, self._driver.position()
             if position >= self.num_samples:
                 epoch, position = epoch + 1, 0
         else:
@@ -281,7 +325,7 @@ class Loader:
     def close(self) -> None:
         """Stops the threads. Batches already handed out stay valid. Safe to call twice."""
         if self._native is not None:
-            self._native.close()
+            self._driver.close()  # a DeviceLoader waits for its copies in flight, then closes the loader
 
     def __enter__(self) -> "Loader":
         return self
@@ -290,10 +334,10 @@ class Loader:
         self.close()
 
     def __del__(self):
-        native = getattr(self, "_native", None)
-        if native is not None:
-            native.close()
+        driver = getattr(self, "_driver", None)
+        if driver is not None:
+            driver.close()
 
     def __repr__(self) -> str:
         return (f"chute.Loader({self.source!r}, batch_size={self.batch_size}, dtype={self.dtype}, "
-                f"num_threads={self.num_threads})")
+                f"num_threads={self.num_threads}, device={str(self.device)!r})")

@@ -9,6 +9,7 @@
 
 #include "bindings.h"
 #include "chute/loader.h"
+#include "chute/numa.h"
 
 namespace chute::py {
 
@@ -25,19 +26,10 @@ Pipeline make_pipeline(const nb::list& transforms) {
   return unwrap(Pipeline::create(std::move(list)));
 }
 
-namespace {
-
-// The batch's buffers stay alive while either tensor does: each capsule holds a reference.
-nb::capsule owner_of(const std::shared_ptr<Batch>& batch) {
-  return nb::capsule(new std::shared_ptr<Batch>(batch),
-                     [](void* p) noexcept { delete static_cast<std::shared_ptr<Batch>*>(p); });
-}
-
-// (images, labels) as torch tensors over the batch's own memory (DLPack, no copy). Images are NCHW;
-// with the NHWC layout they are NCHW-shaped with channels-last strides, as torch.channels_last is.
-nb::tuple to_tensors(const std::shared_ptr<Batch>& batch, const Loader& loader) {
+nb::tuple batch_tensors(void* images, int64_t* labels, int64_t size, const Loader& loader, DType out_dtype,
+                        const std::function<nb::capsule()>& owner, int device_type, int device_id) {
   const LoaderOptions& o = loader.options();
-  const size_t n = static_cast<size_t>(batch->size()), h = loader.out_height(), w = loader.out_width();
+  const size_t n = static_cast<size_t>(size), h = loader.out_height(), w = loader.out_width();
   const size_t shape[4] = {n, 3, h, w};
   int64_t strides[4];
   if (o.output.layout == Layout::kNCHW) {
@@ -48,22 +40,31 @@ nb::tuple to_tensors(const std::shared_ptr<Batch>& batch, const Loader& loader) 
     strides[2] = static_cast<int64_t>(3 * w), strides[3] = 3;
   }
   nb::dlpack::dtype dtype = nb::dtype<uint8_t>();
-  switch (o.output.dtype) {
+  switch (out_dtype) {
     case DType::kUInt8: break;
     case DType::kFloat32: dtype = nb::dtype<float>(); break;
     case DType::kFloat16: dtype = {static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1}; break;
     case DType::kBFloat16: dtype = {static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1}; break;
   }
-  nb::ndarray<nb::pytorch> images(batch->images(), 4, shape, owner_of(batch), strides, dtype);
+  nb::ndarray<nb::pytorch> image_array(images, 4, shape, owner(), strides, dtype, device_type, device_id);
   const size_t label_shape[1] = {n};
-  nb::ndarray<nb::pytorch, int64_t> labels(batch->labels(), 1, label_shape, owner_of(batch));
-  return nb::make_tuple(images, labels);
+  nb::ndarray<nb::pytorch, int64_t> label_array(labels, 1, label_shape, owner(), nullptr, nb::dtype<int64_t>(),
+                                                device_type, device_id);
+  return nb::make_tuple(image_array, label_array);
 }
 
-// The Python object owns the engine through a pointer: the engine's threads hold its address.
-struct PyLoader {
-  std::unique_ptr<Loader> impl;
-};
+namespace {
+
+// The batch's buffers stay alive while either tensor does: each capsule holds a reference.
+nb::capsule owner_of(const std::shared_ptr<Batch>& batch) {
+  return nb::capsule(new std::shared_ptr<Batch>(batch),
+                     [](void* p) noexcept { delete static_cast<std::shared_ptr<Batch>*>(p); });
+}
+
+nb::tuple to_tensors(const std::shared_ptr<Batch>& batch, const Loader& loader) {
+  return batch_tensors(batch->images(), batch->labels(), batch->size(), loader, loader.options().output.dtype,
+                       [&] { return owner_of(batch); }, nb::device::cpu::value, 0);
+}
 
 // The statistics as a flat dict of plain numbers, with the verdict; chute.LoaderStats presents them.
 nb::dict stats_dict(const LoaderStats& s) {
@@ -116,7 +117,7 @@ void register_loader(nb::module_& m) {
              bool shuffle, uint64_t seed, bool drop_last, int num_threads, int max_threads, int prefetch,
              size_t max_memory, const std::string& dtype,
              bool channels_last, const std::string& on_error, int64_t max_pixels, bool apply_exif_orientation, bool scaled_decode, int64_t rank, int64_t world_size,
-             bool even_split) {
+             bool even_split, const PyDevice* pinned_by, int extra_buffers, std::optional<std::vector<int>> cpu_affinity) {
             LoaderOptions o;
             o.batch_size = batch_size;
             o.shuffle = shuffle;
@@ -139,17 +140,28 @@ void register_loader(nb::module_& m) {
             if (on_error == "raise") o.on_error = ErrorPolicy::kRaise;
             else if (on_error == "skip") o.on_error = ErrorPolicy::kSkip;
             else throw nb::value_error("on_error must be 'raise' or 'skip'");
-            new (self) PyLoader{unwrap(Loader::create(std::move(source), make_pipeline(transforms), o))};
+            // GPU delivery (bind_device.cc): pinned ring buffers from that device, room for copies in flight.
+            if (pinned_by != nullptr) o.host_allocator = pinned_by->impl->host_allocator();
+            o.extra_buffers = extra_buffers;
+            o.cpu_affinity = std::move(cpu_affinity);
+            Pipeline pipeline = make_pipeline(transforms);
+            std::optional<Result<std::unique_ptr<Loader>>> made;
+            // Built on the CPUs its workers will use, so that its pinned buffers are allocated on their node.
+            run_on_cpus(o.cpu_affinity.value_or(std::vector<int>{}),
+                        [&] { made.emplace(Loader::create(std::move(source), std::move(pipeline), o)); });
+            new (self) PyLoader{unwrap(std::move(*made))};
           },
           nb::arg("source"), nb::arg("transforms"), nb::arg("batch_size"), nb::arg("shuffle"), nb::arg("seed"),
           nb::arg("drop_last"), nb::arg("num_threads"), nb::arg("max_threads"), nb::arg("prefetch"),
           nb::arg("max_memory"), nb::arg("dtype"),
           nb::arg("channels_last"), nb::arg("on_error"), nb::arg("max_pixels"), nb::arg("apply_exif_orientation"), nb::arg("scaled_decode"),
-          nb::arg("rank"), nb::arg("world_size"), nb::arg("even_split"))
+          nb::arg("rank"), nb::arg("world_size"), nb::arg("even_split"), nb::arg("pinned_by").none() = nb::none(),
+          nb::arg("extra_buffers") = 0, nb::arg("cpu_affinity").none() = nb::none())
       .def("__len__", [](const PyLoader& l) { return l.impl->num_batches(); })
       .def_prop_ro("num_threads", [](const PyLoader& l) { return l.impl->num_threads(); })
       .def_prop_ro("active_threads", [](const PyLoader& l) { return l.impl->active_threads(); })
       .def_prop_ro("prefetch", [](const PyLoader& l) { return l.impl->prefetch(); })
+      .def_prop_ro("pinned", [](const PyLoader& l) { return l.impl->options().host_allocator->pinned(); })
       .def("stats", [](const PyLoader& l) { return stats_dict(l.impl->stats()); })
       .def("reset_stats", [](PyLoader& l) { l.impl->reset_stats(); })
       .def_prop_ro("epoch_size", [](const PyLoader& l) { return l.impl->epoch_size(); })

@@ -4,8 +4,11 @@
 
 #include <nanobind/nanobind.h>
 
+#include <functional>
 #include <memory>
 
+#include "chute/device.h"
+#include "chute/loader.h"
 #include "chute/source.h"
 #include "chute/status.h"
 #include "chute/transforms.h"
@@ -41,10 +44,24 @@ int64_t checked_index(const Source& s, int64_t index);
 // A Pipeline from a list of native transform objects (chute.RandomResizedCrop()._to_native(), ...).
 Pipeline make_pipeline(const nb::list& transforms);
 
+// The Python objects over the engine. The loader is shared: a DeviceLoader (bind_device.cc) drives it.
+struct PyLoader {
+  std::shared_ptr<Loader> impl;
+};
+struct PyDevice {
+  std::shared_ptr<Device> impl;
+};
+
+// (images, labels) as torch tensors over a batch's memory (DLPack, no copy), each holding `owner` (a
+// capsule keeping the batch alive). Images are NCHW-shaped, with channels-last strides for NHWC.
+nb::tuple batch_tensors(void* images, int64_t* labels, int64_t size, const Loader& loader, DType dtype,
+                        const std::function<nb::capsule()>& owner, int device_type, int device_id);
+
 void register_sources(nb::module_& m);
 void register_transforms(nb::module_& m);
 void register_loader(nb::module_& m);
 void register_reference(nb::module_& m);
 void register_packed(nb::module_& m);
+void register_device(nb::module_& m);
 
 }  // namespace chute::py

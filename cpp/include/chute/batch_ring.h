@@ -2,6 +2,8 @@
 // free -> filling -> ready -> held by the consumer -> free. Memory is allocated once per slot and reused;
 // the ring grows only when the consumer holds more batches than it was sized for, up to a byte budget.
 //
+// The memory comes from a HostAllocator (host_allocator.h): the heap, or pinned memory for GPU delivery.
+//
 // Thread-safety: none of its own. Its owner (the loader's shared state) guards it with one mutex, because
 // a slot's return must wake the threads that wait for one.
 #pragma once
@@ -12,11 +14,14 @@
 #include <memory>
 #include <vector>
 
+#include "chute/host_allocator.h"
+
 namespace chute {
 
 class BatchRing {
  public:
-  BatchRing(int64_t batch_size, size_t sample_bytes, int initial_slots, size_t max_bytes);
+  BatchRing(int64_t batch_size, size_t sample_bytes, int initial_slots, size_t max_bytes,
+            std::shared_ptr<HostAllocator> allocator = heap_allocator());
 
   // A free slot, allocating a new one when none is free and the budget allows; -1 when neither.
   int acquire();
@@ -26,8 +31,9 @@ class BatchRing {
   void close();
   bool can_acquire() const { return !closed_ && (!free_.empty() || can_grow()); }
 
-  uint8_t* images(int slot) const { return slots_[slot].images.get(); }
-  int64_t* labels(int slot) const { return slots_[slot].labels.get(); }
+  uint8_t* images(int slot) const { return static_cast<uint8_t*>(slots_[slot].images.data); }
+  int64_t* labels(int slot) const { return static_cast<int64_t*>(slots_[slot].labels.data); }
+  const HostAllocator& allocator() const { return *allocator_; }
   size_t sample_bytes() const { return sample_bytes_; }
   int64_t batch_size() const { return batch_size_; }
   int num_slots() const { return static_cast<int>(slots_.size()); }
@@ -35,16 +41,36 @@ class BatchRing {
   size_t slot_bytes() const { return sample_bytes_ * batch_size_ + sizeof(int64_t) * batch_size_; }
 
  private:
-  struct FreeDeleter {
-    void operator()(void* p) const { std::free(p); }
+  // Returns its memory to the allocator it came from.
+  struct Buffer {
+    HostAllocator* allocator = nullptr;  // the ring's, which outlives its slots
+    void* data = nullptr;
+    size_t bytes = 0;
+    Buffer() = default;
+    Buffer(HostAllocator* a, size_t n) : allocator(a), data(a->allocate(n)), bytes(n) {}
+    Buffer(Buffer&& o) noexcept : allocator(o.allocator), data(o.data), bytes(o.bytes) { o.data = nullptr; }
+    Buffer& operator=(Buffer&& o) noexcept {
+      if (this != &o) {
+        reset();
+        allocator = o.allocator, data = o.data, bytes = o.bytes;
+        o.data = nullptr;
+      }
+      return *this;
+    }
+    ~Buffer() { reset(); }
+    void reset() {
+      if (data != nullptr) allocator->deallocate(data, bytes);
+      data = nullptr;
+    }
   };
   struct Slot {
-    std::unique_ptr<uint8_t, FreeDeleter> images;
-    std::unique_ptr<int64_t, FreeDeleter> labels;
+    Buffer images;
+    Buffer labels;
   };
   bool can_grow() const { return (slots_.size() + 1) * slot_bytes() <= max_bytes_; }
   int grow();
 
+  std::shared_ptr<HostAllocator> allocator_;  // before slots_: destroyed after them
   int64_t batch_size_;
   size_t sample_bytes_;
   size_t max_bytes_;

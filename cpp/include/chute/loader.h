@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "chute/autotune.h"
+#include "chute/host_allocator.h"
 #include "chute/output.h"
 #include "chute/processor.h"
 #include "chute/sampler.h"
@@ -55,6 +56,15 @@ struct LoaderOptions {
   size_t max_ring_bytes = size_t{4} << 30;
   // Per-stage timing (stats(), and auto mode, which needs it). Off only to measure its cost.
   bool collect_stats = true;
+
+  // --- GPU delivery (delivery.h) ---
+  // Where the ring's buffers come from: the heap, or pinned memory (Device::host_allocator()).
+  std::shared_ptr<HostAllocator> host_allocator = heap_allocator();
+  // CPUs the worker threads are pinned to (e.g. the GPU's NUMA node, numa.h); none: not pinned.
+  std::optional<std::vector<int>> cpu_affinity;
+  // Buffers added to the ring for batches the consumer holds beyond the usual one: a DeviceLoader holds
+  // each host batch until its copy to the device has completed.
+  int extra_buffers = 0;
 };
 
 struct SampleError {

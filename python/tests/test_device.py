@@ -1,0 +1,175 @@
+"""GPU delivery: device='sim' (the simulated device, which checks the slot-reuse protocol as it runs) end
+to end from Python, the clean failure of device='cuda' without a GPU, and, on a GPU, the real thing."""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+import pytest
+import torch
+
+import chute
+from chute.delivery import cuda_availability
+
+HAS_CUDA = cuda_availability()[0] and torch.cuda.is_available()
+NORM = chute.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+
+
+def make(folder, device, **kw):
+    kw.setdefault("transforms", [chute.RandomResizedCrop(48), chute.RandomHorizontalFlip()])
+    kw.setdefault("batch_size", 5)
+    return chute.Loader(chute.ImageFolder(folder), shuffle=True, seed=3, num_threads=2, device=device, **kw)
+
+
+def epoch(loader):
+    return [(x.cpu().clone(), y.cpu().clone()) for x, y in loader]
+
+
+def assert_clean(loader):
+    dev = loader._driver.device
+    assert dev.violations == 0, dev.first_violation
+    assert dev.copies > 0
+
+
+@pytest.mark.parametrize("device_prefetch", [1, 2])
+def test_sim_delivers_the_cpu_batches(folder, device_prefetch):
+    cpu = make(folder, "cpu")
+    sim = make(folder, "sim", device_prefetch=device_prefetch)
+    assert sim.pin_memory and sim._driver.native.num_slots == device_prefetch + 1
+    for _ in range(2):  # two epochs: the device slots cycle many times
+        expected, got = epoch(cpu), epoch(sim)
+        assert len(got) == len(expected) == len(cpu)
+        for (x, y), (ex, ey) in zip(got, expected):
+            assert x.dtype == torch.uint8 and torch.equal(x, ex) and torch.equal(y, ey)
+    assert_clean(sim)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last])
+def test_float_and_normalize_on_the_device_equal_the_cpu_path(folder, dtype, memory_format):
+    kw = dict(dtype=dtype, memory_format=memory_format,
+              transforms=[chute.RandomResizedCrop(40), chute.RandomHorizontalFlip(), NORM])
+    expected, got = epoch(make(folder, "cpu", **kw)), epoch(make(folder, "sim", **kw))
+    for (x, y), (ex, ey) in zip(got, expected, strict=True):
+        assert x.dtype == dtype and x.shape == ex.shape
+        assert x.is_contiguous(memory_format=memory_format)
+        assert torch.equal(x, ex), (x - ex).abs().max()  # the same float32 arithmetic, then one rounding
+        assert torch.equal(y, ey)
+
+
+def test_early_break_state_dict_counts_what_the_consumer_received(folder):
+    sim = make(folder, "sim", device_prefetch=2)
+    full = epoch(make(folder, "cpu"))
+    it = iter(sim)
+    next(it), next(it)
+    state = sim.state_dict()
+    assert state["position"] == 10  # two batches of 5, not the ones copied ahead
+    del it
+    resumed = make(folder, "sim")
+    resumed.load_state_dict(state)
+    rest = epoch(resumed)
+    assert len(rest) == len(full) - 2
+    for (x, y), (ex, ey) in zip(rest, full[2:]):
+        assert torch.equal(x, ex) and torch.equal(y, ey)
+    # And the broken-off loader runs a complete next epoch.
+    assert len(epoch(sim)) == len(sim)
+    assert_clean(sim)
+    assert_clean(resumed)
+
+
+def test_sample_errors_arrive_after_the_batches_before_them(tmp_path, folder):
+    import shutil
+    root = tmp_path / "broken"
+    shutil.copytree(folder, root)
+    files = sorted(root.rglob("*.jpg"))
+    files[7].write_bytes(files[7].read_bytes()[:300])
+    loader = chute.Loader(chute.ImageFolder(root), batch_size=2, transforms=[chute.CenterCrop(32)], device="sim")
+    seen = 0
+    with pytest.raises(chute.SampleError) as info:
+        for x, _ in loader:
+            seen += x.shape[0]
+    assert seen == 6 and info.value.index == 7
+    with pytest.raises(chute.SampleError):  # reusable: the next epoch stops there again
+        for _ in loader:
+            pass
+    assert_clean(loader)
+
+
+def test_keeping_every_device_batch_is_an_error_not_a_hang(folder):
+    loader = make(folder, "sim", device_prefetch=1)
+    with pytest.raises(RuntimeError, match="held by batches the consumer still references"):
+        list(loader)
+    assert len(epoch(loader)) == len(loader)  # released: it works again
+
+
+def test_batches_outlive_the_loader_and_nothing_leaks(folder):
+    loader = make(folder, "sim")
+    dev = loader._driver.device
+    it = iter(loader)
+    x, y = next(it)
+    kept = x.clone()
+    next(it)
+    loader.close()
+    del it, loader
+    gc.collect()
+    assert torch.equal(x, kept)  # still valid
+    released = threading.Thread(target=lambda batch: batch.clear(), args=([x, y],))  # freed on another thread
+    del x, y
+    released.start()
+    released.join()
+    gc.collect()
+    assert dev.live_device_bytes == 0 and dev.live_host_bytes == 0
+    assert dev.violations == 0, dev.first_violation
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="a CUDA GPU is present")
+def test_cuda_without_a_gpu_is_a_clear_error(folder):
+    available, count, why = cuda_availability()
+    assert not available and why
+    with pytest.raises(ValueError, match="device='cuda' needs libcudart / a CUDA GPU: "):
+        make(folder, "cuda")
+    with pytest.raises(ValueError, match="pin_memory=True needs libcudart / a CUDA GPU"):
+        make(folder, "cpu", pin_memory=True)
+    assert make(folder, "cpu").pin_memory is False  # None: on only where CUDA is
+    assert chute._native.cuda_local_cpus(0) == []  # no GPU, no NUMA node: nothing pinned
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(device="tpu"), "device must be"),
+    (dict(device="sim", device_prefetch=0), "device_prefetch"),
+    (dict(device="sim", max_device_memory=1000), "max_device_memory"),
+])
+def test_invalid_device_arguments(folder, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        make(folder, **kwargs)
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+def test_cuda_delivers_the_cpu_batches(folder):
+    kw = dict(dtype=torch.float32, transforms=[chute.RandomResizedCrop(48), NORM])
+    expected = epoch(make(folder, "cpu", **kw))
+    loader = make(folder, "cuda", **kw)
+    got = []
+    for x, y in loader:
+        assert x.device.type == "cuda" and y.device.type == "cuda"
+        got.append((x.cpu(), y.cpu()))
+    for (x, y), (ex, ey) in zip(got, expected, strict=True):
+        assert torch.allclose(x, ex, atol=1e-6) and torch.equal(y, ey)
+    assert make(folder, "cpu").pin_memory  # None: on where CUDA is
+
+
+def test_interpreter_exit_with_copies_in_flight_and_a_held_device_batch(folder):
+    import subprocess
+    import sys
+    code = """
+import sys, torch, chute
+loader = chute.Loader(chute.ImageFolder(sys.argv[1]), batch_size=4, transforms=[chute.CenterCrop(32)],
+                      num_threads=2, device="sim", device_prefetch=3, dtype=torch.float32)
+it = iter(loader)
+images, labels = next(it)
+print(labels.tolist())
+"""
+    result = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[0, 0, 0, 0]"
