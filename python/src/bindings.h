@@ -46,5 +46,6 @@ void register_transforms(nb::module_& m);
 void register_loader(nb::module_& m);
 void register_reference(nb::module_& m);
 void register_packed(nb::module_& m);
+void register_gather(nb::module_& m);
 
 }  // namespace chute::py

@@ -28,4 +28,5 @@ NB_MODULE(_native, m) {
   chute::py::register_loader(m);
   chute::py::register_reference(m);
   chute::py::register_packed(m);
+  chute::py::register_gather(m);
 }
