@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -12,6 +13,9 @@ namespace chute {
 namespace {
 
 constexpr size_t kAlign = 64;
+// Buffers of at least this size are aligned to and sized in huge pages, and marked MADV_HUGEPAGE: where
+// transparent huge pages are "madvise" (a common default), that turns 512 TLB entries into one.
+constexpr size_t kHugePage = size_t{2} << 20;
 
 int available_cores() {
   cpu_set_t set;
@@ -19,7 +23,17 @@ int available_cores() {
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-size_t rounded(size_t bytes) { return std::max(kAlign, (bytes + kAlign - 1) / kAlign * kAlign); }
+size_t rounded(size_t bytes) {
+  const size_t align = bytes >= 2 * kHugePage ? kHugePage : kAlign;
+  return std::max(align, (bytes + align - 1) / align * align);
+}
+
+uint8_t* allocate(size_t size) {
+  const bool huge = size % kHugePage == 0;
+  auto* p = static_cast<uint8_t*>(std::aligned_alloc(huge ? kHugePage : kAlign, size));
+  if (p != nullptr && huge) madvise(p, size, MADV_HUGEPAGE);  // a hint: failure changes nothing
+  return p;
+}
 
 }  // namespace
 
@@ -43,7 +57,7 @@ std::shared_ptr<uint8_t> BufferPool::acquire(size_t bytes) {
       ++allocations_;
     }
   }
-  if (p == nullptr) p = static_cast<uint8_t*>(std::aligned_alloc(kAlign, size));
+  if (p == nullptr) p = allocate(size);
   if (p == nullptr) return nullptr;
   // The deleter keeps the pool alive: a batch may outlive the Gatherer that made it.
   return std::shared_ptr<uint8_t>(p, [pool = shared_from_this(), size](uint8_t* q) { pool->release(q, size); });

@@ -44,7 +44,9 @@ from chute import _native
 _PLAIN_DTYPES = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint16,
                  torch.uint32, torch.uint64, torch.float16, torch.bfloat16, torch.float32, torch.float64,
                  torch.complex64, torch.complex128}
-_PREFETCH_BYTES = 256 << 20  # batches gathered ahead: as many as fit (at least 2, at most 8)
+# Batches gathered ahead: as many as fit in this (at least 2, at most 8). The gather is memory-bound, so
+# going further ahead buys no throughput: it only covers a consumer whose own time per batch varies.
+_PREFETCH_BYTES = 64 << 20
 
 
 class Fallback:
@@ -206,7 +208,6 @@ class TensorPlan(Plan):
         self._row_bytes = [math.prod(shape) * c.element_size() for c, shape in zip(columns, self._row_shapes)]
         spec = [(c.data_ptr(), rb, c.shape[0]) for c, rb in zip(columns, self._row_bytes)]
         self._gatherer = _native.Gatherer(spec)
-        self._batch_bytes = 1
 
     def batches(self, index_batches, base_seed=None):
         gatherer = self._gatherer
@@ -215,9 +216,9 @@ class TensorPlan(Plan):
         pending: collections.deque = collections.deque()
         source = iter(index_batches)
         exhausted = False
+        depth = 1  # until the first batch says how large batches are
         try:
             while True:
-                depth = max(2, min(8, _PREFETCH_BYTES // self._batch_bytes))
                 while not exhausted and len(pending) < depth:
                     try:
                         indices = next(source)
@@ -229,12 +230,12 @@ class TensorPlan(Plan):
                         raise TypeError(f"the batch sampler yielded non-integer indices: {list(indices)[:4]}")
                     idx = np.ascontiguousarray(idx, dtype=np.int64).reshape(-1)
                     pending.append((gatherer.submit(idx), len(idx)))
+                    if len(idx) and depth == 1:
+                        depth = max(2, min(8, _PREFETCH_BYTES // max(1, len(idx) * sum(self._row_bytes))))
                 if not pending:
                     return
                 ticket, n = pending.popleft()
-                buffers = gatherer.wait(ticket)
-                self._batch_bytes = max(1, n * sum(self._row_bytes))
-                yield self._assemble(buffers, n)
+                yield self._assemble(gatherer.wait(ticket), n)
         finally:
             # The gatherer reads the columns until each queued batch is done: drain them before the
             # generator (and maybe the plan and its columns) goes.
