@@ -106,7 +106,7 @@ def plan_folder(loader) -> Plan | Fallback | None:
         if "\n" in str(path) or isinstance(target, bool) or not isinstance(target, (int, np.integer)):
             return Fallback(f"sample {path!r} has a label of type {type(target).__name__} or a newline in its path")
     try:
-        return FolderPlan(dataset, samples, transforms, dtype)
+        return FolderPlan(dataset, samples, transforms, dtype, loader.batch_size or 1)
     except ValueError as e:  # a pipeline chute's engine refuses (e.g. no fixed output size)
         return Fallback(f"the transforms do not make a native pipeline: {e}")
 
@@ -185,7 +185,7 @@ def _geometric(t, name: str):
 class FolderPlan(Plan):
     kind = "imagefolder"
 
-    def __init__(self, dataset, samples, transforms, dtype: torch.dtype):
+    def __init__(self, dataset, samples, transforms, dtype: torch.dtype, batch_size: int = 1):
         self._dataset = dataset
         self._n = len(samples)
         self.dtype = dtype
@@ -202,8 +202,8 @@ class FolderPlan(Plan):
         self._native_transforms = [t._to_native() for t in transforms]
         self._loaders: dict[int, object] = {}  # batch size -> native loader
         self._epochs = 0
-        if self._n:  # check the pipeline now (a ValueError here is the caller's Fallback)
-            self._loader_for(1)
+        if self._n:  # the engine for the loader's batch size; it also checks the pipeline (ValueError)
+            self._loader_for(batch_size)
 
     def _loader_for(self, batch_size: int):
         loader = self._loaders.get(batch_size)

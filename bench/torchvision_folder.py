@@ -1,0 +1,114 @@
+"""A torchvision ImageFolder pipeline through torch's DataLoader, and the same pipeline through chute's
+fast path, in one run.
+
+    python bench/torchvision_folder.py [--pipeline train|eval] [--images 2000] [--batch-size 256]
+
+The dataset is chute's bench set (python/chute/bench/dataset.py: ImageNet-like JPEGs, ~500x375, ~100 KB,
+generated once and cached). The pipeline is torchvision's (real torchvision when it imports, else the PIL
+stand-ins in python/tests/tv_standins.py, which mimic its classes and semantics):
+
+* train: RandomResizedCrop(224), RandomHorizontalFlip(), ToTensor(), Normalize(ImageNet)
+* eval:  Resize(256), CenterCrop(224), ToTensor(), Normalize(ImageNet)
+
+The same dataset object, unchanged, goes to torch's DataLoader (num_workers 0, 1, 2; persistent workers)
+and to chute's fast path (chute.DataLoader when importable, else fastpath.plan + Plan.batches, which is
+what it runs). Files are read once first (warm page cache); each loader runs a warm-up epoch, then a timed
+one. Printed: images/s of each and the ratio of the fast path to the best DataLoader.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch.utils.data import DataLoader
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def torchvision_modules():
+    try:
+        from torchvision import datasets, transforms
+        return datasets, transforms, "torchvision"
+    except (ImportError, OSError, RuntimeError):
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python" / "tests"))
+        import tv_standins
+        return tv_standins, tv_standins, "PIL stand-ins for torchvision (python/tests/tv_standins.py)"
+
+
+def epoch_rate(batches) -> float:
+    start = time.perf_counter()
+    images = 0
+    for b in batches:
+        images += len(b[1])
+    return images / (time.perf_counter() - start)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--pipeline", choices=["train", "eval"], default="train")
+    p.add_argument("--images", type=int, default=2000)
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--workers", type=int, nargs="*", default=[0, 1, 2])
+    p.add_argument("--root", type=Path, default=None, help="dataset directory (default: chute's bench cache)")
+    args = p.parse_args(argv)
+
+    from chute.bench.dataset import ensure_dataset
+    root = ensure_dataset(args.root, num_images=args.images)
+    datasets, T, which = torchvision_modules()
+    if args.pipeline == "train":
+        tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize(MEAN, STD)])
+    else:
+        tf = T.Compose([T.Resize(256), T.CenterCrop(224), T.ToTensor(), T.Normalize(MEAN, STD)])
+    ds = datasets.ImageFolder(root, transform=tf)
+    for path, _ in ds.samples:  # warm the page cache: both sides read from memory
+        with open(path, "rb") as f:
+            f.read()
+    print(f"{len(ds)} JPEGs in {root}; {args.pipeline} pipeline via {which}; batch {args.batch_size}; "
+          f"cores: {len(os.sched_getaffinity(0))}; torch {torch.__version__}")
+
+    rates = {}
+    for w in args.workers:
+        loader = DataLoader(ds, batch_size=args.batch_size, shuffle=True, num_workers=w,
+                            persistent_workers=w > 0)
+        epoch_rate(loader)
+        rates[w] = epoch_rate(loader)
+        print(f"  torch DataLoader num_workers={w:<2}            {rates[w]:8.0f} img/s")
+        del loader
+
+    try:
+        from chute import DataLoader as ChuteDataLoader
+    except ImportError:
+        ChuteDataLoader = None
+    if ChuteDataLoader is not None:
+        loader = ChuteDataLoader(ds, batch_size=args.batch_size, shuffle=True)
+        epoch_rate(loader)
+        fast = epoch_rate(loader)
+        how = "chute.DataLoader"
+    else:
+        from chute.dataloader import fastpath
+        loader = DataLoader(ds, batch_size=args.batch_size, shuffle=True)
+        plan = fastpath.plan(loader)
+        if not isinstance(plan, fastpath.Plan):
+            sys.exit(f"no fast path: {plan}")
+
+        def one_epoch():
+            seed = torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item()
+            return plan.batches(iter(loader._index_sampler), base_seed=seed)
+
+        epoch_rate(one_epoch())
+        fast = epoch_rate(one_epoch())
+        stats = plan.stats()
+        plan.close()
+        how = f"fastpath.plan (kind {plan.kind}, {int(stats.get('threads', 0))} native threads)"
+    print(f"  chute fast path ({how}) {fast:8.0f} img/s")
+    best = max(rates, key=rates.get)
+    print(f"ratio vs best DataLoader (num_workers={best}): {fast / rates[best]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
