@@ -74,7 +74,15 @@ def _torchvision_base(dataset):
 
 def plan_folder(loader) -> Plan | Fallback | None:
     """The ``"imagefolder"`` plan for ``loader``; None when its dataset is no torchvision folder dataset."""
-    dataset = loader.dataset
+    return _plan_dataset(loader.dataset, loader.batch_size or 1)
+
+
+def _fingerprint(dataset) -> tuple:
+    """What a plan is made from, compared by identity each epoch (Plan.batches)."""
+    return tuple(getattr(dataset, a, None) for a in ("transform", "target_transform", "loader", "samples"))
+
+
+def _plan_dataset(dataset, batch_size: int) -> Plan | Fallback | None:
     base = _torchvision_base(dataset)
     if base is None:
         return None
@@ -106,7 +114,7 @@ def plan_folder(loader) -> Plan | Fallback | None:
         if "\n" in str(path) or isinstance(target, bool) or not isinstance(target, (int, np.integer)):
             return Fallback(f"sample {path!r} has a label of type {type(target).__name__} or a newline in its path")
     try:
-        return FolderPlan(dataset, samples, transforms, dtype, loader.batch_size or 1)
+        return FolderPlan(dataset, samples, transforms, dtype, batch_size)
     except ValueError as e:  # a pipeline chute's engine refuses (e.g. no fixed output size)
         return Fallback(f"the transforms do not make a native pipeline: {e}")
 
@@ -187,6 +195,8 @@ class FolderPlan(Plan):
 
     def __init__(self, dataset, samples, transforms, dtype: torch.dtype, batch_size: int = 1):
         self._dataset = dataset
+        self._batch_size = batch_size
+        self._made_from = _fingerprint(dataset)
         self._n = len(samples)
         self.dtype = dtype
         self.transforms = transforms
@@ -215,9 +225,17 @@ class FolderPlan(Plan):
             self._loaders[batch_size] = loader
         return loader
 
-    def batches(self, index_batches, base_seed=None):
-        if self._loaders is None:
-            raise RuntimeError("the fast path is closed")
+    def _fingerprint(self) -> tuple:
+        return _fingerprint(self._dataset)
+
+    def _replan(self) -> Plan | Fallback:
+        new = _plan_dataset(self._dataset, self._batch_size)
+        return Fallback("it is no longer a torchvision folder dataset") if new is None else new
+
+    def _closed(self) -> bool:
+        return self._loaders is None
+
+    def _batches(self, index_batches, base_seed):
         if base_seed is None:  # what torch's iterator would have drawn, from the global RNG
             base_seed = torch.empty((), dtype=torch.int64).random_().item()
         epoch = self._epochs

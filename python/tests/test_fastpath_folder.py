@@ -230,3 +230,22 @@ def test_translate_keeps_order_and_output_dtype():
     ts, dtype = native_folder.translate(T.Compose([T.Resize(256), T.CenterCrop(224), T.PILToTensor(),
                                                    T.RandomHorizontalFlip()]))
     assert dtype == torch.uint8 and [type(t).__name__ for t in ts] == ["Resize", "CenterCrop", "RandomHorizontalFlip"]
+
+
+def test_transform_swapped_between_epochs(folder, caplog):
+    ds = T.ImageFolder(folder, transform=T.Compose(EVAL + [T.PILToTensor()]))
+    loader = DataLoader(ds, batch_size=8)
+    plan = fastpath.plan(loader)
+    assert next(iter(epoch(plan, loader)))[0].shape == (8, 3, 56, 56)
+    ds.transform = T.Compose([T.Resize(40), T.CenterCrop(32), T.ToTensor()])  # progressive resizing
+    fast = list(epoch(plan, loader))
+    check_structure(fast, list(DataLoader(ds, batch_size=8)))
+    assert fast[0][0].shape == (8, 3, 32, 32) and fast[0][0].dtype == torch.float32
+    ds.transform = T.Compose([T.Resize(40), T.CenterCrop(32), T.ColorJitter(), T.ToTensor()])
+    with caplog.at_level("WARNING", logger="chute.dataloader"):
+        fast = list(epoch(plan, loader))
+    assert "ColorJitter" in caplog.text
+    ref = list(DataLoader(ds, batch_size=8))
+    check_structure(fast, ref)
+    assert all(torch.equal(f[0], r[0]) for f, r in zip(fast, ref))
+    plan.close()

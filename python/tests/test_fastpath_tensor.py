@@ -276,3 +276,19 @@ def test_plan_threads_run_while_consumer_holds_the_gil():
         stop.set()
         t.join()
     assert spins[0] > 0
+
+
+def test_dataset_changed_between_epochs_is_planned_again_or_run_in_process(caplog):
+    ds = images_and_labels(12)
+    loader = DataLoader(ds, batch_size=5)
+    plan = fastpath.plan(loader)
+    list(epoch(plan, loader))
+    ds.tensors = (torch.randn(12, 2), torch.arange(12) * 3)  # new tensors: planned again, natively
+    assert_same_batches(list(epoch(plan, loader)), list(DataLoader(ds, batch_size=5)))
+    assert plan.kind == "tensor" and plan._gatherer is not None
+    ds.tensors = (torch.randn(2, 12).t(), torch.arange(12))  # no longer gatherable: torch's path, with a warning
+    with caplog.at_level("WARNING", logger="chute.dataloader"):
+        fast = list(epoch(plan, loader))
+    assert "not contiguous" in caplog.text and "in-process" in caplog.text
+    assert_same_batches(fast, list(DataLoader(ds, batch_size=5)))
+    plan.close()

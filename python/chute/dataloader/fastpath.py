@@ -31,6 +31,7 @@ could set).
 from __future__ import annotations
 
 import collections
+import logging
 import math
 from collections.abc import Iterable, Iterator
 
@@ -39,6 +40,8 @@ import torch
 from torch.utils.data import IterableDataset, TensorDataset, default_collate
 
 from chute import _native
+
+_log = logging.getLogger("chute.dataloader")
 
 # dtypes whose collated batch is the rows' bytes back to back (torch.stack of contiguous rows).
 _PLAIN_DTYPES = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint16,
@@ -63,21 +66,63 @@ class Fallback:
 
 
 class Plan:
-    """A native path for one DataLoader. ``kind`` names it (``loader.stats()`` shows ``fast:<kind>``)."""
+    """A native path for one DataLoader. ``kind`` names it (``loader.stats()`` shows ``fast:<kind>``).
+
+    A plan is made once per DataLoader, but a dataset may change between epochs (a new ``transform`` for
+    progressive resizing, new tensors): each epoch first compares the attributes the plan was made from
+    (by identity) and plans again when they changed. If the dataset no longer qualifies, that epoch runs
+    torch's own fetch and collate in this process (same batches, Python speed) and says so in a warning."""
 
     kind = ""
+    _dataset = None
 
     def batches(self, index_batches: Iterable[list[int]], base_seed: int | None = None) -> Iterator:
         """Yields the collated batch of each index list, in order, exactly as torch's DataLoader would.
         ``base_seed``: the seed torch's iterator drew from ``loader.generator`` for this epoch; paths with
         random transforms key their RNG on it (others ignore it)."""
-        raise NotImplementedError
+        if self._closed():
+            raise RuntimeError("the fast path is closed")
+        if not _same_objects(self._fingerprint(), self._made_from):
+            new = self._replan()
+            if isinstance(new, Plan):
+                self.close()
+                self.__dict__.update(new.__dict__)  # take over its native engine
+                new.__dict__.clear()
+            else:
+                _log.warning("chute: the dataset changed since its fast path was planned and no longer "
+                             "qualifies (%s); this epoch runs torch's fetch and collate in-process", new)
+                return _in_process(self._dataset, index_batches)
+        return self._batches(index_batches, base_seed)
 
     def close(self) -> None:
         """Stops native threads. Batches already yielded stay valid."""
 
     def __del__(self):
         self.close()
+
+    # What a path implements: its epoch, whether it is closed, what it was planned from, planning again.
+    def _batches(self, index_batches, base_seed):
+        raise NotImplementedError
+
+    def _closed(self) -> bool:
+        raise NotImplementedError
+
+    def _fingerprint(self) -> tuple:
+        """The dataset's attributes this plan depends on, compared by identity each epoch."""
+        raise NotImplementedError
+
+    def _replan(self) -> Plan | Fallback:
+        raise NotImplementedError
+
+
+def _same_objects(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(x is y or (isinstance(x, int) and x == y) for x, y in zip(a, b))
+
+
+def _in_process(dataset, index_batches):
+    """torch's fetch and collate (num_workers=0), for an epoch no native path can run."""
+    for indices in index_batches:
+        yield default_collate([dataset[i] for i in indices])
 
 
 def plan(loader) -> Plan | Fallback:
@@ -104,10 +149,21 @@ def plan(loader) -> Plan | Fallback:
 # ---- tensor datasets -----------------------------------------------------------------------------------
 
 
+def _is_tensor_dataset(dataset) -> bool:
+    return isinstance(dataset, TensorDataset) and type(dataset).__getitem__ is TensorDataset.__getitem__
+
+
+def _raw_columns(dataset) -> tuple:
+    """What the tensor path reads: a TensorDataset's tensors, or the chute_columns object; () otherwise."""
+    if _is_tensor_dataset(dataset):
+        return tuple(dataset.tensors)
+    return (dataset.chute_columns,) if hasattr(dataset, "chute_columns") else ()
+
+
 def _tensor_columns(dataset):
     """(columns, as_tuple) for a TensorDataset or a chute_columns dataset; None for other datasets; a
     Fallback for such a dataset whose columns cannot be gathered."""
-    if isinstance(dataset, TensorDataset) and type(dataset).__getitem__ is TensorDataset.__getitem__:
+    if _is_tensor_dataset(dataset):
         raw, as_tuple = list(dataset.tensors), True
     elif hasattr(dataset, "chute_columns"):
         raw = dataset.chute_columns
@@ -185,13 +241,13 @@ class TensorPlan(Plan):
 
     @classmethod
     def create(cls, dataset, columns: list[torch.Tensor], as_tuple: bool) -> Plan | Fallback:
-        self = cls(columns, as_tuple)
+        self = cls(dataset, columns, as_tuple)
         n = columns[0].shape[0]
         if n:
             probe = [0, n - 1]
             try:
                 expected = default_collate([dataset[i] for i in probe])
-                got = next(self.batches([probe]))
+                got = next(self._batches([probe], None))
             except Exception as e:  # a dataset that breaks its own promise: let the generic path report it
                 self.close()
                 return Fallback(f"probing samples {probe} failed ({type(e).__name__}: {e})")
@@ -201,18 +257,30 @@ class TensorPlan(Plan):
                                 "(its __getitem__ is not plain row indexing of its columns)")
         return self
 
-    def __init__(self, columns: list[torch.Tensor], as_tuple: bool):
+    def __init__(self, dataset, columns: list[torch.Tensor], as_tuple: bool):
+        self._dataset = dataset
         self._columns = columns  # kept alive (and so their memory) for as long as the gatherer reads them
         self._as_tuple = as_tuple
         self._row_shapes = [tuple(c.shape[1:]) for c in columns]
         self._row_bytes = [math.prod(shape) * c.element_size() for c, shape in zip(columns, self._row_shapes)]
         spec = [(c.data_ptr(), rb, c.shape[0]) for c, rb in zip(columns, self._row_bytes)]
         self._gatherer = _native.Gatherer(spec)
+        self._made_from = self._fingerprint()
 
-    def batches(self, index_batches, base_seed=None):
+    def _fingerprint(self) -> tuple:
+        return _raw_columns(self._dataset) + tuple(c.data_ptr() for c in self._columns) + tuple(c.shape[0] for c in self._columns)
+
+    def _replan(self) -> Plan | Fallback:
+        columns = _tensor_columns(self._dataset)
+        if columns is None:
+            return Fallback("it is no longer a tensor dataset")
+        return columns if isinstance(columns, Fallback) else TensorPlan.create(self._dataset, *columns)
+
+    def _closed(self) -> bool:
+        return self._gatherer is None
+
+    def _batches(self, index_batches, base_seed):
         gatherer = self._gatherer
-        if gatherer is None:
-            raise RuntimeError("the fast path is closed")
         pending: collections.deque = collections.deque()
         source = iter(index_batches)
         exhausted = False
