@@ -13,7 +13,8 @@ stand-ins in python/tests/tv_standins.py, which mimic its classes and semantics)
 The same dataset object, unchanged, goes to torch's DataLoader (num_workers 0, 1, 2; persistent workers)
 and to chute's fast path (chute.DataLoader when importable, else fastpath.plan + Plan.batches, which is
 what it runs). Files are read once first (warm page cache); each loader runs a warm-up epoch, then a timed
-one. Printed: images/s of each and the ratio of the fast path to the best DataLoader.
+one. Printed: images/s of each, images per CPU-second (this process and its workers: per busy core, which
+other jobs on a shared machine distort less), and the fast path's ratios to the best DataLoader.
 """
 
 from __future__ import annotations
@@ -40,12 +41,31 @@ def torchvision_modules():
         return tv_standins, tv_standins, "PIL stand-ins for torchvision (python/tests/tv_standins.py)"
 
 
-def epoch_rate(batches) -> float:
-    start = time.perf_counter()
+def cpu_seconds(pids) -> float:
+    """User + system CPU time of these processes, all their threads (native ones included)."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15 of stat)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def worker_pids(loader) -> list[int]:
+    it = getattr(loader, "_iterator", None)
+    return [w.pid for w in getattr(it, "_workers", [])]
+
+
+def epoch_rate(batches, pids=lambda: []) -> tuple[float, float]:
+    """(images/s, images per CPU-second of this process and `pids()`): the second is per busy core, which
+    other jobs on a shared machine distort far less than wall time."""
+    procs = [os.getpid(), *pids()]
+    cpu0, start = cpu_seconds(procs), time.perf_counter()
     images = 0
     for b in batches:
         images += len(b[1])
-    return images / (time.perf_counter() - start)
+    wall, cpu = time.perf_counter() - start, cpu_seconds(procs) - cpu0
+    return images / wall, images / cpu if cpu > 0 else float("nan")
 
 
 def main(argv=None) -> None:
@@ -71,13 +91,13 @@ def main(argv=None) -> None:
     print(f"{len(ds)} JPEGs in {root}; {args.pipeline} pipeline via {which}; batch {args.batch_size}; "
           f"cores: {len(os.sched_getaffinity(0))}; torch {torch.__version__}")
 
-    rates = {}
+    rates, per_cpu = {}, {}
     for w in args.workers:
         loader = DataLoader(ds, batch_size=args.batch_size, shuffle=True, num_workers=w,
                             persistent_workers=w > 0)
         epoch_rate(loader)
-        rates[w] = epoch_rate(loader)
-        print(f"  torch DataLoader num_workers={w:<2}            {rates[w]:8.0f} img/s")
+        rates[w], per_cpu[w] = epoch_rate(loader, lambda: worker_pids(loader))
+        print(f"  torch DataLoader num_workers={w:<2}            {rates[w]:8.0f} img/s  {per_cpu[w]:6.0f} img/CPU-s")
         del loader
 
     try:
@@ -87,7 +107,7 @@ def main(argv=None) -> None:
     if ChuteDataLoader is not None:
         loader = ChuteDataLoader(ds, batch_size=args.batch_size, shuffle=True)
         epoch_rate(loader)
-        fast = epoch_rate(loader)
+        fast, fast_cpu = epoch_rate(loader)
         how = "chute.DataLoader"
     else:
         from chute.dataloader import fastpath
@@ -101,13 +121,16 @@ def main(argv=None) -> None:
             return plan.batches(iter(loader._index_sampler), base_seed=seed)
 
         epoch_rate(one_epoch())
-        fast = epoch_rate(one_epoch())
+        fast, fast_cpu = epoch_rate(one_epoch())
         stats = plan.stats()
         plan.close()
         how = f"fastpath.plan (kind {plan.kind}, {int(stats.get('threads', 0))} native threads)"
-    print(f"  chute fast path ({how}) {fast:8.0f} img/s")
+    print(f"  chute fast path ({how}) {fast:8.0f} img/s  {fast_cpu:6.0f} img/CPU-s")
     best = max(rates, key=rates.get)
-    print(f"ratio vs best DataLoader (num_workers={best}): {fast / rates[best]:.2f}x")
+    print(f"ratio vs best DataLoader (num_workers={best}): {fast / rates[best]:.2f}x in images/s, "
+          f"{fast_cpu / per_cpu[best]:.2f}x in images per CPU-second")
+    print(f"load average during the run: {os.getloadavg()[0]:.2f} on {len(os.sched_getaffinity(0))} cores "
+          "(above the core count, other processes took CPU time from both sides)")
 
 
 if __name__ == "__main__":
