@@ -228,7 +228,11 @@ Result<GatherBatch> Gatherer::wait(int64_t ticket, std::optional<std::chrono::mi
     if (stop_) return Status(StatusCode::kCancelled, "the gatherer is closed");
     if (job->next_chunk < job->num_chunks) {  // copy a chunk here rather than sleep
       const int64_t chunk = job->next_chunk++;
-      if (job->next_chunk == job->num_chunks) queue_.erase(std::find(queue_.begin(), queue_.end(), job));
+      if (job->next_chunk == job->num_chunks) {
+        auto queued = std::find(queue_.begin(), queue_.end(), job);
+        CHUTE_CHECK(queued != queue_.end());  // a job with chunks left to take is queued
+        queue_.erase(queued);
+      }
       run_chunk(*job, chunk, lock);
       continue;
     }

@@ -12,7 +12,7 @@ Two paths:
   tensors / numpy arrays with one row per sample (then ``dataset[i]`` must be
   ``tuple(c[i] for c in chute_columns)``), or a single tensor / array (then ``dataset[i]`` must be
   ``chute_columns[i]``). Each batch is gathered natively (``chute._native.Gatherer``: memcpy of whole rows
-  on a pool of ``chute-gather`` threads, several batches ahead, without the GIL) into fresh buffers, so a
+  on a pool of ``chute-gather`` threads, 2 to 8 batches (64 MB) ahead, without the GIL) into fresh buffers, so a
   batch may be kept for as long as the caller likes. Columns must be C-contiguous, of a plain numeric or
   bool dtype, without autograd history; anything else falls back, with the reason. ``plan`` also checks the
   promise: the batch of the first and last samples must equal ``default_collate`` of ``dataset[i]`` in
@@ -26,6 +26,12 @@ Fast paths need automatic batching (``batch_size`` not None) with the default co
 dataset. ``num_workers``, ``prefetch_factor`` and ``persistent_workers`` are then only hints: no worker
 process is started, so ``worker_init_fn`` is not called either (nothing in these datasets reads state it
 could set).
+
+The caller (``chute.DataLoader.__iter__``) runs each epoch as torch's iterator would: it draws
+``base_seed = torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item()``, then makes
+``iter(loader._index_sampler)``, then calls ``plan.batches(that_iterator, base_seed=base_seed)``. Passing
+``base_seed`` keeps random transforms reproducible with ``generator``; without it the plan draws one from
+torch's global RNG.
 """
 
 from __future__ import annotations
@@ -302,15 +308,18 @@ class TensorPlan(Plan):
                         depth = max(2, min(8, _PREFETCH_BYTES // max(1, len(idx) * sum(self._row_bytes))))
                 if not pending:
                     return
-                ticket, n = pending.popleft()
-                yield self._assemble(gatherer.wait(ticket), n)
+                ticket, n = pending[0]
+                buffers = gatherer.wait(ticket)  # on Ctrl-C the job stays pending, drained below
+                pending.popleft()
+                yield self._assemble(buffers, n)
+                del buffers
         finally:
             # The gatherer reads the columns until each queued batch is done: drain them before the
             # generator (and maybe the plan and its columns) goes.
             for ticket, _ in pending:
                 try:
                     gatherer.wait(ticket)
-                except Exception:  # an error in a batch nobody will see
+                except Exception:  # an error in a batch nobody will see, or one already reported
                     pass
 
     def _assemble(self, buffers, n: int):
