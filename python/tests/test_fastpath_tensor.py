@@ -258,6 +258,13 @@ def test_subclass_overriding_getitem_is_not_trusted():
     p = fastpath.plan(DataLoader(Scaled(torch.zeros(4, 2)), batch_size=2))
     assert isinstance(p, fastpath.Fallback)
 
+    class Batched(TensorDataset):  # torch's fetcher calls __getitems__ when a dataset has one
+        def __getitems__(self, indices):
+            return [tuple(t[i] * 0 for t in self.tensors) for i in indices]
+
+    p = fastpath.plan(DataLoader(Batched(torch.ones(4, 2)), batch_size=2))
+    assert isinstance(p, fastpath.Fallback) and "__getitems__" in str(p)
+
 
 def test_plan_threads_run_while_consumer_holds_the_gil():
     """The gather runs without the GIL: a Python thread spinning meanwhile does not stop batches coming."""

@@ -141,6 +141,9 @@ def plan(loader) -> Plan | Fallback:
     if loader.collate_fn is not default_collate:
         name = getattr(loader.collate_fn, "__qualname__", type(loader.collate_fn).__name__)
         return Fallback(f"custom collate_fn {name}: only default_collate batches are made natively")
+    if getattr(dataset, "__getitems__", None):
+        return Fallback(f"{type(dataset).__name__} defines __getitems__, which torch's fetcher calls instead of "
+                        "__getitem__")
     columns = _tensor_columns(dataset)
     if isinstance(columns, Fallback) or columns is not None:
         return columns if isinstance(columns, Fallback) else TensorPlan.create(dataset, *columns)
