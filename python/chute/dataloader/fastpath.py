@@ -138,7 +138,8 @@ def plan(loader) -> Plan | Fallback:
         return Fallback("iterable-style dataset: its samples come from its own iterator, not from indices")
     if not getattr(loader, "_auto_collation", True):
         return Fallback("batch_size=None (no automatic batching): samples are converted one by one, not collated")
-    if loader.collate_fn is not default_collate:
+    import chute.dataloader as package  # its default_collate, if it has its own, counts as the default
+    if loader.collate_fn is not default_collate and loader.collate_fn is not getattr(package, "default_collate", None):
         name = getattr(loader.collate_fn, "__qualname__", type(loader.collate_fn).__name__)
         return Fallback(f"custom collate_fn {name}: only default_collate batches are made natively")
     if getattr(dataset, "__getitems__", None):
