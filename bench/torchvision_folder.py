@@ -127,8 +127,9 @@ def main(argv=None) -> None:
         how = f"fastpath.plan (kind {plan.kind}, {int(stats.get('threads', 0))} native threads)"
     print(f"  chute fast path ({how}) {fast:8.0f} img/s  {fast_cpu:6.0f} img/CPU-s")
     best = max(rates, key=rates.get)
-    print(f"ratio vs best DataLoader (num_workers={best}): {fast / rates[best]:.2f}x in images/s, "
-          f"{fast_cpu / per_cpu[best]:.2f}x in images per CPU-second")
+    best_cpu = max(per_cpu, key=per_cpu.get)
+    print(f"ratio vs best DataLoader: {fast / rates[best]:.2f}x in images/s (num_workers={best}), "
+          f"{fast_cpu / per_cpu[best_cpu]:.2f}x in images per CPU-second (num_workers={best_cpu})")
     print(f"load average during the run: {os.getloadavg()[0]:.2f} on {len(os.sched_getaffinity(0))} cores "
           "(above the core count, other processes took CPU time from both sides)")
 
