@@ -125,6 +125,10 @@ def main(argv=None) -> None:
         stats = plan.stats()
         plan.close()
         how = f"fastpath.plan (kind {plan.kind}, {int(stats.get('threads', 0))} native threads)"
+        n = max(1, stats.get("samples", 0))
+        print("  fast path, per sample in its worker threads (both epochs): "
+              f"read {1e3 * stats['read_s'] / n:.2f} ms, decode {1e3 * stats['decode_s'] / n:.2f} ms, "
+              f"transform {1e3 * stats['transform_s'] / n:.2f} ms; CPU {1e3 * stats['worker_cpu_s'] / n:.2f} ms")
     print(f"  chute fast path ({how}) {fast:8.0f} img/s  {fast_cpu:6.0f} img/CPU-s")
     best = max(rates, key=rates.get)
     best_cpu = max(per_cpu, key=per_cpu.get)
