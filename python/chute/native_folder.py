@@ -36,6 +36,11 @@ the same bound divided by 255 and by ``std``.
 
 Errors: a file that fails to decode raises :class:`chute.SampleError` (index, path, reason) at its batch,
 where torchvision would raise PIL's own exception.
+
+Memory: batches are the engine's reusable batch buffers, handed to torch without a copy. A consumer that
+keeps many of them alive makes the ring grow (it says so once on stderr), up to 4 GiB of buffers; beyond
+that the next batch raises an error naming the held buffers, where torch's DataLoader would keep
+allocating. ``.clone()`` what you keep.
 """
 
 from __future__ import annotations
