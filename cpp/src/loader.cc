@@ -235,7 +235,22 @@ void Loader::cancel_epoch(std::unique_lock<std::mutex>& lock) {
 }
 
 Status Loader::start_epoch(uint64_t epoch, int64_t start) {
-  auto order = std::make_unique<EpochOrder>(source_->size(), options_.shuffle, options_.seed, epoch, options_.shard);
+  return begin_epoch(epoch, start,
+                     std::make_unique<EpochOrder>(source_->size(), options_.shuffle, options_.seed, epoch, options_.shard));
+}
+
+Status Loader::start_epoch(uint64_t epoch, int64_t start, std::vector<int64_t> order) {
+  const int64_t n = source_->size();
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (order[k] < 0 || order[k] >= n)
+      return invalid_argument("index " + std::to_string(order[k]) + " (position " + std::to_string(k) +
+                              " of the epoch's order) is out of range for a source of " + std::to_string(n) +
+                              " samples");
+  }
+  return begin_epoch(epoch, start, std::make_unique<EpochOrder>(std::move(order)));
+}
+
+Status Loader::begin_epoch(uint64_t epoch, int64_t start, std::unique_ptr<EpochOrder> order) {
   if (start < 0 || start > order->size())
     return invalid_argument("resume position " + std::to_string(start) + " is outside this rank's epoch of " +
                             std::to_string(order->size()) + " samples");

@@ -400,5 +400,68 @@ TEST(LoaderTest, ShardedRanksSplitTheEpoch) {
   EXPECT_FALSE(Loader::create(source, *pipeline, {.batch_size = 1, .shard = {3, 3, true}}).is_ok());
 }
 
+// ---- explicit epoch orders (chute.DataLoader's fast paths feed torch's samplers' indices) ----------------
+
+struct Drained {
+  std::vector<int64_t> labels, sizes;
+  std::map<int64_t, std::vector<uint8_t>> pixels;
+};
+
+Drained drain(Loader& loader) {
+  Drained d;
+  const size_t sample_bytes = static_cast<size_t>(loader.out_height()) * loader.out_width() * 3;
+  for (;;) {
+    auto batch = loader.next();
+    EXPECT_TRUE(batch.is_ok()) << batch.status().to_string();
+    if (!batch.is_ok() || !*batch) return d;
+    d.sizes.push_back((*batch)->size());
+    for (int64_t i = 0; i < (*batch)->size(); ++i) {
+      const auto* p = static_cast<const uint8_t*>((*batch)->images()) + i * sample_bytes;
+      d.labels.push_back((*batch)->labels()[i]);
+      d.pixels[(*batch)->labels()[i]].assign(p, p + sample_bytes);
+    }
+  }
+}
+
+TEST(LoaderTest, ExplicitOrderIsVisitedAsGivenWithRepeatsAndAShortLastBatch) {
+  auto source = std::make_shared<MemorySource>(make_images(12), kClasses);
+  auto loader = make_loader(source, {CenterCrop{32, 32}}, {.batch_size = 4, .shuffle = true, .num_threads = 3});
+  const std::vector<int64_t> order = {11, 0, 0, 5, 3, 3, 3, 7, 2, 9};
+  ASSERT_TRUE(loader->start_epoch(0, 0, order).is_ok());
+  const Drained d = drain(*loader);
+  EXPECT_EQ(d.labels, order);  // shuffle=true in the options is ignored: the order is the caller's
+  EXPECT_EQ(d.sizes, (std::vector<int64_t>{4, 4, 2}));
+  // Back to the options' own order afterwards.
+  ASSERT_TRUE(loader->start_epoch(1).is_ok());
+  const EpochOrder own(12, true, 0, 1);
+  const Drained again = drain(*loader);
+  ASSERT_EQ(again.labels.size(), 12u);
+  for (int64_t k = 0; k < 12; ++k) EXPECT_EQ(again.labels[k], own[k]);
+}
+
+TEST(LoaderTest, ExplicitOrderKeysAugmentationBySeedEpochAndIndex) {
+  auto source = std::make_shared<MemorySource>(make_images(6, 64, 48), kClasses);
+  std::vector<Transform> t{RandomResizedCrop{24, 24}, RandomHorizontalFlip{}};
+  auto a = make_loader(source, t, {.batch_size = 3, .seed = 4, .num_threads = 2});
+  auto b = make_loader(source, t, {.batch_size = 2, .seed = 4, .num_threads = 1});
+  ASSERT_TRUE(a->start_epoch(7, 0, {0, 1, 2, 3, 4, 5}).is_ok());
+  ASSERT_TRUE(b->start_epoch(7, 0, {5, 4, 3, 2, 1, 0}).is_ok());
+  const Drained da = drain(*a), db = drain(*b);
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(da.pixels.at(i), db.pixels.at(i)) << "sample " << i;
+  ASSERT_TRUE(b->start_epoch(8, 0, {0, 1, 2, 3, 4, 5}).is_ok());
+  EXPECT_NE(drain(*b).pixels, da.pixels);  // another epoch key: other crops
+}
+
+TEST(LoaderTest, ExplicitOrderRejectsIndicesOutsideTheSourceAndEmptyOrderEndsAtOnce) {
+  auto source = std::make_shared<MemorySource>(make_images(5), kClasses);
+  auto loader = make_loader(source, {CenterCrop{32, 32}}, {.batch_size = 2, .num_threads = 1});
+  Status st = loader->start_epoch(0, 0, {1, 5});
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("index 5 (position 1"), std::string::npos) << st.message();
+  EXPECT_EQ(loader->start_epoch(0, 0, {-1}).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(loader->start_epoch(0, 0, {}).is_ok());
+  EXPECT_TRUE(drain(*loader).labels.empty());
+}
+
 }  // namespace
 }  // namespace chute

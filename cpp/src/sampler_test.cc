@@ -80,5 +80,15 @@ TEST(EpochOrderTest, EmptyDataset) {
   EXPECT_EQ(EpochOrder(0, false, 0, 0, {1, 2, false}).size(), 0);
 }
 
+TEST(EpochOrderTest, ExplicitOrderIsTheGivenIndices) {
+  const EpochOrder order(std::vector<int64_t>{4, 4, 0, 9});
+  EXPECT_EQ(order.size(), 4);
+  EXPECT_EQ(order[0], 4);
+  EXPECT_EQ(order[1], 4);
+  EXPECT_EQ(order[2], 0);
+  EXPECT_EQ(order[3], 9);
+  EXPECT_EQ(EpochOrder(std::vector<int64_t>{}).size(), 0);
+}
+
 }  // namespace
 }  // namespace chute

@@ -63,5 +63,6 @@ void register_loader(nb::module_& m);
 void register_reference(nb::module_& m);
 void register_packed(nb::module_& m);
 void register_device(nb::module_& m);
+void register_gather(nb::module_& m);
 
 }  // namespace chute::py

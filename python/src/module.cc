@@ -29,4 +29,5 @@ NB_MODULE(_native, m) {
   chute::py::register_reference(m);
   chute::py::register_packed(m);
   chute::py::register_device(m);
+  chute::py::register_gather(m);
 }

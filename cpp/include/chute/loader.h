@@ -118,6 +118,10 @@ class Loader {
   // Starts (or restarts) an epoch; an epoch in flight is cancelled first. `start` resumes at that epoch
   // position (a value of position()): the batches are those an uninterrupted run would deliver next.
   Status start_epoch(uint64_t epoch, int64_t start = 0);
+  // The same with an explicit order: these source indices, in this order, batched by batch_size (a short
+  // last batch unless drop_last), instead of the shuffle/shard order the options describe. Augmentation
+  // stays keyed by (seed, epoch, source index). An index outside the source is kInvalidArgument.
+  Status start_epoch(uint64_t epoch, int64_t start, std::vector<int64_t> order);
   // The epoch position after the last sample the consumer received: where a resumed run starts. It does
   // not count work prefetched but not yet delivered.
   int64_t position() const;
@@ -141,6 +145,7 @@ class Loader {
  private:
   Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWriter writer, LoaderOptions options);
   struct Task;
+  Status begin_epoch(uint64_t epoch, int64_t start, std::unique_ptr<EpochOrder> order);
   void worker_main(int id);
   void tune(double now_s);  // with the lock held
   bool can_dispatch() const;

@@ -9,11 +9,16 @@
 // epoch (different samples each shuffled epoch) are left out, so all ranks run the same number of steps
 // and DDP never waits on a rank that has one more batch. Without it (exact evaluation), positions run to
 // the end: every sample is visited exactly once, and ranks differ by at most one sample.
+// An explicit order (the second constructor) is a given list of source indices instead: the order a
+// caller's own sampler chose (chute.DataLoader's fast paths feed torch's samplers through it). It is
+// visited as given, by this process alone: sharding is the caller's sampler's business then.
 // Thread-safety: immutable after construction.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 namespace chute {
 
@@ -40,10 +45,13 @@ struct Shard {
 class EpochOrder {
  public:
   EpochOrder(int64_t dataset_size, bool shuffle, uint64_t seed, uint64_t epoch, Shard shard = {});
+  // Exactly these source indices, in this order (the caller checks they are inside the source).
+  explicit EpochOrder(std::vector<int64_t> indices);
   // Samples this rank visits this epoch.
   int64_t size() const { return size_; }
   // The source index of this rank's k-th sample.
   int64_t operator[](int64_t k) const {
+    if (explicit_) return (*explicit_)[static_cast<size_t>(k)];
     const uint64_t global = static_cast<uint64_t>(k) * shard_.world_size + shard_.rank;
     return static_cast<int64_t>(shuffle_ ? permutation_(global) : global);
   }
@@ -55,6 +63,7 @@ class EpochOrder {
   bool shuffle_;
   Shard shard_;
   Permutation permutation_;
+  std::shared_ptr<const std::vector<int64_t>> explicit_;  // set: an explicit order
 };
 
 }  // namespace chute

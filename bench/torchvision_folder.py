@@ -1,0 +1,142 @@
+"""A torchvision ImageFolder pipeline through torch's DataLoader, and the same pipeline through chute's
+fast path, in one run.
+
+    python bench/torchvision_folder.py [--pipeline train|eval] [--images 2000] [--batch-size 256]
+
+The dataset is chute's bench set (python/chute/bench/dataset.py: ImageNet-like JPEGs, ~500x375, ~100 KB,
+generated once and cached). The pipeline is torchvision's (real torchvision when it imports, else the PIL
+stand-ins in python/tests/tv_standins.py, which mimic its classes and semantics):
+
+* train: RandomResizedCrop(224), RandomHorizontalFlip(), ToTensor(), Normalize(ImageNet)
+* eval:  Resize(256), CenterCrop(224), ToTensor(), Normalize(ImageNet)
+
+The same dataset object, unchanged, goes to torch's DataLoader (num_workers 0, 1, 2; persistent workers)
+and to chute's fast path (chute.DataLoader when importable, else fastpath.plan + Plan.batches, which is
+what it runs). Files are read once first (warm page cache); each loader runs a warm-up epoch, then a timed
+one. Printed: images/s of each, images per CPU-second (this process and its workers: per busy core, which
+other jobs on a shared machine distort less), and the fast path's ratios to the best DataLoader.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch.utils.data import DataLoader
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def torchvision_modules():
+    try:
+        from torchvision import datasets, transforms
+        return datasets, transforms, "torchvision"
+    except (ImportError, OSError, RuntimeError):
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python" / "tests"))
+        import tv_standins
+        return tv_standins, tv_standins, "PIL stand-ins for torchvision (python/tests/tv_standins.py)"
+
+
+def cpu_seconds(pids) -> float:
+    """User + system CPU time of these processes, all their threads (native ones included)."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15 of stat)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def worker_pids(loader) -> list[int]:
+    it = getattr(loader, "_iterator", None)
+    return [w.pid for w in getattr(it, "_workers", [])]
+
+
+def epoch_rate(batches, pids=lambda: []) -> tuple[float, float]:
+    """(images/s, images per CPU-second of this process and `pids()`): the second is per busy core, which
+    other jobs on a shared machine distort far less than wall time."""
+    procs = [os.getpid(), *pids()]
+    cpu0, start = cpu_seconds(procs), time.perf_counter()
+    images = 0
+    for b in batches:
+        images += len(b[1])
+    wall, cpu = time.perf_counter() - start, cpu_seconds(procs) - cpu0
+    return images / wall, images / cpu if cpu > 0 else float("nan")
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--pipeline", choices=["train", "eval"], default="train")
+    p.add_argument("--images", type=int, default=2000)
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--workers", type=int, nargs="*", default=[0, 1, 2])
+    p.add_argument("--root", type=Path, default=None, help="dataset directory (default: chute's bench cache)")
+    args = p.parse_args(argv)
+
+    from chute.bench.dataset import ensure_dataset
+    root = ensure_dataset(args.root, num_images=args.images)
+    datasets, T, which = torchvision_modules()
+    if args.pipeline == "train":
+        tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize(MEAN, STD)])
+    else:
+        tf = T.Compose([T.Resize(256), T.CenterCrop(224), T.ToTensor(), T.Normalize(MEAN, STD)])
+    ds = datasets.ImageFolder(root, transform=tf)
+    for path, _ in ds.samples:  # warm the page cache: both sides read from memory
+        with open(path, "rb") as f:
+            f.read()
+    print(f"{len(ds)} JPEGs in {root}; {args.pipeline} pipeline via {which}; batch {args.batch_size}; "
+          f"cores: {len(os.sched_getaffinity(0))}; torch {torch.__version__}")
+
+    rates, per_cpu = {}, {}
+    for w in args.workers:
+        loader = DataLoader(ds, batch_size=args.batch_size, shuffle=True, num_workers=w,
+                            persistent_workers=w > 0)
+        epoch_rate(loader)
+        rates[w], per_cpu[w] = epoch_rate(loader, lambda: worker_pids(loader))
+        print(f"  torch DataLoader num_workers={w:<2}            {rates[w]:8.0f} img/s  {per_cpu[w]:6.0f} img/CPU-s")
+        del loader
+
+    try:
+        from chute import DataLoader as ChuteDataLoader
+    except ImportError:
+        ChuteDataLoader = None
+    if ChuteDataLoader is not None:
+        loader = ChuteDataLoader(ds, batch_size=args.batch_size, shuffle=True)
+        epoch_rate(loader)
+        fast, fast_cpu = epoch_rate(loader)
+        how = "chute.DataLoader"
+    else:
+        from chute.dataloader import fastpath
+        loader = DataLoader(ds, batch_size=args.batch_size, shuffle=True)
+        plan = fastpath.plan(loader)
+        if not isinstance(plan, fastpath.Plan):
+            sys.exit(f"no fast path: {plan}")
+
+        def one_epoch():
+            seed = torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item()
+            return plan.batches(iter(loader._index_sampler), base_seed=seed)
+
+        epoch_rate(one_epoch())
+        fast, fast_cpu = epoch_rate(one_epoch())
+        stats = plan.stats()
+        plan.close()
+        how = f"fastpath.plan (kind {plan.kind}, {int(stats.get('threads', 0))} native threads)"
+        n = max(1, stats.get("samples", 0))
+        print("  fast path, per sample in its worker threads (both epochs): "
+              f"read {1e3 * stats['read_s'] / n:.2f} ms, decode {1e3 * stats['decode_s'] / n:.2f} ms, "
+              f"transform {1e3 * stats['transform_s'] / n:.2f} ms; CPU {1e3 * stats['worker_cpu_s'] / n:.2f} ms")
+    print(f"  chute fast path ({how}) {fast:8.0f} img/s  {fast_cpu:6.0f} img/CPU-s")
+    best = max(rates, key=rates.get)
+    best_cpu = max(per_cpu, key=per_cpu.get)
+    print(f"ratio vs best DataLoader: {fast / rates[best]:.2f}x in images/s (num_workers={best}), "
+          f"{fast_cpu / per_cpu[best_cpu]:.2f}x in images per CPU-second (num_workers={best_cpu})")
+    print(f"load average during the run: {os.getloadavg()[0]:.2f} on {len(os.sched_getaffinity(0))} cores "
+          "(above the core count, other processes took CPU time from both sides)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,336 @@
+"""Native fast paths for ``chute.DataLoader``: datasets whose batches chute can make without per-sample Python.
+
+``plan(loader)`` looks at a DataLoader once and returns a :class:`Plan` when a native path gives batches
+provably identical to what torch's DataLoader would yield, else a :class:`Fallback` whose ``str()`` is the
+one-line reason. Either way the DataLoader's own sampler decides the order: ``Plan.batches`` takes the
+batch sampler's index lists and yields the collated batches in that order.
+
+Two paths:
+
+* ``"tensor"``: the dataset is a ``torch.utils.data.TensorDataset`` (its ``__getitem__`` not overridden),
+  or follows the *columns protocol*: it has an attribute ``chute_columns``, a tuple or list of CPU
+  tensors / numpy arrays with one row per sample (then ``dataset[i]`` must be
+  ``tuple(c[i] for c in chute_columns)``), or a single tensor / array (then ``dataset[i]`` must be
+  ``chute_columns[i]``). Each batch is gathered natively (``chute._native.Gatherer``: memcpy of whole rows
+  on a pool of ``chute-gather`` threads, 2 to 8 batches (64 MB) ahead, without the GIL) into fresh buffers, so a
+  batch may be kept for as long as the caller likes. Columns must be C-contiguous, of a plain numeric or
+  bool dtype, without autograd history; anything else falls back, with the reason. ``plan`` also checks the
+  promise: the batch of the first and last samples must equal ``default_collate`` of ``dataset[i]`` in
+  type, dtype, shape, strides and bytes, or it falls back.
+  Datasets with ``.data`` / ``.targets`` arrays (MNIST, CIFAR) are not taken on trust: their
+  ``__getitem__`` converts and transforms each sample, so only an explicit ``chute_columns`` opts in.
+* ``"imagefolder"``: a torchvision ``ImageFolder`` / ``DatasetFolder`` with the default PIL loader and a
+  ``Compose`` of supported transforms (see :mod:`chute.native_folder`).
+
+Fast paths need automatic batching (``batch_size`` not None) with the default collate, and a map-style
+dataset. ``num_workers``, ``prefetch_factor`` and ``persistent_workers`` are then only hints: no worker
+process is started, so ``worker_init_fn`` is not called either (nothing in these datasets reads state it
+could set).
+
+The caller (``chute.DataLoader.__iter__``) runs each epoch as torch's iterator would: it draws
+``base_seed = torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item()``, then makes
+``iter(loader._index_sampler)``, then calls ``plan.batches(that_iterator, base_seed=base_seed)``. Passing
+``base_seed`` keeps random transforms reproducible with ``generator``; without it the plan draws one from
+torch's global RNG.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import math
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+import torch
+from torch.utils.data import IterableDataset, TensorDataset, default_collate
+
+from chute import _native
+
+_log = logging.getLogger("chute.dataloader")
+
+# dtypes whose collated batch is the rows' bytes back to back (torch.stack of contiguous rows).
+_PLAIN_DTYPES = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint16,
+                 torch.uint32, torch.uint64, torch.float16, torch.bfloat16, torch.float32, torch.float64,
+                 torch.complex64, torch.complex128}
+# Batches gathered ahead: as many as fit in this (at least 2, at most 8). The gather is memory-bound, so
+# going further ahead buys no throughput: it only covers a consumer whose own time per batch varies.
+_PREFETCH_BYTES = 64 << 20
+
+
+class Fallback:
+    """Why no fast path applies; ``str()`` is the one-line explanation."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return self.reason
+
+    def __repr__(self) -> str:
+        return f"Fallback({self.reason!r})"
+
+
+class Plan:
+    """A native path for one DataLoader. ``kind`` names it (``loader.stats()`` shows ``fast:<kind>``).
+
+    A plan is made once per DataLoader, but a dataset may change between epochs (a new ``transform`` for
+    progressive resizing, new tensors): each epoch first compares the attributes the plan was made from
+    (by identity) and plans again when they changed. If the dataset no longer qualifies, that epoch runs
+    torch's own fetch and collate in this process (same batches, Python speed) and says so in a warning."""
+
+    kind = ""
+    _dataset = None
+
+    def batches(self, index_batches: Iterable[list[int]], base_seed: int | None = None) -> Iterator:
+        """Yields the collated batch of each index list, in order, exactly as torch's DataLoader would.
+        ``base_seed``: the seed torch's iterator drew from ``loader.generator`` for this epoch; paths with
+        random transforms key their RNG on it (others ignore it)."""
+        if self._closed():
+            raise RuntimeError("the fast path is closed")
+        if not _same_objects(self._fingerprint(), self._made_from):
+            new = self._replan()
+            if isinstance(new, Plan):
+                self.close()
+                self.__dict__.update(new.__dict__)  # take over its native engine
+                new.__dict__.clear()
+            else:
+                _log.warning("chute: the dataset changed since its fast path was planned and no longer "
+                             "qualifies (%s); this epoch runs torch's fetch and collate in-process", new)
+                return _in_process(self._dataset, index_batches)
+        return self._batches(index_batches, base_seed)
+
+    def close(self) -> None:
+        """Stops native threads. Batches already yielded stay valid."""
+
+    def __del__(self):
+        self.close()
+
+    # What a path implements: its epoch, whether it is closed, what it was planned from, planning again.
+    def _batches(self, index_batches, base_seed):
+        raise NotImplementedError
+
+    def _closed(self) -> bool:
+        raise NotImplementedError
+
+    def _fingerprint(self) -> tuple:
+        """The dataset's attributes this plan depends on, compared by identity each epoch."""
+        raise NotImplementedError
+
+    def _replan(self) -> Plan | Fallback:
+        raise NotImplementedError
+
+
+def _same_objects(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(x is y or (isinstance(x, int) and x == y) for x, y in zip(a, b))
+
+
+def _in_process(dataset, index_batches):
+    """torch's fetch and collate (num_workers=0), for an epoch no native path can run."""
+    for indices in index_batches:
+        yield default_collate([dataset[i] for i in indices])
+
+
+def plan(loader) -> Plan | Fallback:
+    """The fast path for ``loader`` (a ``torch.utils.data.DataLoader``), or why there is none."""
+    dataset = loader.dataset
+    if isinstance(dataset, IterableDataset):
+        return Fallback("iterable-style dataset: its samples come from its own iterator, not from indices")
+    if not getattr(loader, "_auto_collation", True):
+        return Fallback("batch_size=None (no automatic batching): samples are converted one by one, not collated")
+    import chute.dataloader as package  # its default_collate, if it has its own, counts as the default
+    if loader.collate_fn is not default_collate and loader.collate_fn is not getattr(package, "default_collate", None):
+        name = getattr(loader.collate_fn, "__qualname__", type(loader.collate_fn).__name__)
+        return Fallback(f"custom collate_fn {name}: only default_collate batches are made natively")
+    if getattr(dataset, "__getitems__", None):
+        return Fallback(f"{type(dataset).__name__} defines __getitems__, which torch's fetcher calls instead of "
+                        "__getitem__")
+    columns = _tensor_columns(dataset)
+    if isinstance(columns, Fallback) or columns is not None:
+        return columns if isinstance(columns, Fallback) else TensorPlan.create(dataset, *columns)
+    from chute import native_folder  # imports PIL-free code only; kept lazy for start-up time
+    folder = native_folder.plan_folder(loader)
+    if folder is not None:
+        return folder
+    return Fallback(f"{type(dataset).__module__}.{type(dataset).__qualname__} has no native fast path "
+                    "(TensorDataset, chute_columns, torchvision ImageFolder/DatasetFolder have)")
+
+
+# ---- tensor datasets -----------------------------------------------------------------------------------
+
+
+def _is_tensor_dataset(dataset) -> bool:
+    return isinstance(dataset, TensorDataset) and type(dataset).__getitem__ is TensorDataset.__getitem__
+
+
+def _raw_columns(dataset) -> tuple:
+    """What the tensor path reads: a TensorDataset's tensors, or the chute_columns object; () otherwise."""
+    if _is_tensor_dataset(dataset):
+        return tuple(dataset.tensors)
+    return (dataset.chute_columns,) if hasattr(dataset, "chute_columns") else ()
+
+
+def _tensor_columns(dataset):
+    """(columns, as_tuple) for a TensorDataset or a chute_columns dataset; None for other datasets; a
+    Fallback for such a dataset whose columns cannot be gathered."""
+    if _is_tensor_dataset(dataset):
+        raw, as_tuple = list(dataset.tensors), True
+    elif hasattr(dataset, "chute_columns"):
+        raw = dataset.chute_columns
+        as_tuple = isinstance(raw, (tuple, list))
+        raw = list(raw) if as_tuple else [raw]
+    else:
+        return None
+    if not raw:
+        return Fallback("the dataset has no columns")
+    columns = []
+    for i, c in enumerate(raw):
+        t = _as_gatherable(c, f"column {i}")
+        if isinstance(t, Fallback):
+            return t
+        columns.append(t)
+    n = columns[0].shape[0]
+    for i, c in enumerate(columns):
+        if c.shape[0] != n:
+            return Fallback(f"column {i} has {c.shape[0]} rows, column 0 has {n}")
+    if len(dataset) != n:
+        return Fallback(f"len(dataset) is {len(dataset)} but its columns have {n} rows")
+    return columns, as_tuple
+
+
+def _as_gatherable(c, what: str):
+    """A CPU tensor sharing the column's memory whose rows are contiguous bytes, or a Fallback."""
+    if isinstance(c, np.ndarray):
+        if c.dtype.kind not in "biufc":
+            return Fallback(f"{what} is a numpy array of dtype {c.dtype}: only numeric and bool arrays are gathered")
+        if not c.dtype.isnative:
+            return Fallback(f"{what} is a numpy array in non-native byte order ({c.dtype.str})")
+        if not (c.flags.c_contiguous and c.flags.aligned):
+            return Fallback(f"{what} is a non-contiguous numpy array (strides {c.strides}): call np.ascontiguousarray")
+        if c.ndim == 0:
+            return Fallback(f"{what} is a 0-d array: it has no rows")
+        try:
+            c = torch.from_numpy(c)  # shares the memory; numpy dtypes torch lacks fail here
+        except (TypeError, ValueError) as e:
+            return Fallback(f"{what}: numpy dtype {c.dtype} has no torch equivalent ({e})")
+    if not isinstance(c, torch.Tensor):
+        return Fallback(f"{what} is a {type(c).__name__}, not a tensor or numpy array")
+    if c.layout != torch.strided or c.is_quantized or c.is_nested:
+        return Fallback(f"{what} has layout {c.layout}: only dense tensors are gathered")
+    if c.device.type != "cpu":
+        return Fallback(f"{what} is on {c.device}: the gather copies host memory")
+    if c.dtype not in _PLAIN_DTYPES:
+        return Fallback(f"{what} has dtype {c.dtype}, which the native gather does not handle")
+    if c.requires_grad:
+        return Fallback(f"{what} requires grad: torch.stack would record autograd history")
+    if c.is_conj() or c.is_neg():
+        return Fallback(f"{what} has a lazy conj/neg bit: its bytes are not its values")
+    if c.dim() == 0:
+        return Fallback(f"{what} is a 0-d tensor: it has no rows")
+    if not c.is_contiguous():
+        return Fallback(f"{what} is not contiguous (shape {tuple(c.shape)}, strides {c.stride()}): "
+                        "call .contiguous() on it")
+    return c
+
+
+def _same(a, b) -> bool:
+    """Same container types, tensor dtypes, shapes, strides and bytes (NaN-safe)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, torch.Tensor):
+        return (a.dtype == b.dtype and a.shape == b.shape and a.stride() == b.stride()
+                and torch.equal(a.contiguous().view(-1).view(torch.uint8), b.contiguous().view(-1).view(torch.uint8))
+                if a.numel() else a.dtype == b.dtype and a.shape == b.shape)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return False
+
+
+class TensorPlan(Plan):
+    kind = "tensor"
+
+    @classmethod
+    def create(cls, dataset, columns: list[torch.Tensor], as_tuple: bool) -> Plan | Fallback:
+        self = cls(dataset, columns, as_tuple)
+        n = columns[0].shape[0]
+        if n:
+            probe = [0, n - 1]
+            try:
+                expected = default_collate([dataset[i] for i in probe])
+                got = next(self._batches([probe], None))
+            except Exception as e:  # a dataset that breaks its own promise: let the generic path report it
+                self.close()
+                return Fallback(f"probing samples {probe} failed ({type(e).__name__}: {e})")
+            if not _same(expected, got):
+                self.close()
+                return Fallback(f"the gathered batch of samples {probe} differs from default_collate of dataset[i] "
+                                "(its __getitem__ is not plain row indexing of its columns)")
+        return self
+
+    def __init__(self, dataset, columns: list[torch.Tensor], as_tuple: bool):
+        self._dataset = dataset
+        self._columns = columns  # kept alive (and so their memory) for as long as the gatherer reads them
+        self._as_tuple = as_tuple
+        self._row_shapes = [tuple(c.shape[1:]) for c in columns]
+        self._row_bytes = [math.prod(shape) * c.element_size() for c, shape in zip(columns, self._row_shapes)]
+        spec = [(c.data_ptr(), rb, c.shape[0]) for c, rb in zip(columns, self._row_bytes)]
+        self._gatherer = _native.Gatherer(spec)
+        self._made_from = self._fingerprint()
+
+    def _fingerprint(self) -> tuple:
+        return _raw_columns(self._dataset) + tuple(c.data_ptr() for c in self._columns) + tuple(c.shape[0] for c in self._columns)
+
+    def _replan(self) -> Plan | Fallback:
+        columns = _tensor_columns(self._dataset)
+        if columns is None:
+            return Fallback("it is no longer a tensor dataset")
+        return columns if isinstance(columns, Fallback) else TensorPlan.create(self._dataset, *columns)
+
+    def _closed(self) -> bool:
+        return self._gatherer is None
+
+    def _batches(self, index_batches, base_seed):
+        gatherer = self._gatherer
+        pending: collections.deque = collections.deque()
+        source = iter(index_batches)
+        exhausted = False
+        depth = 1  # until the first batch says how large batches are
+        try:
+            while True:
+                while not exhausted and len(pending) < depth:
+                    try:
+                        indices = next(source)
+                    except StopIteration:
+                        exhausted = True
+                        break
+                    idx = np.asarray(indices)
+                    if idx.size and idx.dtype.kind not in "iu":
+                        raise TypeError(f"the batch sampler yielded non-integer indices: {list(indices)[:4]}")
+                    idx = np.ascontiguousarray(idx, dtype=np.int64).reshape(-1)
+                    pending.append((gatherer.submit(idx), len(idx)))
+                    if len(idx) and depth == 1:
+                        depth = max(2, min(8, _PREFETCH_BYTES // max(1, len(idx) * sum(self._row_bytes))))
+                if not pending:
+                    return
+                ticket, n = pending[0]
+                buffers = gatherer.wait(ticket)  # on Ctrl-C the job stays pending, drained below
+                pending.popleft()
+                yield self._assemble(buffers, n)
+                del buffers
+        finally:
+            # The gatherer reads the columns until each queued batch is done: drain them before the
+            # generator (and maybe the plan and its columns) goes.
+            for ticket, _ in pending:
+                try:
+                    gatherer.wait(ticket)
+                except Exception:  # an error in a batch nobody will see, or one already reported
+                    pass
+
+    def _assemble(self, buffers, n: int):
+        out = [b.view(c.dtype).view((n, *shape)) for b, c, shape in zip(buffers, self._columns, self._row_shapes)]
+        return out if self._as_tuple else out[0]
+
+    def close(self) -> None:
+        g, self._gatherer = getattr(self, "_gatherer", None), None
+        if g is not None:
+            g.close()

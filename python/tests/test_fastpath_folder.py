@@ -1,0 +1,251 @@
+"""The torchvision ImageFolder fast path: which pipelines it takes (and why not the others), and that its
+batches have torchvision's dtype, shape, labels and order, with pixels within the stated tolerance.
+
+torchvision does not import with this project's torch, so tv_standins.py stands in for it: the same class
+names, modules and attributes, with torchvision's semantics implemented on PIL (the reference here)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader, SubsetRandomSampler
+
+import chute
+from chute import native_folder
+from chute.dataloader import fastpath
+
+import tv_standins as T
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+EVAL = [T.Resize(64), T.CenterCrop(56)]
+
+
+def epoch(plan, loader: DataLoader):
+    """One epoch as chute.DataLoader runs it (dataloader-contract.md)."""
+    base_seed = torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item()
+    return plan.batches(iter(loader._index_sampler), base_seed=base_seed)
+
+
+def fast_and_ref(dataset, make_sampler=None, **kwargs):
+    """The fast path's batches and torch's, with the same generator seed (same sampler order); a sampler
+    with its own state comes from `make_sampler`, one for each run."""
+    if make_sampler is not None:
+        kwargs["sampler"] = make_sampler()
+    loader = DataLoader(dataset, generator=torch.Generator().manual_seed(3), **kwargs)
+    plan = fastpath.plan(loader)
+    assert isinstance(plan, fastpath.Plan), str(plan)
+    assert plan.kind == "imagefolder"
+    try:
+        fast = list(epoch(plan, loader))
+    finally:
+        plan.close()
+    if make_sampler is not None:
+        kwargs["sampler"] = make_sampler()
+    ref = list(DataLoader(dataset, generator=torch.Generator().manual_seed(3), **kwargs))
+    return fast, ref
+
+
+def check_structure(fast, ref):
+    assert len(fast) == len(ref)
+    for f, r in zip(fast, ref):
+        assert type(f) is type(r) is list and len(f) == len(r) == 2
+        assert f[0].dtype == r[0].dtype and f[0].shape == r[0].shape and f[0].stride() == r[0].stride()
+        assert f[1].dtype == r[1].dtype == torch.int64
+        assert torch.equal(f[1], r[1])  # labels, and so the order
+
+
+def pixel_error(fast, ref, scale: float) -> tuple[float, float]:
+    """Mean and max absolute difference, in 0-255 units (`scale`: what one unit is in the output)."""
+    d = torch.cat([(f[0].double() - r[0].double()).abs().flatten() for f, r in zip(fast, ref)]) / scale
+    return float(d.mean()), float(d.max())
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_eval_uint8_matches_the_pil_pipeline(folder, shuffle):
+    ds = T.ImageFolder(folder, transform=T.Compose(EVAL + [T.PILToTensor()]))
+    fast, ref = fast_and_ref(ds, batch_size=5, shuffle=shuffle)
+    check_structure(fast, ref)
+    mae, mx = pixel_error(fast, ref, 1.0)
+    print(f"\n[fastpath parity] uint8 Resize(64)+CenterCrop(56): MAE={mae:.4f} max={mx:.0f}")
+    assert mae < 1.0 and mx <= 8
+
+
+def test_eval_float_normalised_matches_the_pil_pipeline(folder):
+    ds = T.ImageFolder(folder, transform=T.Compose(EVAL + [T.ToTensor(), T.Normalize(MEAN, STD)]))
+    fast, ref = fast_and_ref(ds, batch_size=8, drop_last=True)
+    check_structure(fast, ref)
+    assert len(fast) == 36 // 8
+    mae, mx = pixel_error(fast, ref, 1.0 / 255 / min(STD))  # 0-255 units (upper bound on every channel)
+    print(f"\n[fastpath parity] float32 Resize+CenterCrop+ToTensor+Normalize: MAE<={mae:.4f} max<={mx:.2f}")
+    assert mae < 1.0 and mx <= 8
+
+
+@pytest.mark.parametrize("tail", [[T.ToTensor()], [T.PILToTensor(), T.ConvertImageDtype(torch.float32)],
+                                  [T.ToTensor(), T.ConvertImageDtype(torch.float32)]],
+                         ids=["ToTensor", "PILToTensor+ConvertImageDtype", "ToTensor+ConvertImageDtype"])
+def test_float_in_unit_range(folder, tail):
+    ds = T.ImageFolder(folder, transform=T.Compose(EVAL + tail))
+    fast, ref = fast_and_ref(ds, batch_size=7)
+    check_structure(fast, ref)
+    assert fast[-1][0].shape[0] == 36 % 7
+    mae, mx = pixel_error(fast, ref, 1.0 / 255)
+    assert mae < 1.0 and mx <= 8
+    assert all(0.0 <= float(b[0].min()) and float(b[0].max()) <= 1.0 for b in fast)
+
+
+def test_samplers_and_batch_sampler_order(folder):
+    ds = T.ImageFolder(folder, transform=T.Compose(EVAL + [T.PILToTensor()]))
+    fast, ref = fast_and_ref(ds, batch_size=4, make_sampler=lambda: SubsetRandomSampler(
+        list(range(0, 36, 3)), generator=torch.Generator().manual_seed(1)))
+    check_structure(fast, ref)
+    batches = [[35, 0, 0], [-1, 7, 20], [2]]
+    fast, ref = fast_and_ref(ds, batch_sampler=batches)
+    check_structure(fast, ref)
+    mae, _ = pixel_error(fast, ref, 1.0)
+    assert mae < 1.0
+
+
+def test_uneven_batch_sampler_runs_torchs_path_in_process(folder):
+    ds = T.ImageFolder(folder, transform=T.Compose(EVAL + [T.PILToTensor()]))
+    fast, ref = fast_and_ref(ds, batch_sampler=[[1, 2], [3, 4, 5], [6]])
+    check_structure(fast, ref)
+    for f, r in zip(fast, ref):
+        assert torch.equal(f[0], r[0])  # literally torch's pipeline
+
+
+def test_out_of_range_index_raises_after_the_batches_before_it(folder):
+    ds = T.ImageFolder(folder, transform=T.Compose(EVAL + [T.PILToTensor()]))
+    loader = DataLoader(ds, batch_sampler=[[0, 1], [2, 36], [3, 4]])
+    plan = fastpath.plan(loader)
+    it = epoch(plan, loader)
+    assert torch.equal(next(it)[1], torch.tensor([0, 0]))
+    with pytest.raises(IndexError, match="index 36 is out of range for a dataset of 36 samples"):
+        next(it)
+    plan.close()
+
+
+def test_random_pipeline_is_reproducible_with_a_generator_and_right_in_shape(folder):
+    tf = T.Compose([T.RandomResizedCrop(32), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize(MEAN, STD)])
+    ds = T.ImageFolder(folder, transform=tf)
+
+    def run(seed):
+        loader = DataLoader(ds, batch_size=6, shuffle=True, generator=torch.Generator().manual_seed(seed))
+        plan = fastpath.plan(loader)
+        try:
+            return [list(epoch(plan, loader)) for _ in range(2)]
+        finally:
+            plan.close()
+
+    a, b, c = run(1), run(1), run(2)
+    ref = list(DataLoader(ds, batch_size=6, shuffle=True, generator=torch.Generator().manual_seed(1)))
+    check_structure(a[0], ref)
+    for x, y in zip(a[0] + a[1], b[0] + b[1]):
+        assert torch.equal(x[0], y[0]) and torch.equal(x[1], y[1])
+    assert not torch.equal(a[0][0][0], a[1][0][0])  # epochs differ
+    assert not torch.equal(a[0][0][0], c[0][0][0])  # seeds differ
+
+
+def test_grayscale_and_png_files_become_rgb(tmp_path):
+    for c, mode in enumerate(["L", "RGB"]):
+        d = tmp_path / f"c{c}"
+        d.mkdir()
+        rng = np.random.default_rng(c)
+        Image.fromarray(rng.integers(0, 255, (40, 50, 3), dtype=np.uint8)).convert(mode).save(d / "a.png")
+        Image.fromarray(rng.integers(0, 255, (60, 45, 3), dtype=np.uint8)).convert("RGBA").save(d / "b.png")
+    ds = T.ImageFolder(tmp_path, transform=T.Compose([T.Resize((30, 30)), T.PILToTensor()]))
+    fast, ref = fast_and_ref(ds, batch_size=4)
+    check_structure(fast, ref)
+    mae, mx = pixel_error(fast, ref, 1.0)
+    assert mae < 1.0 and mx <= 8
+
+
+def test_bad_file_raises_sample_error_naming_it(tmp_path):
+    d = tmp_path / "c0"
+    d.mkdir()
+    Image.new("RGB", (20, 20)).save(d / "good.jpg")
+    (d / "zbad.jpg").write_bytes(b"not a jpeg at all")
+    ds = T.ImageFolder(tmp_path, transform=T.Compose([T.Resize((16, 16)), T.PILToTensor()]))
+    loader = DataLoader(ds, batch_size=1)
+    plan = fastpath.plan(loader)
+    it = epoch(plan, loader)
+    assert next(it)[0].shape == (1, 3, 16, 16)
+    with pytest.raises(chute.SampleError, match="zbad.jpg"):
+        next(it)
+    plan.close()
+
+
+class Custom(T.ImageFolder):
+    def __getitem__(self, i):
+        return super().__getitem__(i)
+
+
+def reason(dataset, **kwargs) -> str:
+    p = fastpath.plan(DataLoader(dataset, batch_size=2, **kwargs))
+    assert isinstance(p, fastpath.Fallback), p
+    assert "\n" not in str(p)
+    return str(p)
+
+
+@pytest.mark.parametrize("transform, expected", [
+    (None, "transform is None"),
+    (T.Compose([T.Resize(64), T.CenterCrop(56)]), "no ToTensor/PILToTensor"),
+    (T.Compose([T.Resize(64), T.ColorJitter(0.4), T.CenterCrop(56), T.ToTensor()]), "transform ColorJitter"),
+    (T.Compose([T.RandomHorizontalFlip(), T.CenterCrop(56), T.ToTensor()]), "RandomHorizontalFlip before CenterCrop"),
+    (T.Compose([T.CenterCrop(56), T.PILToTensor(), T.Normalize(MEAN, STD)]), "Normalize on a uint8 tensor"),
+    (T.Compose([T.CenterCrop(56), T.ToTensor(), T.Normalize(MEAN, STD), T.Normalize(MEAN, STD)]), "two Normalize"),
+    (T.Compose([T.CenterCrop(56), T.PILToTensor(), T.ConvertImageDtype(torch.float16)]), "ConvertImageDtype"),
+    (T.Compose([T.Resize(64, interpolation=T.InterpolationMode.BICUBIC), T.CenterCrop(56), T.ToTensor()]),
+     "transform Resize"),
+    (T.Compose([T.Resize(64), T.ToTensor()]), "native pipeline"),
+    (T.Compose([T.CenterCrop(56), T.ToTensor(), T.Normalize((0.5,), (0.5,))]), "transform Normalize"),
+    (T.Compose([T.CenterCrop(56), T.ToTensor(), T.CenterCrop(50)]), "CenterCrop on float32 tensors"),
+    (T.Compose([T.CenterCrop(56), lambda x: x, T.ToTensor()]), "not a torchvision v1 transform"),
+    ([T.CenterCrop(56), T.ToTensor()], "not a torchvision Compose"),
+], ids=["none", "no-tensor", "jitter", "flip-first", "norm-uint8", "two-norm", "fp16", "bicubic", "no-fixed-size",
+        "norm-1ch", "tensor-crop", "lambda", "list"])
+def test_unsupported_transforms_fall_back_naming_them(folder, transform, expected):
+    assert expected in reason(T.ImageFolder(folder, transform=transform))
+
+
+def test_dataset_level_fallbacks(folder, tmp_path):
+    tf = T.Compose(EVAL + [T.ToTensor()])
+    assert "target_transform" in reason(T.ImageFolder(folder, transform=tf, target_transform=lambda y: y + 1))
+    assert "custom loader" in reason(T.ImageFolder(folder, transform=tf, loader=lambda p: Image.open(p)))
+    assert "overrides __getitem__" in reason(Custom(folder, transform=tf))
+    d = tmp_path / "c0"
+    d.mkdir()
+    Image.new("RGB", (60, 60)).save(d / "a.bmp")
+    assert "a.bmp: only JPEG and PNG" in reason(T.ImageFolder(tmp_path, transform=tf))
+    assert "custom collate_fn" in reason(T.ImageFolder(folder, transform=tf), collate_fn=lambda b: b)
+
+
+def test_translate_keeps_order_and_output_dtype():
+    ts, dtype = native_folder.translate(T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(0.3),
+                                                   T.ToTensor(), T.Normalize(MEAN, STD)]))
+    assert dtype == torch.float32
+    assert [type(t).__name__ for t in ts] == ["RandomResizedCrop", "RandomHorizontalFlip", "Normalize"]
+    assert ts[1].p == 0.3
+    ts, dtype = native_folder.translate(T.Compose([T.Resize(256), T.CenterCrop(224), T.PILToTensor(),
+                                                   T.RandomHorizontalFlip()]))
+    assert dtype == torch.uint8 and [type(t).__name__ for t in ts] == ["Resize", "CenterCrop", "RandomHorizontalFlip"]
+
+
+def test_transform_swapped_between_epochs(folder, caplog):
+    ds = T.ImageFolder(folder, transform=T.Compose(EVAL + [T.PILToTensor()]))
+    loader = DataLoader(ds, batch_size=8)
+    plan = fastpath.plan(loader)
+    assert next(iter(epoch(plan, loader)))[0].shape == (8, 3, 56, 56)
+    ds.transform = T.Compose([T.Resize(40), T.CenterCrop(32), T.ToTensor()])  # progressive resizing
+    fast = list(epoch(plan, loader))
+    check_structure(fast, list(DataLoader(ds, batch_size=8)))
+    assert fast[0][0].shape == (8, 3, 32, 32) and fast[0][0].dtype == torch.float32
+    ds.transform = T.Compose([T.Resize(40), T.CenterCrop(32), T.ColorJitter(), T.ToTensor()])
+    with caplog.at_level("WARNING", logger="chute.dataloader"):
+        fast = list(epoch(plan, loader))
+    assert "ColorJitter" in caplog.text
+    ref = list(DataLoader(ds, batch_size=8))
+    check_structure(fast, ref)
+    assert all(torch.equal(f[0], r[0]) for f, r in zip(fast, ref))
+    plan.close()
