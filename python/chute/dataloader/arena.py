@@ -157,7 +157,7 @@ class _BatchPickler(reduction.ForkingPickler):
         self._writer = writer
 
     def persistent_id(self, obj):
-        if (type(obj) is torch.Tensor and obj.layout == torch.strided and obj.device.type == "cpu"
+        if (type(obj) is torch.Tensor and obj.layout == torch.strided and obj.device.type == "cpu" and not obj.is_nested
                 and not obj.is_quantized and not obj.is_conj() and not obj.is_neg() and obj.grad_fn is None):
             return self._writer.put(obj)
         return None

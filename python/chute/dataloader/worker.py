@@ -176,7 +176,6 @@ def worker_loop(dataset_kind, dataset, index_queue, data_queue, done_event, auto
             else:
                 writer.begin(slot)
                 try:
-                    batch = fetcher.fetch(index)
                     if fetcher is None:
                         raise RuntimeError(f"DataLoader worker process {worker_id} failed to start (see the "
                                            "first error)")
