@@ -378,6 +378,28 @@ def _check_shuffle(loader):
     assert bool((seen == 1).all())
 
 
+def _raises(loader, exc, match=None, first_only=False):
+    """Iterate until ``exc`` is raised, then shut the workers down at once.
+
+    An exception's traceback keeps the iterator in a reference cycle; torch's DataLoader (and so chute's) then
+    shuts down from the garbage collector after the queues' own finalizers ran, which waits out the 5-second
+    worker join timeouts. Closing explicitly keeps the suite fast.
+    """
+    it = None
+    try:
+        with pytest.raises(exc, match=match) as info:
+            it = iter(loader)
+            if first_only:
+                next(it)
+            else:
+                for _ in it:
+                    pass
+        return info
+    finally:
+        if hasattr(it, "_shutdown_workers"):
+            it._shutdown_workers()
+
+
 def _check_error(loader):
     it = iter(loader)
     errors = 0
@@ -863,21 +885,19 @@ def test_error_workers():
 
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_error_in_init(num_workers):
-    with pytest.raises(RuntimeError, match="Error in __iter__"):
-        list(DataLoader(ErrorIterableDataset(), num_workers=num_workers))
+    _raises(DataLoader(ErrorIterableDataset(), num_workers=num_workers), RuntimeError, "Error in __iter__")
 
 
 def test_error_in_worker_init_fn():
-    with pytest.raises(RuntimeError, match="Error in worker_init_fn"):
-        list(DataLoader(DATASET, num_workers=2, worker_init_fn=error_worker_init_fn))
+    _raises(DataLoader(DATASET, num_workers=2, worker_init_fn=error_worker_init_fn), RuntimeError,
+            "Error in worker_init_fn")
 
 
 @pytest.mark.parametrize("persistent", [False, True])
 def test_timeout(persistent):
     dataloader = DataLoader(SleepDataset(10, 3), batch_size=2, num_workers=2, timeout=1,
                             persistent_workers=persistent)
-    with pytest.raises(RuntimeError, match=r"DataLoader timed out after \d+ seconds"):
-        next(iter(dataloader))
+    _raises(dataloader, RuntimeError, r"DataLoader timed out after \d+ seconds", first_only=True)
 
 
 WORKER_DIED = r"DataLoader worker \(pid(\(s\))? [\d, ]+\) (is killed by signal: |exited unexpectedly)"
@@ -888,8 +908,7 @@ def test_segfault():
     # signal lands while the parent polls its queue, the liveness check's ("exited unexpectedly"); torch's
     # DataLoader gives either, depending on timing.
     dataloader = DataLoader(SegfaultDataset(10), batch_size=2, num_workers=2, worker_init_fn=disable_stderr)
-    with pytest.raises(RuntimeError, match=WORKER_DIED):
-        next(iter(dataloader))
+    _raises(dataloader, RuntimeError, WORKER_DIED, first_only=True)
 
 
 def test_worker_kill():
@@ -897,11 +916,14 @@ def test_worker_kill():
     dataloader = DataLoader(SleepDataset(40, 0.0), batch_size=1, num_workers=2)
     it = iter(dataloader)
     next(it)
-    os.kill(it._workers[1].pid, signal.SIGKILL)
-    with pytest.raises(RuntimeError, match=WORKER_DIED):
-        for _ in range(40):
-            next(it)
-            time.sleep(0.01)
+    try:
+        with pytest.raises(RuntimeError, match=WORKER_DIED):
+            os.kill(it._workers[1].pid, signal.SIGKILL)  # torch's SIGCHLD handler may raise right here
+            for _ in range(40):
+                next(it)
+                time.sleep(0.01)
+    finally:
+        it._shutdown_workers()  # unregisters the pids from torch's SIGCHLD handler
 
 
 def test_large_sampler_indices():
@@ -940,9 +962,7 @@ def test_worker_error_names_worker_and_index():
                 raise KeyError(f"no sample {i}")
             return i
 
-    with pytest.raises(KeyError) as e:
-        list(DataLoader(Bad(), batch_size=2, num_workers=2))
-    msg = str(e.value)
+    msg = str(_raises(DataLoader(Bad(), batch_size=2, num_workers=2), KeyError).value)
     assert "Caught KeyError in DataLoader worker process 1 (sample index 7)" in msg
     assert "Original Traceback" in msg and "no sample 7" in msg
 
@@ -1036,8 +1056,8 @@ def test_nested_tensor_multiprocessing(ctx):
     loader = DataLoader(dataset, batch_size=1, num_workers=2, collate_fn=_clone_collate, multiprocessing_context=ctx)
     for i, batch in enumerate(loader):
         assert torch.equal(batch[0].unbind()[0], dataset[i].unbind()[0])
-    with pytest.raises(RuntimeError, match="not currently supported by the default collate_fn"):
-        next(iter(DataLoader(dataset, batch_size=1, num_workers=2, multiprocessing_context=ctx)))
+    _raises(DataLoader(dataset, batch_size=1, num_workers=2, multiprocessing_context=ctx), RuntimeError,
+            "not currently supported by the default collate_fn", first_only=True)
 
 
 # ---------------------------------------------------------------------------------------------- in_order
