@@ -381,9 +381,8 @@ def _check_shuffle(loader):
 def _raises(loader, exc, match=None, first_only=False):
     """Iterate until ``exc`` is raised, then shut the workers down at once.
 
-    An exception's traceback keeps the iterator in a reference cycle; torch's DataLoader (and so chute's) then
-    shuts down from the garbage collector after the queues' own finalizers ran, which waits out the 5-second
-    worker join timeouts. Closing explicitly keeps the suite fast.
+    The exception's traceback keeps the iterator alive until pytest drops it; closing explicitly keeps each
+    test's worker processes inside that test.
     """
     it = None
     try:

@@ -136,10 +136,6 @@ def worker_loop(dataset_kind, dataset, index_queue, data_queue, done_event, auto
                 base_seed, init_fn, worker_id, num_workers, slot_fds) -> None:
     try:
         signal_handling._set_worker_signal_handlers()
-        import os as _os  # DEBUG
-        if _os.environ.get("CHUTE_DEBUG_WORKER"):
-            import faulthandler, sys as _sys
-            faulthandler.dump_traceback_later(4, file=_sys.__stderr__)
         torch.multiprocessing._set_thread_name("chute_data_wkr")
         torch.set_num_threads(1)
         seed = base_seed + worker_id

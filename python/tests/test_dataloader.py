@@ -1,0 +1,363 @@
+"""chute.DataLoader's own behaviour: the shared-memory arena, slot lifetimes, shutdown, stats and the fast-path seam.
+
+torch parity lives in test_dataloader_torch.py.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import logging
+import os
+import threading
+import time
+
+import pytest
+import torch
+from torch.utils.data import Dataset, TensorDataset
+
+import chute
+from chute import DataLoader
+from chute.dataloader import arena, fastpath
+
+
+class Arange(Dataset):
+    """Sample i is a small float tensor full of i, plus the int i and a string."""
+
+    def __init__(self, n=64, shape=(3, 4)):
+        self.n = n
+        self.shape = shape
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return {"x": torch.full(self.shape, float(i)), "i": i, "name": f"s{i}"}
+
+
+def _fds() -> list[str]:
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            out.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            pass
+    return out
+
+
+def _fd_count() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _shm_files() -> int:
+    return len(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else 0
+
+
+def _check(batch, first):
+    n = len(batch["i"])
+    assert batch["i"].tolist() == list(range(first, first + n))
+    assert batch["name"] == [f"s{k}" for k in range(first, first + n)]
+    assert torch.equal(batch["x"], torch.arange(first, first + n, dtype=torch.float32)[:, None, None].expand(n, 3, 4))
+
+
+# ---------------------------------------------------------------------------------------------- arena
+
+
+def test_batches_arrive_through_the_arena_and_slots_are_reused():
+    loader = DataLoader(Arange(400), batch_size=4, num_workers=2)
+    it = iter(loader)
+    for k in range(8):  # warm-up: workers started, every slot mapped once (Python's mmap holds a dup of the fd)
+        _check(next(it), 4 * k)
+    fds, shm = _fd_count(), _shm_files()
+    for k in range(8, 100):
+        _check(next(it), 4 * k)
+        # Constant file descriptors and /dev/shm entries, batch after batch (torch: one shm file + fd per tensor).
+        assert _fd_count() == fds
+        assert _shm_files() == shm
+    stats = loader.stats()
+    assert stats["batches"] == 100
+    assert stats["arena_batches"] == 100 and stats["shared_batches"] == 0
+    assert it._arena.num_slots == stats["arena_slots"] == 2 * 2 + 2
+    del it
+
+
+def test_memfd_slots_are_named_and_closed_with_the_iterator():
+    before = _fds()
+    it = iter(DataLoader(Arange(40), batch_size=4, num_workers=2))
+    next(it)
+    slots = {f for f in _fds() if "chute-dataloader-slot" in f} - set(before)
+    assert len(slots) == 2 * 2 + 2
+    del it
+    gc.collect()
+    assert not [f for f in _fds() if "chute-dataloader-slot" in f]
+
+
+def test_a_held_batch_is_never_overwritten():
+    loader = DataLoader(Arange(400), batch_size=4, num_workers=2)
+    it = iter(loader)
+    held = next(it)
+    view = held["x"][1:3]  # a view keeps the slot leased too
+    x_id = held["x"].data_ptr()
+    del held
+    for k in range(1, 60):
+        _check(next(it), 4 * k)
+    assert view.data_ptr() == x_id + 3 * 4 * 4  # still the zero-copy view of the first batch's slot
+    assert torch.equal(view, torch.tensor([1.0, 2.0])[:, None, None].expand(2, 3, 4))
+    assert loader.stats()["arena_batches"] == 60
+
+
+def test_keeping_every_batch_falls_back_without_deadlock_or_overwrite():
+    loader = DataLoader(Arange(200), batch_size=4, num_workers=2)
+    batches = list(loader)  # the user keeps them all: the slots run out
+    for k, b in enumerate(batches):
+        _check(b, 4 * k)
+    stats = loader.stats()
+    assert stats["arena_batches"] == stats["arena_slots"]  # every slot used once, then held
+    assert stats["shared_batches"] == len(batches) - stats["arena_slots"]
+
+
+def test_slot_returns_when_the_last_view_dies():
+    it = iter(DataLoader(Arange(400), batch_size=4, num_workers=1, prefetch_factor=1))
+    free0 = None
+    batches = []
+    for _ in range(3):
+        batches.append(next(it))
+        time.sleep(0.05)
+    free_held = it._arena.free_slots()
+    batches.clear()
+    free0 = it._arena.free_slots()
+    assert free0 > free_held  # the dropped batches' slots are free again
+    del it
+
+
+def test_each_tensor_keeps_its_own_storage():
+    # A batch tensor's storage is only its own bytes (torch.save of the labels does not carry the images).
+    batch = next(iter(DataLoader(Arange(16, shape=(64, 64)), batch_size=8, num_workers=1)))
+    x, i = batch["x"], batch["i"]
+    assert x.untyped_storage().nbytes() == x.numel() * 4
+    assert i.untyped_storage().nbytes() == i.numel() * 8
+    assert x.is_contiguous() and x.shape == (8, 64, 64)
+
+
+class Aliasing(Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return i
+
+
+def _aliasing_collate(batch):
+    base = torch.arange(10.0) + batch[0]
+    return {"base": base, "view": base[2:6], "strided": base[::3], "empty": torch.empty(0, 5),
+            "int8": torch.tensor(batch, dtype=torch.int8), "bool": torch.tensor(batch) > 2,
+            "cplx": torch.tensor([1 + 2j], dtype=torch.complex64), "grad": torch.ones(2, requires_grad=True),
+            "nt": (1, "two", 3.0, None)}
+
+
+def test_custom_collate_structures_survive_the_arena():
+    for b in DataLoader(Aliasing(), batch_size=4, num_workers=1, collate_fn=_aliasing_collate):
+        first = float(b["base"][0])
+        assert torch.equal(b["base"], torch.arange(10.0) + first)
+        assert b["view"].untyped_storage().data_ptr() == b["base"].untyped_storage().data_ptr()  # aliasing kept
+        assert torch.equal(b["strided"], (torch.arange(10.0) + first)[::3]) and b["strided"].stride() == (3,)
+        b["base"][3] = -1.0
+        assert b["view"][1] == -1.0
+        assert b["empty"].shape == (0, 5)
+        assert b["int8"].dtype == torch.int8 and b["bool"].dtype == torch.bool
+        assert b["cplx"].item() == 1 + 2j
+        assert b["grad"].requires_grad
+        assert b["nt"] == (1, "two", 3.0, None)
+
+
+def test_tensors_larger_than_a_slot_use_torch_sharing(monkeypatch):
+    monkeypatch.setattr(arena, "MAX_SLOT_BYTES", 1 << 16)  # read by the forked workers
+    loader = DataLoader(Arange(16, shape=(64, 128)), batch_size=4, num_workers=1)  # 128 KiB per batch
+    for k, b in enumerate(loader):
+        assert torch.equal(b["x"], torch.arange(4 * k, 4 * k + 4, dtype=torch.float32)[:, None, None].expand(4, 64, 128))
+        assert b["i"].tolist() == list(range(4 * k, 4 * k + 4))  # small tensors still fit the slot
+
+
+def test_slots_grow_for_large_batches():
+    loader = DataLoader(Arange(12, shape=(3, 256, 256)), batch_size=6, num_workers=1)  # 4.7 MB per batch
+    for k, b in enumerate(loader):
+        assert float(b["x"][5, 2, 255, 255]) == 6 * k + 5
+    assert loader.stats()["arena_batches"] == 2
+
+
+# ---------------------------------------------------------------------------------------------- processes
+
+
+def _children() -> set[int]:
+    try:
+        with open(f"/proc/self/task/{os.getpid()}/children") as f:
+            return {int(p) for p in f.read().split()}
+    except OSError:
+        import multiprocessing
+
+        return {p.pid for p in multiprocessing.active_children()}
+
+
+def _wait_gone(pids, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not (pids & _children()):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("how", ["break", "del", "gc_cycle"])
+def test_no_leaked_workers_or_fds_after_early_exit(how):
+    fds = _fd_count()
+    loader = DataLoader(Arange(400), batch_size=4, num_workers=2)
+    it = iter(loader)
+    pids = {w.pid for w in it._workers}
+    assert pids <= _children()
+    if how == "break":
+        for k, b in enumerate(it):
+            if k == 3:
+                break
+        del it, b
+    elif how == "del":
+        next(it)
+        del it
+    else:
+        next(it)
+        holder = {"it": it}
+        holder["self"] = holder  # a reference cycle only the garbage collector frees
+        del it, holder
+        gc.collect()
+    assert _wait_gone(pids)
+    gc.collect()
+    assert _fd_count() <= fds
+
+
+def test_persistent_workers_survive_epochs_and_early_breaks():
+    loader = DataLoader(Arange(40), batch_size=4, num_workers=2, persistent_workers=True)
+    for b in loader:
+        pass
+    it = loader._iterator
+    pids = [w.pid for w in it._workers]
+    for epoch in range(3):
+        for k, b in enumerate(loader):
+            _check(b, 4 * k)
+            if k == 2:
+                break  # tasks still in flight: their slots must come back at the next epoch's reset
+    del b
+    for k, b in enumerate(loader):
+        _check(b, 4 * k)
+    del b
+    assert [w.pid for w in loader._iterator._workers] == pids
+    gc.collect()
+    assert loader._iterator._arena.free_slots() == loader._iterator._arena.num_slots
+
+
+def test_worker_killed_raises_instead_of_hanging():
+    class Slow(Dataset):
+        def __len__(self):
+            return 100
+
+        def __getitem__(self, i):
+            time.sleep(0.02)
+            return i
+
+    it = iter(DataLoader(Slow(), batch_size=1, num_workers=2))
+    next(it)
+    try:
+        with pytest.raises(RuntimeError, match=r"DataLoader worker \(pid"):
+            os.kill(it._workers[0].pid, 9)
+            for _ in range(100):
+                next(it)
+    finally:
+        it._shutdown_workers()
+
+
+def test_fork_is_avoided_while_native_chute_threads_run():
+    libc = ctypes.CDLL(None)
+    ready, stop = threading.Event(), threading.Event()
+
+    def fake_native_thread():
+        libc.prctl(15, b"chute-worker", 0, 0, 0)  # PR_SET_NAME, as chute's C++ threads name themselves
+        ready.set()
+        stop.wait()
+
+    t = threading.Thread(target=fake_native_thread, daemon=True)
+    t.start()
+    ready.wait()
+    try:
+        with pytest.warns(UserWarning, match="workers start with 'forkserver'"):
+            it = iter(DataLoader(list(range(8)), batch_size=4, num_workers=1))
+        assert [b.tolist() for b in it] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    finally:
+        stop.set()
+        t.join()
+
+
+# ---------------------------------------------------------------------------------------------- pin_memory
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-accelerator behaviour")
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_pin_memory_without_cuda_warns_like_torch(num_workers):
+    with pytest.warns(UserWarning, match="'pin_memory' argument is set as true but no accelerator is found"):
+        batch = next(iter(DataLoader(Arange(8), batch_size=4, num_workers=num_workers, pin_memory=True)))
+    _check(batch, 0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_pin_memory_batches_are_pinned_in_place():
+    loader = DataLoader(Arange(64), batch_size=4, num_workers=2, pin_memory=True)
+    for k, b in enumerate(loader):
+        assert b["x"].is_pinned() and b["i"].is_pinned()
+        _check(b, 4 * k)
+        assert torch.equal(b["x"].to("cuda", non_blocking=True).cpu(), b["x"])
+    assert loader.stats()["arena_batches"] == 16
+
+
+# ---------------------------------------------------------------------------------------------- stats and the seam
+
+
+def test_stats_and_log_line(caplog):
+    loader = DataLoader(Arange(8), batch_size=4)
+    with caplog.at_level(logging.INFO, logger="chute.dataloader"):
+        list(loader)
+        list(loader)
+    lines = [r.getMessage() for r in caplog.records if r.name == "chute.dataloader"]
+    assert lines == ["chute.DataLoader: generic path (native fast paths not built)"]  # once per loader
+    stats = loader.stats()
+    assert stats["path"] == "generic" and stats["fallback_reason"] == "native fast paths not built"
+    assert stats["batches"] == 4
+
+
+class _ArangePlan(fastpath.Plan):
+    kind = "test"
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def batches(self, index_batches):
+        for idx in index_batches:
+            yield self.loader.collate_fn([self.loader.dataset[i] for i in idx])
+
+
+def test_a_plan_runs_behind_torchs_seed_and_sampler_protocol(monkeypatch, caplog):
+    monkeypatch.setattr(fastpath, "plan", lambda loader: _ArangePlan(loader))
+    dataset = TensorDataset(torch.arange(50))
+
+    def order(cls):
+        loader = cls(dataset, batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(3))
+        return [b[0].tolist() for _ in range(3) for b in loader], loader
+
+    with caplog.at_level(logging.INFO, logger="chute.dataloader"):
+        ours, loader = order(DataLoader)
+    theirs, _ = order(torch.utils.data.DataLoader)
+    assert ours == theirs  # same generator draws in the same order as torch: the same shuffles every epoch
+    assert loader.stats()["path"] == "fast:test" and loader.stats()["fallback_reason"] is None
+    assert len(iter(loader)) == len(loader) == 7
+    assert "native fast path 'test'" in caplog.text
+
+
+def test_exported_from_chute():
+    assert chute.DataLoader is DataLoader
+    assert chute.get_worker_info() is None
