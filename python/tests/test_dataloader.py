@@ -361,3 +361,42 @@ def test_a_plan_runs_behind_torchs_seed_and_sampler_protocol(monkeypatch, caplog
 def test_exported_from_chute():
     assert chute.DataLoader is DataLoader
     assert chute.get_worker_info() is None
+
+
+def test_arena_pins_each_slot_mapping_once_and_waits_for_copies(monkeypatch):
+    # The pinned-slot bookkeeping without a GPU: register once per slot mapping (not per batch), unregister at
+    # close, and before a slot is reused, wait on the event recorded when its last view died.
+    calls = {"register": [], "unregister": [], "sync": 0}
+
+    class FakeCudart:
+        def cudaHostRegister(self, addr, size, flags):
+            calls["register"].append(size)
+            return 0
+
+        def cudaHostUnregister(self, addr):
+            calls["unregister"].append(addr)
+            return 0
+
+    class FakeEvent:
+        def record(self):
+            pass
+
+        def synchronize(self):
+            calls["sync"] += 1
+
+    monkeypatch.setattr(torch.cuda, "cudart", lambda: FakeCudart())
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    a = arena.Arena(2, pin=True)
+    writer = arena.SlotWriter(a.handles())  # the worker's side, in this process
+    for k in range(10):
+        slot = a.acquire()
+        assert slot is not None
+        writer.begin(slot)
+        data = arena.dumps_batch({"x": torch.full((1000,), float(k)), "k": k}, writer)
+        batch = a.loads(slot, writer.file_size(), data)
+        assert batch["k"] == k and torch.equal(batch["x"], torch.full((1000,), float(k)))
+        del batch
+    assert len(calls["register"]) == 2  # one per slot, however many batches
+    assert calls["sync"] == 8  # every reuse of a slot waited for its event
+    a.close()
+    assert len(calls["unregister"]) == 2
