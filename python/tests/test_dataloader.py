@@ -273,7 +273,8 @@ def test_worker_killed_raises_instead_of_hanging():
         it._shutdown_workers()
 
 
-def test_fork_is_avoided_while_native_chute_threads_run():
+@pytest.mark.parametrize("explicit_fork", [False, True])
+def test_fork_is_avoided_while_native_chute_threads_run(explicit_fork):
     libc = ctypes.CDLL(None)
     ready, stop = threading.Event(), threading.Event()
 
@@ -286,8 +287,10 @@ def test_fork_is_avoided_while_native_chute_threads_run():
     t.start()
     ready.wait()
     try:
-        with pytest.warns(UserWarning, match="workers start with 'forkserver'"):
-            it = iter(DataLoader(list(range(8)), batch_size=4, num_workers=1))
+        ctx = "fork" if explicit_fork else None
+        expected = "'fork' was asked for, so it is kept" if explicit_fork else "workers start with 'forkserver'"
+        with pytest.warns(UserWarning, match=expected):
+            it = iter(DataLoader(list(range(8)), batch_size=4, num_workers=1, multiprocessing_context=ctx))
         assert [b.tolist() for b in it] == [[0, 1, 2, 3], [4, 5, 6, 7]]
     finally:
         stop.set()

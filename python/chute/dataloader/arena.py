@@ -87,8 +87,8 @@ class SlotWriter:
     def _map(self, slot: int, size: int) -> None:
         old = self._maps.pop(slot, None)
         if old is not None:
-            mm, _, anchor = old
-            del anchor
+            mm = old[0]
+            del old  # drops the address anchor (a buffer export) so the mapping can close
             try:
                 mm.close()
             except BufferError:

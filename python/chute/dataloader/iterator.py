@@ -53,13 +53,15 @@ class SingleProcessIter(_SingleProcessDataLoaderIter):
 
 
 def _chute_threads() -> list[str]:
-    """Names of this process's native chute threads (all are named ``chute*``)."""
+    """Names of this process's native chute threads (all are named ``chute*``), the main thread aside."""
     names = []
     try:
         tids = os.listdir("/proc/self/task")
     except OSError:
         return names
     for tid in tids:
+        if int(tid) == os.getpid():
+            continue  # the main thread is named after the program (``chute`` for the CLI)
         try:
             with open(f"/proc/self/task/{tid}/comm") as f:
                 comm = f.read().strip()
@@ -71,18 +73,27 @@ def _chute_threads() -> list[str]:
 
 
 def _start_context(loader):
-    """The multiprocessing context for the workers: fork stays fork unless chute's own threads are running."""
+    """The workers' multiprocessing context: fork stays fork unless chute's own native threads are running.
+
+    fork() copies the parent's memory but only the calling thread: a lock another thread held stays locked in
+    the child forever. With the default context, workers then start with 'forkserver' (which pickles the
+    dataset to each worker); an explicit multiprocessing_context='fork' is kept, with the warning.
+    """
     ctx = loader.multiprocessing_context or torch.multiprocessing
-    if ctx.get_start_method() == "fork":
-        threads = _chute_threads()
-        if threads:
-            warnings.warn(
-                f"chute.DataLoader: {len(threads)} native chute thread(s) are running ({', '.join(sorted(set(threads)))})"
-                "; fork() would copy their locks but not the threads, so workers start with 'forkserver' instead "
-                "(the dataset is pickled to each worker). Create the DataLoader's iterator before starting chute "
-                "loaders, or pass multiprocessing_context explicitly.", stacklevel=4)
-            ctx = torch.multiprocessing.get_context("forkserver")
-    return ctx
+    if ctx.get_start_method() != "fork":
+        return ctx
+    threads = _chute_threads()
+    if not threads:
+        return ctx
+    running = f"{len(threads)} native chute thread(s) are running ({', '.join(sorted(set(threads)))})"
+    if loader.multiprocessing_context is not None:
+        warnings.warn(f"chute.DataLoader: {running}; forking workers now copies their locks but not the threads "
+                      "(multiprocessing_context='fork' was asked for, so it is kept).", stacklevel=4)
+        return ctx
+    warnings.warn(f"chute.DataLoader: {running}; fork() would copy their locks but not the threads, so workers "
+                  "start with 'forkserver' instead (the dataset is pickled to each worker). Start iterating this "
+                  "DataLoader before chute loaders, or pass multiprocessing_context.", stacklevel=4)
+    return torch.multiprocessing.get_context("forkserver")
 
 
 class MultiProcessIter(_MultiProcessingDataLoaderIter):

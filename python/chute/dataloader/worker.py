@@ -136,7 +136,7 @@ def worker_loop(dataset_kind, dataset, index_queue, data_queue, done_event, auto
                 base_seed, init_fn, worker_id, num_workers, slot_fds) -> None:
     try:
         signal_handling._set_worker_signal_handlers()
-        torch.multiprocessing._set_thread_name("chute_data_wkr")
+        torch.multiprocessing._set_thread_name("pt_data_worker")  # as torch names it, for tools
         torch.set_num_threads(1)
         seed = base_seed + worker_id
         random.seed(seed)
