@@ -291,6 +291,7 @@ def test_fork_is_avoided_while_native_chute_threads_run(explicit_fork):
         expected = "'fork' was asked for, so it is kept" if explicit_fork else "workers start with 'forkserver'"
         with pytest.warns(UserWarning, match=expected):
             it = iter(DataLoader(list(range(8)), batch_size=4, num_workers=1, multiprocessing_context=ctx))
+        assert type(it._workers[0]).__name__ == ("ForkProcess" if explicit_fork else "ForkServerProcess")
         assert [b.tolist() for b in it] == [[0, 1, 2, 3], [4, 5, 6, 7]]
     finally:
         stop.set()
@@ -403,3 +404,13 @@ def test_arena_pins_each_slot_mapping_once_and_waits_for_copies(monkeypatch):
     assert calls["sync"] == 8  # every reuse of a slot waited for its event
     a.close()
     assert len(calls["unregister"]) == 2
+
+
+@pytest.mark.parametrize("ctx", ["spawn", "forkserver"])
+def test_arena_slots_reach_spawned_workers(ctx):
+    # The slots' descriptors travel to spawn / forkserver children (multiprocessing's DupFd), so batches still
+    # come through the arena.
+    loader = DataLoader(TensorDataset(torch.arange(40.0)), batch_size=4, num_workers=2, multiprocessing_context=ctx)
+    for k, (b,) in enumerate(loader):
+        assert b.tolist() == [4.0 * k + j for j in range(4)]
+    assert loader.stats()["arena_batches"] == 10
