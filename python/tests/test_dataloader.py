@@ -414,3 +414,16 @@ def test_arena_slots_reach_spawned_workers(ctx):
     for k, (b,) in enumerate(loader):
         assert b.tolist() == [4.0 * k + j for j in range(4)]
     assert loader.stats()["arena_batches"] == 10
+
+
+def test_a_view_of_a_big_storage_travels_alone():
+    # batch_size=None hands the worker dataset[i] as is: a row view of the whole 16 MB tensor. Only the row
+    # goes through the slot, not the storage under it.
+    data = torch.arange(4096 * 1024, dtype=torch.float32).view(4096, 1024)
+    loader = DataLoader(TensorDataset(data), batch_size=None, num_workers=1)
+    it = iter(loader)
+    for k in range(20):
+        (row,) = next(it)
+        assert torch.equal(row, data[k]) and row.untyped_storage().nbytes() == 1024 * 4
+    assert max(m[1] for m in it._arena._maps if m is not None) <= 1 << 20  # the slot stayed at its minimum size
+    del it

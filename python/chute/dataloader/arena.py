@@ -35,6 +35,8 @@ _PAGE = mmap.PAGESIZE
 _MIN_SLOT = 1 << 20
 # Largest slot a worker grows to; a batch that needs more sends its overflow tensors through torch's sharing.
 MAX_SLOT_BYTES = 1 << 31
+# A tensor viewing less than half of a storage larger than this travels alone, not with its whole storage.
+_SMALL_VIEW = 1 << 16
 
 
 def _round_up(n: int, a: int) -> int:
@@ -140,6 +142,9 @@ class SlotWriter:
         if region is None or region[1] != nbytes:
             if nbytes == 0:
                 return ("empty", t.dtype, tuple(t.shape), t.stride(), t.requires_grad)
+            used = t.numel() * t.element_size()
+            if nbytes > max(2 * used, _SMALL_VIEW):
+                return self._put_compact(t, used)  # a small view of a big storage (a dataset row, say)
             off = self._alloc(nbytes)
             if off is None:
                 return None
@@ -147,6 +152,25 @@ class SlotWriter:
             region = self._regions[ptr] = (off, nbytes)
         return ("slot", region[0], region[1], t.dtype, tuple(t.shape), t.stride(), t.storage_offset(),
                 t.requires_grad)
+
+    def _put_compact(self, t: torch.Tensor, nbytes: int):
+        """Only the tensor's own elements, contiguous (its storage is much larger than the tensor)."""
+        off = self._alloc(nbytes)
+        if off is None:
+            return None
+        mm = self._maps[self.slot][0]
+        dst = torch.frombuffer(mm, dtype=torch.uint8, count=nbytes, offset=off).view(t.dtype).view(t.shape)
+        dst.copy_(t.detach())
+        del dst
+        return ("slot", off, nbytes, t.dtype, tuple(t.shape), _contiguous_strides(t.shape), 0, t.requires_grad)
+
+
+def _contiguous_strides(shape) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(strides))
 
 
 class _BatchPickler(reduction.ForkingPickler):
