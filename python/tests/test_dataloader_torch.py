@@ -621,6 +621,9 @@ def test_excessive_thread_creation_warning():
 
 
 def test_is_a_torch_dataloader():
+    import inspect
+
+    assert inspect.signature(DataLoader) == inspect.signature(torch.utils.data.DataLoader)
     dl = DataLoader(DATASET, batch_size=4)
     assert isinstance(dl, torch.utils.data.DataLoader)
     assert isinstance(dl.sampler, SequentialSampler) and dl.batch_sampler.batch_size == 4

@@ -224,6 +224,8 @@ class Arena:
         self._events: dict[int, object] = {}  # slot -> CUDA event recorded when its last view died
         self._pin = pin
         self._closed = False
+        # The files close with the arena even if close() is never called (an iterator that failed to start).
+        self._close_fds = weakref.finalize(self, _close_all, self._fds)
 
     def handles(self) -> list[SlotFd]:
         return [SlotFd(fd) for fd in self._fds]
@@ -316,10 +318,14 @@ class Arena:
         for slot in range(self.num_slots):
             if slot not in self._leases:
                 self._unmap(slot)
-        for fd in self._fds:
-            os.close(fd)
-        self._fds = []
+        self._close_fds()
         self._free.clear()
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        os.close(fd)
+    fds.clear()
 
 
 class _BatchUnpickler(pickle.Unpickler):

@@ -12,6 +12,7 @@ samplers and batch sampler, and attribute rules are torch's own. Only iteration 
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import torch.utils.data
@@ -31,6 +32,7 @@ class DataLoader(torch.utils.data.DataLoader):
         + (torch.utils.data.DataLoader.__doc__ or "")
     )
 
+    @functools.wraps(torch.utils.data.DataLoader.__init__)  # torch's signature, for help() and inspect
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._chute_plan = None
