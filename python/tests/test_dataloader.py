@@ -427,3 +427,30 @@ def test_a_view_of_a_big_storage_travels_alone():
         assert torch.equal(row, data[k]) and row.untyped_storage().nbytes() == 1024 * 4
     assert max(m[1] for m in it._arena._maps if m is not None) <= 1 << 20  # the slot stayed at its minimum size
     del it
+
+
+def _failing_collate(batch):
+    raise ValueError("cannot collate")
+
+
+class _FailingIterable(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        yield 1
+        raise OSError("disk gone")
+
+
+@pytest.mark.parametrize("case", ["collate", "iterable"])
+def test_worker_errors_say_where_they_happened(case):
+    if case == "collate":
+        loader = DataLoader(Arange(8), batch_size=2, num_workers=1, collate_fn=_failing_collate)
+        exc, where = ValueError, "in DataLoader worker process 0 (while collating batch indices [0, 1])"
+    else:
+        loader = DataLoader(_FailingIterable(), batch_size=2, num_workers=1)
+        exc, where = OSError, "in DataLoader worker process 0 (reading the iterable dataset)"
+    it = iter(loader)
+    try:
+        with pytest.raises(exc) as info:
+            next(it)
+        assert where in str(info.value)
+    finally:
+        it._shutdown_workers()

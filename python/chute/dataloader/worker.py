@@ -46,14 +46,14 @@ class ArenaBatch:
     data: bytes
 
 
-class _SampleError:
+class _Where:
     """Where the current sample came from, for the error message."""
 
     def __init__(self):
         self.where = ""
 
 
-def _fetch_map(dataset, index, auto_collation, ctx: _SampleError):
+def _fetch_map(dataset, index, auto_collation, ctx: _Where):
     if not auto_collation:
         ctx.where = f" (sample index {index!r})"
         return dataset[index]
@@ -81,7 +81,7 @@ class _Fetcher:
         self.auto_collation = auto_collation
         self.collate_fn = collate_fn
         self.drop_last = drop_last
-        self.ctx = _SampleError()
+        self.ctx = _Where()
         self.ended = False
         self.iterator = iter(dataset) if kind == _DatasetKind.Iterable else None
         # default_collate stacks tensors straight into the task's slot (no extra copy); torch's own tensor
@@ -97,8 +97,12 @@ class _Fetcher:
             data = self._fetch_iterable(index)
         else:
             data = _fetch_map(self.dataset, index, self.auto_collation, self.ctx)
-        self.ctx.where = f" (while collating batch indices {_short(index)})" if self.auto_collation else (
-            f" (while converting sample index {index!r})")
+        if self.iterator is not None:
+            self.ctx.where = " (while collating a batch of the iterable dataset)"
+        elif self.auto_collation:
+            self.ctx.where = f" (while collating batch indices {_short(index)})"
+        else:
+            self.ctx.where = f" (while converting sample index {index!r})"
         data = self._arena_collate(data) if self._arena_collate is not None else self.collate_fn(data)
         self.ctx.where = ""
         return data
