@@ -454,3 +454,25 @@ def test_worker_errors_say_where_they_happened(case):
         assert where in str(info.value)
     finally:
         it._shutdown_workers()
+
+
+class _BadAt7(Dataset):
+    def __len__(self):
+        return 10
+
+    def __getitem__(self, i):
+        if i == 7:
+            raise KeyError(i)
+        return i
+
+
+@pytest.mark.parametrize("batch_size,collate_fn,exc,note", [
+    (2, None, KeyError, "chute.DataLoader: in-process loading failed (sample index 7)"),
+    (None, None, KeyError, "chute.DataLoader: in-process loading failed (sample index 7)"),
+    (2, _failing_collate, ValueError, "chute.DataLoader: in-process loading failed (while collating batch indices [0, 1])"),
+])
+def test_in_process_errors_keep_torchs_exception_and_name_the_sample(batch_size, collate_fn, exc, note):
+    with pytest.raises(exc) as info:
+        list(DataLoader(_BadAt7(), batch_size=batch_size, collate_fn=collate_fn))
+    assert info.value.__notes__ == [note]
+    assert "chute" not in str(info.value)  # the exception's own message is torch's (the dataset's)

@@ -21,6 +21,7 @@ from torch._utils import ExceptionWrapper
 from torch.utils.data import _utils
 from torch.utils.data.dataloader import (
     _BaseDataLoaderIter,
+    _DatasetKind,
     _MultiProcessingDataLoaderIter,
     _sharding_worker_init_fn,
     _SingleProcessDataLoaderIter,
@@ -28,7 +29,7 @@ from torch.utils.data.dataloader import (
 from torch.utils.data.datapipes.datapipe import IterDataPipe, MapDataPipe
 
 from chute.dataloader import arena as _arena
-from chute.dataloader.worker import ArenaBatch, worker_loop
+from chute.dataloader.worker import ArenaBatch, _fetch_map, _short, _Where, worker_loop
 
 # Each live iterator's queues, held from outside the iterator. When the garbage collector frees an iterator caught
 # in a reference cycle (an exception's traceback, for one), the queues would otherwise be freed in the same pass
@@ -42,12 +43,29 @@ SPARE_SLOTS = 2
 
 
 class SingleProcessIter(_SingleProcessDataLoaderIter):
+    """torch's in-process iterator; an error from the dataset or collate_fn also gets a note naming the sample."""
+
     def __init__(self, loader):
         super().__init__(loader)
         self._stats = loader._chute_stats
 
     def _next_data(self):
-        data = super()._next_data()
+        index = self._next_index()  # may raise StopIteration
+        if self._dataset_kind == _DatasetKind.Iterable:
+            data = self._dataset_fetcher.fetch(index)  # may raise StopIteration
+        else:
+            where = _Where()
+            try:
+                data = _fetch_map(self._dataset, index, self._auto_collation, where)
+                where.where = f" (while collating batch indices {_short(index)})" if self._auto_collation else (
+                    f" (while converting sample index {index!r})")
+                data = self._collate_fn(data)
+            except Exception as e:
+                # The exception itself is unchanged (type, message, traceback), as torch raises it.
+                e.add_note(f"chute.DataLoader: in-process loading failed{where.where}")
+                raise
+        if self._pin_memory:
+            data = _utils.pin_memory.pin_memory(data, self._pin_memory_device)
         self._stats["batches"] += 1
         return data
 
