@@ -476,3 +476,17 @@ def test_in_process_errors_keep_torchs_exception_and_name_the_sample(batch_size,
         list(DataLoader(_BadAt7(), batch_size=batch_size, collate_fn=collate_fn))
     assert info.value.__notes__ == [note]
     assert "chute" not in str(info.value)  # the exception's own message is torch's (the dataset's)
+
+
+def test_shutdown_does_not_hang_on_a_queue_lock_left_held():
+    # torch's SIGCHLD handler can raise right after put() took a queue's lock, leaving it held. Shutdown must
+    # still finish (the worker is terminated after the join timeout) instead of blocking forever.
+    it = iter(DataLoader(Arange(40), batch_size=4, num_workers=1))
+    next(it)
+    worker = it._workers[0]
+    assert it._index_queues[0]._notempty.acquire(timeout=1)  # the leaked lock
+    t0 = time.monotonic()
+    it._shutdown_workers()
+    assert time.monotonic() - t0 < 15
+    worker.join(5)
+    assert not worker.is_alive()

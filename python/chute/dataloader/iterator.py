@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import pickle
+import threading
 import os
 import warnings
 
@@ -267,6 +268,27 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
             # Tensors in a registered slot are pinned already (returned as they are); others are copied.
             batch = _utils.pin_memory.pin_memory(batch, self._pin_memory_device)
         return batch
+
+    def _mark_worker_as_unavailable(self, worker_id, shutdown=False) -> None:
+        if not shutdown:
+            return super()._mark_worker_as_unavailable(worker_id, shutdown)
+        # Shutdown can run from __del__ at any allocation (the garbage collector), and torch's SIGCHLD handler
+        # can raise at any bytecode, even right after put() took the queue's lock and before its `with` owns it.
+        # A lock left held that way must not hang the shutdown: the queue's close-finaliser is cancelled, the stop
+        # message is skipped, and the worker is terminated after the join timeout instead.
+        q = self._index_queues[worker_id]
+        lock = getattr(q, "_notempty", None)
+        if lock is None or lock.acquire(timeout=1.0):
+            if lock is not None:
+                lock.release()
+            q.put(None)
+        else:
+            # close() (and the interpreter's exit) would run the queue's finaliser, which takes the same lock.
+            if getattr(q, "_close", None) is not None:
+                q._close.cancel()
+                q._close = None
+            q._notempty = threading.Condition(threading.Lock())
+        self._workers_status[worker_id] = False
 
     def _shutdown_workers(self) -> None:
         try:
