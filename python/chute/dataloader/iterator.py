@@ -30,7 +30,7 @@ from torch.utils.data.dataloader import (
 from torch.utils.data.datapipes.datapipe import IterDataPipe, MapDataPipe
 
 from chute.dataloader import arena as _arena
-from chute.dataloader.worker import ArenaBatch, _fetch_map, _short, _Where, worker_loop
+from chute.dataloader.worker import ArenaBatch, _fetch_map, _Where, worker_loop
 
 # Each live iterator's queues, held from outside the iterator. When the garbage collector frees an iterator caught
 # in a reference cycle (an exception's traceback, for one), the queues would otherwise be freed in the same pass
@@ -58,8 +58,7 @@ class SingleProcessIter(_SingleProcessDataLoaderIter):
             where = _Where()
             try:
                 data = _fetch_map(self._dataset, index, self._auto_collation, where)
-                where.where = f" (while collating batch indices {_short(index)})" if self._auto_collation else (
-                    f" (while converting sample index {index!r})")
+                where.kind, where.value = ("collate" if self._auto_collation else "convert"), index
                 data = self._collate_fn(data)
             except Exception as e:
                 # The exception itself is unchanged (type, message, traceback), as torch raises it.

@@ -47,22 +47,42 @@ class ArenaBatch:
 
 
 class _Where:
-    """Where the current sample came from, for the error message."""
+    """Where the current sample came from, for the error message (formatted only when an error happens)."""
+
+    __slots__ = ("kind", "value")
 
     def __init__(self):
-        self.where = ""
+        self.kind = None
+        self.value = None
+
+    @property
+    def where(self) -> str:
+        if self.kind == "sample":
+            return f" (sample index {self.value!r})"
+        if self.kind == "batch":
+            return f" (batch indices {_short(self.value)})"
+        if self.kind == "collate":
+            return f" (while collating batch indices {_short(self.value)})"
+        if self.kind == "convert":
+            return f" (while converting sample index {self.value!r})"
+        if self.kind == "iterable":
+            return " (reading the iterable dataset)"
+        if self.kind == "iterable-collate":
+            return " (while collating a batch of the iterable dataset)"
+        return ""
 
 
 def _fetch_map(dataset, index, auto_collation, ctx: _Where):
     if not auto_collation:
-        ctx.where = f" (sample index {index!r})"
+        ctx.kind, ctx.value = "sample", index
         return dataset[index]
     if getattr(dataset, "__getitems__", None):
-        ctx.where = f" (batch indices {_short(index)})"
+        ctx.kind, ctx.value = "batch", index
         return dataset.__getitems__(index)
+    ctx.kind = "sample"
     data = []
     for i in index:
-        ctx.where = f" (sample index {i!r})"
+        ctx.value = i
         data.append(dataset[i])
     return data
 
@@ -98,19 +118,17 @@ class _Fetcher:
         else:
             data = _fetch_map(self.dataset, index, self.auto_collation, self.ctx)
         if self.iterator is not None:
-            self.ctx.where = " (while collating a batch of the iterable dataset)"
-        elif self.auto_collation:
-            self.ctx.where = f" (while collating batch indices {_short(index)})"
+            self.ctx.kind = "iterable-collate"
         else:
-            self.ctx.where = f" (while converting sample index {index!r})"
+            self.ctx.kind, self.ctx.value = ("collate" if self.auto_collation else "convert"), index
         data = self._arena_collate(data) if self._arena_collate is not None else self.collate_fn(data)
-        self.ctx.where = ""
+        self.ctx.kind = None
         return data
 
     def _fetch_iterable(self, index):
         if self.ended:
             raise StopIteration
-        self.ctx.where = " (reading the iterable dataset)"
+        self.ctx.kind = "iterable"
         if not self.auto_collation:
             return next(self.iterator)
         data = []
