@@ -120,8 +120,27 @@ Gatherer::Gatherer(std::vector<GatherColumn> columns, GatherOptions options)
       pool_(std::make_shared<BufferPool>(options.max_free_bytes)) {
   rows_ = columns_[0].rows;
   for (const GatherColumn& c : columns_) row_bytes_ += c.row_bytes;
+  std::lock_guard<std::mutex> threads_lock(threads_mu_);
+  start_threads();
+}
+
+void Gatherer::start_threads() {
   const int n = options_.num_threads > 0 ? options_.num_threads : available_cores();
   for (int i = 0; i < n; ++i) threads_.emplace_back([this] { worker_main(); });
+}
+
+void Gatherer::park() {
+  std::lock_guard<std::mutex> threads_lock(threads_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ || threads_.empty()) return;
+    parking_ = true;
+  }
+  work_cv_.notify_all();
+  for (auto& t : threads_) t.join();  // each finishes the queue first: no job is left without a thread
+  threads_.clear();
+  std::lock_guard<std::mutex> lock(mu_);
+  parking_ = false;
 }
 
 Gatherer::~Gatherer() { close(); }
@@ -135,11 +154,22 @@ void Gatherer::close() {
   }
   work_cv_.notify_all();
   done_cv_.notify_all();
+  std::lock_guard<std::mutex> threads_lock(threads_mu_);
   for (auto& t : threads_) t.join();  // a thread finishes the chunk it copies: no write after this
   threads_.clear();
 }
 
 Result<int64_t> Gatherer::submit(std::span<const int64_t> indices) {
+  int64_t running = 0;
+  {
+    std::lock_guard<std::mutex> threads_lock(threads_mu_);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return Status(StatusCode::kCancelled, "the gatherer is closed");
+    }
+    if (threads_.empty()) start_threads();  // parked since the last epoch
+    running = static_cast<int64_t>(threads_.size());
+  }
   auto job = std::make_shared<Job>();
   const int64_t n = static_cast<int64_t>(indices.size());
   job->indices.resize(indices.size());
@@ -167,7 +197,7 @@ Result<int64_t> Gatherer::submit(std::span<const int64_t> indices) {
       const int64_t per_row = std::max<int64_t>(1, row_bytes_);
       job->chunk_rows = std::max<int64_t>(1, static_cast<int64_t>(options_.min_chunk_bytes) / per_row);
       // Enough chunks for every thread (and the waiting consumer) when the batch is large.
-      const int64_t parts = std::min<int64_t>(n, static_cast<int64_t>(threads_.size()) + 1);
+      const int64_t parts = std::min<int64_t>(n, running + 1);
       if (n * per_row >= static_cast<int64_t>(options_.min_chunk_bytes) * parts)
         job->chunk_rows = std::min(job->chunk_rows, (n + parts - 1) / parts);
       job->num_chunks = (n + job->chunk_rows - 1) / job->chunk_rows;
@@ -208,8 +238,8 @@ void Gatherer::worker_main() {
   pthread_setname_np(pthread_self(), "chute-gather");
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-    if (stop_) return;
+    work_cv_.wait(lock, [&] { return stop_ || parking_ || !queue_.empty(); });
+    if (stop_ || queue_.empty()) return;  // closed, or parked with nothing left to copy
     std::shared_ptr<Job> job = queue_.front();  // keeps the job alive while its chunk runs
     const int64_t chunk = job->next_chunk++;
     if (job->next_chunk == job->num_chunks) queue_.pop_front();

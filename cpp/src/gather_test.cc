@@ -141,6 +141,27 @@ TEST(GatherTest, BatchOutlivesGathererAndCloseIsIdempotent) {
   d.expect_rows(b, {7, 0});
 }
 
+TEST(GatherTest, ParkFinishesQueuedJobsStopsThreadsAndSubmitRestartsThem) {
+  Columns d(64, {4096});
+  auto g = Gatherer::create(d.columns, {.num_threads = 2, .min_chunk_bytes = 4096}).value();
+  EXPECT_EQ(g->num_threads(), 2);
+  std::vector<int64_t> idx(64);
+  for (int64_t i = 0; i < 64; ++i) idx[i] = 63 - i;
+  std::vector<int64_t> tickets;
+  for (int i = 0; i < 4; ++i) tickets.push_back(g->submit(idx).value());
+  g->park();  // queued jobs are copied before the threads exit
+  g->park();
+  EXPECT_EQ(g->num_threads(), 0);
+  for (int64_t t : tickets) d.expect_rows(wait_ok(*g, t), idx);
+  GatherBatch again = wait_ok(*g, g->submit(idx).value());
+  EXPECT_EQ(g->num_threads(), 2);
+  d.expect_rows(again, idx);
+  g->park();
+  g->close();
+  g->park();  // no-op after close
+  EXPECT_EQ(g->submit(idx).status().code(), StatusCode::kCancelled);
+}
+
 TEST(GatherTest, TimeoutReturnsDeadlineExceededOrTheBatch) {
   Columns d(4, {4});
   auto g = Gatherer::create(d.columns).value();

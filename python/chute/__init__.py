@@ -12,6 +12,7 @@ Packed shards: ``chute.pack("/data/imagenet/train", "/data/train.chute")`` once,
 ``chute.open("/data/train.chute")`` in place of the ImageFolder (also reads tar / WebDataset shards).
 """
 
+from chute.dataloader import DataLoader, get_worker_info
 from chute.errors import SampleError
 from chute.loader import Loader
 from chute.packed import FileList, PackedDataset, TarDataset, open, pack
@@ -30,6 +31,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CenterCrop",
+    "DataLoader",
     "FileList",
     "ImageFolder",
     "Loader",
@@ -42,6 +44,7 @@ __all__ = [
     "SampleError",
     "TarDataset",
     "doctor",
+    "get_worker_info",
     "open",
     "pack",
 ]

@@ -86,6 +86,8 @@ void register_gather(nb::module_& m) {
           nb::arg("ticket"),
           "The batch's columns as 1-D uint8 tensors (view them as the dataset's dtype and row shape); "
           "IndexError when an index was out of range.")
+      .def("park", [](PyGatherer& g) { g.impl->park(); }, nb::call_guard<nb::gil_scoped_release>(),
+           "Stops the copy threads once queued batches are copied; the next submit() starts them again.")
       .def("close", [](PyGatherer& g) { g.impl->close(); }, nb::call_guard<nb::gil_scoped_release>());
 }
 

@@ -249,3 +249,21 @@ def test_transform_swapped_between_epochs(folder, caplog):
     check_structure(fast, ref)
     assert all(torch.equal(f[0], r[0]) for f, r in zip(fast, ref))
     plan.close()
+
+
+def test_chute_dataloader_runs_the_fast_path_keyed_by_its_generator(folder):
+    """End to end through chute.DataLoader: the fast path is chosen, its order is torch's, and its random
+    crops follow the base seed the iterator draws from `generator` (same seed, same batches; new seed, new)."""
+    tf = T.Compose([T.RandomResizedCrop(32), T.RandomHorizontalFlip(), T.ToTensor()])
+    ds = T.ImageFolder(folder, transform=tf)
+
+    def run(seed):
+        loader = chute.DataLoader(ds, batch_size=6, shuffle=True, generator=torch.Generator().manual_seed(seed))
+        assert loader.stats()["path"] == "fast:imagefolder", loader.stats()
+        return [[x.clone(), y.clone()] for x, y in loader]
+
+    a, b, c = run(5), run(5), run(6)
+    ref = list(DataLoader(ds, batch_size=6, shuffle=True, generator=torch.Generator().manual_seed(5)))
+    check_structure(a, ref)
+    assert all(torch.equal(x[0], y[0]) and torch.equal(x[1], y[1]) for x, y in zip(a, b))
+    assert not torch.equal(a[0][0], c[0][0])

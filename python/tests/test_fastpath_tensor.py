@@ -190,7 +190,8 @@ def test_early_break_and_close_leave_no_thread():
     before = gather_threads()
     loader = DataLoader(TensorDataset(torch.randn(400, 1000)), batch_size=8)
     plan = fastpath.plan(loader)
-    for _ in zip(range(3), epoch(plan, loader)):  # an early break with batches still queued
+    it = epoch(plan, loader)
+    for _ in zip(range(3), it):  # an early break with batches still queued, the epoch kept open
         pass
     assert gather_threads() > before
     plan.close()
@@ -198,6 +199,47 @@ def test_early_break_and_close_leave_no_thread():
     assert gather_threads() == before
     with pytest.raises(RuntimeError, match="closed"):
         next(plan.batches([[0]]))
+
+
+def test_worker_init_fn_without_workers_keeps_the_fast_path():
+    # torch calls worker_init_fn only in worker processes: with num_workers=0 it never runs, so nothing is lost.
+    p = fastpath.plan(DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2, worker_init_fn=print))
+    assert isinstance(p, fastpath.Plan), p
+    p.close()
+
+
+def test_fast_paths_can_be_turned_off(monkeypatch):
+    monkeypatch.setenv("CHUTE_FAST_PATHS", "0")
+    p = fastpath.plan(DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2))
+    assert isinstance(p, fastpath.Fallback) and "CHUTE_FAST_PATHS=0" in str(p)
+
+
+def test_no_native_thread_between_epochs_so_later_workers_fork(recwarn):
+    import chute
+
+    def gather_threads():
+        return sum(t.startswith("chute-gather") for t in _native_thread_names())
+
+    before = gather_threads()
+    fast = chute.DataLoader(TensorDataset(torch.randn(64, 100)), batch_size=8, shuffle=True)
+    assert fast.stats()["path"] == "fast:tensor"
+    assert gather_threads() == before  # parked after the probe
+    for _ in range(2):
+        assert len(list(fast)) == 8
+        assert gather_threads() == before  # parked after each epoch
+    generic = chute.DataLoader(OneArrayGetitem(), batch_size=4, num_workers=2)
+    assert [b.tolist() for b in generic] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    # Other tests' loaders may still hold chute-worker threads; the gatherer's must not be among those named.
+    assert not [w for w in recwarn if "chute-gather" in str(w.message)]
+    assert len(list(fast)) == 8  # and the fast path starts its threads again
+
+
+class OneArrayGetitem(Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return i
 
 
 def _native_thread_names() -> list[str]:
@@ -231,8 +273,10 @@ def test_empty_dataset_and_empty_epoch():
     (lambda: DataLoader(Columns([1, 2, 3]), batch_size=2), "column 0 is a list, not a tensor"),
     (lambda: DataLoader(Transformed(torch.arange(6.0)), batch_size=2), "differs from default_collate"),
     (lambda: DataLoader(list(range(5)), batch_size=2), "builtins.list has no native fast path"),
+    (lambda: DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2, num_workers=2, worker_init_fn=print),
+     "worker_init_fn is set"),
 ], ids=["noncontig", "collate", "nobatch", "iterable", "grad", "strings", "np-strided", "big-endian", "lengths",
-        "list-column", "transformed", "plain-list"])
+        "list-column", "transformed", "plain-list", "worker-init"])
 def test_fallback_reasons(make, reason):
     p = fastpath.plan(make())
     assert isinstance(p, fastpath.Fallback), p

@@ -90,7 +90,10 @@ class Gatherer {
 
   int64_t rows() const { return rows_; }
   int64_t row_bytes(size_t column) const { return columns_[column].row_bytes; }
-  int num_threads() const { return static_cast<int>(threads_.size()); }
+  int num_threads() const {  // running now (0 while parked)
+    std::lock_guard<std::mutex> lock(threads_mu_);
+    return static_cast<int>(threads_.size());
+  }
   const BufferPool& pool() const { return *pool_; }
 
   // Queues one batch; returns its ticket (tickets count up from 0). Fails only when the gatherer is
@@ -100,6 +103,10 @@ class Gatherer {
   // itself fails only for the gatherer: kDeadlineExceeded when a `timeout` passed first (retry),
   // kCancelled after close(), kInvalidArgument for an unknown ticket. Each ticket is waited for once.
   Result<GatherBatch> wait(int64_t ticket, std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  // Lets the copy threads finish the queued jobs and exit; the next submit() starts them again. Between
+  // epochs this leaves no native thread behind, so a process that forks (DataLoader workers) while a
+  // gatherer sits idle has nothing to lose. Idempotent; a no-op after close().
+  void park();
   // Finishes the jobs already running, drops the queued ones, stops the threads. Idempotent.
   void close();
 
@@ -107,6 +114,7 @@ class Gatherer {
   struct Job;
   Gatherer(std::vector<GatherColumn> columns, GatherOptions options);
   void worker_main();
+  void start_threads();  // the consumer's thread, when none run
   // Copies chunk `chunk` of `job` (outside the lock) and accounts for it (under it).
   void run_chunk(Job& job, int64_t chunk, std::unique_lock<std::mutex>& lock);
 
@@ -119,10 +127,12 @@ class Gatherer {
   std::condition_variable work_cv_;  // workers: a chunk to take, or stop
   std::condition_variable done_cv_;  // consumer: a job finished
   bool stop_ = false;                            // guarded by mu_
+  bool parking_ = false;                         // guarded by mu_: threads exit once the queue is empty
   int64_t next_ticket_ = 0;                      // guarded by mu_
   std::deque<std::shared_ptr<Job>> queue_;       // jobs with chunks not yet taken; guarded by mu_
   std::map<int64_t, std::shared_ptr<Job>> jobs_;  // ticket -> job, until waited for; guarded by mu_
-  std::vector<std::thread> threads_;
+  mutable std::mutex threads_mu_;  // start_threads/park/close: one at a time, from whichever thread calls them
+  std::vector<std::thread> threads_;  // guarded by threads_mu_
 };
 
 }  // namespace chute

@@ -24,8 +24,12 @@ Two paths:
 
 Fast paths need automatic batching (``batch_size`` not None) with the default collate, and a map-style
 dataset. ``num_workers``, ``prefetch_factor`` and ``persistent_workers`` are then only hints: no worker
-process is started, so ``worker_init_fn`` is not called either (nothing in these datasets reads state it
-could set).
+process is started. A ``worker_init_fn`` with ``num_workers > 0`` therefore falls back: torch calls it in
+every worker, and a caller may rely on that (with ``num_workers=0`` torch never calls it, nor does chute).
+``CHUTE_FAST_PATHS=0`` in the environment turns the fast paths off (to compare, or to rule them out).
+
+The native copy threads run only during an epoch: between epochs a gatherer is parked, so a process that
+forks later (a generic DataLoader's workers) does not find chute threads running.
 
 The caller (``chute.DataLoader.__iter__``) runs each epoch as torch's iterator would: it draws
 ``base_seed = torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item()``, then makes
@@ -39,6 +43,7 @@ from __future__ import annotations
 import collections
 import logging
 import math
+import os
 from collections.abc import Iterable, Iterator
 
 import numpy as np
@@ -134,6 +139,8 @@ def _in_process(dataset, index_batches):
 def plan(loader) -> Plan | Fallback:
     """The fast path for ``loader`` (a ``torch.utils.data.DataLoader``), or why there is none."""
     dataset = loader.dataset
+    if os.environ.get("CHUTE_FAST_PATHS", "1") == "0":
+        return Fallback("native fast paths are off (CHUTE_FAST_PATHS=0)")
     if isinstance(dataset, IterableDataset):
         return Fallback("iterable-style dataset: its samples come from its own iterator, not from indices")
     if not getattr(loader, "_auto_collation", True):
@@ -142,6 +149,8 @@ def plan(loader) -> Plan | Fallback:
     if loader.collate_fn is not default_collate and loader.collate_fn is not getattr(package, "default_collate", None):
         name = getattr(loader.collate_fn, "__qualname__", type(loader.collate_fn).__name__)
         return Fallback(f"custom collate_fn {name}: only default_collate batches are made natively")
+    if loader.worker_init_fn is not None and loader.num_workers > 0:
+        return Fallback("worker_init_fn is set: torch calls it in each worker process, and a fast path starts none")
     if getattr(dataset, "__getitems__", None):
         return Fallback(f"{type(dataset).__name__} defines __getitems__, which torch's fetcher calls instead of "
                         "__getitem__")
@@ -265,6 +274,7 @@ class TensorPlan(Plan):
                 self.close()
                 return Fallback(f"the gathered batch of samples {probe} differs from default_collate of dataset[i] "
                                 "(its __getitem__ is not plain row indexing of its columns)")
+        self._gatherer.park()  # no thread until the first epoch
         return self
 
     def __init__(self, dataset, columns: list[torch.Tensor], as_tuple: bool):
@@ -325,6 +335,7 @@ class TensorPlan(Plan):
                     gatherer.wait(ticket)
                 except Exception:  # an error in a batch nobody will see, or one already reported
                     pass
+            gatherer.park()  # no native thread between epochs
 
     def _assemble(self, buffers, n: int):
         out = [b.view(c.dtype).view((n, *shape)) for b, c, shape in zip(buffers, self._columns, self._row_shapes)]

@@ -1,0 +1,331 @@
+"""Iterators of chute.DataLoader.
+
+* ``SingleProcessIter`` (num_workers=0): torch's in-process iterator, unchanged, plus chute's counters.
+* ``MultiProcessIter``: torch's multi-process iterator's bookkeeping (task order, in_order=False, prefetch,
+  persistent-worker resume, timeout, worker-death detection through SIGCHLD and liveness polls, shutdown) with
+  chute's workers (worker.py) and transport: each task carries an arena slot (arena.py) that the worker collates
+  into, and the batch comes back as zero-copy views of that slot. No pin-memory thread: slots are pinned once
+  (pinned.py).
+* ``PlanIter``: a native fast path (fastpath.py) behind torch's seed and sampler protocol.
+"""
+
+from __future__ import annotations
+
+import itertools
+import pickle
+import threading
+import os
+import warnings
+
+import torch
+from torch._utils import ExceptionWrapper
+from torch.utils.data import _utils
+from torch.utils.data.dataloader import (
+    _BaseDataLoaderIter,
+    _DatasetKind,
+    _MultiProcessingDataLoaderIter,
+    _sharding_worker_init_fn,
+    _SingleProcessDataLoaderIter,
+)
+from torch.utils.data.datapipes.datapipe import IterDataPipe, MapDataPipe
+
+from chute.dataloader import arena as _arena
+from chute.dataloader.worker import ArenaBatch, _fetch_map, _Where, worker_loop
+
+# Each live iterator's queues, held from outside the iterator. When the garbage collector frees an iterator caught
+# in a reference cycle (an exception's traceback, for one), the queues would otherwise be freed in the same pass
+# and their finalizers close the feeder threads *before* the iterator's __del__ sends the workers their stop
+# message: the workers never hear it, and torch's shutdown waits out a 5 s join per worker. With the queues held
+# here until shutdown has run, a garbage-collected iterator stops its workers in milliseconds.
+_LIVE_QUEUES: dict[int, tuple] = {}
+
+# Slots beyond the tasks in flight (prefetch_factor * num_workers): the batch the user holds and the next one.
+SPARE_SLOTS = 2
+
+
+class SingleProcessIter(_SingleProcessDataLoaderIter):
+    """torch's in-process iterator; an error from the dataset or collate_fn also gets a note naming the sample."""
+
+    def __init__(self, loader):
+        super().__init__(loader)
+        self._stats = loader._chute_stats
+
+    def _next_data(self):
+        index = self._next_index()  # may raise StopIteration
+        if self._dataset_kind == _DatasetKind.Iterable:
+            data = self._dataset_fetcher.fetch(index)  # may raise StopIteration
+        else:
+            where = _Where()
+            try:
+                data = _fetch_map(self._dataset, index, self._auto_collation, where)
+                where.kind, where.value = ("collate" if self._auto_collation else "convert"), index
+                data = self._collate_fn(data)
+            except Exception as e:
+                # The exception itself is unchanged (type, message, traceback), as torch raises it.
+                e.add_note(f"chute.DataLoader: in-process loading failed{where.where}")
+                raise
+        if self._pin_memory:
+            data = _utils.pin_memory.pin_memory(data, self._pin_memory_device)
+        self._stats["batches"] += 1
+        return data
+
+
+def _chute_threads() -> list[str]:
+    """Names of this process's native chute threads (all are named ``chute*``), the main thread aside."""
+    names = []
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return names
+    for tid in tids:
+        if int(tid) == os.getpid():
+            continue  # the main thread is named after the program (``chute`` for the CLI)
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            continue
+        if comm.startswith("chute"):
+            names.append(comm)
+    return names
+
+
+def _start_context(loader):
+    """The workers' multiprocessing context: fork stays fork unless chute's own native threads are running.
+
+    fork() copies the parent's memory but only the calling thread: a lock another thread held stays locked in
+    the child forever. With the default context, workers then start with 'forkserver' (which pickles the
+    dataset to each worker); an explicit multiprocessing_context='fork' is kept, with the warning.
+    """
+    ctx = loader.multiprocessing_context or torch.multiprocessing
+    if ctx.get_start_method() != "fork":
+        return ctx
+    threads = _chute_threads()
+    if not threads:
+        return ctx
+    running = f"{len(threads)} native chute thread(s) are running ({', '.join(sorted(set(threads)))})"
+    if loader.multiprocessing_context is not None:
+        warnings.warn(f"chute.DataLoader: {running}; forking workers now copies their locks but not the threads "
+                      "(multiprocessing_context='fork' was asked for, so it is kept).", stacklevel=4)
+        return ctx
+    warnings.warn(f"chute.DataLoader: {running}; fork() would copy their locks but not the threads, so workers "
+                  "start with 'forkserver' instead (the dataset is pickled to each worker). Start iterating this "
+                  "DataLoader before chute loaders, or pass multiprocessing_context.", stacklevel=4)
+    return torch.multiprocessing.get_context("forkserver")
+
+
+class MultiProcessIter(_MultiProcessingDataLoaderIter):
+    def __init__(self, loader):
+        _BaseDataLoaderIter.__init__(self, loader)  # torch's seed draw, sampler iterator and pin_memory warnings
+        self._prefetch_factor = loader.prefetch_factor
+        self._in_order = loader.in_order
+        self._stats = loader._chute_stats
+        if self._num_workers <= 0 or self._prefetch_factor <= 0:
+            raise AssertionError("MultiProcessIter needs num_workers > 0 and prefetch_factor > 0")
+        ctx = _start_context(loader)
+
+        self._worker_init_fn = loader.worker_init_fn
+        if isinstance(self._dataset, (IterDataPipe, MapDataPipe)):
+            import functools
+
+            self._worker_init_fn = functools.partial(
+                _sharding_worker_init_fn, self._worker_init_fn, self._world_size, self._rank)
+
+        pin_slots = self._pin_memory and self._pin_memory_device == "cuda"
+        self._arena = None
+        if _arena.supported():
+            self._arena = _arena.Arena(self._prefetch_factor * self._num_workers + SPARE_SLOTS, pin=pin_slots)
+        self._slot_of_task: dict[int, int] = {}
+        self._stats["arena_slots"] = self._arena.num_slots if self._arena else 0
+        handles = self._arena.handles() if self._arena else []
+
+        self._worker_result_queue = ctx.Queue()
+        self._worker_pids_set = False
+        self._shutdown = False
+        self._workers_done_event = ctx.Event()
+        self._index_queues = []
+        self._workers = []
+        for i in range(self._num_workers):
+            index_queue = ctx.Queue()
+            index_queue.cancel_join_thread()
+            w = ctx.Process(
+                target=worker_loop,
+                args=(self._dataset_kind, self._dataset, index_queue, self._worker_result_queue,
+                      self._workers_done_event, self._auto_collation, self._collate_fn, self._drop_last,
+                      self._base_seed, self._worker_init_fn, i, self._num_workers, handles),
+            )
+            w.daemon = True
+            w.start()
+            self._index_queues.append(index_queue)
+            self._workers.append(w)
+        self._data_queue = self._worker_result_queue
+        _LIVE_QUEUES[id(self)] = (self._index_queues, self._worker_result_queue)
+
+        _utils.signal_handling._set_worker_pids(id(self), tuple(w.pid for w in self._workers))
+        _utils.signal_handling._set_SIGCHLD_handler()
+        self._worker_pids_set = True
+        self._reset(loader, first_iter=True)
+
+    # torch's _reset, releasing the slots of replies it throws away between epochs (persistent workers).
+    def _reset(self, loader, first_iter=False) -> None:
+        _BaseDataLoaderIter._reset(self, loader, first_iter)
+        for info in getattr(self, "_task_info", {}).values():
+            if len(info) == 2:
+                self._drop_reply(info[1])
+        self._send_idx = 0
+        self._rcvd_idx = 0
+        self._task_info = {}
+        self._tasks_outstanding = 0
+        self._workers_status = [True for _ in range(self._num_workers)]
+        self._workers_num_tasks = [0 for _ in range(self._num_workers)]
+        self._worker_queue_idx_cycle = itertools.cycle(range(self._num_workers))
+        if not first_iter:
+            for idx in range(self._num_workers):
+                self._index_queues[idx].put(_utils.worker._ResumeIteration(self._shared_seed))
+            resume_iteration_cnt = self._num_workers
+            while resume_iteration_cnt > 0:
+                return_idx, return_data = self._get_data()
+                if isinstance(return_idx, _utils.worker._ResumeIteration):
+                    resume_iteration_cnt -= 1
+                else:
+                    self._drop_reply(return_data)
+            # Tasks a worker skipped after its iterable dataset ended never got a reply: their slots are free.
+            for slot in self._slot_of_task.values():
+                self._arena.release(slot)
+            self._slot_of_task.clear()
+        for _ in range(self._prefetch_factor * self._num_workers):
+            self._try_put_index()
+
+    def _drop_reply(self, data) -> None:
+        if isinstance(data, ArenaBatch) and data.slot is not None:
+            self._arena.release(data.slot)
+
+    def _get_data(self):
+        # torch's, without the pin-memory thread branch (there is no such thread).
+        if self._timeout > 0:
+            success, data = self._try_get_data(self._timeout)
+            if success:
+                return data
+            raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds")
+        while True:
+            success, data = self._try_get_data()
+            if success:
+                return data
+
+    def _try_get_data(self, timeout=_utils.MP_STATUS_CHECK_INTERVAL):
+        success, data = super()._try_get_data(timeout)
+        if success:
+            idx, reply = data
+            if type(idx) is int:
+                slot = self._slot_of_task.pop(idx, None)
+                # A reply without a batch (error, end of an iterable) leaves its slot unused.
+                if slot is not None and not isinstance(reply, ArenaBatch):
+                    self._arena.release(slot)
+        return success, data
+
+    def _try_put_index(self) -> None:
+        # torch's, with an arena slot attached to the task.
+        max_tasks = self._prefetch_factor * self._num_workers
+        if self._tasks_outstanding >= max_tasks:
+            raise AssertionError("Number of outstanding tasks exceeded maximum allowed tasks")
+        try:
+            index = self._next_index()
+        except StopIteration:
+            return
+        for _ in range(self._num_workers):  # find the next active worker, if any
+            worker_queue_idx = next(self._worker_queue_idx_cycle)
+            if self._workers_status[worker_queue_idx]:
+                if self._in_order:
+                    break
+                if self._workers_num_tasks[worker_queue_idx] < max_tasks // sum(self._workers_status):
+                    break
+        else:
+            return
+        slot = self._arena.acquire() if self._arena is not None else None
+        if slot is not None:
+            self._slot_of_task[self._send_idx] = slot
+        self._index_queues[worker_queue_idx].put((self._send_idx, index, slot))
+        self._task_info[self._send_idx] = (worker_queue_idx,)
+        self._workers_num_tasks[worker_queue_idx] += 1
+        self._tasks_outstanding += 1
+        self._send_idx += 1
+
+    def _process_data(self, data, worker_idx):
+        self._workers_num_tasks[worker_idx] -= 1
+        self._try_put_index()
+        if isinstance(data, ExceptionWrapper):
+            data.reraise()
+        stats = self._stats
+        stats["batches"] += 1
+        if data.slot is None:
+            stats["shared_batches"] += 1
+            batch = pickle.loads(data.data)
+        else:
+            stats["arena_batches"] += 1
+            batch = self._arena.loads(data.slot, data.file_size, data.data)
+        if self._pin_memory:
+            # Tensors in a registered slot are pinned already (returned as they are); others are copied.
+            batch = _utils.pin_memory.pin_memory(batch, self._pin_memory_device)
+        return batch
+
+    def _mark_worker_as_unavailable(self, worker_id, shutdown=False) -> None:
+        if not shutdown:
+            return super()._mark_worker_as_unavailable(worker_id, shutdown)
+        # Shutdown can run from __del__ at any allocation (the garbage collector), and torch's SIGCHLD handler
+        # can raise at any bytecode, even right after put() took the queue's lock and before its `with` owns it.
+        # A lock left held that way must not hang the shutdown: the queue's close-finaliser is cancelled, the stop
+        # message is skipped, and the worker is terminated after the join timeout instead.
+        q = self._index_queues[worker_id]
+        lock = getattr(q, "_notempty", None)
+        if lock is None or lock.acquire(timeout=1.0):
+            if lock is not None:
+                lock.release()
+            q.put(None)
+        else:
+            # close() (and the interpreter's exit) would run the queue's finaliser, which takes the same lock.
+            if getattr(q, "_close", None) is not None:
+                q._close.cancel()
+                q._close = None
+            q._notempty = threading.Condition(threading.Lock())
+        self._workers_status[worker_id] = False
+
+    def _shutdown_workers(self) -> None:
+        try:
+            super()._shutdown_workers()
+        finally:
+            if getattr(self, "_shutdown", False):
+                _LIVE_QUEUES.pop(id(self), None)
+                arena = getattr(self, "_arena", None)
+                if arena is not None:
+                    arena.close()
+
+
+class PlanIter:
+    """A native fast path's batches, behind torch's protocol: seed draw and sampler iterator as torch does them."""
+
+    def __init__(self, loader, plan):
+        # Same generator consumption, in the same order, as torch's _BaseDataLoaderIter.__init__, so shuffles
+        # (and every later draw from loader.generator) match torch's DataLoader exactly.
+        self._sampler_iter = iter(loader._index_sampler)
+        self._base_seed = torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item()
+        self._pin_memory = loader.pin_memory and torch.accelerator.is_available()
+        if loader.pin_memory and not self._pin_memory:
+            warnings.warn("'pin_memory' argument is set as true but no accelerator is found, "
+                          "then device pinned memory won't be used.", stacklevel=3)
+        self._device = torch.accelerator.current_accelerator().type if self._pin_memory else None
+        self._len = len(loader._index_sampler)
+        self._stats = loader._chute_stats
+        self._batches = plan.batches(self._sampler_iter, base_seed=self._base_seed)
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return self._len
+
+    def __next__(self):
+        data = next(self._batches)
+        if self._pin_memory:
+            data = _utils.pin_memory.pin_memory(data, self._device)
+        self._stats["batches"] += 1
+        return data
