@@ -134,8 +134,9 @@ def main(argv=None) -> None:
     best_cpu = max(per_cpu, key=per_cpu.get)
     print(f"ratio vs best DataLoader: {fast / rates[best]:.2f}x in images/s (num_workers={best}), "
           f"{fast_cpu / per_cpu[best_cpu]:.2f}x in images per CPU-second (num_workers={best_cpu})")
-    print(f"load average during the run: {os.getloadavg()[0]:.2f} on {len(os.sched_getaffinity(0))} cores "
-          "(above the core count, other processes took CPU time from both sides)")
+    load, cores = os.getloadavg()[0], len(os.sched_getaffinity(0))
+    busy = " (above the core count: other processes took CPU time from both sides)" if load > cores else ""
+    print(f"load average during the run: {load:.2f} on {cores} cores{busy}")
 
 
 if __name__ == "__main__":
