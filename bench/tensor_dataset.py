@@ -53,25 +53,13 @@ def torch_epochs(ds, batch_size: int, workers: int):
 
 
 def chute_epochs(ds, batch_size: int):
-    """One epoch of chute's fast path per call, and what runs it."""
-    try:
-        from chute import DataLoader as ChuteDataLoader  # dlgen's drop-in, when merged
-    except ImportError:
-        ChuteDataLoader = None
-    if ChuteDataLoader is not None:
-        loader = ChuteDataLoader(ds, batch_size=batch_size, shuffle=True)
-        return (lambda: epoch_rate(loader)), "chute.DataLoader"
-    from chute.dataloader import fastpath
-    loader = DataLoader(ds, batch_size=batch_size, shuffle=True)
-    plan = fastpath.plan(loader)
-    assert isinstance(plan, fastpath.Plan), str(plan)
-
-    def one_epoch():
-        # As chute.DataLoader does: the base seed first, then the sampler's iterator (dataloader-contract.md).
-        seed = torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item()
-        return epoch_rate(plan.batches(iter(loader._index_sampler), base_seed=seed))
-
-    return one_epoch, "fastpath.plan + Plan.batches"
+    """One epoch of chute.DataLoader per call (its tensor fast path: checked), and what runs it."""
+    from chute import DataLoader as ChuteDataLoader
+    loader = ChuteDataLoader(ds, batch_size=batch_size, shuffle=True)
+    path = loader.stats()["path"]
+    if path != "fast:tensor":
+        raise SystemExit(f"chute.DataLoader took the {path} path ({loader.stats()['fallback_reason']})")
+    return (lambda: epoch_rate(loader)), "chute.DataLoader"
 
 
 def memcpy_epochs(ds, batch_size: int):

@@ -11,8 +11,7 @@ stand-ins in python/tests/tv_standins.py, which mimic its classes and semantics)
 * eval:  Resize(256), CenterCrop(224), ToTensor(), Normalize(ImageNet)
 
 The same dataset object, unchanged, goes to torch's DataLoader (num_workers 0, 1, 2; persistent workers)
-and to chute's fast path (chute.DataLoader when importable, else fastpath.plan + Plan.batches, which is
-what it runs). Files are read once first (warm page cache); each loader runs a warm-up epoch, then a timed
+and to chute.DataLoader (its ImageFolder fast path: checked). Files are read once first (warm page cache); each loader runs a warm-up epoch, then a timed
 one. Printed: images/s of each, images per CPU-second (this process and its workers: per busy core, which
 other jobs on a shared machine distort less), and the fast path's ratios to the best DataLoader.
 """
@@ -100,35 +99,18 @@ def main(argv=None) -> None:
         print(f"  torch DataLoader num_workers={w:<2}            {rates[w]:8.0f} img/s  {per_cpu[w]:6.0f} img/CPU-s")
         del loader
 
-    try:
-        from chute import DataLoader as ChuteDataLoader
-    except ImportError:
-        ChuteDataLoader = None
-    if ChuteDataLoader is not None:
-        loader = ChuteDataLoader(ds, batch_size=args.batch_size, shuffle=True)
-        epoch_rate(loader)
-        fast, fast_cpu = epoch_rate(loader)
-        how = "chute.DataLoader"
-    else:
-        from chute.dataloader import fastpath
-        loader = DataLoader(ds, batch_size=args.batch_size, shuffle=True)
-        plan = fastpath.plan(loader)
-        if not isinstance(plan, fastpath.Plan):
-            sys.exit(f"no fast path: {plan}")
-
-        def one_epoch():
-            seed = torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item()
-            return plan.batches(iter(loader._index_sampler), base_seed=seed)
-
-        epoch_rate(one_epoch())
-        fast, fast_cpu = epoch_rate(one_epoch())
-        stats = plan.stats()
-        plan.close()
-        how = f"fastpath.plan (kind {plan.kind}, {int(stats.get('threads', 0))} native threads)"
-        n = max(1, stats.get("samples", 0))
-        print("  fast path, per sample in its worker threads (both epochs): "
-              f"read {1e3 * stats['read_s'] / n:.2f} ms, decode {1e3 * stats['decode_s'] / n:.2f} ms, "
-              f"transform {1e3 * stats['transform_s'] / n:.2f} ms; CPU {1e3 * stats['worker_cpu_s'] / n:.2f} ms")
+    from chute import DataLoader as ChuteDataLoader
+    loader = ChuteDataLoader(ds, batch_size=args.batch_size, shuffle=True)
+    if loader.stats()["path"] != "fast:imagefolder":
+        sys.exit(f"chute.DataLoader took the {loader.stats()['path']} path ({loader.stats()['fallback_reason']})")
+    epoch_rate(loader)
+    fast, fast_cpu = epoch_rate(loader)
+    stats = loader._plan().stats()  # the native engine's counters, both epochs
+    how = f"chute.DataLoader, {int(stats.get('threads', 0))} native threads"
+    n = max(1, stats.get("samples", 0))
+    print("  fast path, per sample in its worker threads (both epochs): "
+          f"read {1e3 * stats['read_s'] / n:.2f} ms, decode {1e3 * stats['decode_s'] / n:.2f} ms, "
+          f"transform {1e3 * stats['transform_s'] / n:.2f} ms; CPU {1e3 * stats['worker_cpu_s'] / n:.2f} ms")
     print(f"  chute fast path ({how}) {fast:8.0f} img/s  {fast_cpu:6.0f} img/CPU-s")
     best = max(rates, key=rates.get)
     best_cpu = max(per_cpu, key=per_cpu.get)

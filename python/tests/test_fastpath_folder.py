@@ -23,7 +23,7 @@ EVAL = [T.Resize(64), T.CenterCrop(56)]
 
 
 def epoch(plan, loader: DataLoader):
-    """One epoch as chute.DataLoader runs it (dataloader-contract.md)."""
+    """One epoch as chute.DataLoader runs it (its PlanIter: base seed, sampler iterator, plan.batches)."""
     base_seed = torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item()
     return plan.batches(iter(loader._index_sampler), base_seed=base_seed)
 

@@ -14,7 +14,7 @@ from chute.dataloader import fastpath
 
 
 def epoch(plan, loader: DataLoader):
-    """One epoch as chute.DataLoader runs it (dataloader-contract.md): the base seed drawn from the loader's
+    """One epoch as chute.DataLoader runs it (its PlanIter): the base seed drawn from the loader's
     generator as torch's iterator draws it, then the batch sampler's iterator, fed to the plan."""
     base_seed = torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item()
     return plan.batches(iter(loader._index_sampler), base_seed=base_seed)
