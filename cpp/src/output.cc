@@ -56,8 +56,6 @@ Result<OutputWriter> OutputWriter::create(int height, int width, OutputFormat fo
   for (int c = 0; c < 3; ++c) {
     const float mean = normalize ? normalize->mean[c] : 0.f;
     const float std = normalize ? normalize->std[c] : 1.f;
-    w.mean_[c] = mean;
-    w.std_[c] = std;
     for (int v = 0; v < 256; ++v) {
       const float value = (static_cast<float>(v) / 255.f - mean) / std;
       w.lut_f32_[c][v] = value;
@@ -115,7 +113,7 @@ void OutputWriter::write(const uint8_t* rgb, bool flip, void* dst) const {
     if (format_.dtype == DType::kUInt8)
       return detail::write_planes_u8_avx512(rgb, height_, width_, flip, static_cast<uint8_t*>(dst));
     if (format_.dtype == DType::kFloat32)
-      return detail::write_planes_f32_avx512(rgb, height_, width_, flip, mean_.data(), std_.data(),
+      return detail::write_planes_f32_avx512(rgb, height_, width_, flip, lut_f32_[0].data(),
                                              static_cast<float*>(dst));
   }
   switch (format_.dtype) {

@@ -1,15 +1,20 @@
 // AVX-512 versions of the commonest output writes, NCHW uint8 and NCHW float32; compiled with
 // -mavx512f -mavx512bw -mavx512vl -mavx512vbmi and called only where the CPU has them (output.cc). They write
-// exactly what the scalar table-driven loop writes: the float value is computed with the same float32
-// operations the table was built with, (float(v) / 255 - mean) / std, which IEEE rounds identically.
+// exactly what the scalar table-driven loop writes: float values are gathered from the same table.
 //
 // Why: the scalar loop's cost is the de-interleaving of RGB into planes, one byte at a time. Here 16
 // pixels are loaded at once and one byte permute (VBMI) splits them into their three planes, mirrored
-// for a flip.
+// for a flip. Float values come from the 256-entry table by a gather (computing them took two vector
+// divisions per 16 values, the kernel's largest cost), and whole aligned vectors are written with
+// non-temporal stores: a float batch (38.5 MB at 256 x 3x224x224) is read by the consumer long after this
+// core wrote it, so a normal store's read-for-ownership and the cache lines it evicts (the decoder's) buy
+// nothing.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593, as in resample_avx512.cc
 #endif
 #include <immintrin.h>
+
+#include <cstdint>
 
 #include "detail/output_kernels.h"
 
@@ -48,11 +53,12 @@ __m128i plane(__m512i planes) {
 }
 
 template <int C>
-void store_float_plane(__m512i planes, const float* mean, const float* std, __mmask16 mask, float* dst) {
-  const __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(plane<C>(planes)));
-  const __m512 scaled = _mm512_div_ps(v, _mm512_set1_ps(255.f));
-  _mm512_mask_storeu_ps(dst, mask,
-                        _mm512_div_ps(_mm512_sub_ps(scaled, _mm512_set1_ps(mean[C])), _mm512_set1_ps(std[C])));
+void store_float_plane(__m512i planes, const float* lut, __mmask16 mask, float* dst) {
+  const __m512 v = _mm512_i32gather_ps(_mm512_cvtepu8_epi32(plane<C>(planes)), lut + 256 * C, 4);
+  if (mask == 0xFFFF && (reinterpret_cast<uintptr_t>(dst) & 63) == 0)
+    _mm512_stream_ps(dst, v);
+  else
+    _mm512_mask_storeu_ps(dst, mask, v);
 }
 
 }  // namespace
@@ -74,8 +80,7 @@ void write_planes_u8_avx512(const uint8_t* rgb, int h, int w, bool flip, uint8_t
   }
 }
 
-void write_planes_f32_avx512(const uint8_t* rgb, int h, int w, bool flip, const float* mean, const float* std,
-                             float* dst) {
+void write_planes_f32_avx512(const uint8_t* rgb, int h, int w, bool flip, const float* lut, float* dst) {
   static const PlaneSplitter splitter;
   const size_t plane_size = static_cast<size_t>(h) * w;
   for (int y = 0; y < h; ++y) {
@@ -85,11 +90,12 @@ void write_planes_f32_avx512(const uint8_t* rgb, int h, int w, bool flip, const 
       const int count = w - x0 < 16 ? w - x0 : 16;
       const __mmask16 mask = static_cast<__mmask16>((1u << count) - 1);
       const __m512i planes = splitter.split(row, w, x0, count, flip);
-      store_float_plane<0>(planes, mean, std, mask, out + x0);
-      store_float_plane<1>(planes, mean, std, mask, out + plane_size + x0);
-      store_float_plane<2>(planes, mean, std, mask, out + 2 * plane_size + x0);
+      store_float_plane<0>(planes, lut, mask, out + x0);
+      store_float_plane<1>(planes, lut, mask, out + plane_size + x0);
+      store_float_plane<2>(planes, lut, mask, out + 2 * plane_size + x0);
     }
   }
+  _mm_sfence();  // the stream stores are ordered before whatever publishes the sample (a mutex release)
 }
 
 }  // namespace chute::detail

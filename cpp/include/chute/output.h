@@ -41,7 +41,6 @@ class OutputWriter {
   // in float32, then rounded to nearest-even for float16 and bfloat16 (as torch's .to() does). The 16-bit
   // tables hold the bit patterns.
   std::array<std::array<float, 256>, 3> lut_f32_{};
-  std::array<float, 3> mean_{}, std_{};  // what the tables were computed from (the AVX-512 path computes)
   std::array<std::array<uint16_t, 256>, 3> lut_16_{};
 };
 
