@@ -202,7 +202,9 @@ void vertical_portable(const uint8_t* in, size_t in_pitch, int row0, const AxisC
 void resample_rgb(const uint8_t* in, size_t in_pitch, const AxisCoeffs& xs, const AxisCoeffs& ys,
                   uint8_t* out, ResampleScratch& scratch) {
   const Kernels k = kernels();
-  const auto vertical = k >= kAvx2 ? detail::vertical_avx2 : detail::vertical_portable;
+  const auto vertical = k == kAvx512 ? detail::vertical_avx512
+                        : k >= kAvx2   ? detail::vertical_avx2
+                                       : detail::vertical_portable;
   const size_t row_bytes = static_cast<size_t>(xs.out_size) * 3;
   if (xs.identity && ys.identity) {
     for (int y = 0; y < ys.out_size; ++y)

@@ -24,6 +24,8 @@ void vertical_portable(const uint8_t* in, size_t in_pitch, int row0, const AxisC
                        uint8_t* out);
 void vertical_avx2(const uint8_t* in, size_t in_pitch, int row0, const AxisCoeffs& ys, size_t row_bytes,
                    uint8_t* out);
+void vertical_avx512(const uint8_t* in, size_t in_pitch, int row0, const AxisCoeffs& ys, size_t row_bytes,
+                     uint8_t* out);
 
 inline uint8_t clip8(int32_t acc) {
   const int32_t v = acc >> AxisCoeffs::kPrecisionBits;
