@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstring>
 
 namespace chute {
@@ -30,4 +34,30 @@ TEST(BatchRingTest, CloseFreesFreeSlotsNowAndHeldOnesWhenReleased) {
 }
 
 }  // namespace
+
+#ifdef MADV_WIPEONFORK
+// A fork must not share the batch buffers copy-on-write (the parent's next writes would each fault and copy
+// a page): the child sees zeros, and the parent's data stays its own.
+TEST(HostAllocatorTest, HeapBuffersAreNotSharedWithAForkedChild) {
+  const std::shared_ptr<HostAllocator> heap = heap_allocator();
+  const size_t bytes = 3 * 4096 + 100;
+  auto* p = static_cast<uint8_t*>(heap->allocate(bytes));
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(p) % 4096, 0u);
+  std::memset(p, 0xAB, bytes);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    for (size_t i = 0; i < bytes; ++i)
+      if (p[i] != 0) _exit(1);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child saw the parent's bytes";
+  for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(p[i], 0xAB) << i;
+  heap->deallocate(p, bytes);
+}
+#endif
+
 }  // namespace chute
