@@ -11,6 +11,7 @@ from torch.utils.data import (BatchSampler, DataLoader, Dataset, IterableDataset
                               SubsetRandomSampler, TensorDataset, WeightedRandomSampler)
 
 from chute.dataloader import fastpath
+from chute.dataloader.iterator import _chute_threads
 
 
 def epoch(plan, loader: DataLoader):
@@ -184,19 +185,16 @@ def test_out_of_range_index_raises_index_error_in_its_batch():
 
 
 def test_early_break_and_close_leave_no_thread():
-    def gather_threads():
-        return sum(t.startswith("chute-gather") for t in _native_thread_names())
-
-    before = gather_threads()
+    before = _gather_threads()
     loader = DataLoader(TensorDataset(torch.randn(400, 1000)), batch_size=8)
     plan = fastpath.plan(loader)
     it = epoch(plan, loader)
     for _ in zip(range(3), it):  # an early break with batches still queued, the epoch kept open
         pass
-    assert gather_threads() > before
+    assert _gather_threads() > before
     plan.close()
     plan.close()
-    assert gather_threads() == before
+    assert _gather_threads() == before
     with pytest.raises(RuntimeError, match="closed"):
         next(plan.batches([[0]]))
 
@@ -217,16 +215,13 @@ def test_fast_paths_can_be_turned_off(monkeypatch):
 def test_no_native_thread_between_epochs_so_later_workers_fork(recwarn):
     import chute
 
-    def gather_threads():
-        return sum(t.startswith("chute-gather") for t in _native_thread_names())
-
-    before = gather_threads()
+    before = _gather_threads()
     fast = chute.DataLoader(TensorDataset(torch.randn(64, 100)), batch_size=8, shuffle=True)
     assert fast.stats()["path"] == "fast:tensor"
-    assert gather_threads() == before  # parked after the probe
+    assert _gather_threads() == before  # parked after the probe
     for _ in range(2):
         assert len(list(fast)) == 8
-        assert gather_threads() == before  # parked after each epoch
+        assert _gather_threads() == before  # parked after each epoch
     generic = chute.DataLoader(OneArrayGetitem(), batch_size=4, num_workers=2)
     assert [b.tolist() for b in generic] == [[0, 1, 2, 3], [4, 5, 6, 7]]
     # Other tests' loaders may still hold chute-worker threads; the gatherer's must not be among those named.
@@ -242,16 +237,8 @@ class OneArrayGetitem(Dataset):
         return i
 
 
-def _native_thread_names() -> list[str]:
-    import os
-    names = []
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                names.append(f.read().strip())
-        except OSError:
-            pass
-    return names
+def _gather_threads() -> int:
+    return _chute_threads().count("chute-gather")
 
 
 def test_empty_dataset_and_empty_epoch():
