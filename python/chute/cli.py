@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from chute import pack_cli
+from chute import __version__, pack_cli
 
 
 def _parse_workers(text: str) -> list[int]:
@@ -37,6 +37,7 @@ def _positive(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="chute", description="Keeps GPUs fed: chute's tools.")
+    parser.add_argument("--version", action="version", version=f"chute {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     bench = sub.add_parser(
         "bench", help="benchmark chute against the PyTorch DataLoader",

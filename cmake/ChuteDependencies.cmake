@@ -1,0 +1,34 @@
+# The system libraries chute builds against, found once, each with an error that names the package to
+# install when it is missing (CMake's own "Could NOT find JPEG" names none).
+#
+# chute_find_dependency(<name> <debian/ubuntu package> <fedora package> <find command...>)
+#   runs the find command, then stops with a message naming both packages if <name>_FOUND is false.
+function(chute_missing_dependency what debian fedora)
+  message(FATAL_ERROR
+    "chute needs ${what}, which was not found.\n"
+    "  Debian/Ubuntu: apt-get install ${debian}\n"
+    "  Fedora/RHEL:   dnf install ${fedora}\n"
+    "Or point CMake at an installed copy with -DCMAKE_PREFIX_PATH=<prefix> "
+    "(pip: --config-settings=cmake.define.CMAKE_PREFIX_PATH=<prefix>).")
+endfunction()
+
+# libjpeg-turbo: JPEG decode with crop-on-decode and scaled IDCT.
+find_package(JPEG)
+if(NOT JPEG_FOUND)
+  chute_missing_dependency("libjpeg-turbo (headers and library)" libjpeg62-turbo-dev libjpeg-turbo-devel)
+endif()
+
+# libpng (and zlib through it): PNG decode.
+find_package(PNG)
+if(NOT PNG_FOUND)
+  chute_missing_dependency("libpng (headers and library)" libpng-dev libpng-devel)
+endif()
+
+# xxHash: record and index checksums. Header-only use (XXH_INLINE_ALL), so the library and the wheel
+# carry no run-time dependency on libxxhash.
+find_path(XXHASH_INCLUDE_DIR xxhash.h DOC "xxHash header")
+if(NOT XXHASH_INCLUDE_DIR)
+  chute_missing_dependency("the xxHash header (xxhash.h)" libxxhash-dev xxhash-devel)
+endif()
+
+find_package(Threads REQUIRED)
