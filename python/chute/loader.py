@@ -28,7 +28,7 @@ def _resolve_distributed(rank: int | None, world_size: int | None) -> tuple[int,
         if rank is None or world_size is None:
             raise ValueError("give both rank and world_size, or neither")
         world_size = _validate.integer("world_size", world_size, 1, _validate.INT64_MAX)
-        rank = _validate.integer("rank", rank, 0, world_size - 1)
+        rank = _validate.integer("rank", rank, 0, _validate.INT64_MAX)
     else:
         import torch.distributed as dist
         if dist.is_available() and dist.is_initialized():
@@ -36,7 +36,7 @@ def _resolve_distributed(rank: int | None, world_size: int | None) -> tuple[int,
             where = " (from torch.distributed)"
         elif "RANK" in os.environ and "WORLD_SIZE" in os.environ:
             world_size = _validate.env_int("WORLD_SIZE", 1, _validate.INT64_MAX)
-            rank = _validate.env_int("RANK", 0, world_size - 1)
+            rank = _validate.env_int("RANK", 0, _validate.INT64_MAX)
             where = " (from the environment variables RANK and WORLD_SIZE)"
         else:
             rank, world_size = 0, 1

@@ -61,8 +61,8 @@ def test_loader_numbers_out_of_range_name_the_argument_and_its_range(folder, nam
 
 @pytest.mark.parametrize("kwargs, error, message", [
     (dict(rank=0, world_size=2**63), ValueError, "world_size must be an int in [1, 2**63 - 1]"),
-    (dict(rank="a", world_size=2), TypeError, "rank must be an int in [0, 1], got 'a' (str)"),
-    (dict(rank=2, world_size=2), ValueError, "rank must be an int in [0, 1], got 2"),
+    (dict(rank="a", world_size=2), TypeError, "rank must be an int in [0, 2**63 - 1], got 'a' (str)"),
+    (dict(rank=2, world_size=2), ValueError, "rank must be in [0, world_size), got rank=2 with world_size=2"),
     (dict(rank=0, world_size=1.0), TypeError, "world_size must be an int"),
 ])
 def test_rank_and_world_size_arguments_name_themselves(folder, kwargs, error, message):
@@ -177,7 +177,10 @@ def test_source_paths_of_the_wrong_type_name_the_argument(build, message):
 @pytest.mark.parametrize("env, message", [
     ({"RANK": "abc", "WORLD_SIZE": "2"}, "the environment variable RANK='abc' is not an integer"),
     ({"RANK": "0", "WORLD_SIZE": "two"}, "the environment variable WORLD_SIZE='two' is not an integer"),
-    ({"RANK": "5", "WORLD_SIZE": "2"}, "the environment variable RANK='5' is out of range: it must be an int in [0, 1]"),
+    ({"RANK": "5", "WORLD_SIZE": "2"}, "rank must be in [0, world_size), got rank=5 with world_size=2 (from the "
+                                       "environment variables RANK and WORLD_SIZE)"),
+    ({"RANK": "-1", "WORLD_SIZE": "2"}, "the environment variable RANK='-1' is out of range: it must be an int in "
+                                        "[0, 2**63 - 1]"),
     ({"RANK": "0", "WORLD_SIZE": "0"}, "the environment variable WORLD_SIZE='0' is out of range"),
     ({"RANK": "0", "WORLD_SIZE": str(2**64)}, "WORLD_SIZE='18446744073709551616' is out of range"),
 ])
