@@ -132,9 +132,10 @@ def source_from_path(path: str | os.PathLike) -> ImageFolder | PackedDataset | T
 
 def index(path_or_glob: str | os.PathLike) -> list[str]:
     """Builds the index of each tar file (``<tar>.chidx``) ahead of the first open; returns the tars."""
-    tars = _tar_paths(os.fspath(path_or_glob))
+    path = _validate.path("path_or_glob", path_or_glob)
+    tars = _tar_paths(path)
     if tars is None:
-        raise ValueError(f"{os.fspath(path_or_glob)!r} names no tar file")
+        raise ValueError(f"{path!r} names no tar file")
     _native.write_tar_indexes(tars)
     return tars
 
@@ -144,7 +145,7 @@ def _source_for(src) -> tuple[object, list[str]]:
     packed dataset, tar shards, or a file list."""
     if hasattr(src, "_native") and isinstance(src._native, _native.Source):
         return src._native, list(getattr(src, "classes", []))
-    path = os.fspath(src)
+    path = _validate.path("src", src)
     tars = _tar_paths(path)
     if tars is not None:
         tar = _native.TarSource.open(tars, True)
@@ -216,7 +217,7 @@ def merge(dst: str | os.PathLike) -> PackSummary:
     import time
 
     start = time.perf_counter()
-    r = _native.merge_parts(os.fspath(dst))
+    r = _native.merge_parts(_validate.path("dst", dst))
     return PackSummary(r["samples"], r["payload_bytes"], r["file_bytes"], r["shards"], time.perf_counter() - start)
 
 

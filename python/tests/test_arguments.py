@@ -166,6 +166,9 @@ def test_pack_arguments_name_themselves(folder, tmp_path, kwargs, error, message
     (lambda: chute.ImageFolder(5), "root must be a path"),
     (lambda: chute.FileList(None), "path must be a path"),
     (lambda: chute.open(3), "path_or_glob must be a path"),
+    (lambda: chute.pack(5, "unused"), "src must be a path"),
+    (lambda: chute.packed.merge(5), "dst must be a path"),
+    (lambda: chute.packed.index(5), "path_or_glob must be a path"),
 ])
 def test_source_paths_of_the_wrong_type_name_the_argument(build, message):
     with pytest.raises(TypeError, match=message):
