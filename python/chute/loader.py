@@ -82,8 +82,9 @@ class Loader:
     where ``DistributedSampler`` would repeat samples instead. ``even_split=False`` (exact evaluation)
     visits every sample exactly once; ranks then differ by at most one sample (and so at most one batch):
     gather per-rank results with ``torch.distributed.all_gather_object``, or sum per-rank counts and totals
-    with ``all_reduce``, rather than with collectives that expect equal shapes.
-    ``drop_last`` applies per rank, to its last partial batch.
+    with ``all_reduce``, rather than with collectives that expect equal shapes. A ``world_size`` larger
+    than the dataset with ``even_split=True`` (every rank would get 0 samples) is a ``ValueError``.
+    ``drop_last`` applies per rank, to its last partial batch (a warning when that leaves no batch at all).
 
     Images larger than ``max_pixels`` are errors (a decompression-bomb guard). EXIF orientation is ignored,
     as torchvision does, unless ``apply_exif_orientation=True`` (then JPEGs are turned upright like
@@ -100,10 +101,15 @@ class Loader:
     ``max_memory`` bytes. Integers fix them. :meth:`stats` says where the time goes and what limits the
     loader.
 
+    Arguments are checked when the loader is built: a wrong type is a ``TypeError``, a number outside
+    what the engine takes (e.g. ``batch_size`` in [1, 2**63 - 1], ``seed`` in [0, 2**64 - 1]) a
+    ``ValueError``, each naming the argument and its range; so are non-integer ``RANK``/``WORLD_SIZE``.
+
     ``on_error='raise'`` raises :class:`chute.SampleError` (index, path, reason) when the batch holding a
     bad sample is reached; ``'skip'`` leaves the sample out, fills the batch from the next samples, and
     records it in :meth:`errors`. ``quarantine="bad.jsonl"`` also appends each bad sample, once, to that
-    file as a JSON line (index, path, reason, epoch) as soon as the consumer's next batch reports it.
+    file as a JSON line (index, path, reason, epoch) as soon as the consumer's next batch reports it;
+    the file is opened (created) when the loader is built, so an unwritable path fails there.
 
     GPU delivery: ``device='cuda'`` (or ``'cuda:N'``) yields batches already on that GPU. Samples are
     decoded into pinned buffers, copied as uint8 on a stream of chute's own while the model runs, and
@@ -113,7 +119,8 @@ class Loader:
     buffer is reused once its tensors are freed: ``.clone()`` what you keep. Worker threads are pinned
     to the GPU's NUMA node when sysfs tells it (``max_threads`` then defaults to that node's CPUs). ``pin_memory`` (for ``device='cpu'``) has torch's
     meaning, pinned batches for your own ``.to('cuda', non_blocking=True)``; ``None`` turns it on when
-    a CUDA GPU is present. ``device='sim'`` is for chute's own tests (a simulated GPU in host memory).
+    a CUDA GPU is present, and ``True`` without one warns, as torch's DataLoader does, and runs unpinned
+    (``device='cuda'`` without one stays an error). ``device='sim'`` is for chute's own tests (a simulated GPU in host memory).
     """
 
     def __init__(self, source, batch_size: int = 1, *, shuffle: bool = False, seed: int = 0,
