@@ -89,7 +89,8 @@ def test_set_epoch_checks_its_argument(folder):
 
 # (constructor, exception, what the message must say)
 TRANSFORM_CASES = [
-    (lambda: chute.CenterCrop(2**40), ValueError, "CenterCrop: size must be an int in [1, 2**31 - 1], got 1099511627776"),
+    (lambda: chute.CenterCrop(2**40), ValueError,
+     "CenterCrop: size must be an int in [1, 2**31 - 1], got 1099511627776"),
     (lambda: chute.CenterCrop((8, -2)), ValueError, "CenterCrop: size must be an int in [1, 2**31 - 1], got -2"),
     (lambda: chute.CenterCrop(1.5), TypeError, "CenterCrop: size must be an int or a sequence of one or two ints"),
     (lambda: chute.CenterCrop("a"), TypeError, "CenterCrop: size must be an int or a sequence of one or two ints"),
@@ -100,7 +101,8 @@ TRANSFORM_CASES = [
     (lambda: chute.RandomResizedCrop(8, ratio=(0.5,)), ValueError, "RandomResizedCrop: ratio must be a sequence of 2"),
     (lambda: chute.RandomResizedCrop(8, scale=(float("nan"), 1)), ValueError, "scale[0] must be a finite number"),
     (lambda: chute.RandomHorizontalFlip("x"), TypeError, "RandomHorizontalFlip: p must be a number, got 'x'"),
-    (lambda: chute.RandomHorizontalFlip(2**2000), ValueError, "RandomHorizontalFlip: p must be a finite number in [0, 1]"),
+    (lambda: chute.RandomHorizontalFlip(2**2000), ValueError,
+     "RandomHorizontalFlip: p must be a finite number in [0, 1]"),
     (lambda: chute.RandomHorizontalFlip(1.5), ValueError, "RandomHorizontalFlip: p must be a finite number in [0, 1]"),
     (lambda: chute.Normalize((0.5, 0.5, 0.5), (1, 1, "a")), TypeError, "Normalize: std[2] must be a number"),
     (lambda: chute.Normalize((0.5, 0.5), (1, 1, 1)), ValueError, "Normalize: mean must be a sequence of 3 numbers"),
