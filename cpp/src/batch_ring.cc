@@ -1,6 +1,8 @@
 #include "chute/batch_ring.h"
 
 #include <algorithm>
+#include <limits>
+#include <string>
 
 #include "chute/status.h"
 
@@ -13,6 +15,21 @@ BatchRing::BatchRing(int64_t batch_size, size_t sample_bytes, int initial_slots,
       max_bytes_(std::max(max_bytes, slot_bytes() * static_cast<size_t>(initial_slots))) {
   CHUTE_CHECK(batch_size > 0 && sample_bytes > 0 && initial_slots > 0);
   for (int i = 0; i < initial_slots; ++i) free_.push_back(grow());
+}
+
+Status BatchRing::check_size(int64_t batch_size, size_t sample_bytes, int64_t initial_slots) {
+  size_t per_sample = 0, slot = 0;
+  if (batch_size <= 0 || __builtin_add_overflow(sample_bytes, sizeof(int64_t), &per_sample) ||
+      __builtin_mul_overflow(per_sample, static_cast<uint64_t>(batch_size), &slot))
+    return invalid_argument("a batch of " + std::to_string(batch_size) + " samples of " + std::to_string(sample_bytes) +
+                            " bytes is too large to address (over 2**64 bytes): lower batch_size");
+  size_t ring = 0;
+  if (initial_slots > std::numeric_limits<int>::max() ||
+      __builtin_mul_overflow(slot, static_cast<uint64_t>(initial_slots), &ring))
+    return invalid_argument("a ring of " + std::to_string(initial_slots) + " batch buffers of " + std::to_string(slot) +
+                            " bytes each is too large to address (over 2**64 bytes or 2**31 buffers): lower "
+                            "prefetch, batch_size or the output size");
+  return Status::ok();
 }
 
 int BatchRing::grow() {

@@ -33,6 +33,20 @@ TEST(BatchRingTest, CloseFreesFreeSlotsNowAndHeldOnesWhenReleased) {
   EXPECT_EQ(ring.images(held), nullptr);
 }
 
+TEST(BatchRingTest, SizesThatOverflowAreErrors) {
+  EXPECT_TRUE(BatchRing::check_size(256, 3 * 224 * 224, 8).is_ok());
+  // batch_size x (sample + label bytes) wraps around 2**64.
+  Status batch = BatchRing::check_size(int64_t{1} << 62, 192, 3);
+  ASSERT_FALSE(batch.is_ok());
+  EXPECT_NE(batch.message().find("lower batch_size"), std::string::npos) << batch.message();
+  // Each slot fits, the ring does not; and a slot count past INT_MAX.
+  EXPECT_FALSE(BatchRing::check_size(1, (size_t{1} << 62), 8).is_ok());
+  Status slots = BatchRing::check_size(1, 192, int64_t{1} << 31);
+  ASSERT_FALSE(slots.is_ok());
+  EXPECT_NE(slots.message().find("lower prefetch"), std::string::npos) << slots.message();
+  EXPECT_FALSE(BatchRing::check_size(1, SIZE_MAX - 4, 1).is_ok());  // sample + label bytes wrap
+}
+
 }  // namespace
 
 #ifdef MADV_WIPEONFORK

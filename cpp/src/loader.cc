@@ -153,9 +153,7 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Source> sou
   if (options.prefetch < 0) return invalid_argument("prefetch must be positive, or 0 for auto; got " + std::to_string(options.prefetch));
   if (options.num_threads < 0) return invalid_argument("num_threads must be positive, or 0 for auto");
   if (options.max_threads < 0) return invalid_argument("max_threads must be positive, or 0 for every core");
-  if (options.shard.world_size <= 0 || options.shard.rank < 0 || options.shard.rank >= options.shard.world_size)
-    return invalid_argument("rank must be in [0, world_size), got rank " + std::to_string(options.shard.rank) +
-                            " of world_size " + std::to_string(options.shard.world_size));
+  CHUTE_RETURN_IF_ERROR(EpochOrder::check_shard(source->size(), options.shard));
   CHUTE_ASSIGN_OR_RETURN(OutputWriter writer, OutputWriter::create(pipeline.out_height(), pipeline.out_width(),
                                                                    options.output, pipeline.normalize()));
   if (options.max_threads == 0) options.max_threads = options.num_threads > 0 ? options.num_threads : available_cores();
@@ -164,8 +162,11 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Source> sou
                             std::to_string(options.max_threads) + ")");
   if ((options.num_threads == 0 || options.prefetch == 0) && !options.collect_stats)
     return invalid_argument("auto threads or prefetch need collect_stats: they tune from the statistics");
-  const size_t slot_bytes = slot_bytes_for(options.batch_size, writer.sample_bytes());
   if (options.extra_buffers < 0) return invalid_argument("extra_buffers must be >= 0");
+  // Auto prefetch (0) stays within max_memory, so only a given prefetch can overflow the ring's sizes.
+  CHUTE_RETURN_IF_ERROR(BatchRing::check_size(options.batch_size, writer.sample_bytes(),
+                                              int64_t{std::max(options.prefetch, 1)} + 2 + options.extra_buffers));
+  const size_t slot_bytes = slot_bytes_for(options.batch_size, writer.sample_bytes());
   if (options.cpu_affinity) {
     for (int cpu : *options.cpu_affinity)
       if (cpu < 0 || cpu >= CPU_SETSIZE) return invalid_argument("cpu_affinity: no CPU " + std::to_string(cpu));

@@ -49,6 +49,12 @@ Result<OutputWriter> OutputWriter::create(int height, int width, OutputFormat fo
                                           const std::optional<Normalize>& normalize) {
   if (format.dtype == DType::kUInt8 && normalize)
     return invalid_argument("Normalize needs a floating-point dtype (e.g. torch.float32), not uint8");
+  if (height <= 0 || width <= 0) return invalid_argument("output size must be positive");
+  size_t bytes = 0;  // a sample's bytes must fit a size_t, or its buffer would be smaller than what is written
+  if (__builtin_mul_overflow(static_cast<size_t>(height), static_cast<size_t>(width), &bytes) ||
+      __builtin_mul_overflow(bytes, 3 * dtype_size(format.dtype), &bytes))
+    return invalid_argument("an output image of " + std::to_string(height) + "x" + std::to_string(width) +
+                            " pixels is too large to address (over 2**64 bytes): choose a smaller output size");
   OutputWriter w;
   w.height_ = height;
   w.width_ = width;

@@ -72,5 +72,14 @@ TEST(OutputWriterTest, UInt8RefusesNormalize) {
   EXPECT_FALSE(OutputWriter::create(2, 2, {DType::kUInt8, Layout::kNCHW}, Normalize{}).is_ok());
 }
 
+TEST(OutputWriterTest, SizesWhoseBytesOverflowAreErrorsNotTinyBuffers) {
+  // 2**31 - 1 squared times 3 channels times 4 bytes is over 2**64: a wrapped size would under-allocate.
+  auto huge = OutputWriter::create(2147483647, 2147483647, {DType::kFloat32, Layout::kNCHW}, std::nullopt);
+  ASSERT_FALSE(huge.is_ok());
+  EXPECT_NE(huge.status().message().find("too large"), std::string::npos) << huge.status().message();
+  EXPECT_FALSE(OutputWriter::create(0, 8, {DType::kUInt8, Layout::kNCHW}, std::nullopt).is_ok());
+  EXPECT_TRUE(OutputWriter::create(65536, 65536, {DType::kFloat32, Layout::kNCHW}, std::nullopt).is_ok());
+}
+
 }  // namespace
 }  // namespace chute

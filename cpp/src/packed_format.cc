@@ -4,7 +4,9 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 namespace chute {
 namespace {
@@ -19,6 +21,12 @@ T load(const uint8_t* p) {
 template <typename T>
 void store(std::vector<uint8_t>& out, size_t at, T v) {
   std::memcpy(out.data() + at, &v, sizeof v);
+}
+
+std::string hex64(uint64_t v) {
+  char text[19];
+  std::snprintf(text, sizeof text, "0x%016llx", static_cast<unsigned long long>(v));
+  return text;
 }
 
 bool mul_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_overflow(a, b, out); }
@@ -106,12 +114,25 @@ Result<std::span<const uint8_t>> parse_record(std::span<const uint8_t> shard, co
   if (add_overflows(header_end, key_len, &end) || add_overflows(end, payload_len, &end) || end > shard.size())
     return corrupt_data("record length " + std::to_string(payload_len) + " at offset " + std::to_string(e.offset) +
                         " runs past the end of the shard (" + std::to_string(shard.size()) + " bytes)");
-  if (key_len != e.key_len || payload_len != e.payload_len || label != e.label)
-    return corrupt_data("the index disagrees with the shard (index: " + std::to_string(e.payload_len) +
-                        " bytes, label " + std::to_string(e.label) + "; record: " + std::to_string(payload_len) +
-                        " bytes, label " + std::to_string(label) + ")");
-  if (verify && load<uint64_t>(p) != checksum(shard.subspan(e.offset + 8, end - e.offset - 8)))
-    return corrupt_data("checksum mismatch (the record's bytes changed after packing)");
+  if (key_len != e.key_len || payload_len != e.payload_len || label != e.label) {
+    std::string fields;  // only the fields that differ, so the message never shows two equal values
+    auto differs = [&](const char* field, auto in_index, auto in_record) {
+      if (in_index == in_record) return;
+      fields += (fields.empty() ? "" : "; ") + std::string(field) + ": index " + std::to_string(in_index) +
+                ", record " + std::to_string(in_record);
+    };
+    differs("payload length", e.payload_len, payload_len);
+    differs("key length", e.key_len, key_len);
+    differs("label", e.label, label);
+    return corrupt_data("the index disagrees with the shard (" + fields + ")");
+  }
+  if (verify) {
+    const uint64_t stored = load<uint64_t>(p);
+    const uint64_t computed = checksum(shard.subspan(e.offset + 8, end - e.offset - 8));
+    if (stored != computed)
+      return corrupt_data("checksum mismatch: stored " + hex64(stored) + ", computed " + hex64(computed) +
+                          " (the record's bytes changed after packing)");
+  }
   return shard.subspan(header_end + key_len, payload_len);
 }
 

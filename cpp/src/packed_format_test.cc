@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 
 namespace chute {
@@ -123,6 +124,17 @@ TEST(PackedFormatTest, RecordChecksLengthsLabelAndChecksum) {
   flipped[e.offset + kRecordHeaderSize + e.key_len + 50] ^= 1;
   EXPECT_TRUE(parse_record(flipped, e, false).is_ok());
   EXPECT_NE(message(parse_record(flipped, e, true).status()).find("checksum mismatch"), std::string::npos);
+  // The message shows the stored and the computed checksum, as two different values.
+  uint64_t stored;
+  std::memcpy(&stored, flipped.data() + e.offset, 8);
+  const uint64_t computed =
+      checksum(std::span(flipped).subspan(e.offset + 8, kRecordHeaderSize - 8 + e.key_len + e.payload_len));
+  ASSERT_NE(stored, computed);
+  char expected[96];
+  std::snprintf(expected, sizeof expected, "stored 0x%016llx, computed 0x%016llx",
+                static_cast<unsigned long long>(stored), static_cast<unsigned long long>(computed));
+  EXPECT_NE(message(parse_record(flipped, e, true).status()).find(expected), std::string::npos)
+      << message(parse_record(flipped, e, true).status()) << " lacks " << expected;
   // A record length past the end of the file.
   std::vector<uint8_t> longer = b.shard;
   const uint64_t huge = UINT64_MAX - 3;
@@ -132,6 +144,13 @@ TEST(PackedFormatTest, RecordChecksLengthsLabelAndChecksum) {
   IndexEntry other = e;
   other.label = 5;
   EXPECT_NE(message(parse_record(b.shard, other, true).status()).find("index disagrees"), std::string::npos);
+  // ... or about the key's length alone: the message names that field, not equal lengths and labels.
+  other = e;
+  other.key_len = e.key_len + 1;
+  const std::string keys = message(parse_record(b.shard, other, true).status());
+  EXPECT_NE(keys.find("key length: index " + std::to_string(e.key_len + 1) + ", record " + std::to_string(e.key_len)),
+            std::string::npos) << keys;
+  EXPECT_EQ(keys.find("label"), std::string::npos) << keys;
   // An offset that is not a record.
   other = e;
   other.offset = 8;

@@ -1,5 +1,7 @@
 #include "chute/sampler.h"
 
+#include <string>
+
 #include "chute/rng.h"
 
 namespace chute {
@@ -47,6 +49,19 @@ uint64_t Permutation::operator()(uint64_t i) const {
 int64_t EpochOrder::rank_size(int64_t n, const Shard& shard) {
   if (shard.even_split) return n / shard.world_size;
   return n > shard.rank ? (n - shard.rank + shard.world_size - 1) / shard.world_size : 0;
+}
+
+Status EpochOrder::check_shard(int64_t n, const Shard& shard) {
+  if (shard.world_size <= 0 || shard.rank < 0 || shard.rank >= shard.world_size)
+    return invalid_argument("rank must be in [0, world_size), got rank " + std::to_string(shard.rank) +
+                            " of world_size " + std::to_string(shard.world_size));
+  if (shard.even_split && shard.world_size > 1 && n < shard.world_size)
+    return invalid_argument("world_size " + std::to_string(shard.world_size) + " is larger than the dataset (" +
+                            std::to_string(n) + " samples): with even_split=True every rank would get " +
+                            std::to_string(n) + " // " + std::to_string(shard.world_size) +
+                            " = 0 samples. Use at most " + std::to_string(n) +
+                            " ranks, or even_split=False (exact evaluation: each sample once, some ranks get none)");
+  return Status::ok();
 }
 
 EpochOrder::EpochOrder(int64_t dataset_size, bool shuffle, uint64_t seed, uint64_t epoch, Shard shard)

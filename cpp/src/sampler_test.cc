@@ -90,5 +90,18 @@ TEST(EpochOrderTest, ExplicitOrderIsTheGivenIndices) {
   EXPECT_EQ(EpochOrder(std::vector<int64_t>{}).size(), 0);
 }
 
+TEST(EpochOrderTest, CheckShardRefusesASplitThatLeavesEveryRankEmpty) {
+  EXPECT_TRUE(EpochOrder::check_shard(8, {0, 8, true}).is_ok());
+  Status empty = EpochOrder::check_shard(8, {3, 100, true});  // 8 // 100 = 0 samples on every rank
+  ASSERT_FALSE(empty.is_ok());
+  EXPECT_NE(empty.message().find("world_size 100 is larger than the dataset (8 samples)"), std::string::npos)
+      << empty.message();
+  EXPECT_TRUE(EpochOrder::check_shard(8, {3, 100, false}).is_ok());  // exact evaluation: ranks get 0 or 1
+  EXPECT_TRUE(EpochOrder::check_shard(0, {0, 1, true}).is_ok());     // one process: an empty dataset is empty
+  EXPECT_FALSE(EpochOrder::check_shard(8, {2, 2, true}).is_ok());
+  EXPECT_FALSE(EpochOrder::check_shard(8, {-1, 2, false}).is_ok());
+  EXPECT_FALSE(EpochOrder::check_shard(8, {0, 0, false}).is_ok());
+}
+
 }  // namespace
 }  // namespace chute

@@ -22,12 +22,21 @@ class Quarantine:
     """An append-only list of bad samples in a file: one JSON object per line, ``{"index", "path",
     "reason", "epoch"}``, each sample once (the first time it fails), written and flushed as the loader
     reports the failure, so the list survives a crash of the job. The file is opened for each line, so
-    no descriptor stays open."""
+    no descriptor stays open. The file is opened (and created) once at construction, so an unwritable
+    path is an error there, naming it, rather than in the middle of an epoch."""
 
     def __init__(self, path):
         import os
         self.path = os.path.abspath(os.fspath(path))  # the job may change directory later
         self._seen: set[int] = set()
+        self._open().close()
+
+    def _open(self):
+        try:
+            return open(self.path, "a", encoding="utf-8")
+        except OSError as e:  # OSError(errno, ...) is the errno's subclass: PermissionError, IsADirectoryError...
+            raise OSError(e.errno, f"cannot append to the quarantine file {self.path!r}: {e.strerror} "
+                                   "(choose a writable path, or quarantine=None)") from e
 
     def add(self, error: SampleError) -> None:
         import json
@@ -35,5 +44,5 @@ class Quarantine:
             return
         self._seen.add(error.index)
         line = json.dumps({"index": error.index, "path": error.path, "reason": error.reason, "epoch": error.epoch})
-        with open(self.path, "a", encoding="utf-8") as f:
+        with self._open() as f:
             f.write(line + "\n")

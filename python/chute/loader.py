@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterator, Sequence
 
 import torch
 
-from chute import _native
+from chute import _native, _validate
 from chute import delivery as _delivery
 from chute.errors import Quarantine, SampleError
 from chute.packed import source_from_path
@@ -22,21 +23,27 @@ _STATE_VERSION = 1
 def _resolve_distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
     """rank and world_size: as given, else from an initialised torch.distributed, else from torchrun's
     environment (RANK, WORLD_SIZE), else a single process."""
+    where = ""
     if rank is not None or world_size is not None:
         if rank is None or world_size is None:
             raise ValueError("give both rank and world_size, or neither")
+        world_size = _validate.integer("world_size", world_size, 1, _validate.INT64_MAX)
+        rank = _validate.integer("rank", rank, 0, _validate.INT64_MAX)
     else:
         import torch.distributed as dist
         if dist.is_available() and dist.is_initialized():
             rank, world_size = dist.get_rank(), dist.get_world_size()
+            where = " (from torch.distributed)"
         elif "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-            rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+            world_size = _validate.env_int("WORLD_SIZE", 1, _validate.INT64_MAX)
+            rank = _validate.env_int("RANK", 0, _validate.INT64_MAX)
+            where = " (from the environment variables RANK and WORLD_SIZE)"
         else:
             rank, world_size = 0, 1
     if world_size <= 0:
-        raise ValueError(f"world_size must be positive, got {world_size}")
+        raise ValueError(f"world_size must be positive, got {world_size}{where}")
     if not 0 <= rank < world_size:
-        raise ValueError(f"rank must be in [0, world_size), got rank={rank} with world_size={world_size}")
+        raise ValueError(f"rank must be in [0, world_size), got rank={rank} with world_size={world_size}{where}")
     return rank, world_size
 
 
@@ -75,8 +82,9 @@ class Loader:
     where ``DistributedSampler`` would repeat samples instead. ``even_split=False`` (exact evaluation)
     visits every sample exactly once; ranks then differ by at most one sample (and so at most one batch):
     gather per-rank results with ``torch.distributed.all_gather_object``, or sum per-rank counts and totals
-    with ``all_reduce``, rather than with collectives that expect equal shapes.
-    ``drop_last`` applies per rank, to its last partial batch.
+    with ``all_reduce``, rather than with collectives that expect equal shapes. A ``world_size`` larger
+    than the dataset with ``even_split=True`` (every rank would get 0 samples) is a ``ValueError``.
+    ``drop_last`` applies per rank, to its last partial batch (a warning when that leaves no batch at all).
 
     Images larger than ``max_pixels`` are errors (a decompression-bomb guard). EXIF orientation is ignored,
     as torchvision does, unless ``apply_exif_orientation=True`` (then JPEGs are turned upright like
@@ -93,10 +101,15 @@ class Loader:
     ``max_memory`` bytes. Integers fix them. :meth:`stats` says where the time goes and what limits the
     loader.
 
+    Arguments are checked when the loader is built: a wrong type is a ``TypeError``, a number outside
+    what the engine takes (e.g. ``batch_size`` in [1, 2**63 - 1], ``seed`` in [0, 2**64 - 1]) a
+    ``ValueError``, each naming the argument and its range; so are non-integer ``RANK``/``WORLD_SIZE``.
+
     ``on_error='raise'`` raises :class:`chute.SampleError` (index, path, reason) when the batch holding a
     bad sample is reached; ``'skip'`` leaves the sample out, fills the batch from the next samples, and
     records it in :meth:`errors`. ``quarantine="bad.jsonl"`` also appends each bad sample, once, to that
-    file as a JSON line (index, path, reason, epoch) as soon as the consumer's next batch reports it.
+    file as a JSON line (index, path, reason, epoch) as soon as the consumer's next batch reports it;
+    the file is opened (created) when the loader is built, so an unwritable path fails there.
 
     GPU delivery: ``device='cuda'`` (or ``'cuda:N'``) yields batches already on that GPU. Samples are
     decoded into pinned buffers, copied as uint8 on a stream of chute's own while the model runs, and
@@ -106,7 +119,9 @@ class Loader:
     buffer is reused once its tensors are freed: ``.clone()`` what you keep. Worker threads are pinned
     to the GPU's NUMA node when sysfs tells it (``max_threads`` then defaults to that node's CPUs). ``pin_memory`` (for ``device='cpu'``) has torch's
     meaning, pinned batches for your own ``.to('cuda', non_blocking=True)``; ``None`` turns it on when
-    a CUDA GPU is present. ``device='sim'`` is for chute's own tests (a simulated GPU in host memory).
+    a CUDA GPU is present, and ``True`` without one warns, as torch's DataLoader does, and runs unpinned
+    (``device='cuda'`` without one stays an error). ``device='sim'`` is for chute's own tests (a
+    simulated GPU in host memory).
     """
 
     def __init__(self, source, batch_size: int = 1, *, shuffle: bool = False, seed: int = 0,
@@ -123,35 +138,27 @@ class Loader:
         native_source = getattr(source, "_native", None)
         if not isinstance(native_source, _native.Source):
             raise TypeError(f"source must be a chute source (chute.ImageFolder, ...), got {type(source).__name__}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
-            raise ValueError(f"batch_size should be a positive integer value, but got batch_size={batch_size}")
+        batch_size = _validate.integer("batch_size", batch_size, 1, _validate.INT64_MAX)
         if dtype not in _DTYPES:
             raise ValueError(f"dtype must be one of {list(_DTYPES)}, got {dtype}")
         if memory_format not in (torch.contiguous_format, torch.channels_last):
             raise ValueError("memory_format must be torch.contiguous_format or torch.channels_last")
-        if num_threads != "auto" and (isinstance(num_threads, bool) or not isinstance(num_threads, int)
-                                      or num_threads <= 0):
-            raise ValueError(f"num_threads must be a positive int or 'auto', got {num_threads!r}")
-        if prefetch != "auto" and (isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch <= 0):
-            raise ValueError(f"prefetch must be a positive int (batches) or 'auto', got {prefetch!r}")
-        if max_threads is not None and (isinstance(max_threads, bool) or not isinstance(max_threads, int)
-                                        or max_threads <= 0):
-            raise ValueError(f"max_threads must be a positive int or None (every core), got {max_threads!r}")
+        num_threads = _validate.integer("num_threads", num_threads, 1, _validate.INT32_MAX, alternatives=("auto",))
+        prefetch = _validate.integer("prefetch", prefetch, 1, _validate.INT32_MAX, alternatives=("auto",))
+        max_threads = _validate.integer("max_threads", max_threads, 1, _validate.INT32_MAX, alternatives=(None,))
         if isinstance(num_threads, int) and max_threads is not None and num_threads > max_threads:
             raise ValueError(f"num_threads={num_threads} exceeds max_threads={max_threads}")
-        if isinstance(max_memory, bool) or not isinstance(max_memory, int) or max_memory <= 0:
-            raise ValueError(f"max_memory must be a positive int (bytes), got {max_memory!r}")
+        max_memory = _validate.integer("max_memory", max_memory, 1, _validate.UINT64_MAX)
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
-        if not isinstance(max_pixels, int) or max_pixels <= 0:
-            raise ValueError(f"max_pixels must be a positive int, got {max_pixels!r}")
-        if not 0 <= seed < 2**64:
-            raise ValueError("seed must fit in 64 bits")
+        max_pixels = _validate.integer("max_pixels", max_pixels, 1, _validate.INT64_MAX)
+        seed = _validate.integer("seed", seed, 0, _validate.UINT64_MAX)
         device_kind, device_index = _delivery.parse_device(device)
-        if isinstance(device_prefetch, bool) or not isinstance(device_prefetch, int) or device_prefetch <= 0:
-            raise ValueError(f"device_prefetch must be a positive int, got {device_prefetch!r}")
-        if isinstance(max_device_memory, bool) or not isinstance(max_device_memory, int) or max_device_memory <= 0:
-            raise ValueError(f"max_device_memory must be a positive int (bytes), got {max_device_memory!r}")
+        # The ring holds device_prefetch + 1 extra buffers (a C int).
+        device_prefetch = _validate.integer("device_prefetch", device_prefetch, 1, _validate.INT32_MAX - 1)
+        max_device_memory = _validate.integer("max_device_memory", max_device_memory, 1, _validate.UINT64_MAX)
+        if quarantine is not None:
+            quarantine = Quarantine(_validate.path("quarantine", quarantine))  # opened once here: fails now
         self.rank, self.world_size = _resolve_distributed(rank, world_size)
         self.source = source
         self.batch_size = batch_size
@@ -164,7 +171,7 @@ class Loader:
         self._running: int | None = None  # the epoch of the iteration in progress
         self._resume_position = 0  # where the next iteration starts in its epoch (load_state_dict)
         self._iteration = 0
-        self._quarantine = Quarantine(quarantine) if quarantine is not None else None
+        self._quarantine = quarantine
         self._errors_seen = 0  # errors() already written to the quarantine file
         # GPU delivery (chute/delivery.py): uint8 crosses PCIe, Normalize and the dtype happen on the device.
         host_dtype, normalize, native_device, affinity = dtype, None, None, None
@@ -179,8 +186,9 @@ class Loader:
                     max_threads = len(affinity)  # a thread per CPU of the GPU's node
         elif pin_memory or pin_memory is None:
             available, _, why = _delivery.cuda_availability()
-            if pin_memory and not available:
-                raise ValueError(f"pin_memory=True needs libcudart / a CUDA GPU: {why}")
+            if pin_memory and not available:  # as torch's DataLoader: say so, carry on unpinned
+                warnings.warn("'pin_memory' argument is set as true but no accelerator is found, then device "
+                              f"pinned memory won't be used (chute: {why})", UserWarning, stacklevel=2)
             if available:  # the current device's context, not device 0's on every rank
                 native_device = _native.Device.cuda(torch.cuda.current_device() if torch.cuda.is_available() else 0)
         self.device = "sim" if device_kind == "sim" else torch.device(device_kind, device_index) \
@@ -193,6 +201,11 @@ class Loader:
             pinned_by=native_device, extra_buffers=device_prefetch + 1 if device_kind != "cpu" else 0,
             cpu_affinity=affinity)
         self.pin_memory = self._native.pinned
+        if self.drop_last and len(self._native) == 0:  # legal, as in torch, but never what was meant
+            warnings.warn(f"chute.Loader: this rank visits {self._native.epoch_size} of the source's {len(source)} "
+                          f"samples per epoch (rank {self.rank} of world_size {self.world_size}), fewer than "
+                          f"batch_size={batch_size}: with drop_last=True every epoch yields no batch",
+                          UserWarning, stacklevel=2)
         # What iteration drives: the host loader, or the DeviceLoader wrapping it.
         self._driver = self._native
         if device_kind != "cpu":
@@ -235,9 +248,7 @@ class Loader:
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch the next iteration runs (from its start); it keys shuffling and augmentation."""
-        if epoch < 0:
-            raise ValueError("epoch must be >= 0")
-        self._epoch, self._resume_position = int(epoch), 0
+        self._epoch, self._resume_position = _validate.integer("epoch", epoch, 0, _validate.INT64_MAX), 0
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         if self._native is None:

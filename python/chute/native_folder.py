@@ -168,7 +168,7 @@ def translate(transform):
             else:
                 where = "on PIL images" if stage == "pil" else f"on {stage} tensors"
                 return Fallback(f"transform {name} {where} has no native equivalent")
-        except ValueError as e:  # chute's transforms reject what they cannot reproduce exactly
+        except (TypeError, ValueError) as e:  # chute's transforms reject what they cannot reproduce exactly
             return Fallback(f"transform {name}: {e}")
     if stage == "pil":
         return Fallback("the Compose has no ToTensor/PILToTensor: samples stay PIL images, which default_collate "

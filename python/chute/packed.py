@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
-from chute import _native
+from chute import _native, _validate
 from chute.sources import ImageFolder, NativeSource
 
 INDEX_FILE = "index.chidx"
@@ -21,15 +21,19 @@ _UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
           "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
 
 
-def parse_size(text: str | int) -> int:
-    """``"1GB"`` -> 10**9, ``"512MiB"`` -> 512 * 2**20, ``"4096"`` -> 4096 (decimal units, binary with ``i``)."""
-    if isinstance(text, int):
-        return text
+def parse_size(text: str | int, name: str = "size") -> int:
+    """``"1GB"`` -> 10**9, ``"512MiB"`` -> 512 * 2**20, ``"4096"`` -> 4096 (decimal units, binary with ``i``).
+    ``name`` is the argument errors name."""
+    if not isinstance(text, str):
+        return _validate.integer(name, text, 0, _validate.UINT64_MAX)
     match = _SIZE.match(text)
     if not match:
-        raise ValueError(f"not a size: {text!r} (examples: 1GB, 512MB, 256MiB, 100000)")
+        raise ValueError(f"{name}: not a size: {text!r} (examples: 1GB, 512MB, 256MiB, 100000)")
     unit = (match.group(2) or "").lower().rstrip("b")
-    return int(float(match.group(1)) * _UNITS[unit])
+    value = int(float(match.group(1)) * _UNITS[unit])
+    if value > _validate.UINT64_MAX:
+        raise ValueError(f"{name}: {text!r} is more than 2**64 - 1 bytes")
+    return value
 
 
 class FileList(NativeSource):
@@ -37,7 +41,7 @@ class FileList(NativeSource):
     list file's directory. Usable by :class:`chute.Loader` and :func:`chute.pack`."""
 
     def __init__(self, path: str | os.PathLike):
-        self.path = os.fspath(path)
+        self.path = _validate.path("path", path)
         self._native = _native.FileList.open(self.path)
         self.classes: list[str] = []
 
@@ -59,8 +63,8 @@ class PackedDataset(_RecordSource):
     unless ``verify=False``."""
 
     def __init__(self, path: str | os.PathLike, *, verify: bool = True):
-        self.path = os.fspath(path)
-        self._native = _native.PackedSource.open(self.path, verify)
+        self.path = _validate.path("path", path)
+        self._native = _native.PackedSource.open(self.path, bool(verify))
         self.classes: list[str] = list(self._native.classes)
         self.class_to_idx: dict[str, int] = {c: i for i, c in enumerate(self.classes)}
 
@@ -75,7 +79,9 @@ class TarDataset(_RecordSource):
     Each tar's index is built on first open and kept beside it as ``<tar>.chidx``."""
 
     def __init__(self, paths: list[str], *, write_index: bool = True):
-        self.paths = list(paths)
+        if isinstance(paths, (str, bytes, os.PathLike)):
+            paths = [paths]  # one tar file, not a list of its name's characters
+        self.paths = [_validate.path("paths", p) for p in paths]
         self._native = _native.TarSource.open(self.paths, write_index)
         self.classes: list[str] = list(self._native.classes)
 
@@ -106,7 +112,7 @@ def open(path_or_glob: str | os.PathLike, *, verify: bool = True) -> PackedDatas
     """Opens a packed dataset (its directory, or its ``index.chidx``), or tar / WebDataset shards (a
     ``.tar`` file, a glob such as ``"shards/train-*.tar"``, or a directory of tars). The result works
     with :class:`chute.Loader` like :class:`chute.ImageFolder`."""
-    path = os.fspath(path_or_glob)
+    path = _validate.path("path_or_glob", path_or_glob)
     tars = _tar_paths(path)
     if tars is not None:
         return TarDataset(tars)
@@ -126,9 +132,10 @@ def source_from_path(path: str | os.PathLike) -> ImageFolder | PackedDataset | T
 
 def index(path_or_glob: str | os.PathLike) -> list[str]:
     """Builds the index of each tar file (``<tar>.chidx``) ahead of the first open; returns the tars."""
-    tars = _tar_paths(os.fspath(path_or_glob))
+    path = _validate.path("path_or_glob", path_or_glob)
+    tars = _tar_paths(path)
     if tars is None:
-        raise ValueError(f"{os.fspath(path_or_glob)!r} names no tar file")
+        raise ValueError(f"{path!r} names no tar file")
     _native.write_tar_indexes(tars)
     return tars
 
@@ -138,7 +145,7 @@ def _source_for(src) -> tuple[object, list[str]]:
     packed dataset, tar shards, or a file list."""
     if hasattr(src, "_native") and isinstance(src._native, _native.Source):
         return src._native, list(getattr(src, "classes", []))
-    path = os.fspath(src)
+    path = _validate.path("src", src)
     tars = _tar_paths(path)
     if tars is not None:
         tar = _native.TarSource.open(tars, True)
@@ -187,15 +194,20 @@ def pack(src, dst: str | os.PathLike, *, shard_size: str | int = "1GB", num_thre
 
     if (part is None) != (parts is None):
         raise ValueError("give both part and parts, or neither")
-    part, parts = (0, 1) if parts is None else (int(part), int(parts))
-    if parts < 1 or not 0 <= part < parts:
+    if parts is None:
+        part, parts = 0, 1
+    parts = _validate.integer("parts", parts, 1, _validate.INT32_MAX)
+    part = _validate.integer("part", part, 0, _validate.INT32_MAX)
+    if not part < parts:
         raise ValueError(f"part must be in [0, parts), got part={part}, parts={parts}")
-    if num_threads is not None and num_threads <= 0:
-        raise ValueError(f"num_threads must be positive, got {num_threads}")
+    num_threads = _validate.integer("num_threads", num_threads, 1, _validate.INT32_MAX, alternatives=(None,))
+    shard_bytes = parse_size(shard_size, "shard_size")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be callable(samples, bytes, total) or None, got {progress!r}")
+    dst = _validate.path("dst", dst)
     source, classes = _source_for(src)
     start = time.perf_counter()
-    result = _native.pack(source, classes, os.fspath(dst), parse_size(shard_size), num_threads or 0, part, parts,
-                          progress)
+    result = _native.pack(source, classes, dst, shard_bytes, num_threads or 0, part, parts, progress)
     return PackSummary(result["samples"], result["payload_bytes"], result["file_bytes"], result["shards"],
                        time.perf_counter() - start)
 
@@ -205,7 +217,7 @@ def merge(dst: str | os.PathLike) -> PackSummary:
     import time
 
     start = time.perf_counter()
-    r = _native.merge_parts(os.fspath(dst))
+    r = _native.merge_parts(_validate.path("dst", dst))
     return PackSummary(r["samples"], r["payload_bytes"], r["file_bytes"], r["shards"], time.perf_counter() - start)
 
 
@@ -214,6 +226,7 @@ def verify(dataset: PackedDataset, *, num_threads: int | None = None,
     """Checks every record of a packed dataset (bounds, header against index, XXH3 checksum) on
     ``num_threads`` threads. Returns ``(index, error)`` for each bad record, in order; the error names
     the shard file and record."""
+    num_threads = _validate.integer("num_threads", num_threads, 1, _validate.INT32_MAX, alternatives=(None,))
     n = len(dataset)
     chunk = 4096
     ranges = [(b, min(b + chunk, n)) for b in range(0, n, chunk)]

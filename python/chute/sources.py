@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from chute import _native
+from chute import _native, _validate
 
 
 class NativeSource:
@@ -35,7 +35,7 @@ class ImageFolder(NativeSource):
     """
 
     def __init__(self, root: str | os.PathLike):
-        self.root = os.fspath(root)
+        self.root = _validate.path("root", root)
         self._native = _native.ImageFolder.open(self.root)
         self.classes: list[str] = list(self._native.classes)
         self.class_to_idx: dict[str, int] = {c: i for i, c in enumerate(self.classes)}

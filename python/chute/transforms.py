@@ -11,18 +11,19 @@ import math
 import numbers
 from collections.abc import Sequence
 
-from chute import _native
+from chute import _native, _validate
 
 
 def _size_pair(size, name: str) -> tuple[int, int]:
-    """torchvision's convention: an int means (size, size); a sequence is (height, width)."""
-    if isinstance(size, numbers.Integral):
-        return int(size), int(size)
-    if isinstance(size, Sequence) and len(size) == 1:
-        return int(size[0]), int(size[0])
-    if isinstance(size, Sequence) and len(size) == 2:
-        return int(size[0]), int(size[1])
-    raise ValueError(f"{name}: size must be an int or a sequence of one or two ints, got {size!r}")
+    """torchvision's convention: an int means (size, size); a sequence is (height, width). Each side is a
+    positive C int."""
+    if isinstance(size, numbers.Integral) and not isinstance(size, bool):
+        sides = (size, size)
+    elif isinstance(size, Sequence) and not isinstance(size, str) and len(size) in (1, 2):
+        sides = (size[0], size[-1])
+    else:
+        raise TypeError(f"{name}: size must be an int or a sequence of one or two ints, got {size!r}")
+    return tuple(_validate.integer(f"{name}: size", s, 1, _validate.INT32_MAX) for s in sides)
 
 
 def _check_bilinear(interpolation, antialias, name: str) -> None:
@@ -39,13 +40,13 @@ class RandomResizedCrop:
     def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0), interpolation="bilinear",
                  antialias=True):
         self.size = _size_pair(size, "RandomResizedCrop")
-        if not (isinstance(scale, Sequence) and len(scale) == 2 and isinstance(ratio, Sequence) and len(ratio) == 2):
-            raise ValueError("RandomResizedCrop: scale and ratio must be sequences of two numbers")
+        scale = _validate.reals("RandomResizedCrop: scale", scale, 2)
+        ratio = _validate.reals("RandomResizedCrop: ratio", ratio, 2)
         if scale[0] > scale[1] or ratio[0] > ratio[1]:
             raise ValueError("RandomResizedCrop: scale and ratio should be of kind (min, max)")
         _check_bilinear(interpolation, antialias, "RandomResizedCrop")
-        self.scale = (float(scale[0]), float(scale[1]))
-        self.ratio = (float(ratio[0]), float(ratio[1]))
+        self.scale = scale
+        self.ratio = ratio
 
     def _to_native(self):
         return _native.RandomResizedCrop(self.size[0], self.size[1], *self.scale, *self.ratio)
@@ -91,9 +92,7 @@ class CenterCrop:
 
 class RandomHorizontalFlip:
     def __init__(self, p: float = 0.5):
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"RandomHorizontalFlip: p must be in [0, 1], got {p}")
-        self.p = float(p)
+        self.p = _validate.real("RandomHorizontalFlip: p", p, 0.0, 1.0)
 
     def _to_native(self):
         return _native.RandomHorizontalFlip(self.p)
@@ -106,9 +105,8 @@ class Normalize:
     """``(x / 255 - mean) / std`` per channel, in float32: torchvision's ``ToTensor`` + ``Normalize``."""
 
     def __init__(self, mean, std, inplace: bool = False):
-        mean, std = tuple(float(v) for v in mean), tuple(float(v) for v in std)
-        if len(mean) != 3 or len(std) != 3:
-            raise ValueError("Normalize: chute images have 3 channels; give 3 means and 3 stds")
+        mean = _validate.reals("Normalize: mean", mean, 3)  # one per RGB channel
+        std = _validate.reals("Normalize: std", std, 3)
         if any(s == 0 or math.isnan(s) for s in std):
             raise ValueError(f"Normalize: std evaluated to zero or NaN: {std}")
         self.mean, self.std = mean, std

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "chute/host_allocator.h"
+#include "chute/status.h"
 
 namespace chute {
 
@@ -22,6 +23,10 @@ class BatchRing {
  public:
   BatchRing(int64_t batch_size, size_t sample_bytes, int initial_slots, size_t max_bytes,
             std::shared_ptr<HostAllocator> allocator = heap_allocator());
+  // Whether a ring of `initial_slots` batch buffers of `batch_size` samples of `sample_bytes` can be
+  // addressed: the slot count fits an int and no byte count overflows (an overflow would allocate less
+  // than is written). Whether the memory is there is the allocator's business.
+  static Status check_size(int64_t batch_size, size_t sample_bytes, int64_t initial_slots);
 
   // A free slot, allocating a new one when none is free and the budget allows; -1 when neither.
   int acquire();

@@ -20,6 +20,8 @@
 #include <memory>
 #include <vector>
 
+#include "chute/status.h"
+
 namespace chute {
 
 // A keyed bijection of [0, n).
@@ -57,6 +59,9 @@ class EpochOrder {
   }
   // Samples a rank visits, for a dataset of n samples.
   static int64_t rank_size(int64_t n, const Shard& shard);
+  // Whether `shard` can split a dataset of n samples: rank in [0, world_size), and with even_split at
+  // least one sample per rank (otherwise every rank would get none, silently).
+  static Status check_shard(int64_t n, const Shard& shard);
 
  private:
   int64_t size_;

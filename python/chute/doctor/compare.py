@@ -111,7 +111,7 @@ def chute_equivalent(dl: DataLoader, *, max_threads: int | None = None) -> tuple
         return None, "the dataset has a target_transform"
     try:
         transforms, dtype = chute_transforms(getattr(dataset, "transform", None))
-    except ValueError as e:
+    except (TypeError, ValueError) as e:  # chute's transforms name an argument they cannot take
         return None, f"its transforms: {e}"
     source = chute.ImageFolder(root)
     if len(source) != len(dataset):
