@@ -96,6 +96,7 @@ struct Loader::EpochState {
   LoaderStats totals;
   LoaderStats baseline;        // totals at the last reset
   double baseline_s = 0;       // when it was taken
+  double baseline_cpu_s = 0;   // the process's CPU time then
   double last_delivery_s = -1; // when the consumer last received a batch; -1 once it asked again
 };
 
@@ -108,6 +109,12 @@ int available_cores() {
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double process_cpu_s() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
 }
 
 double thread_cpu_s() {
@@ -185,6 +192,7 @@ Loader::Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWr
                                           tuner_.prefetch() + 2 + options_.extra_buffers, options_.max_ring_bytes,
                                           options_.host_allocator);
   epoch_->baseline_s = now_s();
+  epoch_->baseline_cpu_s = process_cpu_s();
   const int pool = options_.num_threads > 0 ? options_.num_threads : options_.max_threads;
   for (int i = 0; i < pool; ++i) threads_.emplace_back([this, i] { worker_main(i); });
 }
@@ -571,6 +579,8 @@ LoaderStats Loader::stats() const {
   s.auto_prefetch = options_.prefetch == 0;
   s.slot_bytes = shared_->ring.slot_bytes();
   s.ring_slots = shared_->ring.num_slots();
+  s.cores = available_cores();
+  s.process_cpu_s = process_cpu_s() - e.baseline_cpu_s;
   return s;
 }
 
@@ -581,6 +591,7 @@ void Loader::reset_stats() {
   e.baseline.errors_skipped = static_cast<int64_t>(e.errors.size());
   e.baseline.decode_warnings = e.decode_warnings;
   e.baseline_s = now_s();
+  e.baseline_cpu_s = process_cpu_s();
 }
 
 }  // namespace chute

@@ -313,7 +313,12 @@ TEST(LoaderTest, StatsCountEverySampleByteAndStage) {
   // The consumer did nothing but wait: input-bound, and the verdict names a stage.
   const Verdict v = diagnose(s);
   EXPECT_EQ(v.bound, "input") << v.summary;
-  EXPECT_TRUE(v.limit == "storage" || v.limit == "decode" || v.limit == "transform") << v.limit;
+  // Which limit depends on the machine's load (stats_test.cc tests each rule on fixed figures): a stage, or
+  // "prefetch" (the fixed prefetch of 2 held idle workers back with cores to spare), or "cores" (another
+  // process had them). Never "unknown": stage times were measured.
+  EXPECT_TRUE(v.limit == "storage" || v.limit == "decode" || v.limit == "transform" || v.limit == "prefetch" ||
+              v.limit == "cores")
+      << v.limit;
   EXPECT_NE(v.summary.find("is the limit"), std::string::npos) << v.summary;
 
   loader->reset_stats();

@@ -100,6 +100,12 @@ def _doctor(args: argparse.Namespace) -> int:
     if args.screenshot and not args.report:
         console.print("chute doctor: --screenshot renders the --report; give both")
         return 2
+    if args.sweep:
+        from chute.doctor.report_html import have_matplotlib
+
+        if not have_matplotlib():  # checked before minutes of measurement, not after
+            console.print("chute doctor: --sweep draws a plot with matplotlib: pip install 'chute[plot]'")
+            return 2
     if args.script is not None:
         if not Path(args.script).is_file():
             console.print(f"chute doctor: no such script: {args.script}")

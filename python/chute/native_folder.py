@@ -281,12 +281,18 @@ class FolderPlan(Plan):
             raise IndexError(f"index {index} is out of range for a dataset of {self._n} samples")
 
     def stats(self) -> dict:
-        """The native loaders' statistics (chute.LoaderStats fields), summed over batch sizes."""
+        """The native loaders' statistics (chute.LoaderStats fields): counters summed over batch sizes,
+        settings (threads, prefetch, cores, ...) the largest, and chute's verdict on the sums."""
+        settings = ("threads", "active_threads", "prefetch", "cores", "batch_buffer_bytes", "batch_buffers")
         out: dict = {}
         for loader in (self._loaders or {}).values():
             for k, v in loader.stats().items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    out[k] = out.get(k, 0) + v
+                    out[k] = max(out.get(k, 0), v) if k in settings else out.get(k, 0) + v
+        if out:
+            total = out["wait_s"] + out["consumer_s"]
+            out["stall_fraction"] = out["wait_s"] / total if total > 0 else 0.0
+            out.update(_native.diagnose(out))
         return out
 
     def close(self) -> None:

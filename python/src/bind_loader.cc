@@ -66,41 +66,6 @@ nb::tuple to_tensors(const std::shared_ptr<Batch>& batch, const Loader& loader) 
                        [&] { return owner_of(batch); }, nb::device::cpu::value, 0);
 }
 
-// The statistics as a flat dict of plain numbers, with the verdict; chute.LoaderStats presents them.
-nb::dict stats_dict(const LoaderStats& s) {
-  nb::dict d;
-  d["elapsed_s"] = s.elapsed_s;
-  d["samples"] = s.samples;
-  d["samples_delivered"] = s.samples_delivered;
-  d["batches"] = s.batches;
-  d["bytes_read"] = s.stages.bytes_read;
-  d["errors_skipped"] = s.errors_skipped;
-  d["decode_warnings"] = s.decode_warnings;
-  d["read_s"] = s.stages.read_ns * 1e-9;
-  d["decode_s"] = s.stages.decode_ns * 1e-9;
-  d["transform_s"] = s.stages.transform_ns * 1e-9;
-  d["batch_s"] = s.batch_s;
-  d["worker_cpu_s"] = s.worker_cpu_s;
-  d["worker_idle_s"] = s.worker_idle_s;
-  d["wait_s"] = s.wait_s;
-  d["fill_wait_s"] = s.fill_wait_s;
-  d["consumer_s"] = s.consumer_s;
-  d["stall_fraction"] = s.stall_fraction();
-  d["mean_ready_batches"] = s.next_calls > 0 ? static_cast<double>(s.ready_sum) / s.next_calls : 0.0;
-  d["threads"] = s.threads;
-  d["active_threads"] = s.active_threads;
-  d["prefetch"] = s.prefetch;
-  d["auto_threads"] = s.auto_threads;
-  d["auto_prefetch"] = s.auto_prefetch;
-  d["batch_buffer_bytes"] = s.slot_bytes;
-  d["batch_buffers"] = s.ring_slots;
-  const Verdict v = diagnose(s);
-  d["bound"] = v.bound;
-  d["limit"] = v.limit;
-  d["verdict"] = v.summary;
-  return d;
-}
-
 nb::object error_tuple(const SampleError& e) {
   return nb::make_tuple(e.index, e.path, e.status.to_string(), e.epoch);
 }

@@ -10,6 +10,7 @@
 #include "chute/device.h"
 #include "chute/loader.h"
 #include "chute/source.h"
+#include "chute/stats.h"
 #include "chute/status.h"
 #include "chute/transforms.h"
 
@@ -57,6 +58,10 @@ struct PyDevice {
 nb::tuple batch_tensors(void* images, int64_t* labels, int64_t size, const Loader& loader, DType dtype,
                         const std::function<nb::capsule()>& owner, int device_type, int device_id);
 
+// A loader's statistics as a flat dict of plain numbers, with the verdict (bind_stats.cc);
+// chute.LoaderStats presents them.
+nb::dict stats_dict(const LoaderStats& s);
+
 void register_sources(nb::module_& m);
 void register_transforms(nb::module_& m);
 void register_loader(nb::module_& m);
@@ -64,5 +69,6 @@ void register_reference(nb::module_& m);
 void register_packed(nb::module_& m);
 void register_device(nb::module_& m);
 void register_gather(nb::module_& m);
+void register_stats(nb::module_& m);
 
 }  // namespace chute::py

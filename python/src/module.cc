@@ -30,4 +30,5 @@ NB_MODULE(_native, m) {
   chute::py::register_packed(m);
   chute::py::register_device(m);
   chute::py::register_gather(m);
+  chute::py::register_stats(m);
 }

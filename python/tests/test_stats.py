@@ -31,7 +31,9 @@ def test_stats_count_what_the_epoch_did(folder):
     assert 0 <= s["stall_fraction"] <= 1
     # Nothing but a loop around the loader: the consumer waited, and the verdict names a stage.
     assert s["bound"] == "input"
-    assert s["limit"] in ("storage", "decode", "transform")
+    # Which limit depends on the machine's load (cpp/src/stats_test.cc tests each rule on fixed figures).
+    assert s["limit"] in ("storage", "decode", "transform", "prefetch", "cores")
+    assert s["stage"] in ("storage", "decode", "transform")
     text = str(s)
     assert "36 samples delivered" in text and "verdict: input-bound" in text and s["limit"] + " is the limit" in text
 

@@ -22,6 +22,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "chute/stats.h"
+
 namespace chute {
 
 struct TunerObservation {
@@ -54,7 +56,7 @@ class Autotuner {
   static constexpr double kStallGrow = 0.05;
   static constexpr double kStallShrink = 0.02;
   static constexpr double kDemandChange = 0.30;
-  static constexpr double kIdleGrow = 0.20;
+  static constexpr double kIdleGrow = kPrefetchIdle;  // the verdict's "prefetch" rule (stats.h)
 
   explicit Autotuner(const TunerSettings& settings);
 

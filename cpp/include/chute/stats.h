@@ -50,19 +50,46 @@ struct LoaderStats {
   bool auto_prefetch = false;
   size_t slot_bytes = 0;   // one batch buffer
   int ring_slots = 0;      // batch buffers allocated
+  // The machine, for the verdict: the cores this process may use, and the CPU time the whole process
+  // (workers, consumer, anything else in it) used over elapsed_s. 0 where unknown.
+  int cores = 0;
+  double process_cpu_s = 0;
 
   double stall_fraction() const;  // wait / (wait + consumer time); 0 before any batch
 };
 
-// What limits the loader, from its statistics.
+// What limits the loader, from its statistics: the one verdict engine. chute.Loader.stats(), the drop-in
+// DataLoader's fast paths and `chute doctor` (for every loader, torch's DataLoader included, through the
+// binding `chute._native.diagnose`) all call it, so they cannot disagree.
+//
+// Contract (the rules, in order; the numbers are the constants below):
+// - "unknown" before 2 batches.
+// - "consumer"-bound when the consumer waited under kInputBoundStall of its time (wait + own work).
+// - Otherwise "input"-bound, and `limit` says by what:
+//   1. "storage" when reads are at least kStorageShare of the workers' busy time.
+//   2. "prefetch" when the active workers were idle over kPrefetchIdle of their time while the consumer
+//      waited, and the process left at least kSpareCores of its cores unused: the window or the buffers,
+//      not a stage or the CPU, held the workers back. Without spare cores, idle workers are not the
+//      cause: the cores are.
+//   3. "cores" when the workers got under kContendedCpu CPU-seconds per busy second: they were runnable
+//      but not running, because other threads or processes (the training step's, another job's) had the
+//      cores.
+//   4. the busiest stage, "decode" or "transform", whether or not the workers kept every core busy: it is
+//      the work to make cheaper, or to give more cores; "unknown" when no stage time was measured.
 struct Verdict {
   std::string bound;    // "input" (the consumer waits for data), "consumer" (the loader is ahead) or "unknown"
-  std::string limit;    // when input-bound: "storage", "decode", "transform" or "copy"; otherwise ""
+  std::string limit;    // when input-bound: "storage", "prefetch", "cores", "decode", "transform" or "unknown";
+                        // otherwise ""
+  std::string stage;    // the busiest stage of the workers ("storage", "decode", "transform"), even when
+                        // the limit is "prefetch" or "cores"; "" before any sample
   std::string summary;  // one paragraph with the numbers behind it
 };
 
-// Input-bound when the consumer spends at least `kInputBoundStall` of its time waiting for batches.
 inline constexpr double kInputBoundStall = 0.10;
+inline constexpr double kStorageShare = 0.5;
+inline constexpr double kPrefetchIdle = 0.20;  // the autotuner grows prefetch on the same evidence (kIdleGrow)
+inline constexpr double kSpareCores = 0.5;
+inline constexpr double kContendedCpu = 0.8;
 
 Verdict diagnose(const LoaderStats& stats);
 

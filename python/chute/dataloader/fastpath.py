@@ -108,6 +108,11 @@ class Plan:
     def close(self) -> None:
         """Stops native threads. Batches already yielded stay valid."""
 
+    def stats(self) -> dict:
+        """The engine's figures (chute.LoaderStats names, with its verdict) where the path runs on chute's
+        decode engine; none for a path that only gathers."""
+        return {}
+
     def __del__(self):
         self.close()
 

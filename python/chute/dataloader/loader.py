@@ -71,5 +71,6 @@ class DataLoader(torch.utils.data.DataLoader):
             "path": f"fast:{plan.kind}" if fast else "generic",
             "fallback_reason": None if fast else str(plan),
             "num_workers": 0 if fast else self.num_workers,
+            **(plan.stats() if fast else {}),  # the engine's figures, where the path runs on it (chute.LoaderStats names)
             **self._chute_stats,
         }

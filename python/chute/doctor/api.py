@@ -14,16 +14,17 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 import chute
-from chute.doctor.compare import chute_equivalent, dataloader_info, with_workers
+from chute.doctor.compare import chute_equivalent, dataloader_info, torch_equivalent, with_workers
 from chute.doctor.cpu import available_cores, cpu_report
 from chute.doctor.device import DeviceReport, GpuSampler, Nvml, NvmlError, nvml_index, resolve_cuda_device, time_copy
-from chute.doctor.measure import Recorder, Run, batch_samples, run_loader
+from chute.doctor.measure import Recorder, Run, batch_samples, engine_stats, run_loader, stats_since
 from chute.doctor.profile import profile_dataset
 from chute.doctor.report import Diagnosis
 from chute.doctor.storage import dataset_files, probe_storage
 from chute.doctor.verdict import INPUT_BOUND_STALL, decide
 
 PROFILE_SAMPLES = 16
+MORE_STEPS = 5  # measure up to this many times `steps` batches while the stall's interval straddles the threshold
 
 
 def _check_args(loader, step_fn, steps, warmup) -> None:
@@ -38,13 +39,29 @@ def _check_args(loader, step_fn, steps, warmup) -> None:
         raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
 
 
+def _path(loader) -> str | None:
+    """The path a chute.DataLoader took (``"generic"`` or ``"fast:<kind>"``), None for other loaders."""
+    return loader.stats().get("path") if isinstance(loader, chute.DataLoader) else None
+
+
+def _label(loader) -> str:
+    if isinstance(loader, chute.Loader):
+        return "chute.Loader"
+    if isinstance(loader, chute.DataLoader):
+        return f"chute.DataLoader num_workers={loader.num_workers}"
+    if isinstance(loader, DataLoader):
+        return f"DataLoader num_workers={loader.num_workers}"
+    return type(loader).__name__
+
+
 def _describe(loader) -> str:
     if isinstance(loader, chute.Loader):
         return repr(loader)
     if isinstance(loader, DataLoader):
-        return (f"torch DataLoader over {type(loader.dataset).__name__} ({len(loader.dataset):,} samples), "
+        kind = "chute.DataLoader" if isinstance(loader, chute.DataLoader) else "torch DataLoader"
+        return (f"{kind} over {type(loader.dataset).__name__} ({len(loader.dataset):,} samples), "
                 f"batch_size={loader.batch_size}, num_workers={loader.num_workers}"
-                if hasattr(loader.dataset, "__len__") else f"torch DataLoader over {type(loader.dataset).__name__}")
+                if hasattr(loader.dataset, "__len__") else f"{kind} over {type(loader.dataset).__name__}")
     return type(loader).__name__
 
 
@@ -95,6 +112,8 @@ def _analyse(d: Diagnosis, loader, *, storage: bool, profile: bool) -> None:
     """The layers that do not need the loader running: storage, the dataset profile, the CPU summary."""
     run = d.run
     dataset = getattr(loader, "dataset", None) if isinstance(loader, DataLoader) else None
+    if run.loader_stats is not None:
+        dataset = None  # on chute's engine: its own stage timers say where the time goes; dataset[i] never runs
     if profile and dataset is not None and not isinstance(dataset, IterableDataset) and hasattr(dataset, "__len__"):
         n = len(dataset)
         if n:
@@ -118,7 +137,7 @@ def _analyse(d: Diagnosis, loader, *, storage: bool, profile: bool) -> None:
     if run.loader_stats is not None:
         loader_threads = run.loader_stats["active_threads"]
     elif d.dataloader is not None:
-        loader_threads = d.dataloader.num_workers
+        loader_threads = d.dataloader.num_workers_running
     d.cpu = cpu_report(run.cpu, loader_threads=loader_threads, skip_s=run.measured_start)
     if run.loader_stats is not None:
         s, n = run.loader_stats, max(run.loader_stats["samples"], 1)
@@ -131,14 +150,16 @@ def _analyse(d: Diagnosis, loader, *, storage: bool, profile: bool) -> None:
 
 def doctor(loader, step_fn: Callable | None = None, *, steps: int = 20, warmup: int = 3, device=None,
            storage: bool = True, compare: bool = True, profile: bool = True, report: str | None = None,
-           nvml_library: str = "libnvidia-ml.so.1") -> Diagnosis:
+           nvml_library: str = "libnvidia-ml.so.1", max_steps: int | None = None) -> Diagnosis:
     """Finds where a training job's input pipeline stalls and says what to change.
 
     ``loader`` is a :class:`chute.Loader`, a ``torch.utils.data.DataLoader`` or any iterable of batches.
     With ``step_fn`` (the training step, called with each batch) the doctor measures the time the step
     waits for data, the step's own time and the data-stall fraction; without it, the loader alone, against
     a consumer that does nothing. ``warmup`` batches run first (start-up is reported, not averaged in),
-    then ``steps`` batches are measured. Meanwhile it samples CPU time from /proc at 10 Hz and, with a
+    then ``steps`` batches are measured, and more, ``steps`` at a time up to ``max_steps`` (default
+    ``5 * steps``), while the stall's 95% confidence interval still straddles the input-bound threshold;
+    if it still does, the verdict is "borderline", with the interval. Meanwhile it samples CPU time from /proc at 10 Hz and, with a
     CUDA device, GPU utilisation through NVML at 20 Hz.
 
     Then it measures the other layers: the dataset's files (listing cost, cold and hot reads, filesystem,
@@ -151,20 +172,23 @@ def doctor(loader, step_fn: Callable | None = None, *, steps: int = 20, warmup: 
     batch.
     """
     _check_args(loader, step_fn, steps, warmup)
+    if max_steps is None:
+        max_steps = MORE_STEPS * steps
+    notes = _check_report_prerequisites(report) if report is not None else []
     dev = _Device(device, nvml_library)
-    label = "chute.Loader" if isinstance(loader, chute.Loader) else (
-        f"DataLoader num_workers={loader.num_workers}" if isinstance(loader, DataLoader) else type(loader).__name__)
-    run = run_loader(loader, step_fn, steps=steps, warmup=warmup, label=label,
-                     gpu_sampler_factory=dev.sampler_factory())
-    d = Diagnosis(target=_describe(loader), run=run)
+    measure = dict(steps=steps, warmup=warmup, max_steps=max_steps, threshold=INPUT_BOUND_STALL)
+    run = run_loader(loader, step_fn, label=_label(loader), gpu_sampler_factory=dev.sampler_factory(), **measure)
+    d = Diagnosis(target=_describe(loader), run=run, notes=notes)
     if isinstance(loader, DataLoader):
         d.dataloader = dataloader_info(loader)
     _analyse(d, loader, storage=storage, profile=profile)
 
     if compare and isinstance(loader, DataLoader):
-        _compare(d, loader, step_fn, steps, warmup)
+        _compare(d, loader, step_fn, measure)
     elif compare:
         d.notes.append("comparison: only a DataLoader is compared against other loaders")
+    if compare and step_fn is not None:
+        _trial_fewer_torch_threads(d, loader, step_fn, measure)
     d.device = dev.finish(run)
     d.verdict = decide(d)
     if report is not None:
@@ -172,19 +196,60 @@ def doctor(loader, step_fn: Callable | None = None, *, steps: int = 20, warmup: 
     return d
 
 
-def _compare(d: Diagnosis, dl: DataLoader, step_fn, steps: int, warmup: int) -> None:
+def _check_report_prerequisites(report) -> list[str]:
+    """Before a long measurement, what the report needs: a writable folder (else ValueError now, not after
+    the measurement) and matplotlib for its plots (else a note: the report is written without them)."""
+    from pathlib import Path
+
+    from chute.doctor.report_html import have_matplotlib
+
+    folder = Path(report).resolve().parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise ValueError(f"chute.doctor: cannot write the report to {report}: {folder} is not a writable folder")
+    if not have_matplotlib():
+        return ["report: written without plots, since matplotlib is not installed (pip install 'chute[plot]')"]
+    return []
+
+
+def _compare(d: Diagnosis, dl: DataLoader, step_fn, measure: dict) -> None:
+    path = d.dataloader.path
+    if path is not None and path.startswith("fast:"):
+        # chute.DataLoader took a native fast path: the alternative is torch's own DataLoader, not chute.
+        other = torch_equivalent(dl)
+        if other is None:
+            d.notes.append("comparison with torch's DataLoader: not run (a custom batch sampler)")
+            return
+        d.comparisons.append(run_loader(other, step_fn, label=f"torch DataLoader num_workers={other.num_workers}",
+                                        close_workers=True, **measure))
+        return
     cores = available_cores()
     if dl.num_workers < cores and not (d.run.with_step and d.run.stall_fraction < INPUT_BOUND_STALL):
         other = with_workers(dl, cores)
         if other is not None:
-            d.comparisons.append(run_loader(other, step_fn, steps=steps, warmup=warmup,
-                                            label=f"DataLoader num_workers={cores}", close_workers=True))
+            d.comparisons.append(run_loader(other, step_fn, label=f"DataLoader num_workers={cores}",
+                                            close_workers=True, **measure))
     loader, reason = chute_equivalent(dl)
     if loader is None:
         d.notes.append(f"comparison with chute: not run ({reason})")
         return
     with loader:
-        d.comparisons.append(run_loader(loader, step_fn, steps=steps, warmup=warmup, label="chute.Loader (auto)"))
+        d.comparisons.append(run_loader(loader, step_fn, label="chute.Loader (auto)", **measure))
+
+
+def _trial_fewer_torch_threads(d: Diagnosis, loader, step_fn, measure: dict) -> None:
+    """A measured trial, never a model: when the job is input-bound and the loader's threads or workers plus
+    torch's intra-op threads outnumber the cores, rerun the same loader with torch.set_num_threads(1)
+    around the step. Its gain (or loss) is what the verdict reports."""
+    c, run = d.cpu, d.run
+    threads = torch.get_num_threads()
+    if c is None or threads <= 1 or not c.oversubscribed or run.stall_fraction < INPUT_BOUND_STALL:
+        return
+    torch.set_num_threads(1)
+    try:
+        d.comparisons.append(run_loader(loader, step_fn, label=f"torch.set_num_threads(1) in the step (was {threads})",
+                                        close_workers=isinstance(loader, DataLoader), **measure))
+    finally:
+        torch.set_num_threads(threads)
 
 
 class Watch:
@@ -195,9 +260,10 @@ class Watch:
     batches through untouched."""
 
     def __init__(self, loader, *, steps: int = 20, warmup: int = 3, report: str | None = None, device=None,
-                 storage: bool = True):
+                 storage: bool = True, max_steps: int | None = None):
         _check_args(loader, None, steps, warmup)
         self.loader, self.steps, self.warmup, self.report = loader, steps, warmup, report
+        self.max_steps = MORE_STEPS * steps if max_steps is None else max_steps
         self.device, self.storage = device, storage
         self.diagnosis: Diagnosis | None = None
 
@@ -217,7 +283,8 @@ class Watch:
         from chute.doctor.cpu import CpuSampler
 
         dev = _Device(self.device, "libnvidia-ml.so.1")
-        is_chute = isinstance(self.loader, chute.Loader)
+        on_engine = isinstance(self.loader, (chute.Loader, chute.DataLoader))
+        before = None
         recorder = Recorder("watched loader", self.warmup, True)
         factory = dev.sampler_factory()
         gpu = factory() if factory else None
@@ -228,13 +295,20 @@ class Watch:
         recorder.keep_first = dev.nvml is not None
         pending, closed = None, False  # pending: (ask, got, samples) of the batch in the loop body
         try:
-            for i in range(self.warmup + self.steps):
+            i, limit = 0, self.warmup + self.steps
+            while True:
                 ask = time.perf_counter()
                 if pending is not None:  # the loop body ran from `got` until it asked again, now
                     recorder.record(pending[0], pending[1], ask, pending[2])
                     pending = None
-                if is_chute and i == self.warmup:
-                    self.loader.reset_stats()
+                if i == limit:
+                    # Measure on, `steps` at a time, while the stall's interval straddles the threshold.
+                    if limit - self.warmup < self.max_steps and not recorder.run.settled(INPUT_BOUND_STALL):
+                        limit = min(limit + self.steps, self.warmup + self.max_steps)
+                    else:
+                        break
+                if on_engine and i == self.warmup:
+                    before = engine_stats(self.loader)
                 try:
                     batch = next(iterator)
                 except StopIteration:
@@ -245,6 +319,7 @@ class Watch:
                 pending = (ask, got, batch_samples(batch))
                 yield batch
                 del batch
+                i += 1
             if pending is not None:
                 recorder.record(pending[0], pending[1], time.perf_counter(), pending[2])
                 pending = None
@@ -262,8 +337,8 @@ class Watch:
         if run.steps:
             if len(run.steps) <= run.warmup:
                 run.warmup = min(1, len(run.steps) - 1)
-            if is_chute:
-                run.loader_stats = dict(self.loader.stats())
+            if on_engine:
+                run.loader_stats = stats_since(before, engine_stats(self.loader))
             self.diagnosis = self._diagnose(run, dev)
         if closed:
             return

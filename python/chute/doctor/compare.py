@@ -21,6 +21,16 @@ class DataLoaderInfo:
     persistent_workers: bool
     prefetch_factor: int | None
     start_method: str       # how worker processes start: fork, spawn or forkserver
+    path: str | None = None  # chute.DataLoader: "generic" or "fast:<kind>" (which then starts no workers)
+
+    @property
+    def fast_path(self) -> bool:
+        return bool(self.path) and self.path.startswith("fast:")
+
+    @property
+    def num_workers_running(self) -> int:
+        """Worker processes that actually run: none on a chute.DataLoader fast path."""
+        return 0 if self.fast_path else self.num_workers
 
     @property
     def in_flight_batches(self) -> int:
@@ -38,8 +48,9 @@ def dataloader_info(dl: DataLoader) -> DataLoaderInfo:
 
     context = dl.multiprocessing_context
     start = context.get_start_method() if context is not None else multiprocessing.get_start_method()
+    path = dl.stats().get("path") if isinstance(dl, chute.DataLoader) else None
     return DataLoaderInfo(dl.num_workers, dl.batch_size, bool(dl.pin_memory), bool(dl.persistent_workers),
-                          dl.prefetch_factor if dl.num_workers > 0 else None, start)
+                          dl.prefetch_factor if dl.num_workers > 0 else None, start, path)
 
 
 def with_workers(dl: DataLoader, num_workers: int) -> DataLoader | None:
@@ -52,6 +63,18 @@ def with_workers(dl: DataLoader, num_workers: int) -> DataLoader | None:
                       drop_last=dl.drop_last, worker_init_fn=dl.worker_init_fn,
                       multiprocessing_context=dl.multiprocessing_context if num_workers else None,
                       prefetch_factor=2 if num_workers else None)
+
+
+def torch_equivalent(dl: DataLoader) -> DataLoader | None:
+    """torch's own DataLoader with ``dl``'s dataset, batch size, order kind, collate and workers (at least one
+    per core when ``dl`` asked for none: torch's best setting for an image pipeline); the alternative to a
+    chute.DataLoader fast path. None when it was built from a custom batch sampler."""
+    if dl.batch_size is None:
+        return None
+    workers = dl.num_workers or len(os.sched_getaffinity(0))
+    return DataLoader(dl.dataset, batch_size=dl.batch_size, shuffle=isinstance(dl.sampler, RandomSampler),
+                      num_workers=workers, collate_fn=dl.collate_fn, pin_memory=dl.pin_memory,
+                      drop_last=dl.drop_last, prefetch_factor=dl.prefetch_factor or 2)
 
 
 def _root_of(dataset) -> str | None:
@@ -103,7 +126,7 @@ def chute_equivalent(dl: DataLoader, *, max_threads: int | None = None) -> tuple
     root = _root_of(dataset)
     if root is None:
         if isinstance(dataset, torch.utils.data.TensorDataset):
-            return None, "a TensorDataset: chute has no tensor source yet"
+            return None, "a TensorDataset: chute.DataLoader gathers it natively (change the import), chute.Loader reads images"
         return None, f"chute does not recognise a {type(dataset).__name__} (it reads ImageFolder trees)"
     if dl.batch_size is None:
         return None, "the DataLoader uses a custom batch sampler"

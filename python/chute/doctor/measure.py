@@ -7,6 +7,7 @@ drives (``chute.doctor.watch``). Both produce a :class:`Run`.
 
 from __future__ import annotations
 
+import random
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -126,6 +127,29 @@ class Run:
         total = self.wait_s + self.step_s
         return self.samples / total if total > 0 else 0.0
 
+    def stall_interval(self, confidence: float = 0.95, resamples: int = 1000) -> tuple[float, float]:
+        """A bootstrap confidence interval of :attr:`stall_fraction` over the measured batches (resampled
+        with replacement, a fixed seed so that the same run gives the same interval)."""
+        steps = self.measured
+        if len(steps) < 2:
+            return self.stall_fraction, self.stall_fraction
+        rng = random.Random(0)
+        n = len(steps)
+        fractions = []
+        for _ in range(resamples):
+            pick = [steps[rng.randrange(n)] for _ in range(n)]
+            wait = sum(s.wait_s for s in pick)
+            total = wait + sum(s.step_s for s in pick)
+            fractions.append(wait / total if total > 0 else 0.0)
+        fractions.sort()
+        tail = (1 - confidence) / 2
+        return fractions[int(tail * (resamples - 1))], fractions[int((1 - tail) * (resamples - 1))]
+
+    def settled(self, threshold: float) -> bool:
+        """Whether the stall's confidence interval lies wholly on one side of ``threshold``."""
+        lo, hi = self.stall_interval()
+        return lo >= threshold or hi < threshold
+
     @property
     def fetch_ms(self) -> list[float]:
         return [1e3 * s.wait_s for s in self.measured]
@@ -161,6 +185,43 @@ class Recorder:
             self.run.sample = [t.clone() for t in tensors]
 
 
+_SETTINGS = ("threads", "active_threads", "prefetch", "auto_threads", "auto_prefetch", "batch_buffer_bytes",
+             "batch_buffers", "cores")
+
+
+def engine_stats(loader) -> dict | None:
+    """chute's engine statistics for a loader that runs on it: a :class:`chute.Loader`, or a
+    :class:`chute.DataLoader` that took a native fast path with engine stages (the ImageFolder path); None
+    for anything else (torch's DataLoader, chute.DataLoader's generic path, the tensor gather path)."""
+    import chute
+
+    if isinstance(loader, chute.Loader):
+        return dict(loader.stats())
+    if isinstance(loader, chute.DataLoader):
+        s = loader.stats()
+        if str(s.get("path", "")).startswith("fast:") and "decode_s" in s:
+            return dict(s)
+    return None
+
+
+def stats_since(before: dict | None, after: dict | None) -> dict | None:
+    """The engine's counters between two :func:`engine_stats` snapshots (settings as at the end), with
+    chute's verdict on them (``chute._native.diagnose``, the loader's own verdict engine)."""
+    from chute import _native
+
+    if after is None:
+        return None
+    if before is None:
+        out = dict(after)
+    else:
+        out = {k: (v - before.get(k, 0) if isinstance(v, (int, float)) and not isinstance(v, bool)
+                   and k not in _SETTINGS else v) for k, v in after.items()}
+    total = out.get("wait_s", 0) + out.get("consumer_s", 0)
+    out["stall_fraction"] = out.get("wait_s", 0) / total if total > 0 else 0.0
+    out.update(_native.diagnose(out))
+    return out
+
+
 def _close_iterator(iterator) -> None:
     shutdown = getattr(iterator, "_shutdown_workers", None)  # a DataLoader's multiprocess iterator
     if shutdown is not None:
@@ -169,15 +230,19 @@ def _close_iterator(iterator) -> None:
 
 def run_loader(loader, step_fn: Callable | None, *, steps: int, warmup: int, label: str,
                gpu_sampler_factory: Callable | None = None, spy_steps: int = 2,
-               close_workers: bool = False) -> Run:
+               close_workers: bool = False, max_steps: int | None = None,
+               threshold: float | None = None) -> Run:
     """Iterates ``warmup + steps`` batches (fewer if the loader ends first), calling ``step_fn(batch)`` on
-    each. Raises ``ValueError`` for a loader that yields nothing; the loader's and the step's own
-    exceptions propagate, with a note saying which batch they came from."""
+    each. With ``max_steps`` and ``threshold``, it goes on measuring, ``steps`` batches at a time, while the
+    stall's confidence interval still contains ``threshold`` (:meth:`Run.settled`), up to ``max_steps``
+    measured batches or the end of the loader. Raises ``ValueError`` for a loader that yields nothing; the
+    loader's and the step's own exceptions propagate, with a note saying which batch they came from."""
     import chute
 
     recorder = Recorder(label, warmup, step_fn is not None, keep_first=gpu_sampler_factory is not None)
     run = recorder.run
-    is_chute = isinstance(loader, chute.Loader)
+    on_engine = isinstance(loader, (chute.Loader, chute.DataLoader))
+    before = None
     gpu = gpu_sampler_factory() if gpu_sampler_factory else None
     with CpuSampler() as cpu_sampler:
         if gpu is not None:
@@ -187,9 +252,10 @@ def run_loader(loader, step_fn: Callable | None, *, steps: int, warmup: int, lab
             recorder.t0 = cpu_sampler.start_time
             start = time.perf_counter()
             iterator = iter(loader)
-            for i in range(warmup + steps):
-                if is_chute and i == warmup:
-                    loader.reset_stats()
+            i, limit = 0, warmup + steps
+            while i < limit:
+                if on_engine and i == warmup:
+                    before = engine_stats(loader)
                 ask = time.perf_counter()
                 try:
                     batch = next(iterator)
@@ -214,6 +280,10 @@ def run_loader(loader, step_fn: Callable | None, *, steps: int, warmup: int, lab
                         raise
                 recorder.record(ask, got, time.perf_counter(), batch_samples(batch))
                 del batch
+                i += 1
+                if (i == limit and max_steps is not None and threshold is not None and run.with_step
+                        and limit - warmup < max_steps and not run.settled(threshold)):
+                    limit = min(limit + steps, warmup + max_steps)
         finally:
             if gpu is not None:
                 gpu.__exit__(None, None, None)
@@ -225,6 +295,6 @@ def run_loader(loader, step_fn: Callable | None, *, steps: int, warmup: int, lab
         raise ValueError(f"chute.doctor: the loader ({label}) yielded no batches; nothing to measure")
     if len(run.steps) <= warmup:  # a short loader: measure what there is, less the first batch's start-up
         run.warmup = min(1, len(run.steps) - 1)
-    if is_chute:
-        run.loader_stats = dict(loader.stats())
+    if on_engine:
+        run.loader_stats = stats_since(before, engine_stats(loader))
     return run

@@ -45,8 +45,12 @@ class Diagnosis:
         render(self, console)
 
     def save_html(self, path: str | Path) -> Path:
+        """Writes the text diagnosis beside ``path`` (``.txt``) first, so that nothing measured is lost, then
+        the HTML report (with plots where matplotlib is installed, else with a note saying so)."""
         from chute.doctor.report_html import write_html
-        return write_html(self, Path(path))
+        path = Path(path)
+        path.with_suffix(".txt").write_text(str(self), encoding="utf-8")
+        return write_html(self, path)
 
     def to_json(self) -> dict:
         def plain(value):

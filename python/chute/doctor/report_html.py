@@ -118,7 +118,7 @@ def _img(b64: str | None, alt: str) -> str:
     return f'<img class="plot" alt="{html.escape(alt)}" src="data:image/png;base64,{b64}">' if b64 else ""
 
 
-def render_html(d: "Diagnosis") -> str:
+def render_html(d: "Diagnosis", plots: bool = True) -> str:
     e = html.escape
     v = d.verdict
     out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>chute doctor report</title>"
@@ -137,25 +137,34 @@ def render_html(d: "Diagnosis") -> str:
             out.append("<p>No change to the input pipeline is called for.</p>")
         else:
             out.append("<p>No change found that gains 10% or more.</p>")
-    out.append("<h2>Stall and utilisation timeline</h2>" + _img(timeline_png(d), "stall and utilisation timeline"))
-    stages = stages_png(d)
-    if stages:
-        out.append("<h2>Per-stage time</h2>" + _img(stages, "per-stage time"))
-    out.append("<h2>Throughput</h2>" + _img(throughput_png(d), "throughput by configuration"))
+    if plots:
+        out.append("<h2>Stall and utilisation timeline</h2>" + _img(timeline_png(d), "stall and utilisation timeline"))
+        stages = stages_png(d)
+        if stages:
+            out.append("<h2>Per-stage time</h2>" + _img(stages, "per-stage time"))
+        out.append("<h2>Throughput</h2>" + _img(throughput_png(d), "throughput by configuration"))
+    else:
+        out.append("<p class='note'>No plots: they are drawn with matplotlib, which is not installed "
+                   "(pip install 'chute[plot]'). Every figure is in the summary below.</p>")
     if d.sweep_png:
         out.append("<h2>chute bench --sweep</h2>" + _img(base64.b64encode(d.sweep_png).decode(), "throughput sweep"))
     out.append(f"<h2>Full summary</h2><pre>{e(str(d))}</pre></body></html>")
     return "\n".join(out)
 
 
-def write_html(d: "Diagnosis", path: Path) -> Path:
+def have_matplotlib() -> bool:
     try:
         import matplotlib
     except ImportError:
-        raise ImportError("the HTML report draws its plots with matplotlib: pip install matplotlib "
-                          "(or pip install 'chute[plot]')") from None
+        return False
     matplotlib.use("Agg")
-    path.write_text(render_html(d), encoding="utf-8")
+    return True
+
+
+def write_html(d: "Diagnosis", path: Path) -> Path:
+    """The report, with plots where matplotlib is installed; without it, the same report less the plots,
+    with a note (the doctor checks this before measuring and says so in the diagnosis's notes)."""
+    path.write_text(render_html(d, plots=have_matplotlib()), encoding="utf-8")
     return path
 
 

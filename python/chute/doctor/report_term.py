@@ -45,7 +45,8 @@ def _settings(d: "Diagnosis") -> Table | None:
         nb = "no copy to another device seen in the step" if d.run.with_step else "not seen (no step_fn)"
     batch_mb = d.run.batch_bytes / 1e6
     rows = [
-        ("num_workers", f"{info.num_workers} (start method: {info.start_method})"),
+        ("num_workers", f"{info.num_workers} asked; none run: chute's fast path ({info.path}) decodes on its own "
+                        f"threads" if info.fast_path else f"{info.num_workers} (start method: {info.start_method})"),
         ("per-batch fetch", f"median {d.run.median_fetch_ms:.1f} ms, batch of {batch_mb:,.1f} MB"),
         ("pin_memory", str(info.pin_memory)),
         ("persistent_workers", str(info.persistent_workers)),
@@ -53,7 +54,8 @@ def _settings(d: "Diagnosis") -> Table | None:
         ("prefetch_factor x num_workers",
          f"{info.prefetch_factor} x {info.num_workers} = {info.in_flight_batches} batches in flight = "
          f"{info.in_flight_bytes(d.run.batch_bytes) / 1e6:,.1f} MB of shared memory"
-         + (" (+ as much pinned)" if info.pin_memory else "") if info.num_workers else "none (num_workers=0)"),
+         + (" (+ as much pinned)" if info.pin_memory else "") if info.num_workers_running
+         else ("none (the fast path's batches are the engine's)" if info.fast_path else "none (num_workers=0)")),
     ]
     for k, v in rows:
         t.add_row(k, v)

@@ -11,12 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from chute import _native
+
 if TYPE_CHECKING:
     from chute.doctor.report import Diagnosis
 
-INPUT_BOUND_STALL = 0.10   # the step waits at least this share of its time: the input is the bottleneck
-STORAGE_SHARE = 0.5        # reads take at least this share of per-sample time: storage limits
+# The thresholds are the engine's (chute/stats.h): the doctor's verdict and loader.stats() come from the one
+# verdict engine, chute::diagnose, so they cannot disagree.
+INPUT_BOUND_STALL = _native.INPUT_BOUND_STALL  # the step waits at least this share of its time: input-bound
 WORTH_IT = 1.10            # recommend a change only when it gains at least 10%
+# The engine's limit -> the doctor's (layer, stage).
+_LAYER = {"storage": ("storage", "read"), "decode": ("cpu", "decode"), "transform": ("cpu", "transform"),
+          "prefetch": ("cpu", "prefetch"), "cores": ("cpu", "cores")}
 
 
 @dataclass
@@ -33,9 +39,10 @@ class Recommendation:
 
 @dataclass
 class Verdict:
-    bound: str        # "input", "consumer", or "loader" (measured alone, without a step)
+    bound: str        # "input", "consumer", "borderline" (the stall's interval straddles the threshold) or
+                      # "loader" (measured alone, without a step)
     layer: str        # "storage", "cpu" or "consumer"
-    stage: str        # the stage within the layer: read, decode, transform, other, prefetch, step
+    stage: str        # the stage within the layer: read, decode, transform, prefetch, cores, step
     headline: str
     evidence: list[str] = field(default_factory=list)
     recommendations: list[Recommendation] = field(default_factory=list)
@@ -56,6 +63,36 @@ def _stage_shares(d: "Diagnosis") -> tuple[dict[str, float], dict[str, float], s
         return {}, {}, ""
     total = sum(ms.values())
     return ms, {k: v / total if total > 0 else 0.0 for k, v in ms.items()}, where
+
+
+def engine_verdict(d: "Diagnosis") -> dict:
+    """chute's verdict (``bound``, ``limit``, ``stage``, ``verdict``) on the measured run: the loader's own
+    for a loader on chute's engine, else the same engine (``chute._native.diagnose``) on the figures measured
+    here: the per-sample stage times of the profile, the run's wait and step time, and /proc's CPU."""
+    s = d.run.loader_stats
+    if s is not None and s.get("bound"):
+        return s
+    run, c, info = d.run, d.cpu, d.dataloader
+    ms, _, _ = _stage_shares(d)
+    n = run.samples
+    busy = {k: ms.get(k, 0.0) * n / 1e3 for k in ("read", "decode", "transform")}
+    busy["transform"] += ms.get("other", 0.0) * n / 1e3
+    elapsed = run.wait_s + run.step_s
+    figures = {"samples": n, "samples_delivered": n, "batches": len(run.measured), "elapsed_s": elapsed,
+               "wait_s": run.wait_s, "consumer_s": run.step_s if run.with_step else 0.0,
+               "read_s": busy["read"], "decode_s": busy["decode"], "transform_s": busy["transform"]}
+    total_busy = sum(busy.values())
+    figures["worker_cpu_s"] = total_busy
+    if c is not None:
+        figures["cores"] = c.cores
+        figures["process_cpu_s"] = c.total_cores_used * elapsed
+        # Input-bound DataLoader workers are busy all the time: the CPU they got per busy second is the cores
+        # they used per worker.
+        if info is not None and info.num_workers > 0:
+            figures["worker_cpu_s"] = total_busy * min(1.0, c.mean_children_cores / info.num_workers)
+    if not run.with_step:
+        figures["consumer_s"] = 0.0
+    return _native.diagnose(figures)
 
 
 def _fmt_rate(rate: float) -> str:
@@ -89,7 +126,15 @@ def decide(d: "Diagnosis") -> Verdict:
             evidence.append(f"GPU utilisation mean {u['mean']:.0f}% (p10 {u['p10']:.0f}%, p90 {u['p90']:.0f}%), "
                             f"idle (<10%) {100 * u['idle_fraction']:.0f}% of samples at {d.device.sample_hz:.0f} Hz")
 
-    if run.with_step and stall < INPUT_BOUND_STALL:
+    engine = engine_verdict(d)
+    lo, hi = run.stall_interval()
+    if run.with_step:
+        evidence.append(f"the stall's 95% confidence interval: {100 * lo:.0f}-{100 * hi:.0f}% over "
+                        f"{len(run.measured)} measured batches (threshold {100 * INPUT_BOUND_STALL:.0f}%)")
+    if engine.get("verdict"):
+        evidence.append(f"chute's verdict ({'loader.stats()' if run.loader_stats else 'its engine on these figures'}"
+                        f"): {engine['verdict']}")
+    if run.with_step and hi < INPUT_BOUND_STALL:
         headline = (f"consumer-bound: no input problem. The step waited for data {100 * stall:.0f}% of its time "
                     f"({run.median_fetch_ms:.1f} ms per batch against {run.median_step_ms:.1f} ms of step)")
         if d.device is not None and d.device.available:
@@ -99,32 +144,34 @@ def decide(d: "Diagnosis") -> Verdict:
                                 "(host syncs such as .item(), small batches, CPU work in the step)")
         return Verdict("consumer", "consumer", "step", headline, evidence, _rank(recs))
 
-    storage_share = shares.get("read", 0.0)
+    limit = engine.get("limit") or engine.get("stage") or "decode"
+    layer, stage = _LAYER.get(limit, ("cpu", limit))
     st = d.storage
-    storage_limited = storage_share >= STORAGE_SHARE
     if st is not None and st.exceeds_page_cache and st.cold_rate_for(run.rate) < 1.0:
-        storage_limited = True
         evidence.append(f"the dataset ({st.dataset_bytes / 1e9:.1f} GB) exceeds the memory the page cache can use "
                         f"({st.mem_available / 1e9:.1f} GB available) and cold reads "
-                        f"({st.cold.mb_per_s:.0f} MB/s) fall short of what {_fmt_rate(run.rate)} samples/s need")
-    if storage_limited:
-        layer, stage = "storage", "read"
-    else:
-        layer = "cpu"
-        stage = max(shares, key=shares.get) if shares else "unknown"
-        s = run.loader_stats
-        if s is not None and s.get("bound") == "input" and "prefetch" in s.get("verdict", ""):
-            stage = "prefetch"
-    bound = "input" if run.with_step else "loader"
+                        f"({st.cold.mb_per_s:.0f} MB/s) fall short of what {_fmt_rate(run.rate)} samples/s need: "
+                        f"once the cache is cold, storage will limit")
     what = {"storage": "storage (reading the files)", "cpu": f"CPU ({stage})"}[layer]
-    if run.with_step:
+    if stage == "cores":
+        what = f"the CPU cores (contended; {engine.get('stage') or 'decode'} is the workers' busiest stage)"
+    if run.with_step and lo < INPUT_BOUND_STALL:
+        bound = "borderline"
+        headline = (f"borderline: the step waited {100 * stall:.0f}% of its time for data (95% interval "
+                    f"{100 * lo:.0f}-{100 * hi:.0f}% over {len(run.measured)} batches) around the "
+                    f"{100 * INPUT_BOUND_STALL:.0f}% line; where the input falls short, {what} limits it")
+    elif run.with_step:
+        bound = "input"
         headline = f"input-bound: the step waits {100 * stall:.0f}% of its time; {what} limits the loader"
     else:
+        bound = "loader"
         headline = f"the loader alone delivers {_fmt_rate(run.rate)} samples/s; {what} limits it"
 
     _comparison_recs(d, recs)
-    if layer == "storage" or (st is not None and st.huge_directories):
-        _storage_recs(d, recs, storage_share, ms)
+    shares = _stage_shares(d)[1]
+    if layer == "storage" or (st is not None and (st.huge_directories or
+                                                  (st.exceeds_page_cache and st.cold_rate_for(run.rate) < 1.0))):
+        _storage_recs(d, recs, shares.get("read", 0.0), ms)
     _cpu_recs(d, recs, layer, stage)
     _device_recs(d, recs)
     return Verdict(bound, layer, stage, headline, evidence, _rank(recs))
@@ -138,7 +185,12 @@ def _cpu_evidence(d: "Diagnosis", evidence: list[str]) -> None:
     c, info = d.cpu, d.dataloader
     if c is None:
         return
-    if info is not None and info.num_workers > 0:
+    if info is not None and info.fast_path:
+        s = d.run.loader_stats or {}
+        evidence.append(f"chute.DataLoader took its native fast path ({info.path}): no worker processes run "
+                        f"(num_workers={info.num_workers} asked); chute's engine used {s.get('active_threads', 0)} "
+                        f"of {s.get('threads', 0)} threads")
+    elif info is not None and info.num_workers > 0:
         evidence.append(f"{info.num_workers} DataLoader worker{'s' if info.num_workers > 1 else ''} used "
                         f"{c.mean_children_cores:.2f} cores "
                         f"({100 * c.mean_children_cores / info.num_workers:.0f}% of their time on CPU)")
@@ -180,6 +232,8 @@ def _comparison_recs(d: "Diagnosis", recs: list[Recommendation]) -> None:
         gain = other.rate / base
         if other.label.startswith("chute"):
             action = "switch to chute (chute.Loader over the same ImageFolder and transforms)"
+        elif other.label.startswith("torch DataLoader"):
+            action = f"use torch's DataLoader ({other.label.removeprefix('torch DataLoader ')}) instead"
         elif other.label.startswith("DataLoader num_workers="):
             action = f"set {other.label.removeprefix('DataLoader ')}"
         else:
@@ -218,10 +272,12 @@ def _cpu_recs(d: "Diagnosis", recs: list[Recommendation], layer: str, stage: str
                                        f"{active} threads busy {100 * min(busy, 1):.0f}% of the time; "
                                        f"{c.cores} cores allowed", False))
         if stage == "prefetch":
-            recs.append(Recommendation("raise prefetch", 1 / max(1 - run.stall_fraction, 0.05),
-                                       f"workers idled while the step waited {100 * run.stall_fraction:.0f}% of its time",
-                                       False))
-    if info is not None and info.num_workers > 0 and not info.persistent_workers:
+            idle = s["worker_idle_s"] / max(s["worker_idle_s"] + s["read_s"] + s["decode_s"] + s["transform_s"], 1e-9)
+            recs.append(Recommendation(
+                "raise prefetch", 1 / max(1 - run.stall_fraction, 0.05),
+                f"model: the step's whole wait ({100 * run.stall_fraction:.0f}% of its time) removed; the workers idled "
+                f"{100 * idle:.0f}% of their time with {c.cores - c.total_cores_used:.2f} cores to spare", False))
+    if info is not None and info.num_workers_running > 0 and not info.persistent_workers:
         per_batch = (run.wait_s + run.step_s) / max(len(run.measured), 1)
         startup = max(run.first_batch_s - run.median_fetch_ms / 1e3, 0.0)
         epoch = per_batch * d.batches_per_epoch if d.batches_per_epoch else 0.0
@@ -229,12 +285,8 @@ def _cpu_recs(d: "Diagnosis", recs: list[Recommendation], layer: str, stage: str
             recs.append(Recommendation("set persistent_workers=True", (epoch + startup) / epoch,
                                        f"workers start again every epoch: {startup:.2f} s to the first batch against "
                                        f"{epoch:.1f} s per epoch", False))
-    if c is not None and c.saturated and c.oversubscribed:
-        recs.append(Recommendation(
-            f"leave the step its cores: cap the loader at {max(c.cores - 1, 1)} threads/workers or "
-            f"torch.set_num_threads({max(c.cores - c.loader_threads, 1)})", WORTH_IT,
-            f"{c.total_cores_used:.2f} of {c.cores} cores busy; {c.loader_threads} loader threads/workers + "
-            f"{c.torch_threads} torch threads", False))
+    # Fewer loader threads or torch threads for an input-bound job is advised only from a measured trial
+    # (a comparison run by chute.doctor: "torch.set_num_threads(1) in the step"), never from a model.
 
 
 def _device_recs(d: "Diagnosis", recs: list[Recommendation]) -> None:

@@ -1,0 +1,175 @@
+"""chute doctor on planted bottlenecks: each case x loader, several runs, and the table of verdicts.
+
+    python bench/doctor_planted.py [--runs 5] [--cases consumer,decode,...] [--loaders chute,dataloader,torch]
+
+Each run is a separate process (a fresh loader, the storage case's read shim, a clean CPU hog). Cases:
+
+* consumer:  a step that sleeps 100 ms per batch of 8 small JPEGs: expect consumer-bound.
+* decode:    1600x1200 JPEGs centre-cropped to 224, a 1 ms step: expect input-bound, decode.
+* transform: 200x150 JPEGs resized up to 1024 and centre-cropped, uint8, a 1 ms step: expect transform.
+* storage:   small JPEGs whose every read() waits 30 ms (an LD_PRELOAD shim, bench/slow_read.c): expect storage.
+* prefetch:  the decode case's images with prefetch=1 set by hand (prefetch_factor=1 for the DataLoaders)
+             and a bursty step: 0 ms, then 1 s every 6th batch. The loader could keep up on average, but
+             with one batch ahead the quick steps wait: expect prefetch (workers idle while the step waits,
+             with cores to spare). torch's DataLoader reports no worker idle time, so it cannot be told.
+* cores:     the decode case with two CPU-spinning processes beside it: expect cores (contended).
+
+Loaders: ``chute`` (chute.Loader), ``dataloader`` (chute.DataLoader over torchvision's ImageFolder, which
+takes the native fast path; needs torchvision), ``torch`` (torch's DataLoader, 2 workers, same dataset).
+The expected verdict is (bound, stage) from chute.doctor's Verdict; a run counts as right when both match.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+CASES = ("consumer", "decode", "transform", "storage", "prefetch", "cores")
+LOADERS = ("chute", "dataloader", "torch")
+EXPECTED = {"consumer": ("consumer", "step"), "decode": ("input", "decode"), "transform": ("input", "transform"),
+            "storage": ("input", "read"), "prefetch": ("input", "prefetch"), "cores": ("input", "cores")}
+
+
+def _jpeg(rng, w, h, quality=92) -> bytes:
+    import io
+
+    from PIL import Image
+    y, x = np.mgrid[0:h, 0:w].astype(np.float32)
+    img = np.stack([128 + 90 * np.sin((c + 1) * x / w * 6.28 + rng.uniform(0, 6)) * np.cos(y / h * 6.28 * (c + 1))
+                    for c in range(3)], -1) + rng.normal(0, 8, (h, w, 3))
+    buf = io.BytesIO()
+    Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(buf, "JPEG", quality=quality, subsampling=0)
+    return buf.getvalue()
+
+
+def datasets(cache: Path) -> dict[str, Path]:
+    """Two ImageFolder trees, made once: big (96 of 1600x1200) and small (800 of 200x150)."""
+    out = {}
+    rng = np.random.default_rng(0)
+    for name, (n, w, h, q) in {"big": (96, 1600, 1200, 95), "small": (800, 200, 150, 90)}.items():
+        root = cache / name
+        out[name] = root
+        if (root / ".done").exists():
+            continue
+        images = [_jpeg(rng, w, h, q) for _ in range(6)]
+        for c in range(2):
+            (root / f"class_{c}").mkdir(parents=True, exist_ok=True)
+            for i in range(n // 2):
+                (root / f"class_{c}" / f"{i:04d}.jpg").write_bytes(images[(i + c) % 6])
+        (root / ".done").write_text("")
+    return out
+
+
+def one_run(case: str, loader_kind: str, roots: dict[str, Path]) -> dict:
+    """In this process: build the case's loader and step, run chute.doctor, return its verdict."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    import chute
+
+    big = case in ("decode", "cores", "prefetch")
+    root = roots["big"] if big else roots["small"]
+    geometry = {"transform": (1024, 1024)}.get(case, (224, 224) if big else (64, 64))
+    resize = case == "transform"
+    batch = 4 if case == "transform" else 8
+    step = {"consumer": lambda b: time.sleep(0.1)}.get(case, lambda b: time.sleep(0.001))
+    if case == "prefetch":
+        calls = [0]
+
+        def step(b):  # noqa: F811  (bursty: quiet, then a long step)
+            calls[0] += 1
+            if calls[0] % 6 == 0:
+                time.sleep(1.0)
+    if loader_kind == "chute":
+        transforms = ([chute.Resize(geometry[0])] if resize else []) + [chute.CenterCrop(geometry[0])]
+        kwargs = {"prefetch": 1, "num_threads": 2} if case == "prefetch" else {}
+        loader = chute.Loader(chute.ImageFolder(str(root)), batch_size=batch, shuffle=True, transforms=transforms,
+                              **kwargs)
+    else:
+        from torchvision import datasets as tv_datasets
+        from torchvision import transforms as T
+        tf = T.Compose(([T.Resize(geometry[0])] if resize else []) + [T.CenterCrop(geometry[0]), T.PILToTensor()])
+        dataset = tv_datasets.ImageFolder(str(root), transform=tf)
+        cls = chute.DataLoader if loader_kind == "dataloader" else DataLoader
+        kwargs = {"prefetch_factor": 1} if case == "prefetch" else {}
+        loader = cls(dataset, batch_size=batch, shuffle=True, num_workers=2, **kwargs)
+    torch.set_num_threads(1)
+    d = chute.doctor(loader, step, steps=12, warmup=4, storage=case == "storage", compare=False)
+    v = d.verdict
+    lo, hi = d.run.stall_interval()
+    return {"bound": v.bound, "stage": v.stage, "headline": v.headline, "stall": d.run.stall_fraction,
+            "interval": [lo, hi], "steps": len(d.run.measured),
+            "recommendation": str(v.recommendations[0]) if v.recommendations else "",
+            "path": d.dataloader.path if d.dataloader else None}
+
+
+def spawn(case: str, loader_kind: str, cache: Path, shim: Path | None) -> dict:
+    env = dict(os.environ)
+    if case == "storage" and shim is not None:
+        env.update(LD_PRELOAD=str(shim), CHUTE_SLOW_READ_PREFIX=str(cache / "small"), CHUTE_SLOW_READ_MS="30")
+    hogs = []
+    if case == "cores":
+        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        out = subprocess.run([sys.executable, __file__, "--one", case, loader_kind, "--cache", str(cache)],
+                             env=env, capture_output=True, text=True, timeout=600)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    if out.returncode != 0:
+        return {"error": (out.stderr.strip().splitlines() or ["?"])[-1]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--cases", default=",".join(CASES))
+    p.add_argument("--loaders", default=",".join(LOADERS))
+    p.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "chute-planted")
+    p.add_argument("--one", nargs=2, metavar=("CASE", "LOADER"), help=argparse.SUPPRESS)
+    args = p.parse_args()
+    roots = datasets(args.cache)
+    if args.one:
+        print(json.dumps(one_run(args.one[0], args.one[1], roots)))
+        return 0
+    try:
+        import torchvision  # noqa: F401
+        have_tv = True
+    except Exception:  # noqa: BLE001  (torchvision fails to import beside some torch builds)
+        have_tv = False
+    shim = args.cache / "libslow_read.so"
+    if not shim.exists():
+        subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(shim), str(HERE / "slow_read.c"), "-ldl"],
+                       check=True)
+    print(f"{'case':10} {'loader':11} {'expected':20} right  verdicts (bound/stage, stall interval, steps)")
+    for case in args.cases.split(","):
+        for kind in args.loaders.split(","):
+            if kind != "chute" and not have_tv:
+                print(f"{case:10} {kind:11} skipped: needs torchvision (it does not import here)")
+                continue
+            results = [spawn(case, kind, args.cache, shim) for _ in range(args.runs)]
+            want = EXPECTED[case]
+            right = sum((r.get("bound"), r.get("stage")) == want for r in results)
+            cells = [r["error"] if "error" in r else
+                     f"{r['bound']}/{r['stage']} [{100 * r['interval'][0]:.0f}-{100 * r['interval'][1]:.0f}%, {r['steps']}]"
+                     for r in results]
+            print(f"{case:10} {kind:11} {'/'.join(want):20} {right}/{len(results)}  " + "; ".join(cells))
+            recs = {r.get("recommendation") for r in results if r.get("recommendation")}
+            for rec in sorted(recs)[:2]:
+                print(f"{'':43}top recommendation: {rec}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
