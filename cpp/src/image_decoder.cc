@@ -53,6 +53,19 @@ Result<ImageView> ImageDecoder::decode(std::span<const uint8_t> data, Window win
   return unsupported_format(data);
 }
 
+Status ImageDecoder::check(std::span<const uint8_t> data, ImageCheck level, std::vector<uint8_t>& scratch) {
+  if (level == ImageCheck::kNone) return Status::ok();
+  CHUTE_ASSIGN_OR_RETURN(const ImageInfo info, read_info(data));
+  if (info.width <= 0 || info.height <= 0) return corrupt_data("image has no pixels");
+  if (int64_t{info.width} * info.height > max_pixels_)
+    return Status(StatusCode::kResourceExhausted,
+                  "image has " + std::to_string(info.width) + "x" + std::to_string(info.height) +
+                      " pixels, over the limit of " + std::to_string(max_pixels_) +
+                      " (max_pixels, the decompression bomb guard)");
+  if (level == ImageCheck::kHeader) return Status::ok();
+  return decode(data, Window{0, 0, info.width, info.height}, scratch).status();
+}
+
 int ImageDecoder::max_reduction(std::span<const uint8_t> data) {
   return detect_format(data) == ImageFormat::kJpeg ? 8 : 1;
 }

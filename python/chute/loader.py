@@ -82,6 +82,13 @@ class Loader:
     as torchvision does, unless ``apply_exif_orientation=True`` (then JPEGs are turned upright like
     ``PIL.ImageOps.exif_transpose``).
 
+    ``validate='window'`` (the default) checks what each sample's decode reads: a JPEG's header, end
+    marker and the rows down to the crop's last one; a PNG's whole chunk list and CRCs. Damage in the
+    compressed pixels below the crop is then found only in epochs whose random crop reaches it.
+    ``validate='full'`` decodes every pixel of every image, so a damaged file fails in every epoch, at the
+    cost of a whole-image decode per sample (crop-on-decode's savings are lost; the pixels are the same).
+    ``chute pack --validate full`` and ``chute inspect --verify`` run that check once, ahead of training.
+
     ``scaled_decode=True`` lets JPEGs whose window shrinks at least 2x decode at 1/2, 1/4 or 1/8 scale
     (libjpeg's scaled IDCT): much faster on large photos, with pixels close to, not equal to, PIL's.
 
@@ -114,7 +121,8 @@ class Loader:
                  memory_format: torch.memory_format = torch.contiguous_format, num_threads: int | str = "auto",
                  prefetch: int | str = "auto", max_threads: int | None = None, max_memory: int = 2 << 30,
                  on_error: str = "raise", max_pixels: int = 200_000_000,
-                 apply_exif_orientation: bool = False, scaled_decode: bool = False, rank: int | None = None,
+                 apply_exif_orientation: bool = False, scaled_decode: bool = False, validate: str = "window",
+                 rank: int | None = None,
                  world_size: int | None = None, even_split: bool = True,
                  quarantine: str | os.PathLike | None = None, device="cpu", pin_memory: bool | None = None,
                  device_prefetch: int = 2, max_device_memory: int = 4 << 30):
@@ -145,6 +153,9 @@ class Loader:
             raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
         if not isinstance(max_pixels, int) or max_pixels <= 0:
             raise ValueError(f"max_pixels must be a positive int, got {max_pixels!r}")
+        if validate not in ("window", "full"):
+            raise ValueError(f"validate must be 'window' (check what each crop decodes) or 'full' (decode every "
+                             f"pixel of every image), got {validate!r}")
         if not 0 <= seed < 2**64:
             raise ValueError("seed must fit in 64 bits")
         device_kind, device_index = _delivery.parse_device(device)
@@ -191,7 +202,7 @@ class Loader:
             max_memory, _DTYPES[host_dtype], memory_format == torch.channels_last, on_error, max_pixels,
             bool(apply_exif_orientation), bool(scaled_decode), self.rank, self.world_size, self.even_split,
             pinned_by=native_device, extra_buffers=device_prefetch + 1 if device_kind != "cpu" else 0,
-            cpu_affinity=affinity)
+            cpu_affinity=affinity, validate_full=validate == "full")
         self.pin_memory = self._native.pinned
         # What iteration drives: the host loader, or the DeviceLoader wrapping it.
         self._driver = self._native
