@@ -190,7 +190,8 @@ def pack(src, dst: str | os.PathLike, *, shard_size: str | int = "1GB", num_thre
     ``max_pixels`` pixels); ``validate='full'`` also decodes every pixel, as ``Loader(validate='full')``
     does, which finds damage in the compressed data too but costs a whole decode per image. A file that
     fails fails the pack, naming it; with ``skip_bad=True`` it is left out instead and listed in
-    ``PackSummary.skipped``. Read errors fail the pack either way.
+    ``PackSummary.skipped``. Read errors fail the pack either way. ``validate='none'`` packs any bytes
+    unchecked (payloads that are not images, such as test inputs).
     """
     import time
 
@@ -201,9 +202,9 @@ def pack(src, dst: str | os.PathLike, *, shard_size: str | int = "1GB", num_thre
         raise ValueError(f"part must be in [0, parts), got part={part}, parts={parts}")
     if num_threads is not None and num_threads <= 0:
         raise ValueError(f"num_threads must be positive, got {num_threads}")
-    if validate not in ("header", "full"):
-        raise ValueError(f"validate must be 'header' (check each image's header) or 'full' (decode every "
-                         f"pixel), got {validate!r}")
+    if validate not in ("header", "full", "none"):
+        raise ValueError(f"validate must be 'header' (check each image's header), 'full' (decode every "
+                         f"pixel) or 'none', got {validate!r}")
     source, classes = _source_for(src)
     start = time.perf_counter()
     result = _native.pack(source, classes, os.fspath(dst), parse_size(shard_size), num_threads or 0, part, parts,

@@ -64,7 +64,7 @@ ImageCheck image_check(const std::string& level) {
   if (level == "none") return ImageCheck::kNone;
   if (level == "header") return ImageCheck::kHeader;
   if (level == "full") return ImageCheck::kFull;
-  throw nb::value_error(("validate must be 'header' or 'full', got '" + level + "'").c_str());
+  throw nb::value_error(("validate must be 'header', 'full' or 'none', got '" + level + "'").c_str());
 }
 
 }  // namespace

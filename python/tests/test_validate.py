@@ -129,7 +129,7 @@ def test_pack_skip_bad_leaves_out_and_lists_what_the_loader_would_refuse(mixed_f
     assert [p.rsplit("/", 1)[1] for _, p, _ in summary.skipped] == expected
     assert [i for i, _, _ in summary.skipped] == list(range(3, 3 + len(expected)))
     reasons = dict((p.rsplit("/", 1)[1], r) for _, p, r in summary.skipped)
-    assert "not a JPEG or PNG" in reasons["t_text.jpg"] and "BMP images are not supported" in reasons["v_bmp.jpg"]
+    assert "not a JPEG, PNG or WebP" in reasons["t_text.jpg"] and "BMP images are not supported" in reasons["v_bmp.jpg"]
     assert "TIFF" in reasons["w_tiff.png"] and "max_pixels" in reasons["x_huge.png"]
     ds = chute.open(tmp_path / "out")
     assert summary.samples == len(ds) == 9 - len(expected)

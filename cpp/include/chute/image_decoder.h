@@ -1,6 +1,6 @@
 // ImageDecoder: one entry point for every supported format. It recognises the format from the bytes
 // (magic numbers), never from the file name, so a PNG named .jpg decodes as a PNG, and names what it
-// cannot decode (GIF, WebP, BMP, TIFF, ...).
+// cannot decode (GIF, BMP, TIFF, ...). It decodes JPEG, PNG and still WebP.
 // Thread-safety: one decoder per thread, like the decoders it holds.
 #pragma once
 
@@ -12,10 +12,11 @@
 #include "chute/jpeg_decoder.h"
 #include "chute/png_decoder.h"
 #include "chute/status.h"
+#include "chute/webp_decoder.h"
 
 namespace chute {
 
-enum class ImageFormat { kJpeg, kPng, kUnknown };
+enum class ImageFormat { kJpeg, kPng, kWebp, kUnknown };
 
 // How much of a file is checked before it is trusted (ImageDecoder::check).
 //   kNone    nothing
@@ -31,7 +32,7 @@ ImageFormat detect_format(std::span<const uint8_t> data);
 class ImageDecoder {
  public:
   explicit ImageDecoder(int64_t max_pixels = kDefaultMaxPixels)
-      : max_pixels_(max_pixels), jpeg_(max_pixels), png_(max_pixels) {}
+      : max_pixels_(max_pixels), jpeg_(max_pixels), png_(max_pixels), webp_(max_pixels) {}
 
   Result<ImageInfo> read_info(std::span<const uint8_t> data);
   // Like JpegDecoder::decode, for any supported format; `reduction` > 1 only for JPEG (max_reduction()).
@@ -51,6 +52,7 @@ class ImageDecoder {
   int64_t max_pixels_;
   JpegDecoder jpeg_;
   PngDecoder png_;
+  WebpDecoder webp_;
 };
 
 }  // namespace chute
