@@ -175,11 +175,12 @@ def test_inspect_verify_decodes_tar_members(mixed_folder, tmp_path, capsys):
     assert [b["index"] for b in bad] == [2] and "y_damaged.jpg" in bad[0]["error"]
 
 
-def test_inspect_on_an_image_folder_says_what_it_is(folder, mixed_folder, capsys):
+def test_inspect_on_an_image_folder_says_what_it_is(folder, mixed_folder, capsys, monkeypatch):
     from chute.cli import main as cli_main
 
+    monkeypatch.setenv("COLUMNS", "1000")  # rich wraps long paths otherwise
     assert cli_main(["inspect", str(folder)]) == 0
-    out = capsys.readouterr().out.replace("\n", "")
+    out = capsys.readouterr().out
     assert "an image folder, not a pack: 36 images in 3 classes" in out and "interrupted" not in out
     assert cli_main(["inspect", str(mixed_folder), "--verify", "--json"]) == 1
     info = json.loads(capsys.readouterr().out)
