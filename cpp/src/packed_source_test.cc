@@ -321,6 +321,16 @@ TEST(PackedSourceTest, PackChecksImagesAndSkipBadLeavesOutWhatTheLoaderCannotDec
     EXPECT_EQ(out, jpeg);
     EXPECT_EQ((*packed)->label(i), labels[static_cast<size_t>(i)]);
   }
+  // A read error is not the file's verdict: skip_bad does not skip it, the pack fails naming the sample.
+  const auto dst = dir.path() / "failing";
+  o.dst = dst.string();
+  testing::FailingSource failing(std::make_shared<MemorySource>(std::vector<std::vector<uint8_t>>{jpeg, jpeg, jpeg}),
+                                 {1});
+  auto io = pack(failing, {}, o);
+  ASSERT_FALSE(io.is_ok());
+  EXPECT_EQ(io.status().code(), StatusCode::kIoError);
+  EXPECT_NE(io.status().message().find("sample 1 (mem://1)"), std::string::npos) << io.status().message();
+  EXPECT_FALSE(fs::exists(dst / kIndexFileName));
 }
 
 }  // namespace
