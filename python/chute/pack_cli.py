@@ -48,6 +48,8 @@ def add_parsers(sub) -> None:
                    help="check each image before packing it: 'header' (default: a format chute decodes, its "
                         "dimensions, the pixel cap) or 'full' (decode every pixel: also finds damaged data, "
                         "at the cost of a decode per image)")
+    p.add_argument("--max-pixels", type=_positive, default=200_000_000,
+                   help="the largest image (width x height) to pack, as Loader(max_pixels=...) (default 200000000)")
     p.add_argument("--skip-bad", action="store_true",
                    help="leave out, and list, files the loader could not decode instead of stopping")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -95,7 +97,7 @@ def _pack(args, console) -> int:
 
         summary = packed.pack(args.src, args.dst, shard_size=args.shard_size, num_threads=args.threads,
                               part=args.part, parts=args.parts, progress=progress, validate=args.validate,
-                              skip_bad=args.skip_bad)
+                              skip_bad=args.skip_bad, max_pixels=args.max_pixels)
     result = {"samples": summary.samples, "payload_bytes": summary.payload_bytes, "file_bytes": summary.file_bytes,
               "shards": summary.shards, "seconds": round(summary.seconds, 3),
               "mb_per_s": round(summary.mb_per_s, 1), "img_per_s": round(summary.img_per_s, 1),

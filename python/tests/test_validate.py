@@ -147,6 +147,10 @@ def test_cli_pack_skip_bad_reports_and_inspect_verify_decodes_every_record(mixed
     dst = tmp_path / "out"
     assert cli_main(["pack", str(mixed_folder), str(dst)]) == 2
     assert "sample 3 (" + str(mixed_folder / "class_0" / "t_text.jpg") in capsys.readouterr().out
+    # Every image is over a cap of 1000 pixels: nothing is left to pack, and the error says why.
+    assert cli_main(["pack", str(mixed_folder), str(tmp_path / "small"), "--skip-bad", "--max-pixels", "1000"]) == 2
+    out = capsys.readouterr().out
+    assert "nothing to pack: all 9 samples failed the image check" in out and "max_pixels" in out
     assert cli_main(["pack", str(mixed_folder), str(dst), "--skip-bad", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["samples"] == 4 and [s["index"] for s in summary["skipped"]] == [3, 4, 5, 6, 7]
