@@ -24,6 +24,13 @@ if(NOT PNG_FOUND)
   chute_missing_dependency("libpng (headers and library)" libpng-dev libpng-devel)
 endif()
 
+# libwebp: WebP decode (the library only; no demux/mux: animated WebP is refused).
+find_path(WEBP_INCLUDE_DIR webp/decode.h DOC "libwebp headers")
+find_library(WEBP_LIBRARY NAMES webp DOC "libwebp")
+if(NOT WEBP_INCLUDE_DIR OR NOT WEBP_LIBRARY)
+  chute_missing_dependency("libwebp (headers and library)" libwebp-dev libwebp-devel)
+endif()
+
 # xxHash: record and index checksums. Header-only use (XXH_INLINE_ALL), so the library and the wheel
 # carry no run-time dependency on libxxhash.
 find_path(XXHASH_INCLUDE_DIR xxhash.h DOC "xxHash header")

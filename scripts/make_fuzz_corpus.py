@@ -1,11 +1,12 @@
 """Writes small seed inputs for the fuzz targets in cpp/fuzz: JPEGs of each kind (baseline, progressive,
-4:4:4/4:2:2/4:2:0, grayscale, CMYK, with EXIF) and PNGs (RGB, RGBA, gray, palette, 16-bit, interlaced).
-decode_fuzz and png_fuzz read a control byte before the file, so their seeds get one. shard_fuzz gets
+4:4:4/4:2:2/4:2:0, grayscale, CMYK, with EXIF), PNGs (RGB, RGBA, gray, palette, 16-bit, interlaced) and
+WebPs (lossy, lossless, with alpha). decode_fuzz, png_fuzz and webp_fuzz read a control byte before the
+file, so their seeds get one. shard_fuzz gets
 small packed datasets written by chute.pack (so the chute package must be importable: run with
 .venv/bin/python), as control byte + index length + index + first shard; tar_fuzz gets tar files
 (ustar, GNU long names, pax) laid out as WebDataset shards.
 
-    .venv/bin/python scripts/make_fuzz_corpus.py OUT_DIR   # OUT_DIR/{decode,png,exif,shard,tar}
+    .venv/bin/python scripts/make_fuzz_corpus.py OUT_DIR   # OUT_DIR/{decode,png,webp,exif,shard,tar}
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ def images() -> dict[str, bytes]:
     save("png_palette.png", rgb.convert("P"), "PNG")
     save("png_16bit.png", Image.fromarray(rng.integers(0, 65535, (24, 32), dtype=np.uint16)), "PNG")
     save("png_interlaced.png", rgb, "PNG", interlace=1)
+    save("webp_lossy.webp", rgb, "WEBP", quality=80)
+    save("webp_lossless.webp", rgb, "WEBP", lossless=True)
+    save("webp_alpha.webp", rgb.convert("RGBA"), "WEBP", quality=80)
     return out
 
 
@@ -72,7 +76,8 @@ def packed_seeds() -> dict[str, bytes]:
                  "folder_classes": (tmp / "folder", "1MB")}
         for name, (src, shard_size) in cases.items():
             dst = tmp / f"packed_{name}"
-            chute.pack(src, dst, shard_size=shard_size, num_threads=1)
+            # The payloads are not images, on purpose: the format is what shard_fuzz reads.
+            chute.pack(src, dst, shard_size=shard_size, num_threads=1, validate="none")
             index = (dst / "index.chidx").read_bytes()
             shard = sorted(dst.glob("*.chute"))[0].read_bytes()
             for control in (0x00, 0x03):
@@ -102,16 +107,16 @@ def main() -> None:
         (root / target).mkdir(parents=True, exist_ok=True)
         for name, data in seeds.items():
             (root / target / name).write_bytes(data)
-    for target in ("decode", "png", "exif"):
+    for target in ("decode", "png", "webp", "exif"):
         (root / target).mkdir(parents=True, exist_ok=True)
     for name, data in images().items():
-        for control in (0x00, 0x3D):  # whole image; a window at reduction 2
+        for control in (0x00, 0x3D, 0x40):  # whole image; a window at reduction 2; the whole-file check
             (root / "decode" / f"{control:02x}_{name}").write_bytes(bytes([control]) + data)
         if name.endswith(".jpg"):
             (root / "exif" / name).write_bytes(data)
         else:
             for control in (0x00, 0x0F):  # whole image; a window away from the corner
-                (root / "png" / f"{control:02x}_{name}").write_bytes(bytes([control]) + data)
+                (root / name.rsplit(".", 1)[1] / f"{control:02x}_{name}").write_bytes(bytes([control]) + data)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 # runs a subset of the Python tests against it, with the sanitizer runtime preloaded into the
 # uninstrumented CPython.
 #   scripts/sanitize_python.sh address   # ASan + UBSan, build/asan: test_loader, test_bad_inputs, test_png,
-#                                        # test_device, test_fastpath_tensor
+#                                        # test_webp, test_device, test_fastpath_tensor
 #   scripts/sanitize_python.sh thread    # TSan, build/tsan: test_loader, test_bad_inputs, test_device,
 #                                        # test_fastpath_tensor
 # Called by scripts/test.sh after setup (it needs .venv). docs/ROBUSTNESS.md says why these tests.
@@ -16,8 +16,8 @@ mode="$1"
 case "$mode" in
   address)
     build=build/asan sanitize=address,undefined runtime=libasan.so
-    tests=(python/tests/test_loader.py python/tests/test_bad_inputs.py python/tests/test_png.py python/tests/test_device.py
-           python/tests/test_fastpath_tensor.py)
+    tests=(python/tests/test_loader.py python/tests/test_bad_inputs.py python/tests/test_png.py python/tests/test_webp.py
+           python/tests/test_device.py python/tests/test_fastpath_tensor.py)
     # CPython's own allocations are not freed at exit: leak checking would report them, not chute.
     export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1"
     export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" ;;

@@ -1,6 +1,7 @@
-// libFuzzer target: the image decoder entry point (format detection, JPEG and PNG headers, window decode
-// with and without the scaled IDCT), as the loader calls it. The first input byte picks the window and
-// reduction; the rest is the file. Build: -DCHUTE_BUILD_FUZZERS=ON with clang (cpp/fuzz/CMakeLists.txt).
+// libFuzzer target: the image decoder entry point (format detection, JPEG, PNG and WebP headers, window
+// decode with and without the scaled IDCT), as the loader calls it, and the whole-file check that pack
+// and `inspect --verify` run (control bit 6). The first input byte picks the window and reduction; the
+// rest is the file. Build: -DCHUTE_BUILD_FUZZERS=ON with clang (cpp/fuzz/CMakeLists.txt).
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -14,6 +15,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const uint8_t> file(data + 1, size - 1);
   static chute::ImageDecoder decoder(/*max_pixels=*/1 << 22);  // one per thread, reused like a worker's
   static std::vector<uint8_t> buffer;
+  if (control >> 6 & 1) {
+    static std::vector<uint8_t> scratch;
+    (void)decoder.check(file, chute::ImageCheck::kFull, scratch);
+  }
   auto info = decoder.read_info(file);
   if (!info.is_ok()) return 0;
   const int reduction = chute::ImageDecoder::max_reduction(file) > 1 ? 1 << (control & 3) : 1;

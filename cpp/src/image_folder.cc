@@ -14,11 +14,12 @@
 namespace chute {
 namespace {
 
-bool has_image_extension(const std::string& name) {
+template <size_t N>
+bool has_extension(const std::string& name, const char* const (&extensions)[N]) {
   std::string lower(name);
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  for (const char* ext : kImageExtensions) {
+  for (const char* ext : extensions) {
     const size_t n = std::strlen(ext);
     if (lower.size() >= n && lower.compare(lower.size() - n, n, ext) == 0) return true;
   }
@@ -55,16 +56,17 @@ Result<DirListing> list_dir(const std::string& path) {
 // All (directory, sorted image files) pairs under `top`, like sorted(os.walk(top, followlinks=True)).
 // A (device, inode) set stops symlink cycles, where os.walk would recurse until it fails.
 Status walk(const std::string& top, std::set<std::pair<dev_t, ino_t>>& seen,
-            std::vector<std::pair<std::string, std::vector<std::string>>>& out) {
+            std::vector<std::pair<std::string, std::vector<std::string>>>& out, std::vector<std::string>& left_out) {
   struct stat st;
   if (::stat(top.c_str(), &st) == 0 && !seen.emplace(st.st_dev, st.st_ino).second) return Status::ok();
   CHUTE_ASSIGN_OR_RETURN(DirListing listing, list_dir(top));
   std::vector<std::string> images;
   for (auto& f : listing.files)
-    if (has_image_extension(f)) images.push_back(std::move(f));
+    if (has_extension(f, kImageExtensions)) images.push_back(std::move(f));
+    else if (has_extension(f, kUndecodedExtensions)) left_out.push_back(top + "/" + f);
   std::sort(images.begin(), images.end());
   out.emplace_back(top, std::move(images));
-  for (const auto& d : listing.dirs) CHUTE_RETURN_IF_ERROR(walk(top + "/" + d, seen, out));
+  for (const auto& d : listing.dirs) CHUTE_RETURN_IF_ERROR(walk(top + "/" + d, seen, out, left_out));
   return Status::ok();
 }
 
@@ -85,7 +87,7 @@ Result<std::shared_ptr<ImageFolder>> ImageFolder::open(const std::string& root_i
   for (size_t label = 0; label < folder->classes_.size(); ++label) {
     std::set<std::pair<dev_t, ino_t>> seen;
     std::vector<std::pair<std::string, std::vector<std::string>>> dirs;
-    CHUTE_RETURN_IF_ERROR(walk(root + "/" + folder->classes_[label], seen, dirs));
+    CHUTE_RETURN_IF_ERROR(walk(root + "/" + folder->classes_[label], seen, dirs, folder->left_out_));
     std::sort(dirs.begin(), dirs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     const size_t before = folder->paths_.size();
     for (const auto& [dir, files] : dirs)
@@ -98,6 +100,9 @@ Result<std::shared_ptr<ImageFolder>> ImageFolder::open(const std::string& root_i
     for (size_t i = 0; i < empty_classes.size(); ++i) msg += (i ? ", " : "") + empty_classes[i];
     msg += ". Supported extensions are: ";
     for (size_t i = 0; i < std::size(kImageExtensions); ++i) msg += (i ? ", " : "") + std::string(kImageExtensions[i]);
+    if (!folder->left_out_.empty())
+      msg += " (" + std::to_string(folder->left_out_.size()) + " files in formats chute cannot decode were left out, e.g. " +
+             folder->left_out_.front() + "; convert them to JPEG, PNG or WebP)";
     return Status(StatusCode::kNotFound, msg);
   }
   return folder;

@@ -42,6 +42,27 @@ TEST(ImageFolderTest, ListsLikeTorchvision) {
   EXPECT_EQ(out, bytes);
 }
 
+TEST(ImageFolderTest, ListsOnlyFormatsChuteDecodesAndCountsTheRest) {
+  TempDir dir;
+  const std::vector<uint8_t> bytes{1, 2, 3};
+  for (const char* name : {"a/1.jpg", "a/2.JPEG", "a/3.png", "a/4.WebP", "a/5.bmp", "a/6.TIF", "a/7.tiff", "a/8.ppm",
+                           "a/9.pgm", "a/readme.txt"})
+    dir.write(name, bytes);
+  auto folder = ImageFolder::open(dir.path().string());
+  ASSERT_TRUE(folder.is_ok()) << folder.status().to_string();
+  ASSERT_EQ((*folder)->size(), 4);
+  EXPECT_EQ((*folder)->name(3), dir.path().string() + "/a/4.WebP");
+  EXPECT_EQ((*folder)->left_out().size(), 5u);
+
+  dir.write("b/only.bmp", bytes);
+  auto empty = ImageFolder::open(dir.path().string());
+  ASSERT_FALSE(empty.is_ok());
+  const std::string& msg = empty.status().message();
+  EXPECT_NE(msg.find("Supported extensions are: .jpg, .jpeg, .png, .webp"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find(".bmp,"), std::string::npos) << msg;  // not advertised
+  EXPECT_NE(msg.find("files in formats chute cannot decode were left out"), std::string::npos) << msg;
+}
+
 TEST(ImageFolderTest, ErrorsNameTheProblem) {
   TempDir dir;
   auto none = ImageFolder::open(dir.path().string());

@@ -133,6 +133,9 @@ Status write_file_atomically(const std::string& path, std::span<const uint8_t> b
 
 namespace {
 
+constexpr const char* kRejectedHint =
+    " (the loader could not decode it; skip_bad / `chute pack --skip-bad` leaves such files out)";
+
 uint64_t random_id() {
   std::random_device rd;
   return (uint64_t{rd()} << 32) ^ rd();
@@ -145,8 +148,15 @@ struct Slot {
   std::string key;
   int64_t label = 0;
   Status status;
+  bool rejected = false;  // status is the image check's verdict, not a read error
   bool ready = false;
 };
+
+// Failures of ImageDecoder::check that are the file's own: PackOptions::skip_bad leaves those samples out.
+bool is_bad_image(const Status& st) {
+  return st.code() == StatusCode::kCorruptData || st.code() == StatusCode::kUnsupported ||
+         st.code() == StatusCode::kResourceExhausted;
+}
 
 }  // namespace
 
@@ -187,6 +197,8 @@ Result<PackSummary> pack(const Source& source, const std::vector<std::string>& c
   bool stop = false;        // guarded by mu
   std::atomic<int64_t> next{begin};
   auto reader = [&] {
+    ImageDecoder decoder(o.max_pixels);  // one per thread
+    std::vector<uint8_t> pixels;         // a kFull check's output, reused
     for (;;) {
       const int64_t i = next.fetch_add(1);
       if (i >= end) return;
@@ -197,6 +209,11 @@ Result<PackSummary> pack(const Source& source, const std::vector<std::string>& c
       }
       Slot& s = slots[static_cast<size_t>((i - begin) % window)];  // ours until marked ready
       s.status = source.read(i, s.payload);
+      s.rejected = false;
+      if (s.status.is_ok()) {
+        s.status = decoder.check(s.payload, o.check, pixels);
+        s.rejected = !s.status.is_ok();
+      }
       if (s.status.is_ok()) {
         s.key = o.key ? o.key(i) : source.name(i);
         s.label = source.label(i);
@@ -231,6 +248,7 @@ Result<PackSummary> pack(const Source& source, const std::vector<std::string>& c
   std::vector<ShardInfo> infos;
   std::vector<IndexEntry> entries;
   std::string keys;
+  std::vector<PackSkipped> skipped;
   PackProgress state{0, 0, end - begin};
   static constexpr uint8_t kZeros[kAlignment] = {};
   auto close_shard = [&]() -> Status {
@@ -241,6 +259,15 @@ Result<PackSummary> pack(const Source& source, const std::vector<std::string>& c
                   .part = static_cast<uint32_t>(o.part), .number = static_cast<uint32_t>(shards.size() - 1)};
     CHUTE_RETURN_IF_ERROR(f.write_at(0, encode_shard_header(h)));
     return f.finish();
+  };
+  // Hands sample i's slot back to the readers.
+  auto release = [&](Slot& s, int64_t i) {
+    {
+      std::lock_guard lock(mu);
+      s.ready = false;
+      written = i + 1;
+    }
+    space_cv.notify_all();
   };
   auto last_report = std::chrono::steady_clock::now();
   for (int64_t i = begin; i < end; ++i) {
@@ -253,8 +280,14 @@ Result<PackSummary> pack(const Source& source, const std::vector<std::string>& c
       if (progress && !progress(state)) return Status(StatusCode::kCancelled, "pack cancelled");
       last_report = std::chrono::steady_clock::now();
     }
-    if (!s.status.is_ok())
-      return Status(s.status.code(), "sample " + std::to_string(i) + " (" + source.name(i) + "): " + s.status.message());
+    if (!s.status.is_ok()) {
+      if (!o.skip_bad || !s.rejected || !is_bad_image(s.status))
+        return Status(s.status.code(), "sample " + std::to_string(i) + " (" + source.name(i) + "): " +
+                                           s.status.message() + (s.rejected ? kRejectedHint : ""));
+      skipped.push_back({i, source.name(i), s.status});
+      release(s, i);
+      continue;
+    }
     const size_t rec = record_size(s.key.size(), s.payload.size());
     if (shards.empty() || (infos.back().record_count > 0 && shards.back()->size() + rec > o.shard_size)) {
       if (!shards.empty()) CHUTE_RETURN_IF_ERROR(close_shard());
@@ -262,7 +295,7 @@ Result<PackSummary> pack(const Source& source, const std::vector<std::string>& c
       CHUTE_ASSIGN_OR_RETURN(auto file, TmpFile::create(o.dst + "/" + name));
       CHUTE_RETURN_IF_ERROR(file->append(std::vector<uint8_t>(kShardHeaderSize, 0)));  // written at close
       shards.push_back(std::move(file));
-      infos.push_back({.name = name, .shard_id = random_id(), .first_sample = static_cast<uint64_t>(i - begin)});
+      infos.push_back({.name = name, .shard_id = random_id(), .first_sample = entries.size()});
     }
     TmpFile& f = *shards.back();
     entries.push_back({.offset = f.size(), .payload_len = s.payload.size(), .label = s.label, .key_offset = keys.size(),
@@ -275,12 +308,7 @@ Result<PackSummary> pack(const Source& source, const std::vector<std::string>& c
     ++infos.back().record_count;
     ++state.samples;
     state.bytes += s.payload.size();
-    {
-      std::lock_guard lock(mu);
-      s.ready = false;
-      written = i + 1;
-    }
-    space_cv.notify_all();
+    release(s, i);
     if (progress && std::chrono::steady_clock::now() - last_report > std::chrono::milliseconds(100)) {
       if (!progress(state)) return Status(StatusCode::kCancelled, "pack cancelled");
       last_report = std::chrono::steady_clock::now();
@@ -289,7 +317,11 @@ Result<PackSummary> pack(const Source& source, const std::vector<std::string>& c
   if (!shards.empty()) CHUTE_RETURN_IF_ERROR(close_shard());
   // The last report comes before anything is renamed into place, so a cancel there still cancels.
   if (progress && !progress(state)) return Status(StatusCode::kCancelled, "pack cancelled");
-  PackSummary summary{state.samples, state.bytes, 0, static_cast<int>(shards.size())};
+  if (state.samples == 0 && !skipped.empty())
+    return invalid_argument("nothing to pack: all " + std::to_string(skipped.size()) +
+                            " samples failed the image check, e.g. sample " + std::to_string(skipped.front().index) +
+                            " (" + skipped.front().name + "): " + skipped.front().status.message());
+  PackSummary summary{state.samples, state.bytes, 0, static_cast<int>(shards.size()), std::move(skipped)};
   for (auto& f : shards) {
     CHUTE_RETURN_IF_ERROR(f->rename_into_place());
     summary.file_bytes += f->size();

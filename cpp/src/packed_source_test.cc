@@ -33,6 +33,7 @@ PackOptions options(const TempDir& dir, uint64_t shard_size = 4096, int threads 
   o.dst = (dir.path() / "packed").string();
   o.shard_size = shard_size;
   o.num_threads = threads;
+  o.check = ImageCheck::kNone;  // these payloads are bytes, not images: the tests are about the format
   return o;
 }
 
@@ -288,6 +289,48 @@ TEST_F(CorruptionTest, TruncatedOrFlippedIndexIsRejected) {
   bytes[200] ^= 1;
   spit(root_ / kIndexFileName, bytes);
   EXPECT_EQ(open_error().code(), StatusCode::kCorruptData);
+}
+
+TEST(PackedSourceTest, PackChecksImagesAndSkipBadLeavesOutWhatTheLoaderCannotDecode) {
+  TempDir dir;
+  const auto jpeg = testing::encode_jpeg(testing::synthetic_rgb(40, 30, 2), 40, 30);
+  const std::string text = "not an image";
+  MemorySource src({jpeg, {text.begin(), text.end()}, jpeg, {'B', 'M', 0, 0}, jpeg}, 5);
+  PackOptions o = options(dir);
+  o.check = ImageCheck::kHeader;
+  auto refused = pack(src, {}, o);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(refused.status().message().find("sample 1 (mem://1)"), std::string::npos) << refused.status().message();
+  EXPECT_FALSE(fs::exists(dir.path() / "packed" / kIndexFileName));
+  o.skip_bad = true;
+  auto summary = pack(src, {}, o);
+  ASSERT_TRUE(summary.is_ok()) << summary.status().to_string();
+  EXPECT_EQ(summary->samples, 3);
+  ASSERT_EQ(summary->skipped.size(), 2u);
+  EXPECT_EQ(summary->skipped[0].index, 1);
+  EXPECT_EQ(summary->skipped[1].index, 3);
+  EXPECT_NE(summary->skipped[1].status.message().find("BMP"), std::string::npos);
+  auto packed = PackedSource::open((dir.path() / "packed").string());
+  ASSERT_TRUE(packed.is_ok()) << packed.status().to_string();
+  ASSERT_EQ((*packed)->size(), 3);
+  const std::vector<int64_t> labels = {0, 2, 4};  // the source's labels of samples 0, 2, 4
+  for (int64_t i = 0; i < 3; ++i) {
+    std::vector<uint8_t> out;
+    ASSERT_TRUE((*packed)->read(i, out).is_ok());
+    EXPECT_EQ(out, jpeg);
+    EXPECT_EQ((*packed)->label(i), labels[static_cast<size_t>(i)]);
+  }
+  // A read error is not the file's verdict: skip_bad does not skip it, the pack fails naming the sample.
+  const auto dst = dir.path() / "failing";
+  o.dst = dst.string();
+  testing::FailingSource failing(std::make_shared<MemorySource>(std::vector<std::vector<uint8_t>>{jpeg, jpeg, jpeg}),
+                                 {1});
+  auto io = pack(failing, {}, o);
+  ASSERT_FALSE(io.is_ok());
+  EXPECT_EQ(io.status().code(), StatusCode::kIoError);
+  EXPECT_NE(io.status().message().find("sample 1 (mem://1)"), std::string::npos) << io.status().message();
+  EXPECT_FALSE(fs::exists(dst / kIndexFileName));
 }
 
 }  // namespace

@@ -52,10 +52,13 @@ Status SampleProcessor::process(int64_t index, uint64_t epoch, void* dst, StageT
   const int d = plan.reduction;
   const int stored_w = (info.width + d - 1) / d, stored_h = (info.height + d - 1) / d;
   const Window displayed{plan.window_x, plan.window_y, plan.window_width, plan.window_height};
-  CHUTE_ASSIGN_OR_RETURN(
-      ImageView window,
-      decoder_.decode(bytes_, stored_window(displayed, orientation, stored_w, stored_h), window_,
-                      kResampleInputPadding, d));
+  const Window stored = stored_window(displayed, orientation, stored_w, stored_h);
+  // validate_full: decode the whole stored image and use the window's part of it. Decoders give a window
+  // the pixels of a full decode, so the output does not change.
+  const Window decoded = decode_.validate_full ? Window{0, 0, stored_w, stored_h} : stored;
+  CHUTE_ASSIGN_OR_RETURN(ImageView window, decoder_.decode(bytes_, decoded, window_, kResampleInputPadding, d));
+  if (decode_.validate_full)
+    window.pixels += static_cast<size_t>(stored.y) * window.pitch + 3 * static_cast<size_t>(stored.x);
   if (orientation != 1) {
     oriented_.resize(static_cast<size_t>(displayed.width) * displayed.height * 3 + kResampleInputPadding);
     reorient(window.pixels, window.pitch, displayed, orientation, stored_w, stored_h, oriented_.data());

@@ -90,6 +90,13 @@ class Loader:
     as torchvision does, unless ``apply_exif_orientation=True`` (then JPEGs are turned upright like
     ``PIL.ImageOps.exif_transpose``).
 
+    ``validate='window'`` (the default) checks what each sample's decode reads: a JPEG's header, end
+    marker and the rows down to the crop's last one; a PNG's whole chunk list and CRCs. Damage in the
+    compressed pixels below the crop is then found only in epochs whose random crop reaches it.
+    ``validate='full'`` decodes every pixel of every image, so a damaged file fails in every epoch, at the
+    cost of a whole-image decode per sample (crop-on-decode's savings are lost; the pixels are the same).
+    ``chute pack --validate full`` and ``chute inspect --verify`` run that check once, ahead of training.
+
     ``scaled_decode=True`` lets JPEGs whose window shrinks at least 2x decode at 1/2, 1/4 or 1/8 scale
     (libjpeg's scaled IDCT): much faster on large photos, with pixels close to, not equal to, PIL's.
 
@@ -129,7 +136,8 @@ class Loader:
                  memory_format: torch.memory_format = torch.contiguous_format, num_threads: int | str = "auto",
                  prefetch: int | str = "auto", max_threads: int | None = None, max_memory: int = 2 << 30,
                  on_error: str = "raise", max_pixels: int = 200_000_000,
-                 apply_exif_orientation: bool = False, scaled_decode: bool = False, rank: int | None = None,
+                 apply_exif_orientation: bool = False, scaled_decode: bool = False, validate: str = "window",
+                 rank: int | None = None,
                  world_size: int | None = None, even_split: bool = True,
                  quarantine: str | os.PathLike | None = None, device="cpu", pin_memory: bool | None = None,
                  device_prefetch: int = 2, max_device_memory: int = 4 << 30):
@@ -152,6 +160,9 @@ class Loader:
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
         max_pixels = _validate.integer("max_pixels", max_pixels, 1, _validate.INT64_MAX)
+        if validate not in ("window", "full"):
+            raise ValueError(f"validate must be 'window' (check what each crop decodes) or 'full' (decode every "
+                             f"pixel of every image), got {validate!r}")
         seed = _validate.integer("seed", seed, 0, _validate.UINT64_MAX)
         device_kind, device_index = _delivery.parse_device(device)
         # The ring holds device_prefetch + 1 extra buffers (a C int).
@@ -199,7 +210,7 @@ class Loader:
             max_memory, _DTYPES[host_dtype], memory_format == torch.channels_last, on_error, max_pixels,
             bool(apply_exif_orientation), bool(scaled_decode), self.rank, self.world_size, self.even_split,
             pinned_by=native_device, extra_buffers=device_prefetch + 1 if device_kind != "cpu" else 0,
-            cpu_affinity=affinity)
+            cpu_affinity=affinity, validate_full=validate == "full")
         self.pin_memory = self._native.pinned
         if self.drop_last and len(self._native) == 0:  # legal, as in torch, but never what was meant
             warnings.warn(f"chute.Loader: this rank visits {self._native.epoch_size} of the source's {len(source)} "

@@ -4,8 +4,8 @@ A ``torchvision.datasets.ImageFolder`` (or ``DatasetFolder``) qualifies when:
 
 * its ``__getitem__`` is torchvision's (a subclass may add attributes, not change loading);
 * ``loader`` is torchvision's ``default_loader`` (with the PIL image backend) or ``pil_loader``: open the file
-  and ``.convert("RGB")``, which chute's decoder does for JPEG and PNG (grayscale, CMYK, palette, alpha);
-* every file is a ``.jpg``/``.jpeg``/``.png`` (other formats fall back, naming the first such file);
+  and ``.convert("RGB")``, which chute's decoder does for JPEG, PNG and WebP (grayscale, CMYK, palette, alpha);
+* every file is a ``.jpg``/``.jpeg``/``.png``/``.webp`` (other formats fall back, naming the first such file);
 * ``target_transform`` is None;
 * ``transform`` is a ``torchvision.transforms.Compose`` of v1 transforms in this shape:
   PIL stage ``RandomResizedCrop`` / ``Resize`` / ``CenterCrop`` (bilinear, antialiased) then at most one
@@ -61,7 +61,7 @@ from chute.errors import SampleError
 _log = logging.getLogger("chute.dataloader")
 _TRANSFORMS = "torchvision.transforms.transforms"
 _FOLDER = "torchvision.datasets.folder"
-_NATIVE_EXTENSIONS = (".jpg", ".jpeg", ".png")
+_NATIVE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp")
 
 
 def _is_tv(obj, names: tuple[str, ...], module: str) -> bool:
@@ -115,7 +115,7 @@ def _plan_dataset(dataset, batch_size: int) -> Plan | Fallback | None:
         return Fallback(f"len({name}) is {len(dataset)} but it has {len(samples)} samples")
     for path, target in samples:
         if not str(path).lower().endswith(_NATIVE_EXTENSIONS):
-            return Fallback(f"{path}: only JPEG and PNG files are decoded natively")
+            return Fallback(f"{path}: only JPEG, PNG and WebP files are decoded natively")
         if "\n" in str(path) or isinstance(target, bool) or not isinstance(target, (int, np.integer)):
             return Fallback(f"sample {path!r} has a label of type {type(target).__name__} or a newline in its path")
     try:

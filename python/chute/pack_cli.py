@@ -44,6 +44,14 @@ def add_parsers(sub) -> None:
     p.add_argument("--threads", type=_positive, help="reader threads (default: all cores)")
     p.add_argument("--part", type=int, help="write only part i of --parts n (run `chute merge DST` after all)")
     p.add_argument("--parts", type=_positive)
+    p.add_argument("--validate", choices=("header", "full"), default="header",
+                   help="check each image before packing it: 'header' (default: a format chute decodes, its "
+                        "dimensions, the pixel cap) or 'full' (decode every pixel: also finds damaged data, "
+                        "at the cost of a decode per image)")
+    p.add_argument("--max-pixels", type=_positive, default=200_000_000,
+                   help="the largest image (width x height) to pack, as Loader(max_pixels=...) (default 200000000)")
+    p.add_argument("--skip-bad", action="store_true",
+                   help="leave out, and list, files the loader could not decode instead of stopping")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     m = sub.add_parser("merge", help="write the index of a pack split with --part/--parts",
@@ -55,10 +63,10 @@ def add_parsers(sub) -> None:
                        description="Writes <tar>.chidx beside each tar file (a .tar, a glob or a directory).")
     i.add_argument("paths", nargs="+")
 
-    s = sub.add_parser("inspect", help="summarise a packed dataset or tar shards",
+    s = sub.add_parser("inspect", help="summarise a packed dataset, tar shards or an image folder",
                        description="Prints samples, classes, shards, bytes, format version and the size "
-                                   "distribution of the images. --verify checks every record's checksum "
-                                   "and names every bad record.")
+                                   "distribution of the images. --verify checks every record's checksum, "
+                                   "decodes every image whole, and names every bad record.")
     s.add_argument("path")
     s.add_argument("--verify", action="store_true")
     s.add_argument("--threads", type=_positive, help="threads for --verify (default: all cores)")
@@ -88,10 +96,13 @@ def _pack(args, console) -> int:
                        rate=f"{nbytes / 1e6 / elapsed:,.0f} MB/s {samples / elapsed:,.0f} img/s")
 
         summary = packed.pack(args.src, args.dst, shard_size=args.shard_size, num_threads=args.threads,
-                              part=args.part, parts=args.parts, progress=progress)
+                              part=args.part, parts=args.parts, progress=progress, validate=args.validate,
+                              skip_bad=args.skip_bad, max_pixels=args.max_pixels)
     result = {"samples": summary.samples, "payload_bytes": summary.payload_bytes, "file_bytes": summary.file_bytes,
               "shards": summary.shards, "seconds": round(summary.seconds, 3),
-              "mb_per_s": round(summary.mb_per_s, 1), "img_per_s": round(summary.img_per_s, 1)}
+              "mb_per_s": round(summary.mb_per_s, 1), "img_per_s": round(summary.img_per_s, 1),
+              "validate": args.validate,
+              "skipped": [{"index": i, "path": path, "error": e} for i, path, e in summary.skipped]}
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -101,23 +112,78 @@ def _pack(args, console) -> int:
                       f"{summary.img_per_s:,.0f} img/s -> {args.dst}")
         if args.parts:
             console.print(f"after every part: chute merge {args.dst}")
+        if summary.skipped:
+            console.print(f"[yellow]left out {len(summary.skipped):,} files the loader could not decode:[/yellow]")
+            for i, path, error in summary.skipped:
+                console.print(f"  sample {i} ({path}): {error}", markup=False, highlight=False)
     return 0
+
+
+def _plain_image_folder(path: str):
+    """The ImageFolder at ``path`` when it is a plain image directory (no index, no shards, no tar files),
+    else None."""
+    import chute.packed as packed
+
+    if not os.path.isdir(path) or os.path.exists(os.path.join(path, packed.INDEX_FILE)):
+        return None
+    names = os.listdir(path)
+    if any(n.endswith((".chute", ".chidx", ".tar", ".tmp")) for n in names):
+        return None  # shards, part indexes, tar files or an interrupted pack's leftovers: not a plain folder
+    try:
+        return packed.ImageFolder(path)
+    except (OSError, ValueError):
+        return None
+
+
+def _verify_images(dataset, console, args) -> list[tuple[int, str]]:
+    """Decodes every image of ``dataset`` whole, as ``Loader(validate='full')`` would: the bad ones."""
+    import chute.packed as packed
+
+    with _progress_bar(console, "decoding") as bar:
+        task = bar.add_task("decode", total=len(dataset), rate="")
+        return packed.check_images(dataset, validate="full", num_threads=args.threads,
+                                   progress=lambda n: bar.advance(task, n))
+
+
+def _inspect_folder(args, console, folder) -> int:
+    n, k = len(folder), len(folder.classes)
+    info = {"path": args.path, "kind": "image folder", "samples": n, "classes": k}
+    bad: list[tuple[int, str]] = []
+    if args.verify:
+        bad = _verify_images(folder, console, args)
+        info["verified"] = {"records": n, "bad": [{"index": i, "error": e} for i, e in bad]}
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 1 if bad else 0
+    console.print(f"{args.path}: an image folder, not a pack: {n:,} images in {k:,} classes "
+                  f"(`chute pack {args.path} DST` packs it)", markup=False, highlight=False)
+    if args.verify:
+        for i, error in bad:
+            console.print(f"[red]bad image {i}[/red]: {error}")
+        console.print(f"decoded {n:,} images: " + (f"[red]{len(bad)} bad[/red]" if bad else "all good"))
+    return 1 if bad else 0
 
 
 def _inspect(args, console) -> int:
     import chute.packed as packed
 
+    folder = _plain_image_folder(args.path)
+    if folder is not None:
+        return _inspect_folder(args, console, folder)
     dataset = packed.open(args.path)
     info = packed.describe(dataset)
     bad: list[tuple[int, str]] = []
     if args.verify:
+        found: dict[int, str] = {}
         if isinstance(dataset, packed.PackedDataset):
             with _progress_bar(console, "verifying") as bar:
                 task = bar.add_task("verify", total=len(dataset), rate="")
-                bad = packed.verify(dataset, num_threads=args.threads, progress=lambda n: bar.advance(task, n))
-            info["verified"] = {"records": len(dataset), "bad": [{"index": i, "error": e} for i, e in bad]}
-        else:
-            info["verified"] = "tar members carry no checksums; headers and bounds were checked when indexed"
+                found.update(packed.verify(dataset, num_threads=args.threads, progress=lambda n: bar.advance(task, n)))
+        # Then decode every image whole: what the loader would refuse (a checksum error is reported once).
+        for i, error in _verify_images(dataset, console, args):
+            found.setdefault(i, error)
+        bad = sorted(found.items())
+        info["verified"] = {"records": len(dataset), "bad": [{"index": i, "error": e} for i, e in bad]}
     if args.json:
         print(json.dumps(info, indent=2))
         return 1 if bad else 0
@@ -134,12 +200,11 @@ def _inspect(args, console) -> int:
     table.add_row("bytes", f"{info['bytes']:,} on disk, {info['payload_bytes']:,} of images")
     table.add_row("image bytes", "  ".join(f"{k} {v:,.0f}" for k, v in sizes.items()))
     console.print(table)
-    if args.verify and isinstance(dataset, packed.PackedDataset):
+    if args.verify:
         for i, error in bad:
             console.print(f"[red]bad record {i}[/red]: {error}")
-        console.print(f"verified {len(dataset):,} records: " + (f"[red]{len(bad)} bad[/red]" if bad else "all good"))
-    elif args.verify:
-        console.print(info["verified"])
+        what = "checksummed and decoded" if isinstance(dataset, packed.PackedDataset) else "decoded"
+        console.print(f"{what} {len(dataset):,} records: " + (f"[red]{len(bad)} bad[/red]" if bad else "all good"))
     return 1 if bad else 0
 
 

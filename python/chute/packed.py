@@ -8,7 +8,7 @@ import glob as _glob
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from chute import _native, _validate
@@ -168,6 +168,7 @@ class PackSummary:
     file_bytes: int
     shards: int
     seconds: float
+    skipped: list[tuple[int, str, str]] = field(default_factory=list)  # (index, path, reason), skip_bad
 
     @property
     def mb_per_s(self) -> float:
@@ -180,7 +181,8 @@ class PackSummary:
 
 def pack(src, dst: str | os.PathLike, *, shard_size: str | int = "1GB", num_threads: int | None = None,
          part: int | None = None, parts: int | None = None,
-         progress: Callable[[int, int, int], None] | None = None) -> PackSummary:
+         progress: Callable[[int, int, int], None] | None = None, validate: str = "header",
+         skip_bad: bool = False, max_pixels: int = 200_000_000) -> PackSummary:
     """Writes ``src`` (an ImageFolder directory or object, a file list, tar / WebDataset shards, or a
     packed dataset) to ``dst`` as packed shards of about ``shard_size`` bytes, in the source's order.
 
@@ -189,6 +191,14 @@ def pack(src, dst: str | os.PathLike, *, shard_size: str | int = "1GB", num_thre
     the i-th of n disjoint, contiguous slices of the samples (run one per machine or process), and
     :func:`merge` writes the index once all n are done. ``progress(samples, bytes, total)`` is called about
     every 100 ms; an exception from it (or Ctrl-C) cancels the pack and removes its files.
+
+    Each image is checked before it is packed, so that the loader can decode what is packed:
+    ``validate='header'`` (the default) reads its header (a format chute decodes, its dimensions, at most
+    ``max_pixels`` pixels); ``validate='full'`` also decodes every pixel, as ``Loader(validate='full')``
+    does, which finds damage in the compressed data too but costs a whole decode per image. A file that
+    fails fails the pack, naming it; with ``skip_bad=True`` it is left out instead and listed in
+    ``PackSummary.skipped``. Read errors fail the pack either way. ``validate='none'`` packs any bytes
+    unchecked (payloads that are not images, such as test inputs).
     """
     import time
 
@@ -204,12 +214,17 @@ def pack(src, dst: str | os.PathLike, *, shard_size: str | int = "1GB", num_thre
     shard_bytes = parse_size(shard_size, "shard_size")
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be callable(samples, bytes, total) or None, got {progress!r}")
+    if validate not in ("header", "full", "none"):
+        raise ValueError(f"validate must be 'header' (check each image's header), 'full' (decode every "
+                         f"pixel) or 'none', got {validate!r}")
+    max_pixels = _validate.integer("max_pixels", max_pixels, 1, _validate.INT64_MAX)
     dst = _validate.path("dst", dst)
     source, classes = _source_for(src)
     start = time.perf_counter()
-    result = _native.pack(source, classes, dst, shard_bytes, num_threads or 0, part, parts, progress)
+    result = _native.pack(source, classes, dst, shard_bytes, num_threads or 0, part, parts, progress, validate,
+                          max_pixels, bool(skip_bad))
     return PackSummary(result["samples"], result["payload_bytes"], result["file_bytes"], result["shards"],
-                       time.perf_counter() - start)
+                       time.perf_counter() - start, [tuple(k) for k in result["skipped"]])
 
 
 def merge(dst: str | os.PathLike) -> PackSummary:
@@ -233,6 +248,24 @@ def verify(dataset: PackedDataset, *, num_threads: int | None = None,
     bad: list[tuple[int, str]] = []
     with ThreadPoolExecutor(num_threads or len(os.sched_getaffinity(0))) as pool:
         for (b, e), found in zip(ranges, pool.map(lambda r: dataset._native.verify(*r), ranges)):
+            bad.extend(found)
+            if progress is not None:
+                progress(e - b)
+    return bad
+
+
+def check_images(dataset, *, validate: str = "full", num_threads: int | None = None,
+                 progress: Callable[[int], None] | None = None) -> list[tuple[int, str]]:
+    """What the loader would refuse in ``dataset`` (a packed dataset, tar shards or an ImageFolder):
+    ``validate='full'`` decodes every image whole, ``'header'`` reads headers only. Returns
+    ``(index, error)`` for each sample that fails, in order; the error names its path or key."""
+    n = len(dataset)
+    chunk = 256
+    ranges = [(b, min(b + chunk, n)) for b in range(0, n, chunk)]
+    bad: list[tuple[int, str]] = []
+    with ThreadPoolExecutor(num_threads or len(os.sched_getaffinity(0))) as pool:
+        for (b, e), found in zip(ranges, pool.map(
+                lambda r: _native.check_images(dataset._native, r[0], r[1], validate), ranges)):
             bad.extend(found)
             if progress is not None:
                 progress(e - b)

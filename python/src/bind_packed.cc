@@ -14,6 +14,7 @@
 
 #include "bindings.h"
 #include "chute/file_list.h"
+#include "chute/image_decoder.h"
 #include "chute/image_folder.h"
 #include "chute/pack_writer.h"
 #include "chute/packed_source.h"
@@ -53,7 +54,17 @@ nb::dict summary_dict(const PackSummary& s) {
   d["payload_bytes"] = s.payload_bytes;
   d["file_bytes"] = s.file_bytes;
   d["shards"] = s.shards;
+  nb::list skipped;
+  for (const PackSkipped& k : s.skipped) skipped.append(nb::make_tuple(k.index, k.name, k.status.to_string()));
+  d["skipped"] = skipped;
   return d;
+}
+
+ImageCheck image_check(const std::string& level) {
+  if (level == "none") return ImageCheck::kNone;
+  if (level == "header") return ImageCheck::kHeader;
+  if (level == "full") return ImageCheck::kFull;
+  throw nb::value_error(("validate must be 'header', 'full' or 'none', got '" + level + "'").c_str());
 }
 
 }  // namespace
@@ -162,8 +173,12 @@ void register_packed(nb::module_& m) {
   m.def(
       "pack",
       [](const std::shared_ptr<Source>& source, const std::vector<std::string>& classes, const std::string& dst,
-         uint64_t shard_size, int num_threads, int part, int parts, nb::object progress) {
+         uint64_t shard_size, int num_threads, int part, int parts, nb::object progress, const std::string& validate,
+         int64_t max_pixels, bool skip_bad) {
         PackOptions o;
+        o.check = image_check(validate);
+        o.max_pixels = max_pixels;
+        o.skip_bad = skip_bad;
         o.dst = dst;
         o.shard_size = shard_size;
         o.num_threads = num_threads;
@@ -191,7 +206,31 @@ void register_packed(nb::module_& m) {
         return summary_dict(unwrap(std::move(result)));
       },
       nb::arg("source"), nb::arg("classes"), nb::arg("dst"), nb::arg("shard_size"), nb::arg("num_threads"),
-      nb::arg("part"), nb::arg("parts"), nb::arg("progress").none());
+      nb::arg("part"), nb::arg("parts"), nb::arg("progress").none(), nb::arg("validate") = "header",
+      nb::arg("max_pixels") = kDefaultMaxPixels, nb::arg("skip_bad") = false);
+
+  m.def(
+      "check_images",
+      [](const std::shared_ptr<Source>& source, int64_t begin, int64_t end, const std::string& validate,
+         int64_t max_pixels) {
+        // What the loader would refuse among samples [begin, end): (index, reason) for each, in order.
+        const ImageCheck level = image_check(validate);
+        if (begin < 0 || end > source->size() || begin > end) throw nb::index_error("sample range outside the source");
+        std::vector<std::pair<int64_t, std::string>> bad;
+        {
+          nb::gil_scoped_release release;
+          ImageDecoder decoder(max_pixels);
+          std::vector<uint8_t> bytes, pixels;
+          for (int64_t i = begin; i < end; ++i) {
+            Status st = source->read(i, bytes);
+            if (st.is_ok()) st = decoder.check(bytes, level, pixels);
+            if (!st.is_ok()) bad.emplace_back(i, source->name(i) + ": " + st.to_string());
+          }
+        }
+        return bad;
+      },
+      nb::arg("source"), nb::arg("begin"), nb::arg("end"), nb::arg("validate") = "full",
+      nb::arg("max_pixels") = kDefaultMaxPixels);
 
   m.def(
       "merge_parts",

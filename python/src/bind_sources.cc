@@ -37,7 +37,8 @@ void register_sources(nb::module_& m) {
           [](const std::string& root) { return open_without_gil<ImageFolder>([&] { return ImageFolder::open(root); }); },
           nb::arg("root"))
       .def_prop_ro("classes", &ImageFolder::classes)
-      .def_prop_ro("root", &ImageFolder::root);
+      .def_prop_ro("root", &ImageFolder::root)
+      .def_prop_ro("left_out", &ImageFolder::left_out);
 }
 
 }  // namespace chute::py

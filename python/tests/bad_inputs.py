@@ -139,7 +139,7 @@ def _plant_fifo(root: Path, files: list[Path]) -> list[int]:
 CASES = [
     Case("truncated JPEG, cut at 17 offsets (SOI, headers, scan, EOI)", _plant_truncations, ""),
     Case("zero-byte file", _one(lambda: b""), "empty file"),
-    Case("random bytes", _one(lambda: np.random.default_rng(7).bytes(3000)), "not a JPEG or PNG"),
+    Case("random bytes", _one(lambda: np.random.default_rng(7).bytes(3000)), "not a JPEG, PNG or WebP"),
     Case("random bytes after a JPEG SOI marker", _one(lambda: b"\xff\xd8\xff" + np.random.default_rng(8).bytes(3000)),
          "CorruptData"),
     Case("PNG named .jpg", _one(lambda: _encode(good_image(3), "PNG")), "", decodes=True),

@@ -217,7 +217,7 @@ def test_dataset_level_fallbacks(folder, tmp_path):
     d = tmp_path / "c0"
     d.mkdir()
     Image.new("RGB", (60, 60)).save(d / "a.bmp")
-    assert "a.bmp: only JPEG and PNG" in reason(T.ImageFolder(tmp_path, transform=tf))
+    assert "a.bmp: only JPEG, PNG and WebP" in reason(T.ImageFolder(tmp_path, transform=tf))
     assert "custom collate_fn" in reason(T.ImageFolder(folder, transform=tf), collate_fn=lambda b: b)
 
 

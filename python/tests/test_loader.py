@@ -230,7 +230,7 @@ def test_skip_policy_keeps_batches_full_and_records_every_bad_sample(broken_fold
     assert all(e.path == source.samples[e.index][0] for e in errors)
     reasons = {e.index: e.reason for e in errors}
     assert "empty" in reasons[8]
-    assert "not a JPEG or PNG" in reasons[9] and "GIF images are not supported" in reasons[20]
+    assert "not a JPEG, PNG or WebP" in reasons[9] and "GIF images are not supported" in reasons[20]
 
 
 def test_closed_loaders_leave_no_native_threads(folder):

@@ -1,6 +1,6 @@
 // ImageDecoder: one entry point for every supported format. It recognises the format from the bytes
 // (magic numbers), never from the file name, so a PNG named .jpg decodes as a PNG, and names what it
-// cannot decode (GIF, WebP, BMP, TIFF, ...).
+// cannot decode (GIF, BMP, TIFF, ...). It decodes JPEG, PNG and still WebP.
 // Thread-safety: one decoder per thread, like the decoders it holds.
 #pragma once
 
@@ -12,17 +12,27 @@
 #include "chute/jpeg_decoder.h"
 #include "chute/png_decoder.h"
 #include "chute/status.h"
+#include "chute/webp_decoder.h"
 
 namespace chute {
 
-enum class ImageFormat { kJpeg, kPng, kUnknown };
+enum class ImageFormat { kJpeg, kPng, kWebp, kUnknown };
+
+// How much of a file is checked before it is trusted (ImageDecoder::check).
+//   kNone    nothing
+//   kHeader  a format chute decodes, a header that parses, at most max_pixels pixels: cheap, a few
+//            hundred bytes read; it misses damage in the compressed pixel data
+//   kFull    kHeader, then a decode of every pixel: finds damage anywhere in the file, at the cost of a
+//            whole decode
+enum class ImageCheck { kNone, kHeader, kFull };
 
 // The format the bytes announce.
 ImageFormat detect_format(std::span<const uint8_t> data);
 
 class ImageDecoder {
  public:
-  explicit ImageDecoder(int64_t max_pixels = kDefaultMaxPixels) : jpeg_(max_pixels), png_(max_pixels) {}
+  explicit ImageDecoder(int64_t max_pixels = kDefaultMaxPixels)
+      : max_pixels_(max_pixels), jpeg_(max_pixels), png_(max_pixels), webp_(max_pixels) {}
 
   Result<ImageInfo> read_info(std::span<const uint8_t> data);
   // Like JpegDecoder::decode, for any supported format; `reduction` > 1 only for JPEG (max_reduction()).
@@ -33,10 +43,16 @@ class ImageDecoder {
   // The EXIF orientation (1..8) of a JPEG; 1 for other formats.
   static int orientation(std::span<const uint8_t> data);
   int64_t benign_warnings() const { return jpeg_.benign_warnings() + png_.benign_warnings(); }
+  // Whether the loader can decode the file, to `level` (see ImageCheck): the Status decode() would
+  // return for it, with the same codes (kUnsupported, kCorruptData, kResourceExhausted over max_pixels).
+  // `scratch` receives the pixels of a kFull check.
+  Status check(std::span<const uint8_t> data, ImageCheck level, std::vector<uint8_t>& scratch);
 
  private:
+  int64_t max_pixels_;
   JpegDecoder jpeg_;
   PngDecoder png_;
+  WebpDecoder webp_;
 };
 
 }  // namespace chute

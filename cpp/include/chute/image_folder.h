@@ -15,9 +15,12 @@
 
 namespace chute {
 
-// torchvision.datasets.folder.IMG_EXTENSIONS
-inline constexpr const char* kImageExtensions[] = {".jpg", ".jpeg", ".png", ".ppm", ".bmp",
-                                                   ".pgm", ".tif",  ".tiff", ".webp"};
+// The extensions of the formats chute decodes (image_decoder.h): torchvision's IMG_EXTENSIONS less .ppm,
+// .pgm, .bmp, .tif and .tiff. Files with those are left out of the listing, where torchvision would list
+// them, and counted in ImageFolder::left_out().
+inline constexpr const char* kImageExtensions[] = {".jpg", ".jpeg", ".png", ".webp"};
+// torchvision's image extensions that chute cannot decode.
+inline constexpr const char* kUndecodedExtensions[] = {".ppm", ".bmp", ".pgm", ".tif", ".tiff"};
 
 class ImageFolder final : public Source {
  public:
@@ -30,12 +33,15 @@ class ImageFolder final : public Source {
 
   const std::vector<std::string>& classes() const { return classes_; }
   const std::string& root() const { return root_; }
+  // Files torchvision's ImageFolder would list but chute cannot decode (kUndecodedExtensions), left out.
+  const std::vector<std::string>& left_out() const { return left_out_; }
 
  private:
   std::string root_;
   std::vector<std::string> classes_;
   std::vector<std::string> paths_;
   std::vector<int64_t> labels_;
+  std::vector<std::string> left_out_;
 };
 
 // Reads a whole file into `out` (reusing its capacity). Shared by file-backed sources.

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "chute/image_decoder.h"
 #include "chute/source.h"
 
 namespace chute {
@@ -27,6 +28,13 @@ struct PackOptions {
   int parts = 1;
   // The key stored with sample i (default: source.name(i)).
   std::function<std::string(int64_t)> key;
+  // What each image must pass to be packed (ImageDecoder::check): by default its header (a format the
+  // loader decodes, dimensions, at most max_pixels), so that the loader can decode what pack writes.
+  ImageCheck check = ImageCheck::kHeader;
+  int64_t max_pixels = kDefaultMaxPixels;
+  // A sample that fails the check is left out and listed in PackSummary::skipped, instead of failing the
+  // pack. Read errors (I/O, the environment) fail the pack either way.
+  bool skip_bad = false;
 };
 
 struct PackProgress {
@@ -35,11 +43,19 @@ struct PackProgress {
   int64_t total_samples = 0;  // in this part
 };
 
+// A sample pack() left out (PackOptions::skip_bad): its index in the source, name, and why.
+struct PackSkipped {
+  int64_t index = 0;
+  std::string name;
+  Status status;
+};
+
 struct PackSummary {
   int64_t samples = 0;
   uint64_t payload_bytes = 0;
   uint64_t file_bytes = 0;  // shards + index
   int shards = 0;
+  std::vector<PackSkipped> skipped;  // in source order
 };
 
 // `progress` is called on the calling thread about every 100 ms and at the end; returning false cancels

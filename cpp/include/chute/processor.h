@@ -23,6 +23,10 @@ struct DecodeOptions {
   // Decode JPEGs 2, 4 or 8 times smaller when the resize shrinks the window at least that much (libjpeg's
   // scaled IDCT). Faster on large images; pixels then differ slightly from PIL's full decode + resize.
   bool scaled_decode = false;
+  // Decode every pixel of every image, not only the window the transforms keep, so that damage anywhere
+  // in a file fails its sample in every epoch, whatever the random crop. Costs a whole-image decode per
+  // sample (crop-on-decode's savings are lost); the pixels delivered are the same.
+  bool validate_full = false;
 };
 
 class SampleProcessor {
