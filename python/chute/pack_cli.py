@@ -65,6 +65,13 @@ def add_parsers(sub) -> None:
     s.add_argument("--json", action="store_true")
 
 
+def _printable(name: str) -> str:
+    """A file or member name for the terminal: bytes that are not UTF-8 as \\xNN, rich markup escaped."""
+    from rich.markup import escape
+
+    return escape(os.fsencode(name).decode("utf-8", "backslashreplace"))
+
+
 def _progress_bar(console, description: str):
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                TimeRemainingColumn)
@@ -133,6 +140,10 @@ def _inspect(args, console) -> int:
     table.add_row("shards", f"{len(info['shards']):,}")
     table.add_row("bytes", f"{info['bytes']:,} on disk, {info['payload_bytes']:,} of images")
     table.add_row("image bytes", "  ".join(f"{k} {v:,.0f}" for k, v in sizes.items()))
+    for skip in info.get("skipped", []):
+        examples = ", ".join(_printable(e) for e in skip["examples"])
+        table.add_row("skipped", f"{skip['count']:,} {skip['reason']}: {examples}"
+                      + (", ..." if skip["count"] > len(skip["examples"]) else ""))
     console.print(table)
     if args.verify and isinstance(dataset, packed.PackedDataset):
         for i, error in bad:

@@ -15,6 +15,10 @@ int64_t checked_index(const Source& s, int64_t index) {
 }
 
 void register_sources(nb::module_& m) {
+  nb::list extensions;
+  for (const char* ext : kImageExtensions) extensions.append(ext);
+  m.attr("IMAGE_EXTENSIONS") = nb::tuple(extensions);  // what ImageFolder lists, lower-case with the dot
+
   // The core trusts its callers with indices; Python callers get IndexError instead.
   nb::class_<Source>(m, "Source")
       .def("__len__", &Source::size)
