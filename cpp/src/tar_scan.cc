@@ -314,6 +314,11 @@ std::vector<Member> resolve_links(const std::vector<RawMember>& raw, SkipLog& sk
       dir_target[i] = *target;
     }
   }
+  std::vector<std::string> file_names(files.size());
+  for (size_t f = 0; f < files.size(); ++f) file_names[f] = normalise(files[f].name);
+  // Directory links multiply members: a hostile tar of L links and F files would list L x F. Real trees
+  // stay far below this bound.
+  size_t budget = 16 * files.size() + 1024;
   std::vector<Member> out;
   for (size_t i = 0; i < raw.size(); ++i) {
     if (file_of[i]) out.push_back(files[*file_of[i]]);
@@ -324,14 +329,17 @@ std::vector<Member> resolve_links(const std::vector<RawMember>& raw, SkipLog& sk
       skipped.add("symbolic link to a directory that holds it (a loop)", link.name);
       continue;
     }
-    size_t found = 0;
-    for (const Member& f : files) {
-      const std::string name = normalise(f.name);
-      if (!name.starts_with(dir)) continue;
-      out.push_back({own + name.substr(dir.size()), f.offset, f.size});
-      ++found;
+    std::vector<size_t> below;
+    for (size_t f = 0; f < files.size(); ++f)
+      if (file_names[f].starts_with(dir)) below.push_back(f);
+    if (below.empty()) {
+      skipped.add("symbolic link to a member that is not in the archive", link.name);
+    } else if (below.size() > budget) {
+      skipped.add("symbolic link to a directory, beyond the limit of linked files (16 per file)", link.name);
+    } else {
+      budget -= below.size();
+      for (size_t f : below) out.push_back({own + file_names[f].substr(dir.size()), files[f].offset, files[f].size});
     }
-    if (found == 0) skipped.add("symbolic link to a member that is not in the archive", link.name);
   }
   return out;
 }

@@ -162,7 +162,13 @@ Result<std::shared_ptr<TarSource>> TarSource::open(const std::vector<std::string
     src->total_ += static_cast<int64_t>(t.index.size());
     src->tars_.push_back(std::move(t));
   }
-  if (src->total_ == 0) return invalid_argument("no image sample in " + paths.front() + (paths.size() > 1 ? " and the other tars" : ""));
+  if (src->total_ == 0) {
+    std::string why;
+    for (const TarSkipped& s : src->skipped_)
+      why += (why.empty() ? "; skipped: " : ", ") + std::to_string(s.count) + " " + s.reason +
+             (s.examples.empty() ? "" : " (" + s.examples[0] + ")");
+    return invalid_argument("no image sample in " + paths.front() + (paths.size() > 1 ? " and the other tars" : "") + why);
+  }
   src->label_by_folder();
   return src;
 }
