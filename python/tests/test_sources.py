@@ -191,3 +191,31 @@ def test_names_that_are_not_utf8_are_carried_as_fsdecoded_str(folder, tmp_path):
     files = chute.FileList(os.fsdecode(listed))
     assert os.fsencode(files.samples[0][0]) == os.path.join(root, b"caf\xe9", b"\xff\xfe.jpg")
     assert torch.equal(next(iter(chute.Loader(files, transforms=[chute.CenterCrop(16)])))[1], torch.tensor([7]))
+
+
+def test_the_dataloader_fast_path_takes_names_that_are_not_utf8(tmp_path):
+    from PIL import Image
+    from torch.utils.data import DataLoader
+
+    import tv_standins as T
+    from chute.dataloader import fastpath
+
+    d = os.path.join(os.fsencode(tmp_path), b"c\xe9")
+    os.mkdir(d)
+    Image.new("RGB", (20, 20)).save(os.fsdecode(os.path.join(d, b"good\xff.jpg")))
+    with open(os.path.join(d, b"zbad\xff.jpg"), "wb") as f:
+        f.write(b"not a jpeg")
+    ds = T.ImageFolder(tmp_path, transform=T.Compose([T.Resize((16, 16)), T.PILToTensor()]))
+    loader = DataLoader(ds, batch_size=1)
+    plan = fastpath.plan(loader)
+    assert isinstance(plan, fastpath.Plan), str(plan)
+    try:
+        base_seed = torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item() \
+            if loader.generator is not None else 0
+        it = plan.batches(iter(loader._index_sampler), base_seed=base_seed)
+        assert next(it)[0].shape == (1, 3, 16, 16)
+        with pytest.raises(chute.SampleError) as e:
+            next(it)
+        assert os.fsencode(e.value.path) == os.path.join(d, b"zbad\xff.jpg")
+    finally:
+        plan.close()
