@@ -7,7 +7,6 @@
 #include <deque>
 #include <optional>
 #include <unordered_map>
-#include <unordered_set>
 
 namespace chute {
 namespace {
@@ -101,9 +100,11 @@ std::string lower(std::string_view s) {
 }
 
 bool is_image_extension(std::string_view ext) {
-  const std::string l = lower(ext);
-  return std::any_of(std::begin(kTarImageExtensions), std::end(kTarImageExtensions),
-                     [&](const char* e) { return l == e; });
+  return std::any_of(std::begin(kTarImageExtensions), std::end(kTarImageExtensions), [&](const char* e) {
+    return std::strlen(e) == ext.size() && std::equal(ext.begin(), ext.end(), e, [](char a, char b) {
+             return std::tolower(static_cast<unsigned char>(a)) == b;
+           });
+  });
 }
 
 // ImageFolder's rule: the lower-cased name ends with "." and an image extension.
@@ -271,6 +272,12 @@ Result<std::vector<RawMember>> read_headers(std::span<const uint8_t> tar, const 
 // Links resolved to their targets' bytes, in archive order; a link to a directory becomes that
 // directory's files under the link's path.
 std::vector<Member> resolve_links(const std::vector<RawMember>& raw, SkipLog& skipped) {
+  if (std::all_of(raw.begin(), raw.end(), [](const RawMember& m) { return m.kind == 'f'; })) {
+    std::vector<Member> out;  // no link: no name tables
+    out.reserve(raw.size());
+    for (const RawMember& m : raw) out.push_back({m.name, m.offset, m.size});
+    return out;
+  }
   std::unordered_map<std::string, std::string> symlinks;
   for (const RawMember& m : raw)
     if (m.kind == 's') symlinks[normalise(m.name)] = m.link;
@@ -370,7 +377,7 @@ Status webdataset_samples(std::span<const uint8_t> tar, const std::vector<Member
                           TarScan& scan, SkipLog& skipped) {
   struct Group {
     std::string key;
-    std::unordered_set<std::string> extensions;
+    std::vector<std::string> extensions;  // lower-cased; a sample has a few
     std::vector<std::string> members;
     bool has_image = false, exact = false;
     TarSample sample;
@@ -379,7 +386,11 @@ Status webdataset_samples(std::span<const uint8_t> tar, const std::vector<Member
     if (group.has_image) scan.samples.push_back(std::move(group.sample));
     else
       for (const std::string& m : group.members) skipped.add("no image member in its WebDataset sample", m);
-    group = Group{};
+    group.key.clear();
+    group.extensions.clear();
+    group.members.clear();
+    group.has_image = group.exact = false;
+    group.sample = TarSample{};
   };
   for (const Member& m : members) {
     std::string_view key, raw_ext;
@@ -393,10 +404,11 @@ Status webdataset_samples(std::span<const uint8_t> tar, const std::vector<Member
     }
     if (group.members.empty() || key != group.key) finish(), group.key = std::string(key);
     const std::string ext = lower(raw_ext);
-    if (!group.extensions.insert(ext).second) {
+    if (std::find(group.extensions.begin(), group.extensions.end(), ext) != group.extensions.end()) {
       skipped.add("extension repeated within one WebDataset sample", m.name);
       continue;
     }
+    group.extensions.push_back(ext);
     group.members.push_back(m.name);
     if (ext == "cls") {
       CHUTE_ASSIGN_OR_RETURN(group.sample.label, class_label(tar.subspan(m.offset, m.size), what, m.name));

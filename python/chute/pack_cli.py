@@ -52,7 +52,10 @@ def add_parsers(sub) -> None:
     m.add_argument("dst")
 
     i = sub.add_parser("index", help="index tar / WebDataset shards ahead of their first open",
-                       description="Writes <tar>.chidx beside each tar file (a .tar, a glob or a directory).")
+                       description="Writes <tar>.chidx beside each tar file (a .tar, a glob or a directory), "
+                                   "where opens look first. Without it, indexes are built on first open "
+                                   "and cached in $CHUTE_CACHE_DIR (else $XDG_CACHE_HOME/chute), never "
+                                   "beside the data.")
     i.add_argument("paths", nargs="+")
 
     s = sub.add_parser("inspect", help="summarise a packed dataset or tar shards",
@@ -174,5 +177,5 @@ def run(args: argparse.Namespace) -> int:
             return 0
         return _inspect(args, console)
     except (OSError, ValueError, RuntimeError) as e:
-        console.print(f"[red]chute {args.command}: {e}[/red]")
+        console.print(f"[red]chute {args.command}: {_printable(str(e))}[/red]")
         return 2

@@ -193,7 +193,8 @@ def source_from_path(path: str | os.PathLike) -> ImageFolder | PackedDataset | T
 
 
 def index(path_or_glob: str | os.PathLike) -> list[str]:
-    """Builds the index of each tar file (``<tar>.chidx``) ahead of the first open; returns the tars."""
+    """Builds the index of each tar file ahead of the first open, beside it as ``<tar>.chidx`` (the one
+    case where chute writes into a dataset's directory: asked for here); returns the tars."""
     tars = _tar_paths(os.fspath(path_or_glob))
     if tars is None:
         raise ValueError(f"{os.fspath(path_or_glob)!r} names no tar file")

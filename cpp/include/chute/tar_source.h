@@ -33,7 +33,7 @@ namespace chute {
 // The index bytes (docs/FORMAT.md, kind tar) for the tar `file` and its scan.
 std::vector<uint8_t> encode_tar_index(const MappedFile& file, const TarScan& scan);
 
-// XXH3-64 of the tar's first and last 64 KiB and of the member headers of up to 1024 of its samples
+// XXH3-64 of the tar's first and last 64 KiB and of the member headers of up to 64 of its samples
 // (evenly spaced; `offsets` are the samples' data offsets, each header the 512 bytes before one): a
 // rewrite that keeps size and mtime still changes it.
 uint64_t tar_fingerprint(std::span<const uint8_t> tar, const std::vector<uint64_t>& offsets);
