@@ -125,7 +125,8 @@ def _tar_paths(path: str) -> list[str] | None:
     if os.path.isfile(path) and path.endswith(".tar"):
         return [path]
     if os.path.isdir(path) and not os.path.exists(os.path.join(path, INDEX_FILE)):
-        tars = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".tar"))
+        tars = sorted(p for p in (os.path.join(path, f) for f in os.listdir(path) if f.endswith(".tar"))
+                      if os.path.isfile(p))  # a class folder may be named "x.tar"
         return tars or None
     return None
 

@@ -63,6 +63,9 @@ def test_a_stray_tar_in_an_image_folder_root_is_an_error_naming_both_readings(fo
     crop = [chute.CenterCrop(16)]
     assert isinstance(chute.Loader(str(only_tars), transforms=crop).source, chute.TarDataset)
     assert isinstance(chute.Loader(str(folder), transforms=crop).source, chute.ImageFolder)
+    named_like_a_tar = tmp_path / "dirs"
+    shutil.copytree(folder / "class_0", named_like_a_tar / "x.tar")
+    assert len(chute.Loader(str(named_like_a_tar), transforms=crop).source) == 12
 
 
 def _tree_with_links(root: Path, folder: Path) -> None:
