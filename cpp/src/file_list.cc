@@ -29,7 +29,8 @@ Result<std::shared_ptr<FileList>> FileList::open(const std::string& list_path) {
       return invalid_argument(where + "expected \"<path> <integer label>\", got \"" + line.substr(start) + "\"");
     const auto [ptr, ec] = std::from_chars(line.data() + sep + 1, end, label);
     if (ec == std::errc::result_out_of_range)
-      return invalid_argument(where + "label " + line.substr(sep + 1) + " is out of range (a label must fit in 64 bits)");
+      return invalid_argument(where + "label " + line.substr(sep + 1) +
+                              " is out of range (a label must fit in 64 bits)");
     if (ec != std::errc() || ptr != end)
       return invalid_argument(where + "expected \"<path> <integer label>\", got \"" + line.substr(start) + "\"");
     size_t path_end = sep;

@@ -95,7 +95,8 @@ bool parse_pax(std::span<const uint8_t> data, Pax* pax) {
 
 std::string lower(std::string_view s) {
   std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return out;
 }
 
@@ -182,7 +183,8 @@ class SkipLog {
  public:
   void add(std::string_view reason, const std::string& member) {
     auto it = std::find_if(list_.begin(), list_.end(), [&](const TarSkipped& s) { return s.reason == reason; });
-    if (it == list_.end()) it = list_.insert(list_.end(), TarSkipped{.reason = std::string(reason), .count = 0, .examples = {}});
+    if (it == list_.end())
+      it = list_.insert(list_.end(), TarSkipped{.reason = std::string(reason), .count = 0, .examples = {}});
     ++it->count;
     if (it->examples.size() < kMaxSkipExamples) it->examples.push_back(member);
   }
@@ -224,7 +226,7 @@ Result<std::vector<RawMember>> read_headers(std::span<const uint8_t> tar, const 
     const char type = static_cast<char>(h[156]);
     const bool extension_header = type == 'x' || type == 'g' || type == 'L' || type == 'K';
     std::string name = field(h, 100), link = field(h + 157, 100);
-    if (std::memcmp(h + 257, "ustar", 5) == 0) {
+    if (std::memcmp(h + 257, "ustar\0", 6) == 0) {  // POSIX only: GNU keeps times in these bytes
       const std::string prefix = field(h + 345, 155);
       if (!prefix.empty()) name = prefix + "/" + name;
     }
@@ -254,9 +256,11 @@ Result<std::vector<RawMember>> read_headers(std::span<const uint8_t> tar, const 
     } else if (type == 'g' || type == '5' || type == 'D') {
       // pax global header, directories
     } else if (type == '0' || type == '\0' || type == '7') {
-      if (!name.ends_with('/')) out.push_back({.name = std::move(name), .kind = 'f', .offset = data, .size = size, .link = {}});
+      if (!name.ends_with('/'))
+        out.push_back({.name = std::move(name), .kind = 'f', .offset = data, .size = size, .link = {}});
     } else if (type == '1' || type == '2') {
-      out.push_back({.name = std::move(name), .kind = type == '1' ? 'h' : 's', .offset = 0, .size = 0, .link = std::move(link)});
+      out.push_back(
+          {.name = std::move(name), .kind = type == '1' ? 'h' : 's', .offset = 0, .size = 0, .link = std::move(link)});
     } else if (type == '3' || type == '4' || type == '6') {
       skipped.add("not a regular file (a device or FIFO)", name);
     } else {

@@ -167,7 +167,8 @@ Result<std::shared_ptr<TarSource>> TarSource::open(const std::vector<std::string
     for (const TarSkipped& s : src->skipped_)
       why += (why.empty() ? "; skipped: " : ", ") + std::to_string(s.count) + " " + s.reason +
              (s.examples.empty() ? "" : " (" + s.examples[0] + ")");
-    return invalid_argument("no image sample in " + paths.front() + (paths.size() > 1 ? " and the other tars" : "") + why);
+    return invalid_argument("no image sample in " + paths.front() +
+                            (paths.size() > 1 ? " and the other tars" : "") + why);
   }
   src->label_by_folder();
   return src;
