@@ -64,7 +64,8 @@ struct type_caster<chute::py::FsPath> {
     }
     value.value.assign(PyBytes_AS_STRING(encoded), static_cast<size_t>(PyBytes_GET_SIZE(encoded)));
     Py_DECREF(encoded);
-    return true;
+    // A NUL would end the path early in every system call: a different file. Refused, as open() does.
+    return value.value.find('\0') == std::string::npos;
   }
 
   static handle from_cpp(const chute::py::FsPath& path, rv_policy, cleanup_list*) noexcept {

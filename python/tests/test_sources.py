@@ -222,3 +222,8 @@ def test_the_dataloader_fast_path_takes_names_that_are_not_utf8(tmp_path):
         assert os.fsencode(e.value.path) == os.path.join(d, b"zbad\xff.jpg")
     finally:
         plan.close()
+
+
+def test_a_path_with_a_nul_byte_is_refused_not_cut_short(folder):
+    with pytest.raises(TypeError):
+        chute.ImageFolder(str(folder) + "\0ignored")
