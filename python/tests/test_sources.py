@@ -100,6 +100,10 @@ def test_a_tree_and_its_gnu_tar_give_the_same_samples(folder, tmp_path, monkeypa
     tree_items = sorted((label, Path(p).read_bytes()) for p, label in tree.samples)
     tar_items = sorted((tar[i][1], tar[i][0]) for i in range(len(tar)))
     assert tar_items == tree_items
+    # Archived with its top directory, the tree gives the same samples and classes.
+    subprocess.run(["tar", "-cf", str(tmp_path / "named.tar"), "-C", str(tmp_path), "tree"], check=True)
+    named = chute.open(tmp_path / "named.tar")
+    assert named.classes == tree.classes and sorted(named.targets) == sorted(tree.targets)
     # The text file is reported, not silently dropped.
     skipped = {s["reason"]: s for s in tar.skipped}
     assert skipped["not an image file"]["count"] == 2  # cat/notes.txt, and again as tiger/notes.txt
