@@ -8,12 +8,13 @@
 #include <optional>
 #include <unordered_map>
 
+#include "chute/image_folder.h"
+
 namespace chute {
 namespace {
 
 constexpr size_t kBlock = 512;
 constexpr int kMaxLinkHops = 40;  // as Linux resolves paths (ELOOP)
-constexpr const char* kTarImageExtensions[] = {"jpg", "jpeg", "png", "ppm", "bmp", "pgm", "tif", "tiff", "webp"};
 
 std::string field(const uint8_t* p, size_t n) {
   const void* nul = std::memchr(p, 0, n);
@@ -100,8 +101,10 @@ std::string lower(std::string_view s) {
   return out;
 }
 
+// ImageFolder's extensions (image_folder.h), so that a tree and its tar list the same files.
 bool is_image_extension(std::string_view ext) {
-  return std::any_of(std::begin(kTarImageExtensions), std::end(kTarImageExtensions), [&](const char* e) {
+  return std::any_of(std::begin(kImageExtensions), std::end(kImageExtensions), [&](const char* dotted) {
+    const char* e = dotted + 1;  // without its '.'
     return std::strlen(e) == ext.size() && std::equal(ext.begin(), ext.end(), e, [](char a, char b) {
              return std::tolower(static_cast<unsigned char>(a)) == b;
            });

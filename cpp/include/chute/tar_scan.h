@@ -17,6 +17,7 @@
 // - a tar of an image tree (no such companion): every member whose name ends with an image extension is
 //   a sample, as torchvision's ImageFolder lists files, so the tree and its tar count the same samples
 //   ("img.0.jpg" and "img.1.jpg" are two samples, not one WebDataset sample with two images).
+// Image extensions are ImageFolder's (kImageExtensions, chute/image_folder.h), compared case-blind.
 // Every header is checked (checksum, sizes inside the file); errors name the tar and the member.
 #pragma once
 
