@@ -86,7 +86,7 @@ def packed_seeds() -> dict[str, bytes]:
 
 
 def tar_seeds() -> dict[str, bytes]:
-    """WebDataset-style tars: image + .cls samples, in ustar, GNU (long names) and pax formats."""
+    """WebDataset-style tars: image + .cls samples, in ustar, GNU (long names) and pax formats; a tree with links."""
     out = {}
     for fmt, name in ((tarfile.USTAR_FORMAT, "ustar"), (tarfile.GNU_FORMAT, "gnu"), (tarfile.PAX_FORMAT, "pax")):
         buf = io.BytesIO()
@@ -98,6 +98,21 @@ def tar_seeds() -> dict[str, bytes]:
                 info.size = len(data)
                 tar.addfile(info, io.BytesIO(data))
         out[f"{name}.tar"] = buf.getvalue()
+    # An image tree with links: hard link, symbolic links to a file, to a directory, out of the archive, a loop.
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for member, data in (("t/a/img.0.jpg", b"\xff\xd8" * 10), ("t/a/img.1.png", b"PNG")):
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        for member, kind, target in (("t/a/hard.jpg", tarfile.LNKTYPE, "t/a/img.0.jpg"),
+                                     ("t/a/soft.jpg", tarfile.SYMTYPE, "img.1.png"), ("t/b", tarfile.SYMTYPE, "a"),
+                                     ("t/a/out.jpg", tarfile.SYMTYPE, "../../../x.jpg"),
+                                     ("t/a/loop", tarfile.SYMTYPE, "..")):
+            info = tarfile.TarInfo(member)
+            info.type, info.linkname = kind, target
+            tar.addfile(info)
+    out["links.tar"] = buf.getvalue()
     return out
 
 

@@ -24,10 +24,15 @@ Result<std::shared_ptr<FileList>> FileList::open(const std::string& list_path) {
     const size_t sep = line.find_last_of(" \t");
     int64_t label = 0;
     const char* end = line.data() + line.size();
-    if (sep == std::string::npos || sep < start ||
-        std::from_chars(line.data() + sep + 1, end, label).ptr != end)
-      return invalid_argument(list_path + ":" + std::to_string(line_no) + ": expected \"<path> <integer label>\", got \"" +
-                              line.substr(start) + "\"");
+    const std::string where = list_path + ":" + std::to_string(line_no) + ": ";
+    if (sep == std::string::npos || sep < start)
+      return invalid_argument(where + "expected \"<path> <integer label>\", got \"" + line.substr(start) + "\"");
+    const auto [ptr, ec] = std::from_chars(line.data() + sep + 1, end, label);
+    if (ec == std::errc::result_out_of_range)
+      return invalid_argument(where + "label " + line.substr(sep + 1) +
+                              " is out of range (a label must fit in 64 bits)");
+    if (ec != std::errc() || ptr != end)
+      return invalid_argument(where + "expected \"<path> <integer label>\", got \"" + line.substr(start) + "\"");
     size_t path_end = sep;
     while (path_end > start && std::isspace(static_cast<unsigned char>(line[path_end - 1]))) --path_end;
     std::string path = line.substr(start, path_end - start);

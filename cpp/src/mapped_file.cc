@@ -29,6 +29,8 @@ Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& pa
   file->path_ = path;
   file->size_ = static_cast<size_t>(st.st_size);
   file->mtime_ns_ = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  file->inode_ = static_cast<uint64_t>(st.st_ino);
+  file->ctime_ns_ = static_cast<int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
   if (file->size_ > 0) {
     void* p = ::mmap(nullptr, file->size_, PROT_READ, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {

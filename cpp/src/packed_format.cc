@@ -161,6 +161,7 @@ Result<IndexView> IndexView::parse(std::span<const uint8_t> b, const std::string
   if (kind != static_cast<uint32_t>(IndexKind::kPacked) && kind != static_cast<uint32_t>(IndexKind::kTar))
     return corrupt_data(what + ": unknown index kind " + std::to_string(kind));
   v.kind_ = static_cast<IndexKind>(kind);
+  v.tar_identity_ = {load<uint64_t>(b.data() + 96), load<int64_t>(b.data() + 104), load<uint64_t>(b.data() + 112)};
   if (load<uint32_t>(b.data() + 28) != kIndexEntrySize) return corrupt_data(what + ": bad index entry size");
   v.num_samples_ = load<uint64_t>(b.data() + 32);
   const uint64_t num_shards = load<uint64_t>(b.data() + 40), num_classes = load<uint64_t>(b.data() + 48);
@@ -232,7 +233,7 @@ Result<IndexView> IndexView::parse(std::span<const uint8_t> b, const std::string
     if (add_overflows(e.offset, body, &end) || add_overflows(end, e.payload_len, &end) || end > info.file_size)
       return bad("offset " + std::to_string(e.offset) + " + length " + std::to_string(e.payload_len) +
                  " is past the end of the shard (" + std::to_string(info.file_size) + " bytes)");
-    const uint64_t min_offset = packed ? std::max<uint64_t>(prev_end, kShardHeaderSize) : prev_end;
+    const uint64_t min_offset = packed ? std::max<uint64_t>(prev_end, kShardHeaderSize) : 0;
     if (e.offset < min_offset || (packed && e.offset % kAlignment))
       return bad("offset " + std::to_string(e.offset) + " overlaps the previous record or header");
     prev_end = end;
@@ -242,7 +243,7 @@ Result<IndexView> IndexView::parse(std::span<const uint8_t> b, const std::string
 
 std::vector<uint8_t> encode_index(IndexKind kind, const std::vector<ShardInfo>& shards,
                                   const std::vector<IndexEntry>& entries, std::string_view keys,
-                                  const std::vector<std::string>& classes) {
+                                  const std::vector<std::string>& classes, const TarIdentity& tar) {
   std::string strings(keys);
   const size_t shards_off = kIndexHeaderSize;
   const size_t classes_off = shards_off + shards.size() * kShardEntrySize;
@@ -290,6 +291,9 @@ std::vector<uint8_t> encode_index(IndexKind kind, const std::vector<ShardInfo>& 
   store<uint64_t>(out, 72, entries_off);
   store<uint64_t>(out, 80, strings_off);
   store<uint64_t>(out, 88, strings.size());
+  store<uint64_t>(out, 96, tar.inode);
+  store<int64_t>(out, 104, tar.ctime_ns);
+  store<uint64_t>(out, 112, tar.fingerprint);
   store<uint64_t>(out, 8, checksum(std::span(out).subspan(16)));
   return out;
 }

@@ -1,214 +1,137 @@
 #include "chute/tar_source.h"
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
-#include <cstring>
+#include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "chute/pack_writer.h"
 
 namespace chute {
 namespace {
 
-constexpr size_t kBlock = 512;
-constexpr const char* kTarImageExtensions[] = {"jpg", "jpeg", "png", "ppm", "bmp", "pgm", "tif", "tiff", "webp"};
+constexpr size_t kFingerprintEdge = 64 << 10;
+constexpr size_t kFingerprintHeaders = 64;  // each a random read on a cold disk: few
+constexpr size_t kHeaderBlock = 512;
 
-std::string field(const uint8_t* p, size_t n) {
-  const void* nul = std::memchr(p, 0, n);
-  return std::string(reinterpret_cast<const char*>(p), nul ? static_cast<const uint8_t*>(nul) - p : n);
-}
-
-// A numeric header field: octal digits (space or NUL padded), or GNU base-256 when the top bit is set.
-bool parse_number(const uint8_t* p, size_t n, uint64_t* out) {
-  uint64_t v = 0;
-  if (p[0] & 0x80) {
-    if (p[0] & 0x40) return false;  // negative
-    v = p[0] & 0x3f;
-    for (size_t i = 1; i < n; ++i) {
-      if (v >> 56) return false;
-      v = (v << 8) | p[i];
-    }
-    *out = v;
-    return true;
+// Kind tar keeps what the scan skipped in the class table: per reason, "<reason>\0<count>\0<example>..."
+std::vector<std::string> encode_skipped(const std::vector<TarSkipped>& skipped) {
+  std::vector<std::string> out;
+  for (const TarSkipped& s : skipped) {
+    std::string entry = s.reason + '\0' + std::to_string(s.count);
+    for (const std::string& e : s.examples) entry += '\0' + e;
+    out.push_back(std::move(entry));
   }
-  size_t i = 0;
-  while (i < n && p[i] == ' ') ++i;
-  bool any = false;
-  for (; i < n && p[i] >= '0' && p[i] <= '7'; ++i) {
-    if (v >> 61) return false;
-    v = v * 8 + (p[i] - '0');
-    any = true;
-  }
-  for (; i < n; ++i)
-    if (p[i] != ' ' && p[i] != 0) return false;
-  *out = v;
-  return any;
+  return out;
 }
 
-bool checksum_ok(const uint8_t* h) {
-  uint64_t stored;
-  if (!parse_number(h + 148, 8, &stored)) return false;
-  uint64_t sum = 0;
-  int64_t signed_sum = 0;
-  for (size_t i = 0; i < kBlock; ++i) {
-    const uint8_t c = (i >= 148 && i < 156) ? ' ' : h[i];
-    sum += c;
-    signed_sum += static_cast<int8_t>(c);
+std::vector<TarSkipped> decode_skipped(const std::vector<std::string>& entries) {
+  std::vector<TarSkipped> out;
+  for (const std::string& entry : entries) {
+    std::vector<std::string> parts;
+    size_t start = 0;
+    for (size_t nul; (nul = entry.find('\0', start)) != std::string::npos; start = nul + 1)
+      parts.push_back(entry.substr(start, nul - start));
+    parts.push_back(entry.substr(start));
+    if (parts.size() < 2) continue;
+    TarSkipped s{.reason = parts[0], .count = 0, .examples = {}};
+    std::from_chars(parts[1].data(), parts[1].data() + parts[1].size(), s.count);
+    s.examples.assign(parts.begin() + 2, parts.end());
+    out.push_back(std::move(s));
   }
-  return stored == sum || static_cast<int64_t>(stored) == signed_sum;
+  return out;
 }
 
-// pax extended header records: "<len> <key>=<value>\n". Picks out path and size.
-bool parse_pax(std::span<const uint8_t> data, std::string* path, uint64_t* size, bool* has_size) {
-  size_t pos = 0;
-  while (pos < data.size()) {
-    size_t len = 0;
-    const char* begin = reinterpret_cast<const char*>(data.data() + pos);
-    const char* stop = reinterpret_cast<const char*>(data.data() + data.size());
-    auto [ptr, ec] = std::from_chars(begin, stop, len);
-    if (ec != std::errc() || ptr == stop || *ptr != ' ' || len == 0 || len > data.size() - pos) return false;
-    const std::string_view record(begin, len);
-    if (record.back() != '\n') return false;
-    const std::string_view kv = record.substr(static_cast<size_t>(ptr - begin) + 1, len - (ptr - begin) - 2);
-    const size_t eq = kv.find('=');
-    if (eq == std::string_view::npos) return false;
-    const std::string_view key = kv.substr(0, eq), value = kv.substr(eq + 1);
-    if (key == "path") *path = std::string(value);
-    if (key == "size") {
-      auto [p2, ec2] = std::from_chars(value.data(), value.data() + value.size(), *size);
-      if (ec2 != std::errc() || p2 != value.data() + value.size()) return false;
-      *has_size = true;
-    }
-    pos += len;
-  }
-  return true;
+TarIdentity identity_of(const MappedFile& file, uint64_t fingerprint) {
+  return {.inode = file.inode(), .ctime_ns = file.ctime_ns(), .fingerprint = fingerprint};
 }
 
-bool is_image_extension(std::string ext) {
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return std::find_if(std::begin(kTarImageExtensions), std::end(kTarImageExtensions),
-                      [&](const char* e) { return ext == e; }) != std::end(kTarImageExtensions);
-}
+std::string file_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
 
 }  // namespace
 
-Result<std::vector<TarSample>> scan_tar(std::span<const uint8_t> tar, const std::string& what) {
-  struct Group {
-    std::string key;
-    bool has_image = false, has_label = false;
-    TarSample sample;
-  };
-  std::vector<TarSample> samples;
-  Group group;
-  auto finish_group = [&] {
-    if (group.has_image) samples.push_back(std::move(group.sample));
-    group = Group{};
-  };
-  std::string long_name, pax_path;
-  uint64_t pax_size = 0;
-  bool pax_has_size = false;
-  uint64_t pos = 0;
-  while (pos < tar.size()) {
-    const std::string at = what + ": member header at offset " + std::to_string(pos);
-    if (tar.size() - pos < kBlock) return corrupt_data(at + " is cut short (truncated tar)");
-    const uint8_t* h = tar.data() + pos;
-    if (std::all_of(h, h + kBlock, [](uint8_t c) { return c == 0; })) break;  // end of archive
-    if (!checksum_ok(h)) return corrupt_data(at + ": bad header checksum (not a tar file, or corrupt)");
-    uint64_t size;
-    if (!parse_number(h + 124, 12, &size)) return corrupt_data(at + ": bad size field");
-    const char type = static_cast<char>(h[156]);
-    std::string name = field(h, 100);
-    if (std::memcmp(h + 257, "ustar", 5) == 0) {
-      const std::string prefix = field(h + 345, 155);
-      if (!prefix.empty()) name = prefix + "/" + name;
-    }
-    if (!long_name.empty()) name = std::move(long_name), long_name.clear();
-    if (!pax_path.empty()) name = std::move(pax_path), pax_path.clear();
-    if (pax_has_size && type != 'x' && type != 'g' && type != 'L' && type != 'K') size = pax_size, pax_has_size = false;
-    const uint64_t data = pos + kBlock;
-    if (size > tar.size() - data)
-      return corrupt_data(what + ": member " + name + " at offset " + std::to_string(pos) + ": size " +
-                          std::to_string(size) + " runs past the end of the file (truncated tar?)");
-    const std::span<const uint8_t> body = tar.subspan(data, size);
-    if (type == 'L') {
-      long_name = field(body.data(), body.size());
-    } else if (type == 'x') {
-      if (!parse_pax(body, &pax_path, &pax_size, &pax_has_size)) return corrupt_data(at + ": bad pax header");
-    } else if (type == '0' || type == '\0' || type == '7') {
-      while (name.starts_with("./")) name.erase(0, 2);
-      // WebDataset's key rule: path up to the first dot of the file name; the rest is the extension.
-      const size_t slash = name.rfind('/');
-      const size_t dot = name.find('.', slash == std::string::npos ? 0 : slash + 1);
-      if (dot != std::string::npos && dot > (slash == std::string::npos ? 0 : slash + 1)) {
-        const std::string key = name.substr(0, dot), ext = name.substr(dot + 1);
-        if (key != group.key) finish_group(), group.key = key;
-        if (ext == "cls") {
-          std::string text(reinterpret_cast<const char*>(body.data()), body.size());
-          while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
-          size_t start = 0;
-          while (start < text.size() && std::isspace(static_cast<unsigned char>(text[start]))) ++start;
-          int64_t label = 0;
-          auto [p, ec] = std::from_chars(text.data() + start, text.data() + text.size(), label);
-          if (ec != std::errc() || p != text.data() + text.size() || start == text.size())
-            return corrupt_data(what + ": member " + name + ": label is not an integer");
-          group.has_label = true;
-          group.sample.label = label;
-        } else if (!group.has_image && is_image_extension(ext)) {
-          group.has_image = true;
-          group.sample.offset = data;
-          group.sample.size = size;
-          group.sample.member = name;
-        }
-      }
-    }
-    const uint64_t padded = (size + kBlock - 1) / kBlock * kBlock;  // size <= tar.size(): no overflow
-    if (padded > tar.size() - data) break;  // the last member's padding may be missing
-    pos = data + padded;
+uint64_t tar_fingerprint(std::span<const uint8_t> tar, const std::vector<uint64_t>& offsets) {
+  std::vector<uint8_t> bytes;
+  const size_t edge = std::min(tar.size(), kFingerprintEdge);
+  bytes.insert(bytes.end(), tar.begin(), tar.begin() + static_cast<ptrdiff_t>(edge));
+  bytes.insert(bytes.end(), tar.end() - static_cast<ptrdiff_t>(edge), tar.end());
+  const size_t n = offsets.size(), picks = std::min(n, kFingerprintHeaders);
+  for (size_t k = 0; k < picks; ++k) {
+    const uint64_t offset = offsets[k * n / picks];
+    if (offset < kHeaderBlock || offset > tar.size()) continue;
+    const auto header = tar.subspan(offset - kHeaderBlock, kHeaderBlock);
+    bytes.insert(bytes.end(), header.begin(), header.end());
   }
-  finish_group();
-  return samples;
+  return checksum(bytes);
 }
 
-std::vector<uint8_t> encode_tar_index(const MappedFile& file, const std::vector<TarSample>& samples) {
+std::vector<uint8_t> encode_tar_index(const MappedFile& file, const TarScan& scan) {
   std::vector<IndexEntry> entries;
-  entries.reserve(samples.size());
+  entries.reserve(scan.samples.size());
+  std::vector<uint64_t> offsets;
+  offsets.reserve(scan.samples.size());
   std::string keys;
-  for (const TarSample& s : samples) {
+  for (const TarSample& s : scan.samples) {
     entries.push_back({.offset = s.offset, .payload_len = s.size, .label = s.label, .key_offset = keys.size(),
                        .shard = 0, .key_len = static_cast<uint32_t>(s.member.size())});
+    offsets.push_back(s.offset);
     keys += s.member;
   }
-  const ShardInfo info{.name = std::filesystem::path(file.path()).filename().string(), .shard_id = 0,
-                       .file_size = file.bytes().size(), .record_count = samples.size(), .first_sample = 0,
-                       .mtime_ns = file.mtime_ns()};
-  return encode_index(IndexKind::kTar, {info}, entries, keys, {});
+  const ShardInfo info{.name = file_name(file.path()), .shard_id = 0, .file_size = file.bytes().size(),
+                       .record_count = scan.samples.size(), .first_sample = 0, .mtime_ns = file.mtime_ns()};
+  return encode_index(IndexKind::kTar, {info}, entries, keys, encode_skipped(scan.skipped),
+                      identity_of(file, tar_fingerprint(file.bytes(), offsets)));
 }
 
 namespace {
 
-// The tar's index from "<tar>.chidx" when it is there and matches the tar; else scanned (and written).
-Status load_index(const std::shared_ptr<const MappedFile>& tar, bool write, std::shared_ptr<const void>* owner,
-                  IndexView* view) {
-  const std::string index_path = tar->path() + ".chidx";
-  auto mapped = MappedFile::open(index_path);
-  if (mapped.is_ok()) {
-    auto parsed = IndexView::parse((*mapped)->bytes(), index_path);
-    if (parsed.is_ok() && parsed->kind() == IndexKind::kTar && parsed->shards().size() == 1 &&
-        parsed->shards()[0].file_size == tar->bytes().size() && parsed->shards()[0].mtime_ns == tar->mtime_ns() &&
-        parsed->shards()[0].name == std::filesystem::path(tar->path()).filename().string()) {
-      *owner = std::move(mapped).value();
-      *view = std::move(parsed).value();
-      return Status::ok();
-    }
-    // Stale (the tar changed) or damaged: rebuilt below.
+struct LoadedIndex {
+  std::shared_ptr<const void> owner;  // the bytes `view` reads
+  IndexView view;
+  std::string path;
+};
+
+// The index at `path` when it is one and describes `tar` as it is now.
+std::optional<LoadedIndex> matching_index(const MappedFile& tar, const std::string& path) {
+  auto mapped = MappedFile::open(path);
+  if (!mapped.is_ok()) return std::nullopt;
+  auto parsed = IndexView::parse((*mapped)->bytes(), path);
+  if (!parsed.is_ok() || parsed->kind() != IndexKind::kTar || parsed->shards().size() != 1) return std::nullopt;
+  const ShardInfo& shard = parsed->shards()[0];
+  if (shard.file_size != tar.bytes().size() || shard.mtime_ns != tar.mtime_ns() || shard.name != file_name(tar.path()))
+    return std::nullopt;
+  std::vector<uint64_t> offsets(parsed->size());
+  for (uint64_t i = 0; i < parsed->size(); ++i) offsets[i] = parsed->entry(i).offset;
+  if (!(parsed->tar_identity() == identity_of(tar, tar_fingerprint(tar.bytes(), offsets)))) return std::nullopt;
+  return LoadedIndex{std::move(mapped).value(), std::move(parsed).value(), path};
+}
+
+std::string cache_path(const std::string& cache_dir, const std::string& tar_path) {
+  const std::string absolute = std::filesystem::absolute(tar_path).lexically_normal().string();
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(checksum(
+      {reinterpret_cast<const uint8_t*>(absolute.data()), absolute.size()})));
+  return cache_dir + "/tar-index/" + hex + ".chidx";
+}
+
+// The tar's index: beside it when asked for there, else cached, else scanned (and cached).
+Result<LoadedIndex> load_index(const std::shared_ptr<const MappedFile>& tar, const std::string& cache_dir) {
+  if (auto beside = matching_index(*tar, tar->path() + ".chidx")) return std::move(*beside);
+  const std::string cached = cache_dir.empty() ? std::string() : cache_path(cache_dir, tar->path());
+  if (!cached.empty())
+    if (auto hit = matching_index(*tar, cached)) return std::move(*hit);
+  CHUTE_ASSIGN_OR_RETURN(TarScan scan, scan_tar(tar->bytes(), tar->path()));
+  auto bytes = std::make_shared<const std::vector<uint8_t>>(encode_tar_index(*tar, scan));
+  LoadedIndex out;
+  if (!cached.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(cached).parent_path(), ec);
+    if (write_file_atomically(cached, *bytes).is_ok()) out.path = cached;  // best effort: else in memory
   }
-  CHUTE_ASSIGN_OR_RETURN(std::vector<TarSample> samples, scan_tar(tar->bytes(), tar->path()));
-  auto bytes = std::make_shared<const std::vector<uint8_t>>(encode_tar_index(*tar, samples));
-  if (write) (void)write_file_atomically(index_path, *bytes);  // best effort: a read-only directory is fine
-  CHUTE_ASSIGN_OR_RETURN(*view, IndexView::parse(*bytes, index_path));
-  *owner = std::move(bytes);
-  return Status::ok();
+  CHUTE_ASSIGN_OR_RETURN(out.view, IndexView::parse(*bytes, tar->path() + " (index)"));
+  out.owner = std::move(bytes);
+  return out;
 }
 
 }  // namespace
@@ -219,12 +142,34 @@ Result<std::shared_ptr<TarSource>> TarSource::open(const std::vector<std::string
   for (const std::string& path : paths) {
     Tar t;
     CHUTE_ASSIGN_OR_RETURN(t.file, MappedFile::open(path));
-    CHUTE_RETURN_IF_ERROR(load_index(t.file, options.write_index, &t.index_owner, &t.index));
+    CHUTE_ASSIGN_OR_RETURN(LoadedIndex index, load_index(t.file, options.cache_dir));
+    t.index_owner = std::move(index.owner);
+    t.index = std::move(index.view);
+    t.index_path = std::move(index.path);
+    for (TarSkipped& s : decode_skipped(t.index.classes())) {
+      for (std::string& e : s.examples) e = path + ":" + e;
+      auto it = std::find_if(src->skipped_.begin(), src->skipped_.end(),
+                             [&](const TarSkipped& o) { return o.reason == s.reason; });
+      if (it == src->skipped_.end()) {
+        src->skipped_.push_back(std::move(s));
+        continue;
+      }
+      it->count += s.count;
+      for (std::string& e : s.examples)
+        if (it->examples.size() < kMaxSkipExamples) it->examples.push_back(std::move(e));
+    }
     t.first = src->total_;
     src->total_ += static_cast<int64_t>(t.index.size());
     src->tars_.push_back(std::move(t));
   }
-  if (src->total_ == 0) return invalid_argument("no image sample in " + paths.front() + (paths.size() > 1 ? " and the other tars" : ""));
+  if (src->total_ == 0) {
+    std::string why;
+    for (const TarSkipped& s : src->skipped_)
+      why += (why.empty() ? "; skipped: " : ", ") + std::to_string(s.count) + " " + s.reason +
+             (s.examples.empty() ? "" : " (" + s.examples[0] + ")");
+    return invalid_argument("no image sample in " + paths.front() +
+                            (paths.size() > 1 ? " and the other tars" : "") + why);
+  }
   src->label_by_folder();
   return src;
 }
@@ -308,8 +253,8 @@ Status TarSource::read(int64_t index, std::vector<uint8_t>& out) const {
 Status write_tar_indexes(const std::vector<std::string>& paths) {
   for (const std::string& path : paths) {
     CHUTE_ASSIGN_OR_RETURN(auto tar, MappedFile::open(path));
-    CHUTE_ASSIGN_OR_RETURN(std::vector<TarSample> samples, scan_tar(tar->bytes(), path));
-    CHUTE_RETURN_IF_ERROR(write_file_atomically(path + ".chidx", encode_tar_index(*tar, samples)));
+    CHUTE_ASSIGN_OR_RETURN(TarScan scan, scan_tar(tar->bytes(), path));
+    CHUTE_RETURN_IF_ERROR(write_file_atomically(path + ".chidx", encode_tar_index(*tar, scan)));
   }
   return Status::ok();
 }

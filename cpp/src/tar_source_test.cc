@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "test_util.h"
 
@@ -18,9 +19,11 @@ namespace fs = std::filesystem;
 std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
 
 // A ustar member header and its data, padded to 512 bytes.
-void add(std::vector<uint8_t>& tar, const std::string& name, const std::string& data, char type = '0') {
+void add(std::vector<uint8_t>& tar, const std::string& name, const std::string& data, char type = '0',
+         const std::string& link = "") {
   std::vector<uint8_t> h(512, 0);
   std::memcpy(h.data(), name.data(), std::min<size_t>(name.size(), 100));
+  std::memcpy(h.data() + 157, link.data(), std::min<size_t>(link.size(), 100));
   std::snprintf(reinterpret_cast<char*>(h.data()) + 100, 8, "%07o", 0644);
   std::snprintf(reinterpret_cast<char*>(h.data()) + 108, 8, "%07o", 0);
   std::snprintf(reinterpret_cast<char*>(h.data()) + 116, 8, "%07o", 0);
@@ -62,8 +65,9 @@ TEST(TarSourceTest, GroupsMembersLikeWebDataset) {
   add(tar, "", pax("path", "pax/name.webp"), 'x');
   add(tar, "short.txt", "PAX");
   end(tar);
-  auto samples = scan_tar(tar, "t.tar");
-  ASSERT_TRUE(samples.is_ok()) << samples.status().to_string();
+  auto scan = scan_tar(tar, "t.tar");
+  ASSERT_TRUE(scan.is_ok()) << scan.status().to_string();
+  const std::vector<TarSample>* samples = &scan->samples;
   ASSERT_EQ(samples->size(), 5u);
   const std::vector<std::pair<std::string, int64_t>> want = {
       {"000.jpg", 3}, {"001.png", 7}, {"dir/002.jpeg", -1}, {std::string(150, 'L') + ".jpg", -1}, {"pax/name.webp", -1}};
@@ -97,8 +101,8 @@ TEST(TarSourceTest, BadTarsGiveErrorsNamingTheMember) {
   EXPECT_FALSE(scan_tar(bytes_of(std::string(512, 'z')), "t.tar").is_ok());
 }
 
-TEST(TarSourceTest, OpensTarsWritesTheIndexAndRebuildsItWhenTheTarChanges) {
-  TempDir dir;
+TEST(TarSourceTest, OpensTarsCachesTheIndexOutsideTheDatasetAndRebuildsItWhenTheTarChanges) {
+  TempDir dir, cache;
   std::vector<uint8_t> a, b;
   add(a, "x/0.jpg", "A0");
   add(a, "x/0.cls", "1");
@@ -110,7 +114,8 @@ TEST(TarSourceTest, OpensTarsWritesTheIndexAndRebuildsItWhenTheTarChanges) {
   dir.write("a.tar", a);
   dir.write("b.tar", b);
   const std::string pa = (dir.path() / "a.tar").string(), pb = (dir.path() / "b.tar").string();
-  auto src = TarSource::open({pa, pb});
+  const TarOptions options{.cache_dir = cache.path().string()};
+  auto src = TarSource::open({pa, pb}, options);
   ASSERT_TRUE(src.is_ok()) << src.status().to_string();
   ASSERT_EQ((*src)->size(), 3);
   std::vector<uint8_t> out;
@@ -119,7 +124,20 @@ TEST(TarSourceTest, OpensTarsWritesTheIndexAndRebuildsItWhenTheTarChanges) {
   EXPECT_EQ((*src)->label(2), 2);
   EXPECT_EQ((*src)->label(1), -1);
   EXPECT_EQ((*src)->name(1), pa + ":x/1.jpg");
-  EXPECT_TRUE(fs::exists(pa + ".chidx"));
+  // Nothing is written into the dataset; the index is in the cache directory, and reused from there.
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 2);
+  const std::string cached = (*src)->index_path(0);
+  EXPECT_TRUE(cached.starts_with(cache.path().string() + "/tar-index/")) << cached;
+  EXPECT_TRUE(fs::exists(cached));
+  const auto written = fs::last_write_time(cached);
+  auto reopened = TarSource::open({pa}, options);
+  ASSERT_TRUE(reopened.is_ok());
+  EXPECT_EQ((*reopened)->index_path(0), cached);
+  EXPECT_EQ(fs::last_write_time(cached), written);
+  // Without a cache directory the index stays in memory.
+  auto in_memory = TarSource::open({pa});
+  ASSERT_TRUE(in_memory.is_ok());
+  EXPECT_EQ((*in_memory)->index_path(0), "");
 
   // The tar grows: its index is stale and is rebuilt on open.
   b.clear();
@@ -128,7 +146,7 @@ TEST(TarSourceTest, OpensTarsWritesTheIndexAndRebuildsItWhenTheTarChanges) {
   add(b, "y/1.jpg", "B1");
   end(b);
   dir.write("b.tar", b);
-  auto again = TarSource::open({pa, pb});
+  auto again = TarSource::open({pa, pb}, options);
   ASSERT_TRUE(again.is_ok());
   EXPECT_EQ((*again)->size(), 4);
   ASSERT_TRUE((*again)->read(3, out).is_ok());
@@ -136,9 +154,132 @@ TEST(TarSourceTest, OpensTarsWritesTheIndexAndRebuildsItWhenTheTarChanges) {
 
   // A damaged index file is rebuilt too, never trusted.
   dir.write("a.tar.chidx", std::vector<uint8_t>(300, 0xAB));
-  auto rebuilt = TarSource::open({pa});
+  fs::resize_file(cached, 200);
+  auto rebuilt = TarSource::open({pa}, options);
   ASSERT_TRUE(rebuilt.is_ok());
   EXPECT_EQ((*rebuilt)->size(), 2);
+}
+
+TEST(TarSourceTest, ATarRewrittenWithTheSameSizeAndMtimeIsReindexed) {
+  TempDir dir, cache;
+  auto tar_with_labels = [](const std::string& first, const std::string& second) {
+    std::vector<uint8_t> t;
+    add(t, "0.jpg", "IMG0");
+    add(t, "0.cls", first);
+    add(t, "1.jpg", "IMG1");
+    add(t, "1.cls", second);
+    end(t);
+    return t;
+  };
+  dir.write("t.tar", tar_with_labels("3", "4"));
+  const std::string path = (dir.path() / "t.tar").string();
+  const auto mtime = fs::last_write_time(path);
+  const TarOptions options{.cache_dir = cache.path().string()};
+  auto first = TarSource::open({path}, options);
+  ASSERT_TRUE(first.is_ok());
+  EXPECT_EQ((*first)->label(0), 3);
+  // Same size, same mtime, other labels: the index must not be reused.
+  dir.write("t.tar", tar_with_labels("5", "6"));
+  fs::last_write_time(path, mtime);
+  auto second = TarSource::open({path}, options);
+  ASSERT_TRUE(second.is_ok());
+  EXPECT_EQ((*second)->label(0), 5);
+  EXPECT_EQ((*second)->label(1), 6);
+  // The same holds for an index written beside the tar on request (`chute index`).
+  ASSERT_TRUE(write_tar_indexes({path}).is_ok());
+  dir.write("t.tar", tar_with_labels("7", "8"));
+  fs::last_write_time(path, mtime);
+  auto third = TarSource::open({path}, options);
+  ASSERT_TRUE(third.is_ok());
+  EXPECT_EQ((*third)->label(1), 8);
+}
+
+TEST(TarSourceTest, WebDatasetKeyFollowsItsRegularExpression) {
+  struct Case {
+    const char* path;
+    const char* key;  // nullptr: no split
+    const char* ext;
+  };
+  // Expected values are what re.match(r"^((?:.*/|)[^.]+)[.]([^/]*)$", path) gives.
+  const Case cases[] = {
+      {"img.jpg", "img", "jpg"},           {"img.0.jpg", "img", "0.jpg"},
+      {"a.b/c.d.e", "a.b/c", "d.e"},       {"dir/img.seg.png", "dir/img", "seg.png"},
+      {"noext", nullptr, nullptr},         {"dir.x/noext", nullptr, nullptr},
+      {".hidden.jpg", nullptr, nullptr},   {"a/dir/.hidden.jpg", "a/dir/", "hidden.jpg"},
+      {"a.b/.x.jpg", nullptr, nullptr},    {"img.", "img", ""},
+  };
+  for (const Case& c : cases) {
+    std::string_view key, ext;
+    const bool split = webdataset_key(c.path, &key, &ext);
+    EXPECT_EQ(split, c.key != nullptr) << c.path;
+    if (split && c.key) {
+      EXPECT_EQ(key, c.key) << c.path;
+      EXPECT_EQ(ext, c.ext) << c.path;
+    }
+  }
+}
+
+TEST(TarSourceTest, LinksReadTheirTargetsAndSkippedMembersAreReported) {
+  std::vector<uint8_t> tar;
+  add(tar, "root/a", "", '5');
+  add(tar, "root/a/img.0.jpg", "A0");
+  add(tar, "root/a/img.1.jpg", "A1");
+  add(tar, "root/a/hard.jpg", "", '1', "root/a/img.0.jpg");     // hard link: A0
+  add(tar, "root/a/soft.jpg", "", '2', "img.1.jpg");            // symbolic link to a file: A1
+  add(tar, "root/b", "", '2', "a");                             // a directory link: a's 4 images again
+  add(tar, "root/a/gone.jpg", "", '2', "missing.jpg");          // dangling
+  add(tar, "root/a/out.jpg", "", '2', "../../../etc/x.jpg");    // leaves the archive
+  add(tar, "root/a/loop", "", '2', ".");                        // a directory holding its own link
+  add(tar, "root/a/notes.txt", "text");                         // not an image
+  add(tar, "root/fifo", "", '6');
+  end(tar);
+  auto scan = scan_tar(tar, "t.tar");
+  ASSERT_TRUE(scan.is_ok()) << scan.status().to_string();
+  std::vector<std::pair<std::string, std::string>> got;
+  for (const TarSample& s : scan->samples)
+    got.emplace_back(s.member, std::string(tar.begin() + s.offset, tar.begin() + s.offset + s.size));
+  const std::vector<std::pair<std::string, std::string>> want = {
+      {"root/a/img.0.jpg", "A0"}, {"root/a/img.1.jpg", "A1"}, {"root/a/hard.jpg", "A0"},
+      {"root/a/soft.jpg", "A1"},  {"root/b/img.0.jpg", "A0"}, {"root/b/img.1.jpg", "A1"},
+      {"root/b/hard.jpg", "A0"},  {"root/b/soft.jpg", "A1"}};
+  EXPECT_EQ(got, want);
+  std::map<std::string, std::vector<std::string>> skipped;
+  for (const TarSkipped& s : scan->skipped) {
+    EXPECT_EQ(s.count, s.examples.size());
+    skipped[s.reason] = s.examples;
+  }
+  const std::map<std::string, std::vector<std::string>> want_skipped = {
+      {"symbolic link to a member that is not in the archive", {"root/a/gone.jpg"}},
+      {"symbolic link pointing outside the archive", {"root/a/out.jpg"}},
+      {"symbolic link to a directory that holds it (a loop)", {"root/a/loop"}},
+      {"not an image file", {"root/b/notes.txt", "root/a/notes.txt"}},  // b mirrors a
+      {"not a regular file (a device or FIFO)", {"root/fifo"}}};
+  EXPECT_EQ(skipped, want_skipped);
+}
+
+TEST(TarSourceTest, WebDatasetSamplesKeepGroupingByKeyWithSeveralDots) {
+  std::vector<uint8_t> tar;
+  add(tar, "s/000.0.jpg", "IMG0");  // key "s/000", extension "0.jpg": the image by its last extension
+  add(tar, "s/000.cls", "4");
+  add(tar, "s/001.seg.png", "MASK");
+  add(tar, "s/001.jpg", "IMG1");  // an exact image extension wins over "seg.png"
+  add(tar, "s/001.cls", "5");
+  add(tar, "s/001.CLS", "6");     // WebDataset lower-cases extensions: a repeat
+  add(tar, "__meta__/info.json", "{}");
+  add(tar, "README", "no dot");
+  end(tar);
+  auto scan = scan_tar(tar, "t.tar");
+  ASSERT_TRUE(scan.is_ok()) << scan.status().to_string();
+  ASSERT_EQ(scan->samples.size(), 2u);
+  EXPECT_EQ(scan->samples[0].member, "s/000.0.jpg");
+  EXPECT_EQ(scan->samples[0].label, 4);
+  EXPECT_EQ(scan->samples[1].member, "s/001.jpg");
+  EXPECT_EQ(scan->samples[1].label, 5);
+  std::vector<std::string> reasons;
+  for (const TarSkipped& s : scan->skipped) reasons.push_back(s.reason);
+  EXPECT_EQ(reasons, (std::vector<std::string>{"extension repeated within one WebDataset sample",
+                                               "WebDataset metadata (__*__)",
+                                               "no extension (WebDataset names are <key>.<extension>)"}));
 }
 
 TEST(TarSourceTest, PlainTarOfAnImageFolderIsLabelledByClassDirectory) {

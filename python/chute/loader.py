@@ -242,7 +242,8 @@ class Loader:
     def stats(self) -> LoaderStats:
         """Where the time went since the loader was created or :meth:`reset_stats`, with a verdict:
         input-bound (and which stage limits) or consumer-bound. A dict; ``print()`` it for a summary."""
-        return LoaderStats(self._native.stats())
+        skipped = getattr(self.source, "skipped", None) or []  # members a tar source left out, by reason
+        return LoaderStats(self._native.stats(), members_skipped={s["reason"]: s["count"] for s in skipped})
 
     def reset_stats(self) -> None:
         """Starts the statistics afresh (e.g. after a warm-up epoch)."""

@@ -206,7 +206,9 @@ class FolderPlan(Plan):
         self.dtype = dtype
         self.transforms = transforms
         # The samples as a chute FileList: absolute paths, the dataset's own labels, in its own order.
-        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False, encoding="utf-8") as f:
+        # surrogateescape: a name that is not UTF-8 (os.fsdecode'd by os.scandir) is written as its bytes.
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False, encoding="utf-8",
+                                         errors="surrogateescape") as f:
             for path, target in samples:
                 f.write(f"{os.path.abspath(path)} {int(target)}\n")
             list_path = f.name

@@ -60,7 +60,10 @@ def add_parsers(sub) -> None:
     m.add_argument("dst")
 
     i = sub.add_parser("index", help="index tar / WebDataset shards ahead of their first open",
-                       description="Writes <tar>.chidx beside each tar file (a .tar, a glob or a directory).")
+                       description="Writes <tar>.chidx beside each tar file (a .tar, a glob or a directory), "
+                                   "where opens look first. Without it, indexes are built on first open "
+                                   "and cached in $CHUTE_CACHE_DIR (else $XDG_CACHE_HOME/chute), never "
+                                   "beside the data.")
     i.add_argument("paths", nargs="+")
 
     s = sub.add_parser("inspect", help="summarise a packed dataset, tar shards or an image folder",
@@ -71,6 +74,13 @@ def add_parsers(sub) -> None:
     s.add_argument("--verify", action="store_true")
     s.add_argument("--threads", type=_positive, help="threads for --verify (default: all cores)")
     s.add_argument("--json", action="store_true")
+
+
+def _printable(name: str) -> str:
+    """A file or member name for the terminal: bytes that are not UTF-8 as \\xNN, rich markup escaped."""
+    from rich.markup import escape
+
+    return escape(os.fsencode(name).decode("utf-8", "backslashreplace"))
 
 
 def _progress_bar(console, description: str):
@@ -199,6 +209,10 @@ def _inspect(args, console) -> int:
     table.add_row("shards", f"{len(info['shards']):,}")
     table.add_row("bytes", f"{info['bytes']:,} on disk, {info['payload_bytes']:,} of images")
     table.add_row("image bytes", "  ".join(f"{k} {v:,.0f}" for k, v in sizes.items()))
+    for skip in info.get("skipped", []):
+        examples = ", ".join(_printable(e) for e in skip["examples"])
+        table.add_row("skipped", f"{skip['count']:,} {skip['reason']}: {examples}"
+                      + (", ..." if skip["count"] > len(skip["examples"]) else ""))
     console.print(table)
     if args.verify:
         for i, error in bad:
@@ -228,5 +242,5 @@ def run(args: argparse.Namespace) -> int:
             return 0
         return _inspect(args, console)
     except (OSError, ValueError, RuntimeError) as e:
-        console.print(f"[red]chute {args.command}: {e}[/red]")
+        console.print(f"[red]chute {args.command}: {_printable(str(e))}[/red]")
         return 2

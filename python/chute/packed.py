@@ -72,18 +72,46 @@ class PackedDataset(_RecordSource):
         return f"chute.PackedDataset({self.path!r}, samples={len(self)}, classes={len(self.classes)})"
 
 
-class TarDataset(_RecordSource):
-    """Plain tar or WebDataset shards, read in place. Files sharing a basename are one sample; the image is
-    its jpg/jpeg/png/... member and the label the integer in its ``.cls`` member (-1 without one). A plain
-    tar of an ImageFolder tree (no ``.cls`` anywhere) is labelled by class directory, as ImageFolder does.
-    Each tar's index is built on first open and kept beside it as ``<tar>.chidx``."""
+def resolve_cache_dir(override: str | os.PathLike | None = None) -> str:
+    """Where chute caches what it derives from datasets (tar indexes): ``override``, else
+    ``$CHUTE_CACHE_DIR``, else ``$XDG_CACHE_HOME/chute``, else ``~/.cache/chute``. Never the dataset's
+    own directory."""
+    if override is not None:
+        return os.fspath(override)
+    if os.environ.get("CHUTE_CACHE_DIR"):
+        return os.environ["CHUTE_CACHE_DIR"]
+    if os.environ.get("XDG_CACHE_HOME"):
+        return os.path.join(os.environ["XDG_CACHE_HOME"], "chute")
+    return os.path.join(os.path.expanduser("~"), ".cache", "chute")
 
-    def __init__(self, paths: list[str], *, write_index: bool = True):
+
+class TarDataset(_RecordSource):
+    """Plain tar or WebDataset shards, read in place.
+
+    WebDataset shards (members sharing a key with an image: ``.cls``, ``.json``...) are grouped by
+    WebDataset's rule: the key is the path up to the first dot of the file name, and consecutive members
+    with one key are a sample; its image is the jpg/jpeg/png/... member and its label the integer in its
+    ``.cls`` member (-1 without one). A tar of an image tree (no such companion) has one sample per image
+    file, as :class:`chute.ImageFolder` lists the tree, and is labelled by class directory when no tar has
+    a ``.cls``. Hard and symbolic links inside the archive read their target's bytes. Members left out
+    are listed, by reason, in :attr:`skipped` (and by ``chute inspect``).
+
+    Each tar's index is built on first open and cached in :func:`resolve_cache_dir` (``cache_dir=`` overrides
+    it), never beside the tar unless ``chute index`` wrote it there; an index is reused only while the
+    tar's name, size, mtime, inode, ctime and content fingerprint match."""
+
+    def __init__(self, paths: list[str], *, cache_dir: str | os.PathLike | None = None):
         if isinstance(paths, (str, bytes, os.PathLike)):
             paths = [paths]  # one tar file, not a list of its name's characters
-        self.paths = [_validate.path("paths", p) for p in paths]
-        self._native = _native.TarSource.open(self.paths, write_index)
+        self.paths = [os.fsdecode(_validate.path("paths", p)) for p in paths]
+        self._native = _native.TarSource.open(self.paths, resolve_cache_dir(cache_dir))
         self.classes: list[str] = list(self._native.classes)
+
+    @property
+    def skipped(self) -> list[dict]:
+        """Members of the tars that are in no sample: ``{"reason", "count", "examples"}`` per reason
+        (examples are ``"<tar>:<member>"``, at most 5 per tar)."""
+        return [{"reason": r, "count": n, "examples": list(e)} for r, n, e in self._native.skipped()]
 
     def __repr__(self) -> str:
         return f"chute.TarDataset({len(self.paths)} tar files, samples={len(self)})"
@@ -103,36 +131,78 @@ def _tar_paths(path: str) -> list[str] | None:
     if os.path.isfile(path) and path.endswith(".tar"):
         return [path]
     if os.path.isdir(path) and not os.path.exists(os.path.join(path, INDEX_FILE)):
-        tars = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".tar"))
+        tars = sorted(p for p in (os.path.join(path, f) for f in os.listdir(path) if f.endswith(".tar"))
+                      if os.path.isfile(p))  # a class folder may be named "x.tar"
         return tars or None
     return None
 
 
-def open(path_or_glob: str | os.PathLike, *, verify: bool = True) -> PackedDataset | TarDataset:  # noqa: A001
+def open(path_or_glob: str | os.PathLike, *, verify: bool = True,  # noqa: A001
+         cache_dir: str | os.PathLike | None = None) -> PackedDataset | TarDataset:
     """Opens a packed dataset (its directory, or its ``index.chidx``), or tar / WebDataset shards (a
     ``.tar`` file, a glob such as ``"shards/train-*.tar"``, or a directory of tars). The result works
-    with :class:`chute.Loader` like :class:`chute.ImageFolder`."""
-    path = _validate.path("path_or_glob", path_or_glob)
+    with :class:`chute.Loader` like :class:`chute.ImageFolder`. ``cache_dir``: where tar indexes are
+    cached (default :func:`resolve_cache_dir`)."""
+    path = os.fsdecode(_validate.path("path_or_glob", path_or_glob))
     tars = _tar_paths(path)
     if tars is not None:
-        return TarDataset(tars)
+        return TarDataset(tars, cache_dir=cache_dir)
     return PackedDataset(path, verify=verify)
+
+
+def _image_tree_below(directory: str) -> str | None:
+    """A subdirectory of ``directory`` with an image file somewhere below it (links followed, each
+    directory once), or None: what makes ``directory`` readable as an ImageFolder root."""
+    extensions = tuple(_native.IMAGE_EXTENSIONS)
+    seen: set[tuple[int, int]] = set()
+
+    def holds_image(d: str) -> bool:
+        try:
+            st = os.stat(d)
+            if (st.st_dev, st.st_ino) in seen:
+                return False
+            seen.add((st.st_dev, st.st_ino))
+            entries = list(os.scandir(d))
+        except OSError:
+            return False
+        if any(e.name.lower().endswith(extensions) and not e.is_dir() for e in entries):
+            return True
+        return any(holds_image(e.path) for e in entries if e.is_dir())
+
+    for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+        if entry.is_dir() and holds_image(entry.path):
+            return entry.name
+    return None
 
 
 def source_from_path(path: str | os.PathLike) -> ImageFolder | PackedDataset | TarDataset:
     """What a path given to :class:`chute.Loader` means: a packed dataset (a directory holding
-    ``index.chidx``), tar shards (a .tar, a glob, or a directory of tars), else an ImageFolder tree."""
+    ``index.chidx``), tar shards (a .tar, a glob, or a directory of tars), else an ImageFolder tree.
+
+    A directory that reads both ways (tar files beside class folders of images) is an error naming both
+    readings: chute never guesses which one the user meant."""
     path = os.fspath(path)
     if _is_glob(path) or path.endswith((".tar", ".chidx")) or os.path.exists(os.path.join(path, INDEX_FILE)):
         return open(path)
-    if os.path.isdir(path) and _tar_paths(path) is not None:
-        return open(path)
+    if os.path.isdir(path):
+        tars = _tar_paths(path)
+        if tars is not None:
+            tree = _image_tree_below(path)
+            if tree is not None:
+                names = ", ".join(os.path.basename(t) for t in tars[:3]) + (", ..." if len(tars) > 3 else "")
+                raise ValueError(
+                    f"{path!r} is ambiguous: it holds {len(tars)} tar file(s) ({names}), readable as tar / "
+                    f"WebDataset shards, and class folders of images (such as {tree!r}), readable as an "
+                    f"ImageFolder. Say which: chute.ImageFolder({path!r}) for the image folders, or "
+                    f"chute.open({path!r}) (or chute.open({os.path.join(path, '*.tar')!r})) for the tars.")
+            return open(path)
     return ImageFolder(path)
 
 
 def index(path_or_glob: str | os.PathLike) -> list[str]:
-    """Builds the index of each tar file (``<tar>.chidx``) ahead of the first open; returns the tars."""
-    path = _validate.path("path_or_glob", path_or_glob)
+    """Builds the index of each tar file ahead of the first open, beside it as ``<tar>.chidx`` (the one
+    case where chute writes into a dataset's directory: asked for here); returns the tars."""
+    path = os.fsdecode(_validate.path("path_or_glob", path_or_glob))
     tars = _tar_paths(path)
     if tars is None:
         raise ValueError(f"{path!r} names no tar file")
@@ -145,17 +215,10 @@ def _source_for(src) -> tuple[object, list[str]]:
     packed dataset, tar shards, or a file list."""
     if hasattr(src, "_native") and isinstance(src._native, _native.Source):
         return src._native, list(getattr(src, "classes", []))
-    path = _validate.path("src", src)
-    tars = _tar_paths(path)
-    if tars is not None:
-        tar = _native.TarSource.open(tars, True)
-        return tar, list(tar.classes)
-    if os.path.isdir(path):
-        if os.path.exists(os.path.join(path, INDEX_FILE)):
-            packed = PackedDataset(path)
-            return packed._native, packed.classes
-        folder = ImageFolder(path)
-        return folder._native, folder.classes
+    path = os.fsdecode(_validate.path("src", src))
+    if _is_glob(path) or os.path.isdir(path) or path.endswith((".tar", ".chidx")):
+        source = source_from_path(path)  # an ambiguous directory is an error here too
+        return source._native, list(source.classes)
     if os.path.isfile(path):
         return _native.FileList.open(path), []
     raise FileNotFoundError(f"no such file or directory: {path!r}")
@@ -286,8 +349,9 @@ def describe(dataset: PackedDataset | TarDataset) -> dict:
         index_bytes = os.path.getsize(os.path.join(directory, INDEX_FILE))
         kind, version = "chute packed shards", FORMAT_VERSION
     else:
-        shards = [{"file": p, "records": None, "bytes": os.path.getsize(p)} for p in dataset._native.tar_paths()]
-        index_bytes = sum(os.path.getsize(p + ".chidx") for p in dataset.paths if os.path.exists(p + ".chidx"))
+        shards = [{"file": p, "records": None, "bytes": os.path.getsize(p), "index": index or None}
+                  for p, index in zip(dataset._native.tar_paths(), dataset._native.index_paths())]
+        index_bytes = 0  # indexes are cached apart from the dataset (or held in memory)
         kind, version = "tar / WebDataset", None
     percentiles = (0, 10, 50, 90, 99, 100)
     values = np.percentile(sizes, percentiles).round().astype(int).tolist() if len(sizes) else [0] * len(percentiles)
@@ -297,6 +361,7 @@ def describe(dataset: PackedDataset | TarDataset) -> dict:
         "kind": kind,
         "format_version": version,
         "samples": int(len(sizes)),
+        "skipped": dataset.skipped if isinstance(dataset, TarDataset) else [],
         "classes": len(dataset.classes) if dataset.classes else int(len(np.unique(labelled))),
         "unlabelled": int((labels < 0).sum()),
         "shards": shards,

@@ -16,6 +16,8 @@ class LoaderStats(dict):
     ``wait_s / (wait_s + consumer_s)``. ``mean_ready_batches`` is the queue occupancy the consumer found.
     ``bound`` is ``"input"``, ``"consumer"`` or ``"unknown"``; when input-bound, ``limit`` names the stage
     (``"storage"``, ``"decode"``, ``"transform"``), and ``verdict`` gives the numbers behind it.
+    ``members_skipped`` counts, by reason, the members of a tar source that are in no sample (links out
+    of the archive, non-image files...; see :attr:`chute.TarDataset.skipped`).
     """
 
     def __str__(self) -> str:
@@ -46,4 +48,7 @@ class LoaderStats(dict):
             f"{s['fill_wait_s']:.2f} s before first batches), own work {s['consumer_s']:.2f} s",
             f"  verdict: {s['verdict']}",
         ]
+        if s.get("members_skipped"):
+            lines.append("  source: members in no sample: " + ", ".join(
+                f"{n} {reason}" for reason, n in s["members_skipped"].items()))
         return "\n".join(lines)

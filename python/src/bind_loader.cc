@@ -10,6 +10,7 @@
 #include "bindings.h"
 #include "chute/loader.h"
 #include "chute/numa.h"
+#include "fs_path.h"
 
 namespace chute::py {
 
@@ -67,7 +68,7 @@ nb::tuple to_tensors(const std::shared_ptr<Batch>& batch, const Loader& loader) 
 }
 
 nb::object error_tuple(const SampleError& e) {
-  return nb::make_tuple(e.index, e.path, e.status.to_string(), e.epoch);
+  return nb::make_tuple(e.index, fs_str(e.path), fs_str(e.status.to_string()), e.epoch);
 }
 
 }  // namespace
@@ -154,7 +155,10 @@ void register_loader(nb::module_& m) {
              Loader& loader = *l.impl;
              auto finish = [&](Result<std::shared_ptr<Batch>>& next) -> nb::object {
                if (!next.is_ok()) {
-                 if (loader.failed_sample()) throw std::invalid_argument(next.status().message());
+                 if (loader.failed_sample()) {  // the message may name a file that is not UTF-8
+                   PyErr_SetObject(sample_error.ptr(), fs_str(next.status().message()).ptr());
+                   throw nb::python_error();
+                 }
                  throw_status(next.status());
                }
                if (!*next) return nb::none();

@@ -19,12 +19,10 @@
 #include "chute/pack_writer.h"
 #include "chute/packed_source.h"
 #include "chute/tar_source.h"
+#include "fs_path.h"
 
 namespace chute::py {
 namespace {
-
-
-
 
 template <typename S>
 std::vector<uint64_t> payload_sizes_of(const S& s) {
@@ -55,7 +53,7 @@ nb::dict summary_dict(const PackSummary& s) {
   d["file_bytes"] = s.file_bytes;
   d["shards"] = s.shards;
   nb::list skipped;
-  for (const PackSkipped& k : s.skipped) skipped.append(nb::make_tuple(k.index, k.name, k.status.to_string()));
+  for (const PackSkipped& k : s.skipped) skipped.append(nb::make_tuple(k.index, fs_str(k.name), fs_str(k.status.to_string())));
   d["skipped"] = skipped;
   return d;
 }
@@ -78,17 +76,19 @@ void register_packed(nb::module_& m) {
   nb::class_<PackedSource, Source>(m, "PackedSource")
       .def_static(
           "open",
-          [](const std::string& path, bool verify) {
-            return open_without_gil<PackedSource>([&] { return PackedSource::open(path, {.verify_checksums = verify}); });
+          [](const FsPath& path, bool verify) {
+            return open_without_gil<PackedSource>(
+                [&] { return PackedSource::open(path.value, {.verify_checksums = verify}); });
           },
           nb::arg("path"), nb::arg("verify") = true)
-      .def_prop_ro("classes", &PackedSource::classes)
-      .def_prop_ro("directory", &PackedSource::directory)
+      .def_prop_ro("classes", [](const PackedSource& p) { return fs_list(p.classes()); })
+      .def_prop_ro("directory", [](const PackedSource& p) { return fs_str(p.directory()); })
       .def("payload_sizes", &payload_sizes_of<PackedSource>)
       .def("shards",
            [](const PackedSource& p) {
-             std::vector<std::tuple<std::string, uint64_t, uint64_t, uint64_t>> out;
-             for (const ShardInfo& s : p.shards()) out.emplace_back(s.name, s.record_count, s.file_size, s.first_sample);
+             nb::list out;
+             for (const ShardInfo& s : p.shards())
+               out.append(nb::make_tuple(fs_str(s.name), s.record_count, s.file_size, s.first_sample));
              return out;
            })
       .def(
@@ -99,8 +99,8 @@ void register_packed(nb::module_& m) {
               nb::gil_scoped_release release;
               bad = p.verify(begin, end);
             }
-            std::vector<std::pair<int64_t, std::string>> out;
-            for (auto& [i, st] : bad) out.emplace_back(i, st.message());
+            nb::list out;
+            for (auto& [i, st] : bad) out.append(nb::make_tuple(i, fs_str(st.message())));
             return out;
           },
           nb::arg("begin"), nb::arg("end"));
@@ -108,25 +108,40 @@ void register_packed(nb::module_& m) {
   nb::class_<TarSource, Source>(m, "TarSource")
       .def_static(
           "open",
-          [](const std::vector<std::string>& paths, bool write_index) {
-            return open_without_gil<TarSource>([&] { return TarSource::open(paths, {.write_index = write_index}); });
+          [](const std::vector<FsPath>& paths, const FsPath& cache_dir) {
+            return open_without_gil<TarSource>(
+                [&] { return TarSource::open(fs_values(paths), {.cache_dir = cache_dir.value}); });
           },
-          nb::arg("paths"), nb::arg("write_index") = true)
-      .def_prop_ro("classes", &TarSource::classes)
+          nb::arg("paths"), nb::arg("cache_dir"))
+      .def_prop_ro("classes", [](const TarSource& t) { return fs_list(t.classes()); })
       .def("payload_sizes", &payload_sizes_of<TarSource>)
       .def(
-          "member", [](const TarSource& t, int64_t i) { return t.member(checked_index(t, i)); }, nb::arg("index"))
-      .def("tar_paths", [](const TarSource& t) {
-        std::vector<std::string> out;
-        for (size_t i = 0; i < t.num_tars(); ++i) out.push_back(t.tar_path(i));
+          "member", [](const TarSource& t, int64_t i) { return fs_str(t.member(checked_index(t, i))); },
+          nb::arg("index"))
+      .def("tar_paths",
+           [](const TarSource& t) {
+             nb::list out;
+             for (size_t i = 0; i < t.num_tars(); ++i) out.append(fs_str(t.tar_path(i)));
+             return out;
+           })
+      .def("index_paths",
+           [](const TarSource& t) {
+             nb::list out;
+             for (size_t i = 0; i < t.num_tars(); ++i) out.append(fs_str(t.index_path(i)));
+             return out;
+           })
+      .def("skipped", [](const TarSource& t) {
+        nb::list out;
+        for (const TarSkipped& s : t.skipped()) out.append(nb::make_tuple(fs_str(s.reason), s.count, fs_list(s.examples)));
         return out;
       });
 
   nb::class_<FileList, Source>(m, "FileList")
       .def_static(
-          "open", [](const std::string& path) { return open_without_gil<FileList>([&] { return FileList::open(path); }); },
+          "open",
+          [](const FsPath& path) { return open_without_gil<FileList>([&] { return FileList::open(path.value); }); },
           nb::arg("path"))
-      .def_prop_ro("root", &FileList::root);
+      .def_prop_ro("root", [](const FileList& f) { return fs_str(f.root()); });
 
   m.def(
       "read_sample",
@@ -172,14 +187,15 @@ void register_packed(nb::module_& m) {
 
   m.def(
       "pack",
-      [](const std::shared_ptr<Source>& source, const std::vector<std::string>& classes, const std::string& dst,
+      [](const std::shared_ptr<Source>& source, const std::vector<FsPath>& class_names, const FsPath& dst,
          uint64_t shard_size, int num_threads, int part, int parts, nb::object progress, const std::string& validate,
          int64_t max_pixels, bool skip_bad) {
+        const std::vector<std::string> classes = fs_values(class_names);
         PackOptions o;
         o.check = image_check(validate);
         o.max_pixels = max_pixels;
         o.skip_bad = skip_bad;
-        o.dst = dst;
+        o.dst = dst.value;
         o.shard_size = shard_size;
         o.num_threads = num_threads;
         o.part = part;
@@ -227,17 +243,19 @@ void register_packed(nb::module_& m) {
             if (!st.is_ok()) bad.emplace_back(i, source->name(i) + ": " + st.to_string());
           }
         }
-        return bad;
+        nb::list out;  // names as os.fsdecode gives them (not UTF-8 everywhere)
+        for (const auto& [index, reason] : bad) out.append(nb::make_tuple(index, fs_str(reason)));
+        return out;
       },
       nb::arg("source"), nb::arg("begin"), nb::arg("end"), nb::arg("validate") = "full",
       nb::arg("max_pixels") = kDefaultMaxPixels);
 
   m.def(
       "merge_parts",
-      [](const std::string& dst) {
+      [](const FsPath& dst) {
         Result<PackSummary> result = [&] {
           nb::gil_scoped_release release;
-          return merge_parts(dst);
+          return merge_parts(dst.value);
         }();
         return summary_dict(unwrap(std::move(result)));
       },
@@ -245,11 +263,11 @@ void register_packed(nb::module_& m) {
 
   m.def(
       "write_tar_indexes",
-      [](const std::vector<std::string>& paths) {
+      [](const std::vector<FsPath>& paths) {
         Status st;
         {
           nb::gil_scoped_release release;
-          st = write_tar_indexes(paths);
+          st = write_tar_indexes(fs_values(paths));
         }
         if (!st.is_ok()) throw_status(st);
       },

@@ -6,14 +6,16 @@
 #include "bindings.h"
 #include "chute/image_folder.h"
 #include "chute/reference.h"
+#include "fs_path.h"
 
 namespace chute::py {
 
 void register_reference(nb::module_& m) {
   m.def(
       "decode_rate",
-      [](const std::vector<std::string>& paths, std::optional<RandomResizedCrop> crop, double min_seconds,
+      [](const std::vector<FsPath>& fs_paths, std::optional<RandomResizedCrop> crop, double min_seconds,
          std::optional<nb::list> transforms) {
+        const std::vector<std::string> paths = fs_values(fs_paths);
         ReferenceWindow keep{crop, std::nullopt};
         if (transforms) keep.pipeline = make_pipeline(*transforms);
         nb::gil_scoped_release release;

@@ -1,22 +1,28 @@
 #include "bindings.h"
+#include "fs_path.h"
 
 namespace chute::py {
 
 void throw_status(const Status& status) {
-  const std::string& msg = status.message();
+  // Messages name files, whose names need not be UTF-8: decoded as os.fsdecode does, never strictly.
+  PyObject* type = PyExc_RuntimeError;
+  std::string msg = status.message();
   switch (status.code()) {
     case StatusCode::kInvalidArgument:
     case StatusCode::kUnsupported:
-      throw nb::value_error(msg.c_str());
+      type = PyExc_ValueError;
+      break;
     case StatusCode::kNotFound:
-      PyErr_SetString(PyExc_FileNotFoundError, msg.c_str());
-      throw nb::python_error();
+      type = PyExc_FileNotFoundError;
+      break;
     case StatusCode::kIoError:
-      PyErr_SetString(PyExc_OSError, msg.c_str());
-      throw nb::python_error();
+      type = PyExc_OSError;
+      break;
     default:
-      throw std::runtime_error(status.to_string());
+      msg = status.to_string();
   }
+  PyErr_SetObject(type, fs_str(msg).ptr());
+  throw nb::python_error();
 }
 
 }  // namespace chute::py

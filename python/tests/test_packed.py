@@ -109,7 +109,8 @@ def write_webdataset(folder: Path, out: Path, per_tar: int) -> list[Path]:
     return tars
 
 
-def test_webdataset_shards_read_directly_and_pack(folder, tmp_path):
+def test_webdataset_shards_read_directly_and_pack(folder, tmp_path, monkeypatch):
+    monkeypatch.setenv("CHUTE_CACHE_DIR", str(tmp_path / "cache"))
     source = chute.ImageFolder(folder)
     write_webdataset(folder, tmp_path, per_tar=10)
     ds = chute.open(str(tmp_path / "train-*.tar"))
@@ -117,7 +118,9 @@ def test_webdataset_shards_read_directly_and_pack(folder, tmp_path):
     assert ds.targets == source.targets
     for i in (0, 17, 35):
         assert ds[i][0] == Path(source.samples[i][0]).read_bytes()
-    assert len(list(tmp_path.glob("*.tar.chidx"))) == 4  # indexed on first open
+    # Indexed on first open, into the cache directory: nothing is written beside the tars.
+    assert not list(tmp_path.glob("*.chidx"))
+    assert len(list((tmp_path / "cache" / "tar-index").glob("*.chidx"))) == 4
     kwargs = dict(batch_size=9, transforms=[chute.CenterCrop(32)])
     for (xa, _), (xb, _) in zip(chute.Loader(source, **kwargs), chute.Loader(chute.open(tmp_path), **kwargs)):
         assert torch.equal(xa, xb)
@@ -130,11 +133,14 @@ def test_webdataset_shards_read_directly_and_pack(folder, tmp_path):
 def test_many_openers_of_a_new_tar_all_get_a_sound_index(folder, tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
-    tar = write_webdataset(folder, tmp_path, per_tar=100)[0]
+    (tmp_path / "data").mkdir()
+    tar = write_webdataset(folder, tmp_path / "data", per_tar=100)[0]
+    cache = tmp_path / "cache"
     with ThreadPoolExecutor(6) as pool:
-        opened = list(pool.map(lambda _: chute.open(tar), range(12)))
+        opened = list(pool.map(lambda _: chute.open(tar, cache_dir=cache), range(12)))
     assert all(d.targets == opened[0].targets and len(d) == 36 for d in opened)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [tar.name, tar.name + ".chidx"]  # no temporary left
+    assert sorted(p.name for p in tar.parent.iterdir()) == [tar.name]
+    assert len(list((cache / "tar-index").iterdir())) == 1  # one index, no temporary left
     assert chute.open(tar)[7] == opened[3][7]
 
 

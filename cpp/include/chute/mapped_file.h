@@ -26,6 +26,9 @@ class MappedFile {
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
   const std::string& path() const { return path_; }
   int64_t mtime_ns() const { return mtime_ns_; }
+  // The file's inode and status-change time at open (keys of a cached index).
+  uint64_t inode() const { return inode_; }
+  int64_t ctime_ns() const { return ctime_ns_; }
 
  private:
   MappedFile() = default;
@@ -33,6 +36,8 @@ class MappedFile {
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   int64_t mtime_ns_ = 0;
+  uint64_t inode_ = 0;
+  int64_t ctime_ns_ = 0;
 };
 
 }  // namespace chute

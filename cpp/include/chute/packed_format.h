@@ -94,12 +94,22 @@ inline size_t record_size(size_t key_len, size_t payload_len) {
 // messages describe the record; the caller prefixes the shard's path and the record's index.
 Result<std::span<const uint8_t>> parse_record(std::span<const uint8_t> shard, const IndexEntry& entry, bool verify);
 
+// Kind tar: what identifies the indexed tar beyond its shard entry's name, size and mtime (header bytes
+// 96-119; 0 in packed indexes).
+struct TarIdentity {
+  uint64_t inode = 0;
+  int64_t ctime_ns = 0;
+  uint64_t fingerprint = 0;
+  bool operator==(const TarIdentity&) const = default;
+};
+
 // A validated index, read in place from its bytes (which must outlive the view).
 class IndexView {
  public:
   // Validates everything: magic, version, checksum, section bounds, and every entry (shard number,
-  // contiguous per shard in shard order, records inside the shard's recorded size and not overlapping,
-  // keys inside the string section). `what` names the index file in errors.
+  // contiguous per shard in shard order, records inside the shard's recorded size and, for packed shards,
+  // in order without overlapping: tar entries may share bytes, a link's and its target's). `what` names
+  // the index file in errors.
   static Result<IndexView> parse(std::span<const uint8_t> bytes, const std::string& what);
 
   IndexKind kind() const { return kind_; }
@@ -108,6 +118,7 @@ class IndexView {
   std::string_view key(const IndexEntry& e) const;
   const std::vector<ShardInfo>& shards() const { return shards_; }
   const std::vector<std::string>& classes() const { return classes_; }
+  const TarIdentity& tar_identity() const { return tar_identity_; }
 
  private:
   std::span<const uint8_t> bytes_;
@@ -117,11 +128,12 @@ class IndexView {
   size_t strings_offset_ = 0;
   std::vector<ShardInfo> shards_;
   std::vector<std::string> classes_;
+  TarIdentity tar_identity_;
 };
 
 // Serialises an index. `keys` holds the bytes every entry's (key_offset, key_len) points into.
 std::vector<uint8_t> encode_index(IndexKind kind, const std::vector<ShardInfo>& shards,
                                   const std::vector<IndexEntry>& entries, std::string_view keys,
-                                  const std::vector<std::string>& classes);
+                                  const std::vector<std::string>& classes, const TarIdentity& tar = {});
 
 }  // namespace chute

@@ -1,15 +1,20 @@
 // TarSource: plain tar files and WebDataset shards read in place, through one mapping per tar.
 //
-// Members are grouped WebDataset's way: a member's key is its path up to the first dot of its file name
-// and the rest is its extension; consecutive members with the same key make one sample. A sample's image
-// is its first member with an image extension (jpg, jpeg, png, ppm, bmp, pgm, tif, tiff, webp); its label
-// is the integer in its `.cls` member, or -1 when it has none. Groups without an image (a dataset's
-// metadata.json, say) are not samples. Directories, links and other special members are skipped.
+// Members become samples as scan_tar (chute/tar_scan.h) says: WebDataset groups, or one sample per image
+// file for a tar of an image tree; links are read as their targets. A sample's label is the integer in
+// its `.cls` member, or -1 when it has none.
 // A plain tar of an ImageFolder tree (no `.cls` member in any of the tars) is labelled the ImageFolder way
 // instead: below the directory all images share, the first directory is the class, classes sorted by
 // name are labels 0..C-1 (when some image has no such directory, the samples stay unlabelled, -1).
-// The tar's index is kept beside it as "<tar>.chidx" (docs/FORMAT.md, kind tar), built on first open
-// and rebuilt when the tar's size or mtime changes.
+//
+// Index cache. Scanning a tar reads every member header, so the result is kept as an index (docs/FORMAT.md,
+// kind tar): never in the dataset's directory unless asked. TarSource::open uses "<tar>.chidx" beside the
+// tar when it exists and matches (write_tar_indexes wrote it: `chute index`), else
+// "<cache_dir>/tar-index/<XXH3 of the tar's absolute path>.chidx" when it matches, else scans the tar and
+// writes that cache file (best effort: a cache directory that cannot be written keeps the index in
+// memory). An index matches its tar when the file's name, size, mtime, inode and ctime are the recorded
+// ones and so is a content fingerprint (tar_fingerprint); anything else, a damaged index included, is
+// rebuilt, never trusted.
 // Thread-safety: immutable after open; every method may run on many threads.
 #pragma once
 
@@ -21,27 +26,22 @@
 #include "chute/mapped_file.h"
 #include "chute/packed_format.h"
 #include "chute/source.h"
+#include "chute/tar_scan.h"
 
 namespace chute {
 
-struct TarSample {
-  uint64_t offset = 0;  // the image's bytes in the tar
-  uint64_t size = 0;
-  int64_t label = -1;
-  std::string member;  // the image member's path in the tar
-};
+// The index bytes (docs/FORMAT.md, kind tar) for the tar `file` and its scan.
+std::vector<uint8_t> encode_tar_index(const MappedFile& file, const TarScan& scan);
 
-// Reads the member headers of a whole tar file (ustar, GNU long names, pax path and size) and groups them
-// into samples. Every header is checked (checksum, sizes inside the file); `what` names the tar in errors.
-Result<std::vector<TarSample>> scan_tar(std::span<const uint8_t> tar, const std::string& what);
-
-// The index bytes (docs/FORMAT.md, kind tar) for the tar `file` and its scanned samples.
-std::vector<uint8_t> encode_tar_index(const MappedFile& file, const std::vector<TarSample>& samples);
+// XXH3-64 of the tar's first and last 64 KiB and of the member headers of up to 64 of its samples
+// (evenly spaced; `offsets` are the samples' data offsets, each header the 512 bytes before one): a
+// rewrite that keeps size and mtime still changes it.
+uint64_t tar_fingerprint(std::span<const uint8_t> tar, const std::vector<uint64_t>& offsets);
 
 struct TarOptions {
-  // Write "<tar>.chidx" when it is missing or stale. A failed write (a read-only directory) is not an
-  // error: the index is then kept in memory.
-  bool write_index = true;
+  // The cache directory (chute's Python layer passes $CHUTE_CACHE_DIR, else $XDG_CACHE_HOME/chute); ""
+  // keeps scanned indexes in memory only.
+  std::string cache_dir;
 };
 
 class TarSource final : public Source {
@@ -62,12 +62,17 @@ class TarSource final : public Source {
   uint64_t payload_size(int64_t index) const;
   // Class names when the labels come from an ImageFolder layout; empty with `.cls` labels.
   const std::vector<std::string>& classes() const { return classes_; }
+  // Members of every tar left out of the samples, by reason (examples are "<tar path>:<member>").
+  const std::vector<TarSkipped>& skipped() const { return skipped_; }
+  // The index file tar `t`'s index was read from or written to; "" when it is only in memory.
+  const std::string& index_path(size_t t) const { return tars_[t].index_path; }
 
  private:
   struct Tar {
     std::shared_ptr<const MappedFile> file;
     std::shared_ptr<const void> index_owner;  // the bytes `index` reads
     IndexView index;
+    std::string index_path;
     int64_t first = 0;
   };
   const Tar& locate(int64_t index, uint64_t* local) const;
@@ -77,9 +82,11 @@ class TarSource final : public Source {
   int64_t total_ = 0;
   std::vector<std::string> classes_;
   std::vector<int64_t> folder_labels_;  // per sample, when labelled by folder
+  std::vector<TarSkipped> skipped_;
 };
 
-// Builds "<tar>.chidx" for each tar (rewriting a stale one); errors name the tar.
+// Builds "<tar>.chidx" beside each tar (rewriting a stale one): only when asked (`chute index`). Errors name
+// the tar.
 Status write_tar_indexes(const std::vector<std::string>& paths);
 
 }  // namespace chute

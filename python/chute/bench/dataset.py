@@ -28,11 +28,9 @@ _SUBSAMPLING_420 = 2
 
 def default_cache_dir() -> Path:
     """Return ``$CHUTE_CACHE_DIR``, else ``$XDG_CACHE_HOME/chute``, else ``~/.cache/chute``."""
-    if os.environ.get("CHUTE_CACHE_DIR"):
-        return Path(os.environ["CHUTE_CACHE_DIR"])
-    if os.environ.get("XDG_CACHE_HOME"):
-        return Path(os.environ["XDG_CACHE_HOME"]) / "chute"
-    return Path.home() / ".cache" / "chute"
+    from chute.packed import resolve_cache_dir
+
+    return Path(resolve_cache_dir())
 
 
 def _resize_field(field: np.ndarray, width: int, height: int) -> np.ndarray:
