@@ -2,7 +2,8 @@
 
 They are descriptions: the engine composes the geometric ones (RandomResizedCrop, Resize, CenterCrop)
 into one decode window and one resampling per image, then flips and normalises while writing the
-output. Resizing is PIL's antialiased bilinear, which is what torchvision uses on PIL images.
+output. Resizing is PIL's antialiased bilinear, which is what torchvision uses on PIL images, with the
+installed Pillow's order of passes (chute/resampling.py).
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import math
 import numbers
 from collections.abc import Sequence
 
-from chute import _native
+from chute import _native, resampling
+
+resampling.follow_installed_pillow()  # resize with the installed Pillow's arithmetic (see resampling.py)
 
 
 def _size_pair(size, name: str) -> tuple[int, int]:
