@@ -266,7 +266,7 @@ def translate(transform, source: str = "pil"):
                 if stage == "uint8" and family == "v1" and name in ("RandomResizedCrop", "Resize", "CenterCrop"):
                     where += " (v1 resizes tensors in float; its v2 twin or the PIL image is what chute matches)"
                 return Fallback(f"transform {name} {where} has no native equivalent")
-        except ValueError as e:  # chute's transforms reject what they cannot reproduce exactly
+        except (TypeError, ValueError) as e:  # chute's transforms reject what they cannot reproduce exactly
             return Fallback(f"transform {name}: {e}")
     if stage == "pil":
         return Fallback("the Compose has no ToTensor/PILToTensor/ToImage: samples stay PIL images, which "

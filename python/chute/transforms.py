@@ -12,9 +12,7 @@ import math
 import numbers
 from collections.abc import Sequence
 
-from chute import _native, resampling
-
-resampling.follow_installed_pillow()  # resize with the installed Pillow's arithmetic (see resampling.py)
+from chute import _native
 
 
 def _size_pair(size, name: str) -> tuple[int, int]:
@@ -121,3 +119,12 @@ class Normalize:
 
     def __repr__(self) -> str:
         return f"Normalize(mean={self.mean}, std={self.std})"
+
+
+def _follow_installed_pillow() -> None:
+    from chute import resampling
+
+    resampling.follow_installed_pillow()  # resize with the installed Pillow's arithmetic (see resampling.py)
+
+
+_follow_installed_pillow()
