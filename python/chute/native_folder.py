@@ -5,18 +5,28 @@ A ``torchvision.datasets.ImageFolder`` (or ``DatasetFolder``) qualifies when:
 * its ``__getitem__`` is torchvision's (a subclass may add attributes, not change loading);
 * ``loader`` is torchvision's ``default_loader`` (with the PIL image backend) or ``pil_loader``: open the file
   and ``.convert("RGB")``, which chute's decoder does for JPEG and PNG (grayscale, CMYK, palette, alpha);
+  or ``torchvision.io.decode_image`` (plain, or a ``functools.partial`` with ``mode=ImageReadMode.RGB`` or
+  ``UNCHANGED``): a uint8 CHW tensor, the same pixels as chute decodes, for JPEG files only (decode_image
+  keeps a PNG's alpha and 16-bit samples). With ``UNCHANGED`` it keeps a grayscale or CMYK file's
+  channels where chute makes RGB: the first file is checked, and a dataset that mixes them (which torch's
+  ``default_collate`` cannot batch) comes out as RGB;
 * every file is a ``.jpg``/``.jpeg``/``.png`` (other formats fall back, naming the first such file);
 * ``target_transform`` is None;
-* ``transform`` is a ``torchvision.transforms.Compose`` of v1 transforms in this shape:
-  PIL stage ``RandomResizedCrop`` / ``Resize`` / ``CenterCrop`` (bilinear, antialiased) then at most one
-  ``RandomHorizontalFlip``; then ``ToTensor`` (float32 in [0, 1]) or ``PILToTensor`` (uint8), optionally
-  ``ConvertImageDtype(torch.float32)`` after ``PILToTensor``, optionally one ``Normalize`` on float32
-  (a ``RandomHorizontalFlip`` may also come after the tensor conversion). The output has the dtype and
-  NCHW layout the torchvision pipeline gives after ``default_collate``, and labels are int64.
+* ``transform`` is a ``Compose`` (v1 ``torchvision.transforms`` or ``torchvision.transforms.v2``; nested
+  Composes are flattened) in this shape: ``RandomResizedCrop`` / ``Resize`` / ``CenterCrop`` (bilinear) on
+  the PIL image, or -- v2 only -- on the uint8 tensor after ``ToImage``/``PILToTensor`` or from
+  ``decode_image`` (with ``antialias=True``); at most one ``RandomHorizontalFlip`` after them (on a PIL
+  image, a ``tv_tensors.Image`` or a tensor); the conversion ``ToTensor`` (float32 in [0, 1]),
+  ``PILToTensor`` or ``ToImage`` (uint8), then optionally ``ToDtype(torch.float32, scale=True)`` or
+  ``ConvertImageDtype(torch.float32)`` (to [0, 1]) or ``ToDtype(torch.float32)`` (0..255 in float32), and
+  optionally one ``Normalize`` on float32. The output has the dtype and NCHW layout the torchvision
+  pipeline gives after ``default_collate`` (a plain tensor, also for ``tv_tensors.Image`` samples), and
+  labels are int64.
 
 Anything else returns a :class:`~chute.dataloader.fastpath.Fallback` with a one-line reason naming the
 transform (or attribute) in the way. Detection is by class name and module (``torchvision.transforms.
-transforms``, ``torchvision.datasets.folder``), so torchvision is never imported here.
+transforms``, ``torchvision.transforms.v2.*``, ``torchvision.datasets.folder``, ``torchvision.io.image``),
+so torchvision is never imported here.
 
 Order: the DataLoader's own sampler decides it. Each epoch's index batches are materialised and fed to the
 native loader as an explicit order (``Loader::start_epoch(epoch, start, order)``), so shuffling,
@@ -30,8 +40,10 @@ given seed -- they cannot be: torchvision draws from torch's global RNG in each 
 follow the same distribution (torchvision's ``get_params``: ten tries, then the clamped centre crop).
 
 Pixels: chute decodes with libjpeg-turbo as PIL does and resizes with PIL's antialiased bilinear
-algorithm; against the PIL pipeline (Resize + CenterCrop) uint8 output is within mean absolute error < 1
-and max 8 per channel value (tests/test_parity.py, test_fastpath_folder.py), and float32 output within
+algorithm, in the installed Pillow's order of passes (chute/resampling.py): geometry on PIL images is
+bit-exact (test_parity.py, test_torchvision_real.py). v2 geometry on uint8 tensors is torch's antialiased
+uint8 resize, which rounds differently: measured max 1 level, on well under 1% of values. The stated
+tolerance for both is mean absolute error < 1 and max 8 per channel value (0-255), and for float32 output
 the same bound divided by 255 and by ``std``.
 
 Errors: a file that fails to decode raises :class:`chute.SampleError` (index, path, reason) at its batch,
