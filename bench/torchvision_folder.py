@@ -1,7 +1,7 @@
 """A torchvision ImageFolder pipeline through torch's DataLoader, and the same pipeline through chute's
 fast path, in one run.
 
-    python bench/torchvision_folder.py [--pipeline train|eval] [--images 2000] [--batch-size 256]
+    python bench/torchvision_folder.py [--pipeline train|eval ...] [--v2] [--images 2000] [--batch-size 256]
 
 The dataset is chute's bench set (python/chute/bench/dataset.py: ImageNet-like JPEGs, ~500x375, ~100 KB,
 generated once and cached). The pipeline is torchvision's (real torchvision when it imports, else the PIL
@@ -9,6 +9,12 @@ stand-ins in python/tests/tv_standins.py, which mimic its classes and semantics)
 
 * train: RandomResizedCrop(224), RandomHorizontalFlip(), ToTensor(), Normalize(ImageNet)
 * eval:  Resize(256), CenterCrop(224), ToTensor(), Normalize(ImageNet)
+
+With --v2 (real torchvision only), torchvision.transforms.v2 as its docs recommend, ToImage after the
+geometry (on PIL images, the fast path is bit-exact) and ToDtype(float32, scale=True) in place of ToTensor:
+
+* train: RandomResizedCrop(224), RandomHorizontalFlip(), ToImage(), ToDtype(float32, scale=True), Normalize
+* eval:  Resize(256), CenterCrop(224), ToImage(), ToDtype(float32, scale=True), Normalize
 
 The same dataset object, unchanged, goes to torch's DataLoader (num_workers 0, 1, 2; persistent workers)
 and to chute.DataLoader (its ImageFolder fast path: checked). Files are read once first (warm page cache); each loader runs a warm-up epoch, then a timed
@@ -67,9 +73,22 @@ def epoch_rate(batches, pids=lambda: []) -> tuple[float, float]:
     return images / wall, images / cpu if cpu > 0 else float("nan")
 
 
+def pipeline(name: str, T, v2) -> object:
+    if v2 is not None:
+        to_float = [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)]
+        if name == "train":
+            return v2.Compose([v2.RandomResizedCrop(224), v2.RandomHorizontalFlip(), *to_float])
+        return v2.Compose([v2.Resize(256), v2.CenterCrop(224), *to_float])
+    if name == "train":
+        return T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize(MEAN, STD)])
+    return T.Compose([T.Resize(256), T.CenterCrop(224), T.ToTensor(), T.Normalize(MEAN, STD)])
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--pipeline", choices=["train", "eval"], default="train")
+    p.add_argument("--pipeline", choices=["train", "eval"], nargs="+", default=None,
+                   help="default: train (with --v2: train and eval)")
+    p.add_argument("--v2", action="store_true", help="torchvision.transforms.v2 pipelines (needs torchvision)")
     p.add_argument("--images", type=int, default=2000)
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--workers", type=int, nargs="*", default=[0, 1, 2])
@@ -79,15 +98,31 @@ def main(argv=None) -> None:
     from chute.bench.dataset import ensure_dataset
     root = ensure_dataset(args.root, num_images=args.images)
     datasets, T, which = torchvision_modules()
-    if args.pipeline == "train":
-        tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize(MEAN, STD)])
-    else:
-        tf = T.Compose([T.Resize(256), T.CenterCrop(224), T.ToTensor(), T.Normalize(MEAN, STD)])
-    ds = datasets.ImageFolder(root, transform=tf)
+    v2 = None
+    if args.v2:
+        if T.__name__ == "tv_standins":
+            sys.exit("--v2 needs torchvision (it does not import here): run it in .venv-tv "
+                     "(scripts/test_torchvision.sh sets that up)")
+        from torchvision.transforms import v2
+        which += " transforms.v2"
+    names = args.pipeline or (["train", "eval"] if args.v2 else ["train"])
+    ratios = {}
+    for name in names:
+        ratios[name] = run_pipeline(name, datasets.ImageFolder(root, transform=pipeline(name, T, v2)), which, args)
+    if len(ratios) > 1:
+        print("summary: " + ", ".join(f"{n} {r:.2f}x" for n, r in ratios.items()) + " (images/s vs best DataLoader)")
+    load, cores = os.getloadavg()[0], len(os.sched_getaffinity(0))
+    busy = " (above the core count: other processes took CPU time from both sides)" if load > cores else ""
+    print(f"load average during the run: {load:.2f} on {cores} cores{busy}")
+
+
+def run_pipeline(name: str, ds, which: str, args) -> float:
+    """Both loaders over `ds`, side by side; returns the fast path's ratio to the best DataLoader (images/s)."""
+    root = ds.root
     for path, _ in ds.samples:  # warm the page cache: both sides read from memory
         with open(path, "rb") as f:
             f.read()
-    print(f"{len(ds)} JPEGs in {root}; {args.pipeline} pipeline via {which}; batch {args.batch_size}; "
+    print(f"{len(ds)} JPEGs in {root}; {name} pipeline via {which}; batch {args.batch_size}; "
           f"cores: {len(os.sched_getaffinity(0))}; torch {torch.__version__}")
 
     rates, per_cpu = {}, {}
@@ -116,9 +151,7 @@ def main(argv=None) -> None:
     best_cpu = max(per_cpu, key=per_cpu.get)
     print(f"ratio vs best DataLoader: {fast / rates[best]:.2f}x in images/s (num_workers={best}), "
           f"{fast_cpu / per_cpu[best_cpu]:.2f}x in images per CPU-second (num_workers={best_cpu})")
-    load, cores = os.getloadavg()[0], len(os.sched_getaffinity(0))
-    busy = " (above the core count: other processes took CPU time from both sides)" if load > cores else ""
-    print(f"load average during the run: {load:.2f} on {cores} cores{busy}")
+    return fast / rates[best]
 
 
 if __name__ == "__main__":

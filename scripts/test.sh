@@ -3,7 +3,8 @@
 # Python tests through pytest against the installed package (the slow soak test included), then the C++
 # tests and a Python smoke run under ASan+UBSan and under TSan, then each fuzz target for 30 s.
 # It also builds the manylinux wheel and checks it in a new venv (scripts/wheel.sh --check).
-# CHUTE_SKIP_WHEEL=1, CHUTE_SKIP_SANITIZERS=1 and CHUTE_SKIP_FUZZ=1 skip those parts locally. docs/ROBUSTNESS.md explains
+# It runs the real-torchvision tier in .venv-tv (scripts/test_torchvision.sh).
+# CHUTE_SKIP_WHEEL=1, CHUTE_SKIP_TORCHVISION=1, CHUTE_SKIP_SANITIZERS=1 and CHUTE_SKIP_FUZZ=1 skip those parts locally. docs/ROBUSTNESS.md explains
 # what runs under which sanitizer.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,6 +20,11 @@ ctest --test-dir build/cpp --output-on-failure
 
 echo "== Python tests (pytest)"
 python -m pytest python/tests -q
+
+if [ -z "${CHUTE_SKIP_TORCHVISION:-}" ]; then
+  echo "== Real torchvision tier: torch 2.14.1, torchvision 0.29.1, Pillow 13 and 11.3 (scripts/test_torchvision.sh)"
+  bash scripts/test_torchvision.sh
+fi
 
 if [ -z "${CHUTE_SKIP_WHEEL:-}" ]; then
   echo "== Wheel: build, auditwheel repair, install into a new venv, check (scripts/wheel.sh --check)"

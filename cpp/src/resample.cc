@@ -29,6 +29,7 @@ Kernels best_kernels() {
 }
 
 std::atomic<int> g_kernels{-1};  // -1: the best available
+std::atomic<int> g_pass_order{static_cast<int>(ResamplePassOrder::kHorizontalFirst)};
 
 Kernels kernels() {
   const int chosen = g_kernels.load(std::memory_order_relaxed);
@@ -51,6 +52,17 @@ bool use_resample_kernels(const char* name) {
   if (k == -2 || k > best_kernels()) return false;
   g_kernels.store(k);
   return true;
+}
+
+ResamplePassOrder resample_pass_order() {
+  return static_cast<ResamplePassOrder>(g_pass_order.load(std::memory_order_relaxed));
+}
+
+void set_resample_pass_order(ResamplePassOrder order) { g_pass_order.store(static_cast<int>(order)); }
+
+bool resample_vertical_first(const AxisCoeffs& xs, const AxisCoeffs& ys) {
+  if (resample_pass_order() != ResamplePassOrder::kPillow13 || xs.identity || ys.identity) return false;
+  return ys.shrink > 0 && ys.shrink > 2 * xs.shrink;
 }
 
 void AxisCoeffs::build_tap_tables() {
@@ -99,6 +111,7 @@ AxisCoeffs AxisCoeffs::bilinear_box(int in_size, double box_begin, double box_en
   c.in_size = in_size;
   c.out_size = keep_count;
   c.identity = box_begin == 0.0 && box_end == in_size && in_size == resized;
+  c.shrink = static_cast<int>(std::lround(box_end - box_begin)) - resized;
   if (c.identity) {  // one tap of weight 1: used only to describe the input range
     c.taps = 1;
     for (int i = 0; i < keep_count; ++i) {
@@ -197,8 +210,9 @@ void vertical_portable(const uint8_t* in, size_t in_pitch, int row0, const AxisC
 
 }  // namespace detail
 
-// Pillow's ImagingResample: horizontal pass over the rows the vertical pass needs, then vertical pass;
-// a pass whose axis keeps its size is skipped.
+// Pillow's ImagingResample: horizontal pass over the rows the vertical pass needs, then vertical pass, or
+// (resample_vertical_first) vertical pass over the columns the horizontal pass needs, then horizontal
+// pass; a pass whose axis keeps its size is skipped.
 void resample_rgb(const uint8_t* in, size_t in_pitch, const AxisCoeffs& xs, const AxisCoeffs& ys,
                   uint8_t* out, ResampleScratch& scratch) {
   const Kernels k = kernels();
@@ -223,10 +237,19 @@ void resample_rgb(const uint8_t* in, size_t in_pitch, const AxisCoeffs& xs, cons
     horizontal(in, in_pitch, ys.first[0], ys.out_size, xs, out, row_bytes);
     return;
   }
+  if (resample_vertical_first(xs, ys)) {
+    // Columns [0, x_end) of the kept rows, packed, then read by the horizontal pass as its input image
+    // (padded as resample_rgb's own input is).
+    const size_t between_pitch = static_cast<size_t>(xs.input_end()) * 3;
+    scratch.between_passes.resize(static_cast<size_t>(ys.out_size) * between_pitch + kResampleInputPadding);
+    vertical(in, in_pitch, 0, ys, between_pitch, scratch.between_passes.data());
+    horizontal(scratch.between_passes.data(), between_pitch, 0, ys.out_size, xs, out, row_bytes);
+    return;
+  }
   const int y_begin = ys.input_begin(), y_end = ys.input_end();
-  scratch.horizontal.resize(static_cast<size_t>(y_end - y_begin) * row_bytes);
-  horizontal(in, in_pitch, y_begin, y_end - y_begin, xs, scratch.horizontal.data(), row_bytes);
-  vertical(scratch.horizontal.data(), row_bytes, y_begin, ys, row_bytes, out);
+  scratch.between_passes.resize(static_cast<size_t>(y_end - y_begin) * row_bytes);
+  horizontal(in, in_pitch, y_begin, y_end - y_begin, xs, scratch.between_passes.data(), row_bytes);
+  vertical(scratch.between_passes.data(), row_bytes, y_begin, ys, row_bytes, out);
 }
 
 }  // namespace chute

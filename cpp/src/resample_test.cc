@@ -90,6 +90,55 @@ TEST(ResampleTest, SimdKernelsMatchPortableKernelsExactly) {
   ASSERT_TRUE(use_resample_kernels(""));
 }
 
+// Restores the process-wide pass order when a test ends.
+struct PassOrderScope {
+  ResamplePassOrder saved = resample_pass_order();
+  explicit PassOrderScope(ResamplePassOrder order) { set_resample_pass_order(order); }
+  ~PassOrderScope() { set_resample_pass_order(saved); }
+};
+
+// Pillow 13 resizes columns first when the height loses more than twice the pixels the width does; each
+// pass rounds to uint8, so the result is a vertical-only resize followed by a horizontal-only one. Pillow
+// up to 12 is the other composition. Checked for every kernel, with a crop of the output (the fused
+// Resize + CenterCrop) too.
+TEST(ResampleTest, PassOrderFollowsPillow13ForTallShrinks) {
+  std::vector<const char*> kernels = {"portable"};
+  for (const char* k : {"avx2", "avx512"})
+    if (use_resample_kernels(k)) kernels.push_back(k);
+  const int w = 180, h = 700, ow = 150, oh = 60;  // dy = 640 > 2 * dx = 60: columns first under Pillow 13
+  const auto in = testing::synthetic_rgb(w, h, 5);
+  ASSERT_TRUE(use_resample_kernels("portable"));
+  const auto columns_first = run(run(in, w, h, w, oh), w, oh, ow, oh);
+  const auto rows_first = run(run(in, w, h, ow, h), ow, h, ow, oh);
+  ASSERT_NE(columns_first, rows_first);  // the rounding between the passes shows
+  for (const char* k : kernels) {
+    ASSERT_TRUE(use_resample_kernels(k));
+    {
+      PassOrderScope order(ResamplePassOrder::kPillow13);
+      EXPECT_EQ(run(in, w, h, ow, oh), columns_first) << k;
+      // A wide shrink keeps rows first under Pillow 13 too: dy = 10 is not > 2 * dx.
+      EXPECT_EQ(run(in, w, h, 100, h - 10), run(run(in, w, h, 100, h), 100, h, 100, h - 10)) << k;
+      // Outputs [5, 125) x [7, 47) of the resize: the same pixels as the middle of the full one.
+      AxisCoeffs xs = AxisCoeffs::bilinear(w, ow, 5, 120), ys = AxisCoeffs::bilinear(h, oh, 7, 40);
+      ASSERT_TRUE(resample_vertical_first(xs, ys));
+      const int x0 = xs.input_begin(), y0 = ys.input_begin();
+      xs.rebase(x0);
+      ys.rebase(y0);
+      auto padded = in;
+      padded.resize(in.size() + kResampleInputPadding);
+      std::vector<uint8_t> part(120 * 40 * 3);
+      ResampleScratch scratch;
+      resample_rgb(padded.data() + (static_cast<size_t>(y0) * w + x0) * 3, w * 3, xs, ys, part.data(), scratch);
+      for (int y = 0; y < 40; ++y)
+        for (int x = 0; x < 120 * 3; ++x)
+          ASSERT_EQ(part[y * 360 + x], columns_first[(y + 7) * ow * 3 + 15 + x]) << k << " " << x << "," << y;
+    }
+    PassOrderScope order(ResamplePassOrder::kHorizontalFirst);
+    EXPECT_EQ(run(in, w, h, ow, oh), rows_first) << k;
+  }
+  ASSERT_TRUE(use_resample_kernels(""));
+}
+
 TEST(ResampleTest, KernelSelectionRejectsUnknownNames) {
   EXPECT_FALSE(use_resample_kernels("sse9"));
   EXPECT_TRUE(use_resample_kernels("portable"));

@@ -196,6 +196,9 @@ Result<SamplePlan> Pipeline::plan(int image_width, int image_height, SampleRng& 
                                        y.resized, y.out_offset, y.out_length);
     plan.window_x = plan.xs.input_begin();
     plan.window_y = plan.ys.input_begin();
+    // Order the passes as PIL would for the full-size image it resizes.
+    plan.xs.shrink = x.length - x.resized;
+    plan.ys.shrink = y.length - y.resized;
   }
   plan.window_width = plan.xs.input_end() - plan.xs.input_begin();
   plan.window_height = plan.ys.input_end() - plan.ys.input_begin();

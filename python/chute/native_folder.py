@@ -5,18 +5,28 @@ A ``torchvision.datasets.ImageFolder`` (or ``DatasetFolder``) qualifies when:
 * its ``__getitem__`` is torchvision's (a subclass may add attributes, not change loading);
 * ``loader`` is torchvision's ``default_loader`` (with the PIL image backend) or ``pil_loader``: open the file
   and ``.convert("RGB")``, which chute's decoder does for JPEG, PNG and WebP (grayscale, CMYK, palette, alpha);
+  or ``torchvision.io.decode_image`` (plain, or a ``functools.partial`` with ``mode=ImageReadMode.RGB`` or
+  ``UNCHANGED``): a uint8 CHW tensor, the same pixels as chute decodes, for JPEG files only (decode_image
+  keeps a PNG's alpha and 16-bit samples). With ``UNCHANGED`` it keeps a grayscale or CMYK file's
+  channels where chute makes RGB: the first file is checked, and a dataset that mixes them (which torch's
+  ``default_collate`` cannot batch) comes out as RGB;
 * every file is a ``.jpg``/``.jpeg``/``.png``/``.webp`` (other formats fall back, naming the first such file);
 * ``target_transform`` is None;
-* ``transform`` is a ``torchvision.transforms.Compose`` of v1 transforms in this shape:
-  PIL stage ``RandomResizedCrop`` / ``Resize`` / ``CenterCrop`` (bilinear, antialiased) then at most one
-  ``RandomHorizontalFlip``; then ``ToTensor`` (float32 in [0, 1]) or ``PILToTensor`` (uint8), optionally
-  ``ConvertImageDtype(torch.float32)`` after ``PILToTensor``, optionally one ``Normalize`` on float32
-  (a ``RandomHorizontalFlip`` may also come after the tensor conversion). The output has the dtype and
-  NCHW layout the torchvision pipeline gives after ``default_collate``, and labels are int64.
+* ``transform`` is a ``Compose`` (v1 ``torchvision.transforms`` or ``torchvision.transforms.v2``; nested
+  Composes are flattened) in this shape: ``RandomResizedCrop`` / ``Resize`` / ``CenterCrop`` (bilinear) on
+  the PIL image, or -- v2 only -- on the uint8 tensor after ``ToImage``/``PILToTensor`` or from
+  ``decode_image`` (with ``antialias=True``); at most one ``RandomHorizontalFlip`` after them (on a PIL
+  image, a ``tv_tensors.Image`` or a tensor); the conversion ``ToTensor`` (float32 in [0, 1]),
+  ``PILToTensor`` or ``ToImage`` (uint8), then optionally ``ToDtype(torch.float32, scale=True)`` or
+  ``ConvertImageDtype(torch.float32)`` (to [0, 1]) or ``ToDtype(torch.float32)`` (0..255 in float32), and
+  optionally one ``Normalize`` on float32. The output has the dtype and NCHW layout the torchvision
+  pipeline gives after ``default_collate`` (a plain tensor, also for ``tv_tensors.Image`` samples), and
+  labels are int64.
 
 Anything else returns a :class:`~chute.dataloader.fastpath.Fallback` with a one-line reason naming the
 transform (or attribute) in the way. Detection is by class name and module (``torchvision.transforms.
-transforms``, ``torchvision.datasets.folder``), so torchvision is never imported here.
+transforms``, ``torchvision.transforms.v2.*``, ``torchvision.datasets.folder``, ``torchvision.io.image``),
+so torchvision is never imported here.
 
 Order: the DataLoader's own sampler decides it. Each epoch's index batches are materialised and fed to the
 native loader as an explicit order (``Loader::start_epoch(epoch, start, order)``), so shuffling,
@@ -30,8 +40,10 @@ given seed -- they cannot be: torchvision draws from torch's global RNG in each 
 follow the same distribution (torchvision's ``get_params``: ten tries, then the clamped centre crop).
 
 Pixels: chute decodes with libjpeg-turbo as PIL does and resizes with PIL's antialiased bilinear
-algorithm; against the PIL pipeline (Resize + CenterCrop) uint8 output is within mean absolute error < 1
-and max 8 per channel value (tests/test_parity.py, test_fastpath_folder.py), and float32 output within
+algorithm, in the installed Pillow's order of passes (chute/resampling.py): geometry on PIL images is
+bit-exact (test_parity.py, test_torchvision_real.py). v2 geometry on uint8 tensors is torch's antialiased
+uint8 resize, which rounds differently: measured max 1 level, on well under 1% of values. The stated
+tolerance for both is mean absolute error < 1 and max 8 per channel value (0-255), and for float32 output
 the same bound divided by 255 and by ``std``.
 
 Errors: a file that fails to decode raises :class:`chute.SampleError` (index, path, reason) at its batch,
@@ -45,6 +57,7 @@ allocating. ``.clone()`` what you keep.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -60,13 +73,11 @@ from chute.errors import SampleError
 
 _log = logging.getLogger("chute.dataloader")
 _TRANSFORMS = "torchvision.transforms.transforms"
+_V2 = "torchvision.transforms.v2"  # v2 classes live in its submodules (_geometry, _misc, ...)
 _FOLDER = "torchvision.datasets.folder"
+_IO = "torchvision.io.image"
 _NATIVE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp")
-
-
-def _is_tv(obj, names: tuple[str, ...], module: str) -> bool:
-    t = type(obj)
-    return t.__name__ in names and t.__module__ == module
+_JPEG_EXTENSIONS = (".jpg", ".jpeg")
 
 
 def _torchvision_base(dataset):
@@ -94,87 +105,188 @@ def _plan_dataset(dataset, batch_size: int) -> Plan | Fallback | None:
     name = type(dataset).__name__
     if type(dataset).__getitem__ is not base.__getitem__:
         return Fallback(f"{name} overrides __getitem__: its samples are not torchvision's")
-    file_loader = getattr(dataset, "loader", None)
-    loader_name = getattr(file_loader, "__name__", type(file_loader).__name__)
-    if getattr(file_loader, "__module__", None) != _FOLDER or loader_name not in ("default_loader", "pil_loader"):
-        return Fallback(f"{name} has a custom loader ({loader_name}): chute decodes only with PIL's semantics")
-    if loader_name == "default_loader":
-        tv = sys.modules.get("torchvision")
-        backend = tv.get_image_backend() if tv is not None and hasattr(tv, "get_image_backend") else "PIL"
-        if backend != "PIL":
-            return Fallback(f"torchvision's image backend is {backend!r}, not PIL")
+    source = _file_loader(name, getattr(dataset, "loader", None))
+    if isinstance(source, Fallback):
+        return source
     if getattr(dataset, "target_transform", None) is not None:
         return Fallback(f"{name} has a target_transform ({type(dataset.target_transform).__name__}): labels are "
                         "made natively")
-    translated = translate(getattr(dataset, "transform", None))
+    translated = translate(getattr(dataset, "transform", None), "pil" if source == "pil" else "tensor")
     if isinstance(translated, Fallback):
         return translated
     transforms, dtype = translated
     samples = dataset.samples
     if len(samples) != len(dataset):
         return Fallback(f"len({name}) is {len(dataset)} but it has {len(samples)} samples")
+    extensions = _NATIVE_EXTENSIONS if source == "pil" else _JPEG_EXTENSIONS
     for path, target in samples:
-        if not str(path).lower().endswith(_NATIVE_EXTENSIONS):
-            return Fallback(f"{path}: only JPEG, PNG and WebP files are decoded natively")
+        if not str(path).lower().endswith(extensions):
+            if source == "pil":
+                return Fallback(f"{path}: only JPEG, PNG and WebP files are decoded natively")
+            return Fallback(f"{path}: with loader=decode_image chute takes JPEG files only (decode_image keeps a "
+                            "PNG's alpha channel and 16-bit samples, chute's decoder makes 8-bit RGB)")
         if "\n" in str(path) or isinstance(target, bool) or not isinstance(target, (int, np.integer)):
             return Fallback(f"sample {path!r} has a label of type {type(target).__name__} or a newline in its path")
+    if source == "decode_image_unchanged" and samples:
+        mode = _jpeg_mode(samples[0][0])
+        if mode != "RGB":
+            return Fallback(f"{samples[0][0]} is a {mode} JPEG: decode_image (mode UNCHANGED) keeps its channels, "
+                            "chute makes RGB; pass loader=functools.partial(decode_image, mode=ImageReadMode.RGB)")
     try:
         return FolderPlan(dataset, samples, transforms, dtype, batch_size)
     except ValueError as e:  # a pipeline chute's engine refuses (e.g. no fixed output size)
         return Fallback(f"the transforms do not make a native pipeline: {e}")
 
 
-def translate(transform):
-    """(chute transforms, output dtype) for a torchvision Compose, or a Fallback naming the culprit."""
+def _file_loader(name: str, file_loader) -> str | Fallback:
+    """How the dataset's loader reads a file, when chute's decoder gives the same pixels: "pil" (torchvision's
+    default_loader with the PIL backend, or pil_loader: PIL's .convert("RGB")), "decode_image_rgb" or
+    "decode_image_unchanged" (torchvision.io.decode_image, a uint8 CHW tensor; maybe through
+    functools.partial with mode= and apply_exif_orientation=False)."""
+    func, keywords = file_loader, {}
+    if isinstance(file_loader, functools.partial) and not file_loader.args:
+        func, keywords = file_loader.func, dict(file_loader.keywords)
+    loader_name = getattr(func, "__name__", type(func).__name__)
+    module = getattr(func, "__module__", None)
+    if module == _FOLDER and loader_name in ("default_loader", "pil_loader") and not keywords:
+        if loader_name == "default_loader":
+            tv = sys.modules.get("torchvision")
+            backend = tv.get_image_backend() if tv is not None and hasattr(tv, "get_image_backend") else "PIL"
+            if backend != "PIL":
+                return Fallback(f"torchvision's image backend is {backend!r}, not PIL")
+        return "pil"
+    if module == _IO and loader_name == "decode_image":
+        if keywords.pop("apply_exif_orientation", False):
+            return Fallback("decode_image(apply_exif_orientation=True): chute's fast path decodes without "
+                            "applying EXIF orientation")
+        mode = keywords.pop("mode", "UNCHANGED")
+        mode = str(getattr(mode, "name", mode)).upper()
+        if keywords:
+            return Fallback(f"decode_image with {sorted(keywords)}: chute knows mode= and apply_exif_orientation=")
+        if mode == "RGB":
+            return "decode_image_rgb"
+        if mode == "UNCHANGED":
+            return "decode_image_unchanged"
+        return Fallback(f"decode_image(mode={mode}): chute decodes to RGB only")
+    return Fallback(f"{name} has a custom loader ({loader_name}): chute decodes only as PIL's .convert('RGB') or "
+                    "torchvision.io.decode_image do")
+
+
+def _jpeg_mode(path) -> str:
+    """PIL's mode for a JPEG, from its header only ("RGB", "L", "CMYK"), or why it cannot be read."""
+    from PIL import Image
+    try:
+        with Image.open(path) as im:
+            return im.mode
+    except Exception as e:  # noqa: BLE001  (the reason goes into the fallback message)
+        return f"unreadable ({type(e).__name__})"
+
+
+def _family(t) -> str | None:
+    """"v1" or "v2" for a torchvision transform, by module (torchvision is never imported here)."""
+    module = type(t).__module__
+    if module == _TRANSFORMS:
+        return "v1"
+    if module == _V2 or module.startswith(_V2 + "."):
+        return "v2"
+    return None
+
+
+def _flatten(transform) -> list:
+    """The transforms of a (v1 or v2) Compose, nested Composes (v2.Compose([v2.ToImage(), v2.ToDtype(...)]),
+    the ToTensor replacement torchvision suggests) flattened in order."""
+    out = []
+    for t in transform.transforms:
+        if type(t).__name__ == "Compose" and _family(t) is not None:
+            out.extend(_flatten(t))
+        else:
+            out.append(t)
+    return out
+
+
+# Stages of a sample through the Compose: "pil" (a PIL image), "uint8" (a CHW uint8 tensor, plain or
+# tv_tensors.Image), "float32" (values in [0, 1]) and "float255" (float32 holding 0..255: v2's
+# ToDtype(torch.float32, scale=False)).
+def translate(transform, source: str = "pil"):
+    """(chute transforms, output dtype) for a torchvision Compose (v1 or v2) of samples from `source`:
+    "pil" (PIL images: default_loader) or "tensor" (uint8 CHW tensors: torchvision.io.decode_image);
+    or a Fallback naming the culprit.
+
+    Geometry on PIL images is PIL's arithmetic, which chute reproduces exactly. v2 geometry on uint8
+    tensors (after ToImage/PILToTensor, or from decode_image) is torch's antialiased uint8 resize, which
+    rounds differently: chute stays within its stated tolerance (measured: max 1 level on ~0.2% of values,
+    test_torchvision_real.py)."""
     if transform is None:
-        return Fallback("transform is None: samples are PIL images, which default_collate cannot batch")
-    if not _is_tv(transform, ("Compose",), _TRANSFORMS):
-        return Fallback(f"transform {type(transform).__name__} is not a torchvision Compose")
-    stage = "pil"  # then "uint8" or "float32"
+        return Fallback("transform is None: samples are PIL images, which default_collate cannot batch"
+                        if source == "pil" else "transform is None: images of different sizes cannot be batched")
+    if type(transform).__name__ != "Compose" or _family(transform) is None:
+        return Fallback(f"transform {type(transform).__name__} is not a torchvision Compose (v1 or v2)")
+    stage = "pil" if source == "pil" else "uint8"
     out: list = []
     flip = normalize = None
-    for t in transform.transforms:
-        name = type(t).__name__
-        if type(t).__module__ != _TRANSFORMS:
-            return Fallback(f"transform {name} ({type(t).__module__}) is not a torchvision v1 transform")
+    for t in _flatten(transform):
+        name, family = type(t).__name__, _family(t)
+        if family is None:
+            return Fallback(f"transform {name} ({type(t).__module__}) is not a torchvision v1 or v2 transform")
         try:
             if name == "RandomHorizontalFlip":
                 if flip is not None:
                     return Fallback("two RandomHorizontalFlip transforms: chute flips once")
                 flip = chute.RandomHorizontalFlip(t.p)
-            elif stage == "pil" and name in ("RandomResizedCrop", "Resize", "CenterCrop"):
+            elif name in ("RandomResizedCrop", "Resize", "CenterCrop") and (
+                    stage == "pil" or (stage == "uint8" and family == "v2")):
                 if flip is not None:
                     return Fallback(f"RandomHorizontalFlip before {name}: chute flips after cropping and resizing")
-                out.append(_geometric(t, name))
-            elif stage == "pil" and name == "ToTensor":
+                if stage == "uint8" and name != "CenterCrop" and getattr(t, "antialias", True) is not True:
+                    return Fallback(f"{name}(antialias={t.antialias}) on a uint8 tensor: torchvision resizes "
+                                    "it without antialiasing, chute only with")
+                out.append(_geometric(t, name))  # PIL images: bilinear is always antialiased
+            elif name == "Identity" and family == "v2":
+                pass
+            elif name in ("ToTensor", "PILToTensor", "ToImage") and stage != "pil":
+                if family == "v1":
+                    return Fallback(f"{name} on a {stage} tensor: torchvision raises on it")
+                # v2 passes tensors through these (ToImage wraps a plain tensor as an Image)
+            elif name == "ToTensor":
                 if torch.get_default_dtype() != torch.float32:
                     return Fallback(f"ToTensor makes {torch.get_default_dtype()} (torch's default dtype): chute "
                                     "makes float32")
                 stage = "float32"
-            elif stage == "pil" and name == "PILToTensor":
+            elif name in ("PILToTensor", "ToImage"):
                 stage = "uint8"
-            elif stage != "pil" and name == "ConvertImageDtype":
+            elif name == "ToDtype" or (name == "ConvertImageDtype" and stage != "pil"):
+                scale = True if name == "ConvertImageDtype" else bool(t.scale)
+                if not isinstance(t.dtype, torch.dtype):
+                    return Fallback(f"{name} with a dict of dtypes: chute converts images to one dtype")
+                if stage == "pil":
+                    continue  # v2's ToDtype passes PIL images through
                 if t.dtype == torch.float32:
-                    stage = "float32"  # x / 255 from uint8; a no-op on float32
+                    if stage == "uint8":
+                        stage = "float32" if scale else "float255"
                 elif t.dtype != torch.uint8 or stage != "uint8":
-                    return Fallback(f"ConvertImageDtype({t.dtype}) from {stage}: chute converts uint8 to float32 only")
-            elif stage == "float32" and name == "Normalize":
+                    return Fallback(f"{name}({t.dtype}) from {stage}: chute converts uint8 to float32 only")
+            elif stage in ("float32", "float255") and name == "Normalize":
                 if normalize is not None:
                     return Fallback("two Normalize transforms: chute normalises once")
-                normalize = chute.Normalize(_floats(t.mean), _floats(t.std))
+                unit = 255.0 if stage == "float255" else 1.0  # chute normalises x / 255
+                normalize = chute.Normalize([m / unit for m in _floats(t.mean)], [s / unit for s in _floats(t.std)])
             elif name == "Normalize":
                 return Fallback(f"Normalize on a {stage} {'PIL image' if stage == 'pil' else 'tensor'}: "
                                 "torchvision raises on it")
             else:
                 where = "on PIL images" if stage == "pil" else f"on {stage} tensors"
+                if stage == "uint8" and family == "v1" and name in ("RandomResizedCrop", "Resize", "CenterCrop"):
+                    where += " (v1 resizes tensors in float; its v2 twin or the PIL image is what chute matches)"
                 return Fallback(f"transform {name} {where} has no native equivalent")
         except (TypeError, ValueError) as e:  # chute's transforms reject what they cannot reproduce exactly
             return Fallback(f"transform {name}: {e}")
     if stage == "pil":
-        return Fallback("the Compose has no ToTensor/PILToTensor: samples stay PIL images, which default_collate "
-                        "cannot batch")
+        return Fallback("the Compose has no ToTensor/PILToTensor/ToImage: samples stay PIL images, which "
+                        "default_collate cannot batch")
+    if stage == "float255" and normalize is None:
+        normalize = chute.Normalize((0.0, 0.0, 0.0), (1 / 255.0,) * 3)  # x / 255 / (1 / 255): back to 0..255
     transforms = out + ([flip] if flip is not None else []) + ([normalize] if normalize is not None else [])
-    return transforms, torch.float32 if stage == "float32" else torch.uint8
+    return transforms, torch.uint8 if stage == "uint8" else torch.float32
 
 
 def _floats(v) -> list[float]:
@@ -182,16 +294,17 @@ def _floats(v) -> list[float]:
 
 
 def _geometric(t, name: str):
-    interpolation, antialias = getattr(t, "interpolation", "bilinear"), getattr(t, "antialias", True)
-    if antialias is None:  # torchvision < 0.17's "warn": PIL images are always antialiased
-        antialias = True
+    """chute's twin of a torchvision geometric transform, antialiased bilinear (the caller checked that
+    torchvision antialiases too: always on PIL images; on tensors when antialias=True)."""
+    interpolation = getattr(t, "interpolation", "bilinear")
     if name == "RandomResizedCrop":
-        return chute.RandomResizedCrop(tuple(t.size), tuple(t.scale), tuple(t.ratio), interpolation, antialias)
+        return chute.RandomResizedCrop(tuple(t.size), tuple(t.scale), tuple(t.ratio), interpolation, True)
     if name == "Resize":
         if getattr(t, "max_size", None) is not None:
             raise ValueError("max_size is not supported")
-        return chute.Resize(t.size if isinstance(t.size, int) else list(t.size), interpolation,
-                            antialias=antialias)
+        if t.size is None:
+            raise ValueError("size=None is not supported")
+        return chute.Resize(t.size if isinstance(t.size, int) else list(t.size), interpolation, antialias=True)
     return chute.CenterCrop(tuple(t.size))
 
 

@@ -2,7 +2,8 @@
 
 They are descriptions: the engine composes the geometric ones (RandomResizedCrop, Resize, CenterCrop)
 into one decode window and one resampling per image, then flips and normalises while writing the
-output. Resizing is PIL's antialiased bilinear, which is what torchvision uses on PIL images.
+output. Resizing is PIL's antialiased bilinear, which is what torchvision uses on PIL images, with the
+installed Pillow's order of passes (chute/resampling.py).
 """
 
 from __future__ import annotations
@@ -116,3 +117,12 @@ class Normalize:
 
     def __repr__(self) -> str:
         return f"Normalize(mean={self.mean}, std={self.std})"
+
+
+def _follow_installed_pillow() -> None:
+    from chute import resampling
+
+    resampling.follow_installed_pillow()  # resize with the installed Pillow's arithmetic (see resampling.py)
+
+
+_follow_installed_pillow()

@@ -1,7 +1,9 @@
 #include <nanobind/stl/array.h>
+#include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 
 #include "bindings.h"
+#include "chute/resample.h"
 #include "chute/transforms.h"
 
 namespace chute::py {
@@ -28,6 +30,24 @@ void register_transforms(nb::module_& m) {
       },
       nb::arg("width"), nb::arg("height"), nb::arg("transform"), nb::arg("seed"), nb::arg("epoch"),
       nb::arg("index"));
+
+  // The Pillow release whose pass order resample_rgb follows (chute/resampling.py sets it at import).
+  m.def("resample_pass_order", [] {
+    return resample_pass_order() == ResamplePassOrder::kPillow13 ? "pillow13" : "horizontal_first";
+  });
+  m.def(
+      "set_resample_pass_order",
+      [](const std::string& name) {
+        if (name == "pillow13") {
+          set_resample_pass_order(ResamplePassOrder::kPillow13);
+        } else if (name == "horizontal_first") {
+          set_resample_pass_order(ResamplePassOrder::kHorizontalFirst);
+        } else {
+          throw nb::value_error(("resample pass order must be 'pillow13' or 'horizontal_first', got '" + name +
+                                 "'").c_str());
+        }
+      },
+      nb::arg("name"));
 }
 
 }  // namespace chute::py

@@ -1,8 +1,9 @@
 """The torchvision ImageFolder fast path: which pipelines it takes (and why not the others), and that its
 batches have torchvision's dtype, shape, labels and order, with pixels within the stated tolerance.
 
-torchvision does not import with this project's torch, so tv_standins.py stands in for it: the same class
-names, modules and attributes, with torchvision's semantics implemented on PIL (the reference here)."""
+Where torchvision imports (.venv-tv, scripts/test_torchvision.sh) the tests run against its real classes;
+elsewhere (the main venv's torch 2.13) tv_standins.py stands in for it: the same class names, modules and
+attributes, with torchvision's semantics implemented on PIL (the reference here)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ import chute
 from chute import native_folder
 from chute.dataloader import fastpath
 
-import tv_standins as T
+import tv_standins
+
+T = tv_standins.real_torchvision() or tv_standins
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 EVAL = [T.Resize(64), T.CenterCrop(56)]
@@ -201,7 +204,7 @@ def reason(dataset, **kwargs) -> str:
     (T.Compose([T.Resize(64), T.ToTensor()]), "native pipeline"),
     (T.Compose([T.CenterCrop(56), T.ToTensor(), T.Normalize((0.5,), (0.5,))]), "transform Normalize"),
     (T.Compose([T.CenterCrop(56), T.ToTensor(), T.CenterCrop(50)]), "CenterCrop on float32 tensors"),
-    (T.Compose([T.CenterCrop(56), lambda x: x, T.ToTensor()]), "not a torchvision v1 transform"),
+    (T.Compose([T.CenterCrop(56), lambda x: x, T.ToTensor()]), "not a torchvision v1 or v2 transform"),
     ([T.CenterCrop(56), T.ToTensor()], "not a torchvision Compose"),
 ], ids=["none", "no-tensor", "jitter", "flip-first", "norm-uint8", "two-norm", "fp16", "bicubic", "no-fixed-size",
         "norm-1ch", "tensor-crop", "lambda", "list"])

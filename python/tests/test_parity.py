@@ -218,3 +218,62 @@ def test_scaled_decode_stays_within_tolerance_of_pil(large_folder):
         diffs.append(np.abs(got.astype(np.int16) - ref.astype(np.int16)))
     mae, mx = report("Resize(256)+CenterCrop(224), scaled IDCT", diffs)
     assert mae < 1.0 and mx < 32
+
+
+@pytest.fixture(scope="module")
+def tall_folder(tmp_path_factory):
+    """PNGs (no decoder in the comparison) whose resizes shrink the height far more than the width: where
+    Pillow 13 runs its vertical pass first, and Pillow <= 12 does not."""
+    from conftest import natural_image
+    root = tmp_path_factory.mktemp("tall")
+    (root / "a").mkdir()
+    rng = np.random.default_rng(8)
+    for i, (w, h) in enumerate([(200, 600), (180, 700), (300, 900), (500, 375), (375, 500), (260, 780)]):
+        natural_image(rng, w, h).save(root / "a" / f"{i}.png")
+    return root
+
+
+@pytest.mark.parametrize("size", [(224, 224), (50, 150), (100, 60)])
+def test_resize_follows_the_installed_pillows_pass_order(tall_folder, size):
+    """Bit-exact with the installed Pillow, whichever release: chute orders its two rounding passes as it
+    does (chute/resampling.py). Run with Pillow 13 (main venv, .venv-tv) and 11.3 (scripts/test_torchvision.sh)."""
+    import PIL
+    from chute import resampling
+    assert resampling.pass_order() == resampling.order_for_pillow(PIL.__version__)
+    source = chute.ImageFolder(tall_folder)
+    (x, _), = list(chute.Loader(source, batch_size=len(source), transforms=[chute.Resize(size)]))
+    diffs = []
+    for out, (path, _) in zip(as_hwc(x), source.samples):
+        ref = np.asarray(pil_rgb(path).resize((size[1], size[0]), Image.BILINEAR))
+        diffs.append(np.abs(out.astype(np.int16) - ref.astype(np.int16)))
+    mae, mx = report(f"Resize({size}) with Pillow {PIL.__version__}'s pass order", diffs)
+    assert mae == 0 and mx == 0
+
+
+def test_the_other_pass_order_differs_by_one_level(tall_folder):
+    """What following the wrong Pillow costs: one level on some pixels (why the order is detected)."""
+    from chute import resampling
+    source = chute.ImageFolder(tall_folder)
+    out = {}
+    saved = resampling.pass_order()
+    try:
+        for order in resampling.ORDERS:
+            resampling.set_pass_order(order)
+            (out[order], _), = list(chute.Loader(source, batch_size=len(source),
+                                                 transforms=[chute.Resize((224, 224))]))
+    finally:
+        resampling.set_pass_order(saved)
+    d = (out["pillow13"].short() - out["horizontal_first"].short()).abs()
+    print(f"\n[parity] pass orders differ on {float((d > 0).float().mean()):.4%} of values, max {int(d.max())}")
+    assert int(d.max()) == 1 and bool((d > 0).any())
+    with pytest.raises(ValueError, match="pass order"):
+        resampling.set_pass_order("pillow14")
+
+
+def test_pass_order_from_the_pillow_version():
+    from chute import resampling
+    assert resampling.order_for_pillow("13.0.0") == "pillow13"
+    assert resampling.order_for_pillow("14.1.0.dev0") == "pillow13"
+    assert resampling.order_for_pillow("12.3.0") == "horizontal_first"
+    assert resampling.order_for_pillow("11.3.0") == "horizontal_first"
+    assert resampling.order_for_pillow("9.5.0.post1") == "horizontal_first"  # pillow-simd's numbering

@@ -1,10 +1,12 @@
-"""Stand-ins for torchvision's ImageFolder and v1 transforms, for tests and benchmarks.
+"""Stand-ins for torchvision's ImageFolder and v1 transforms, for tests and benchmarks, and the real ones
+where torchvision imports (``real_torchvision()``).
 
-torchvision 0.29.1 does not import with torch 2.13 (the version this project tests with), so these classes
+torchvision 0.29.1 does not import with torch 2.13 (the version the main venv tests with), so these classes
 reproduce what chute's fast path recognises: the same class names, ``__module__`` and attributes as
 torchvision's, and the same semantics, implemented with PIL and torch the way torchvision implements them
 on PIL images (``torchvision/transforms/transforms.py``, ``functional.py``, ``functional_pil.py``,
 ``datasets/folder.py``). They are real references: the fast path's output is compared with theirs.
+scripts/test_torchvision.sh runs the same tests against the real torchvision (torch 2.14.1, .venv-tv).
 """
 
 from __future__ import annotations
@@ -226,3 +228,19 @@ for _cls in (InterpolationMode, Compose, RandomResizedCrop, Resize, CenterCrop, 
 InterpolationMode.__module__ = "torchvision.transforms.functional"
 for _obj in (DatasetFolder, ImageFolder, pil_loader, default_loader):
     _obj.__module__ = _FOLDER
+
+
+def real_torchvision():
+    """torchvision's own v1 transforms, ImageFolder and loaders under the names these stand-ins have, or None
+    where torchvision does not import (its build must match torch's)."""
+    try:
+        import types
+
+        from torchvision import datasets, transforms
+        from torchvision.datasets import folder
+    except (ImportError, OSError, RuntimeError):
+        return None
+    names = {n: getattr(transforms, n) for n in dir(transforms) if not n.startswith("_")}
+    return types.SimpleNamespace(**names, ImageFolder=datasets.ImageFolder, DatasetFolder=datasets.DatasetFolder,
+                                 pil_loader=folder.pil_loader, default_loader=folder.default_loader,
+                                 IMG_EXTENSIONS=folder.IMG_EXTENSIONS, __name__="torchvision")

@@ -3,8 +3,10 @@
 // torchvision runs on PIL images.
 //
 // When shrinking, the triangle filter's support grows with the scale factor (antialiasing). Weights are
-// normalised per output pixel, then quantised to 22-bit fixed point; a horizontal pass on rounded uint8
-// output is followed by a vertical pass, each skipped when its axis keeps its size, exactly as PIL does.
+// normalised per output pixel, then quantised to 22-bit fixed point; one pass rounds to uint8 before the
+// other runs, each skipped when its axis keeps its size, exactly as PIL does. Which pass runs first
+// depends on the Pillow release being followed (ResamplePassOrder): the rounding in between makes the
+// order visible, by one level on some pixels.
 // Thread-safety: AxisCoeffs is immutable once built; resample() uses only caller-owned buffers.
 #pragma once
 
@@ -22,6 +24,9 @@ struct AxisCoeffs {
   int out_size = 0;   // number of outputs kept
   int taps = 0;       // stride of `weights`
   bool identity = false;  // same size, no resampling: PIL skips this pass
+  // Input size minus resized size along this axis, as Pillow compares them to order its passes: the
+  // whole resize (before any crop of its output), in the image PIL resizes (after any crop before it).
+  int shrink = 0;
   std::vector<int> first;
   std::vector<int> count;
   std::vector<int32_t> weights;  // fixed point, kPrecisionBits
@@ -61,8 +66,20 @@ struct AxisCoeffs {
 
 // Scratch space for resample_rgb(), reused across images by one thread.
 struct ResampleScratch {
-  std::vector<uint8_t> horizontal;  // output of the horizontal pass
+  std::vector<uint8_t> between_passes;  // output of the first pass, rounded to uint8
 };
+
+// Which of the two passes runs first, which decides how the intermediate rounding falls.
+//   kHorizontalFirst: always rows first, then columns (Pillow up to 12.x).
+//   kPillow13: columns first when the height loses more than twice as many pixels as the width
+//     (ysize_in - ysize_out > 0 and > 2 * (xsize_in - xsize_out)), else rows first: Pillow 13.0 and later
+//     (python-pillow/Pillow#9549, Resample.c's `horizontal_first`).
+// Process-wide, since it follows the one Pillow installed (chute's Python layer sets it at import).
+enum class ResamplePassOrder { kHorizontalFirst = 0, kPillow13 = 1 };
+ResamplePassOrder resample_pass_order();
+void set_resample_pass_order(ResamplePassOrder order);
+// Whether resample_rgb runs the vertical pass first for these coefficients under the current order.
+bool resample_vertical_first(const AxisCoeffs& xs, const AxisCoeffs& ys);
 
 // Bytes past the end of the input that resample_rgb may read (and ignore).
 inline constexpr size_t kResampleInputPadding = 4;
