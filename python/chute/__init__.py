@@ -13,7 +13,7 @@ Packed shards: ``chute.pack("/data/imagenet/train", "/data/train.chute")`` once,
 """
 
 from chute.dataloader import DataLoader, get_worker_info
-from chute.errors import SampleError
+from chute.errors import ResourceError, SampleError
 from chute.loader import Loader
 from chute.packed import FileList, PackedDataset, TarDataset, open, pack
 from chute.sources import ImageFolder
@@ -41,6 +41,7 @@ __all__ = [
     "RandomHorizontalFlip",
     "RandomResizedCrop",
     "Resize",
+    "ResourceError",
     "SampleError",
     "TarDataset",
     "doctor",

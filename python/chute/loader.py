@@ -78,7 +78,8 @@ class Loader:
     with ``all_reduce``, rather than with collectives that expect equal shapes.
     ``drop_last`` applies per rank, to its last partial batch.
 
-    Images larger than ``max_pixels`` are errors (a decompression-bomb guard). EXIF orientation is ignored,
+    Images larger than ``max_pixels`` are errors (a decompression-bomb guard), and so are files larger than
+    ``max_file_bytes`` (default 1 GiB), which are never read. EXIF orientation is ignored,
     as torchvision does, unless ``apply_exif_orientation=True`` (then JPEGs are turned upright like
     ``PIL.ImageOps.exif_transpose``).
 
@@ -90,12 +91,17 @@ class Loader:
     them working as the consumer's demand needs, measured from its own time between batches and the
     workers' time per sample. ``prefetch='auto'`` starts with enough batches to keep every thread busy and
     grows while workers idle and the consumer waits, as long as ``prefetch + 2`` batch buffers fit in
-    ``max_memory`` bytes. Integers fix them. :meth:`stats` says where the time goes and what limits the
+    ``max_memory`` bytes. Integers fix them; an integer ``prefetch`` whose buffers do not fit in
+    ``max_memory`` is lowered to fit, with a warning. Decoding a large image (more than 16 MiB of scratch,
+    e.g. a 14000x14000 PNG) waits until its memory fits in ``max_memory`` beside the batch buffers and the
+    other large decodes (one such image always runs), so such images do not all decode at once. :meth:`stats` says where the time goes and what limits the
     loader.
 
     ``on_error='raise'`` raises :class:`chute.SampleError` (index, path, reason) when the batch holding a
     bad sample is reached; ``'skip'`` leaves the sample out, fills the batch from the next samples, and
-    records it in :meth:`errors`. ``quarantine="bad.jsonl"`` also appends each bad sample, once, to that
+    records it in :meth:`errors`. Failures of the machine rather than the sample (out of file descriptors
+    or memory, EIO, a stale network mount) are retried with backoff, then raise :class:`chute.ResourceError`
+    naming the limit (``ulimit -n``, ...) under either policy; they are never skipped or quarantined. ``quarantine="bad.jsonl"`` also appends each bad sample, once, to that
     file as a JSON line (index, path, reason, epoch) as soon as the consumer's next batch reports it.
 
     GPU delivery: ``device='cuda'`` (or ``'cuda:N'``) yields batches already on that GPU. Samples are
@@ -117,7 +123,7 @@ class Loader:
                  apply_exif_orientation: bool = False, scaled_decode: bool = False, rank: int | None = None,
                  world_size: int | None = None, even_split: bool = True,
                  quarantine: str | os.PathLike | None = None, device="cpu", pin_memory: bool | None = None,
-                 device_prefetch: int = 2, max_device_memory: int = 4 << 30):
+                 device_prefetch: int = 2, max_device_memory: int = 4 << 30, max_file_bytes: int = 1 << 30):
         if isinstance(source, (str, os.PathLike)):
             source = source_from_path(source)  # an ImageFolder tree, packed shards or tar shards
         native_source = getattr(source, "_native", None)
@@ -145,6 +151,8 @@ class Loader:
             raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
         if not isinstance(max_pixels, int) or max_pixels <= 0:
             raise ValueError(f"max_pixels must be a positive int, got {max_pixels!r}")
+        if isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int) or not 0 < max_file_bytes < 2**64:
+            raise ValueError(f"max_file_bytes must be a positive int (bytes), got {max_file_bytes!r}")
         if not 0 <= seed < 2**64:
             raise ValueError("seed must fit in 64 bits")
         device_kind, device_index = _delivery.parse_device(device)
@@ -191,7 +199,14 @@ class Loader:
             max_memory, _DTYPES[host_dtype], memory_format == torch.channels_last, on_error, max_pixels,
             bool(apply_exif_orientation), bool(scaled_decode), self.rank, self.world_size, self.even_split,
             pinned_by=native_device, extra_buffers=device_prefetch + 1 if device_kind != "cpu" else 0,
-            cpu_affinity=affinity)
+            cpu_affinity=affinity, max_file_bytes=max_file_bytes)
+        if isinstance(prefetch, int) and self._native.prefetch < prefetch:
+            import warnings
+            buffer = self._native.stats()["batch_buffer_bytes"]
+            warnings.warn(f"prefetch={prefetch} needs {(prefetch + 2) * buffer / 2**20:,.0f} MiB of batch buffers "
+                          f"({prefetch} + 2 of {buffer / 2**20:,.1f} MiB), more than max_memory={max_memory:,} "
+                          f"bytes allows: using prefetch={self._native.prefetch}. Raise max_memory to keep it.",
+                          stacklevel=2)
         self.pin_memory = self._native.pinned
         # What iteration drives: the host loader, or the DeviceLoader wrapping it.
         self._driver = self._native

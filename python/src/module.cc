@@ -14,6 +14,12 @@ void throw_status(const Status& status) {
     case StatusCode::kIoError:
       PyErr_SetString(PyExc_OSError, msg.c_str());
       throw nb::python_error();
+    case StatusCode::kEnvironment: {
+      // chute.ResourceError: the machine's limit, not the data (one Python type for that meaning).
+      nb::object type = nb::module_::import_("chute.errors").attr("ResourceError");
+      PyErr_SetString(type.ptr(), msg.c_str());
+      throw nb::python_error();
+    }
     default:
       throw std::runtime_error(status.to_string());
   }

@@ -33,6 +33,8 @@ class ImageDecoder {
   // The EXIF orientation (1..8) of a JPEG; 1 for other formats.
   static int orientation(std::span<const uint8_t> data);
   int64_t benign_warnings() const { return jpeg_.benign_warnings() + png_.benign_warnings(); }
+  // Frees the scratch the decoders keep between images (after a large one).
+  void release_scratch() { png_.release_scratch(); }
 
  private:
   JpegDecoder jpeg_;
