@@ -25,7 +25,9 @@ std::string environment_hint(int err) {
     case ENOMEM:
       return "the memory available to this process (`ulimit -v`, the container's or cgroup's memory.max); "
              "lower max_memory, num_threads or max_pixels";
-    case EAGAIN: return "a kernel resource that is temporarily exhausted (threads: `ulimit -u`, the cgroup's pids.max)";
+    case EAGAIN:
+      return "a kernel resource that is temporarily exhausted (for threads: the process limit `ulimit -u`, the "
+             "cgroup's pids.max, or the address space for their stacks, `ulimit -v`)";
     case EINTR: return "a system call interrupted by signals that kept coming";
     case EIO: return "the storage device or network mount failing to read (check `dmesg`); it did not pass";
     case ENOBUFS: return "kernel buffer space";

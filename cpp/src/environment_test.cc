@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -11,6 +12,7 @@
 
 #include "chute/image_folder.h"
 #include "chute/loader.h"
+#include "chute/pack_writer.h"
 #include "test_util.h"
 
 namespace chute {
@@ -188,6 +190,55 @@ TEST(PrefetchTest, AnExplicitPrefetchIsLoweredToFitMaxMemory) {
   auto small = Loader::create(source, std::move(*Pipeline::create({CenterCrop{16, 16}})), o);
   ASSERT_TRUE(small.is_ok());
   EXPECT_EQ((*small)->prefetch(), 1);
+}
+
+}  // namespace
+}  // namespace chute
+
+namespace chute {
+namespace {
+
+std::vector<std::string> entries(const std::filesystem::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  return names;
+}
+
+TEST(PackFailureTest, BadAllocOnAReaderFailsThePackAndLeavesNothingBehind) {
+  testing::TempDir dir;
+  const auto dst = dir.path() / "new" / "packed";
+  FlakySource source(40, 30, -1, StatusCode::kOk, /*throw_bad_alloc=*/true);
+  // Small shards: several are written (as temporary files) before sample 30 fails.
+  auto result = pack(source, {}, {.dst = dst.string(), .shard_size = 4096, .num_threads = 2});
+  ASSERT_FALSE(result.is_ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kEnvironment) << result.status().to_string();
+  EXPECT_NE(result.status().message().find("sample 30 (mem://30)"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dst));  // made by the pack, empty after cleanup: removed
+  EXPECT_TRUE(entries(dir.path() / "new").empty());
+}
+
+TEST(PackFailureTest, ADataErrorRemovesTemporaryFilesButKeepsTheUsersDirectory) {
+  testing::TempDir dir;
+  std::filesystem::create_directories(dir.path() / "mine");
+  dir.write("mine/notes.txt", {'h', 'i'});
+  FlakySource source(40, 30, -1, StatusCode::kCorruptData);
+  auto result = pack(source, {}, {.dst = (dir.path() / "mine").string(), .shard_size = 4096, .num_threads = 2});
+  ASSERT_FALSE(result.is_ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kCorruptData);
+  EXPECT_EQ(entries(dir.path() / "mine"), std::vector<std::string>{"notes.txt"});
+}
+
+TEST(PackFailureTest, ASampleOverMaxFileBytesStopsThePackNamingIt) {
+  testing::TempDir dir;
+  auto images = small_jpegs(6);
+  images[4].resize(images[4].size() + 20000, 0);
+  MemorySource source(images, 1 << 30);
+  auto result = pack(source, {}, {.dst = (dir.path() / "p").string(), .num_threads = 2, .max_file_bytes = 10000});
+  ASSERT_FALSE(result.is_ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(result.status().message().find("sample 4 (mem://4)"), std::string::npos) << result.status().message();
+  EXPECT_NE(result.status().message().find("max_file_bytes"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "p"));
 }
 
 }  // namespace

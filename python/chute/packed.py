@@ -173,7 +173,7 @@ class PackSummary:
 
 def pack(src, dst: str | os.PathLike, *, shard_size: str | int = "1GB", num_threads: int | None = None,
          part: int | None = None, parts: int | None = None,
-         progress: Callable[[int, int, int], None] | None = None) -> PackSummary:
+         progress: Callable[[int, int, int], None] | None = None, max_file_bytes: int = 1 << 30) -> PackSummary:
     """Writes ``src`` (an ImageFolder directory or object, a file list, tar / WebDataset shards, or a
     packed dataset) to ``dst`` as packed shards of about ``shard_size`` bytes, in the source's order.
 
@@ -181,7 +181,10 @@ def pack(src, dst: str | os.PathLike, *, shard_size: str | int = "1GB", num_thre
     interrupted pack leaves nothing that opens as a dataset. With ``part=i, parts=n`` this call writes only
     the i-th of n disjoint, contiguous slices of the samples (run one per machine or process), and
     :func:`merge` writes the index once all n are done. ``progress(samples, bytes, total)`` is called about
-    every 100 ms; an exception from it (or Ctrl-C) cancels the pack and removes its files.
+    every 100 ms; an exception from it (or Ctrl-C) cancels the pack and removes its files. A sample file
+    larger than ``max_file_bytes`` stops the pack with an error naming it. Every failure removes the
+    pack's temporary files (and ``dst`` when the pack created it); running out of memory, descriptors or
+    threads raises :class:`chute.ResourceError` naming the limit.
     """
     import time
 
@@ -192,10 +195,12 @@ def pack(src, dst: str | os.PathLike, *, shard_size: str | int = "1GB", num_thre
         raise ValueError(f"part must be in [0, parts), got part={part}, parts={parts}")
     if num_threads is not None and num_threads <= 0:
         raise ValueError(f"num_threads must be positive, got {num_threads}")
+    if isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int) or not 0 < max_file_bytes < 2**64:
+        raise ValueError(f"max_file_bytes must be a positive int (bytes), got {max_file_bytes!r}")
     source, classes = _source_for(src)
     start = time.perf_counter()
     result = _native.pack(source, classes, os.fspath(dst), parse_size(shard_size), num_threads or 0, part, parts,
-                          progress)
+                          progress, max_file_bytes=max_file_bytes)
     return PackSummary(result["samples"], result["payload_bytes"], result["file_bytes"], result["shards"],
                        time.perf_counter() - start)
 

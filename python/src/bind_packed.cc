@@ -162,7 +162,7 @@ void register_packed(nb::module_& m) {
   m.def(
       "pack",
       [](const std::shared_ptr<Source>& source, const std::vector<std::string>& classes, const std::string& dst,
-         uint64_t shard_size, int num_threads, int part, int parts, nb::object progress) {
+         uint64_t shard_size, int num_threads, int part, int parts, nb::object progress, uint64_t max_file_bytes) {
         PackOptions o;
         o.dst = dst;
         o.shard_size = shard_size;
@@ -170,6 +170,7 @@ void register_packed(nb::module_& m) {
         o.part = part;
         o.parts = parts;
         o.key = key_function(source);
+        o.max_file_bytes = max_file_bytes;
         std::optional<nb::python_error> raised;
         // Runs on this thread with the GIL taken back: Ctrl-C and exceptions in the callback cancel.
         auto on_progress = [&](const PackProgress& p) {
@@ -191,7 +192,7 @@ void register_packed(nb::module_& m) {
         return summary_dict(unwrap(std::move(result)));
       },
       nb::arg("source"), nb::arg("classes"), nb::arg("dst"), nb::arg("shard_size"), nb::arg("num_threads"),
-      nb::arg("part"), nb::arg("parts"), nb::arg("progress").none());
+      nb::arg("part"), nb::arg("parts"), nb::arg("progress").none(), nb::arg("max_file_bytes") = kDefaultMaxFileBytes);
 
   m.def(
       "merge_parts",

@@ -215,3 +215,26 @@ def test_an_integer_prefetch_beyond_max_memory_is_lowered_with_one_warning(tmp_p
         warnings.simplefilter("error")  # a prefetch that fits: no warning
         chute.Loader(tmp_path, batch_size=2, num_threads=1, prefetch=4, max_memory=max_memory,
                      transforms=[chute.Resize(224), chute.CenterCrop(224)])
+
+
+def test_pack_under_a_thread_limit_names_the_limit_and_leaves_nothing(tmp_path):
+    """No address space left for a reader thread's stack: pthread_create fails with EAGAIN, as under
+    `ulimit -u` or a cgroup's pids.max (which root cannot be given here). The pack names the limits."""
+    _folder(tmp_path / "data", 6)
+    dst = tmp_path / "out" / "packed"
+    result = _child("""
+    import json, resource, sys
+    import chute
+    source = chute.ImageFolder(sys.argv[1])
+    with open("/proc/self/status") as f:
+        vm_size = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+    resource.setrlimit(resource.RLIMIT_AS, (vm_size + (2 << 20), resource.getrlimit(resource.RLIMIT_AS)[1]))
+    try:
+        chute.pack(source, sys.argv[2], num_threads=4)
+        print(json.dumps({"type": None}))
+    except Exception as e:  # noqa: BLE001
+        print(json.dumps({"type": type(e).__name__, "error": str(e)}))
+    """, str(tmp_path / "data"), str(dst))
+    assert result["type"] == "ResourceError", result
+    assert "reader thread" in result["error"] and "ulimit -u" in result["error"] and "pids.max" in result["error"]
+    assert not dst.exists() and list((tmp_path / "out").iterdir()) == []

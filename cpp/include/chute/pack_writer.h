@@ -27,6 +27,8 @@ struct PackOptions {
   int parts = 1;
   // The key stored with sample i (default: source.name(i)).
   std::function<std::string(int64_t)> key;
+  // A sample file larger than this stops the pack with an error naming it (Source::read_capped).
+  uint64_t max_file_bytes = kDefaultMaxFileBytes;
 };
 
 struct PackProgress {
@@ -43,7 +45,11 @@ struct PackSummary {
 };
 
 // `progress` is called on the calling thread about every 100 ms and at the end; returning false cancels
-// the pack (its temporary files are removed, and the result is a Cancelled status).
+// the pack (its temporary files are removed, and the result is a Cancelled status). Every failure removes
+// the temporary files, and the destination directory when pack() created it and it is left empty. A
+// failure of the machine (out of memory, descriptors, or threads for the readers) is retried like the
+// loader's (environment.h), then returned as kEnvironment naming the limit; when fewer reader threads
+// than asked for can be started, the pack runs on those it got and says so once on stderr.
 Result<PackSummary> pack(const Source& source, const std::vector<std::string>& classes, const PackOptions& options,
                          const std::function<bool(const PackProgress&)>& progress = {});
 
