@@ -190,17 +190,8 @@ Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::s
   if (n == 0) return invalid_argument("nothing to pack: the source is empty");
   const int64_t begin = n * o.part / o.parts, end = n * (o.part + 1) / o.parts;
   std::error_code ec;
-  const bool created = std::filesystem::create_directories(o.dst, ec);
+  std::filesystem::create_directories(o.dst, ec);
   if (ec) return io_error("cannot create " + o.dst + ": " + ec.message());
-  // Declared first, so it runs last on every return (after the temporary files are removed): a failed
-  // pack leaves no directory it made itself. rmdir() removes only an empty directory.
-  struct RemoveIfEmpty {
-    const std::string& dir;
-    bool armed;
-    ~RemoveIfEmpty() {
-      if (armed) ::rmdir(dir.c_str());
-    }
-  } remove_dst{o.dst, created};
   const std::string index_path = o.dst + "/" + (o.parts == 1 ? std::string(kIndexFileName) : part_index_name(o.part, o.parts));
   if (std::filesystem::exists(index_path))
     return invalid_argument(o.dst + " already holds a packed dataset (" + index_path + "); remove it or pack elsewhere");
@@ -349,7 +340,6 @@ Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::s
   CHUTE_RETURN_IF_ERROR(write_file_atomically(index_path, index));
   for (auto& f : shards) f->keep();
   summary.file_bytes += index.size();
-  remove_dst.armed = false;
   CHUTE_RETURN_IF_ERROR(sync_directory(o.dst));
   return summary;
 }

@@ -183,8 +183,8 @@ def pack(src, dst: str | os.PathLike, *, shard_size: str | int = "1GB", num_thre
     :func:`merge` writes the index once all n are done. ``progress(samples, bytes, total)`` is called about
     every 100 ms; an exception from it (or Ctrl-C) cancels the pack and removes its files. A sample file
     larger than ``max_file_bytes`` stops the pack with an error naming it. Every failure removes the
-    pack's temporary files (and ``dst`` when the pack created it); running out of memory, descriptors or
-    threads raises :class:`chute.ResourceError` naming the limit.
+    pack's temporary files; running out of memory, descriptors or threads raises
+    :class:`chute.ResourceError` naming the limit.
     """
     import time
 

@@ -46,7 +46,7 @@ struct PackSummary {
 
 // `progress` is called on the calling thread about every 100 ms and at the end; returning false cancels
 // the pack (its temporary files are removed, and the result is a Cancelled status). Every failure removes
-// the temporary files, and the destination directory when pack() created it and it is left empty. A
+// the temporary files (an exception unwinding included; the directory stays). A
 // failure of the machine (out of memory, descriptors, or threads for the readers) is retried like the
 // loader's (environment.h), then returned as kEnvironment naming the limit; when fewer reader threads
 // than asked for can be started, the pack runs on those it got and says so once on stderr.
