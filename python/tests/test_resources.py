@@ -238,3 +238,45 @@ def test_pack_under_a_thread_limit_names_the_limit_and_leaves_nothing(tmp_path):
     assert result["type"] == "ResourceError", result
     assert "reader thread" in result["error"] and "ulimit -u" in result["error"] and "pids.max" in result["error"]
     assert not dst.exists() or list(dst.iterdir()) == []
+
+
+def _packed(tmp_path: Path, n: int = 40) -> Path:
+    import chute
+    _folder(tmp_path / "src", n)
+    dst = tmp_path / "packed"
+    chute.pack(tmp_path / "src", dst, num_threads=1)
+    return dst
+
+
+def test_a_shard_truncated_while_open_gives_sample_errors_not_sigbus(tmp_path):
+    dst = _packed(tmp_path)
+    result = _child(_RUN_EPOCH + """
+    from pathlib import Path
+    loader = chute.Loader(sys.argv[1], batch_size=4, num_threads=2, on_error="skip",
+                          transforms=[chute.CenterCrop(16)])
+    shard = sorted(Path(sys.argv[1]).glob("*.chute"))[0]
+    os.truncate(shard, 8192)  # someone rewrites the shard in place while the job reads it
+    result = run(loader)
+    result["reasons"] = sorted({e.reason.split(", record")[0] for e in loader.errors()})
+    result["shard"] = str(shard)
+    print(json.dumps(result))
+    """, str(dst))
+    assert result["error"] is None, result  # a data error: skipped, the epoch goes on
+    assert result["skipped"] > 30 and result["delivered"] == 40 - result["skipped"]
+    assert result["reasons"] == [f"IoError: shard {result['shard']}"], result
+
+
+def test_an_index_truncated_while_open_is_a_fatal_message_naming_it(tmp_path):
+    """Reads of the index in place are not guarded (they are everywhere, and cheap): a SIGBUS there still
+    ends the process, but stderr names the file first."""
+    dst = _packed(tmp_path)
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+    import os, sys
+    import chute
+    dataset = chute.open(sys.argv[1])
+    os.truncate(os.path.join(sys.argv[1], "index.chidx"), 0)
+    print([dataset._native.name(i) for i in range(len(dataset))])
+    """), str(dst)], capture_output=True, text=True, timeout=CHILD_TIMEOUT,
+        env=dict(os.environ, PYTHONPATH=str(PYTHON_DIR)))
+    assert out.returncode != 0
+    assert f"chute: fatal SIGBUS reading {dst / 'index.chidx'}" in out.stderr, out.stderr[-2000:]
