@@ -280,3 +280,29 @@ def test_an_index_truncated_while_open_is_a_fatal_message_naming_it(tmp_path):
         env=dict(os.environ, PYTHONPATH=str(PYTHON_DIR)))
     assert out.returncode != 0
     assert f"chute: fatal SIGBUS reading {dst / 'index.chidx'}" in out.stderr, out.stderr[-2000:]
+
+
+def test_dataloader_out_of_descriptors_names_ulimit(tmp_path):
+    result = _child("""
+    import json, os, resource
+    import torch
+    import chute
+
+    class Squares(torch.utils.data.Dataset):  # a plain dataset: the generic path, worker processes
+        def __len__(self):
+            return 16
+
+        def __getitem__(self, i):
+            return torch.tensor([i * i])
+
+    loader = chute.DataLoader(Squares(), batch_size=4, num_workers=2)
+    in_use = len(os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (in_use + 3, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    try:
+        batches = len(list(loader))
+        print(json.dumps({"type": None, "batches": batches}))
+    except Exception as e:  # noqa: BLE001
+        print(json.dumps({"type": type(e).__name__, "error": str(e), "is_oserror": isinstance(e, OSError)}))
+    """)
+    assert result["type"] == "ResourceError", result
+    assert result["is_oserror"] and "ulimit -n" in result["error"] and "num_workers" in result["error"]
