@@ -259,7 +259,7 @@ Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::s
     } catch (const std::system_error& e) {
       const int err = e.code().value();
       if (pool.empty())
-        return Status(StatusCode::kEnvironment, "cannot start a reader thread for chute pack: " +
+        return Status(StatusCode::kEnvironment, "cannot start a reader thread to pack " + o.dst + ": " +
                                                     std::string(std::strerror(err)) + " (this is " +
                                                     environment_hint(err == 0 ? EAGAIN : err) + ")");
       std::fprintf(stderr, "chute pack: started %zu of %d reader threads (%s: %s); packing with %zu\n",
