@@ -98,7 +98,7 @@ def test_running_out_of_descriptors_raises_resource_error_and_quarantines_nothin
     assert not quarantine.exists() or quarantine.read_text() == ""
 
 
-def _eio_child(tmp_path: Path, times: int | None, errno_value: int = 5) -> dict:
+def _eio_child(tmp_path: Path, times: int | None, errno_value: int = 5, device: str = "cpu") -> dict:
     files = _folder(tmp_path / "data")
     env = {"LD_PRELOAD": str(bad_inputs.faulty_read_library()), "CHUTE_FAULTY_READ": str(files[5]),
            "CHUTE_FAULTY_ERRNO": str(errno_value)}
@@ -106,9 +106,9 @@ def _eio_child(tmp_path: Path, times: int | None, errno_value: int = 5) -> dict:
         env["CHUTE_FAULTY_TIMES"] = str(times)
     return _child(_RUN_EPOCH + """
     loader = chute.Loader(sys.argv[1], batch_size=4, num_threads=2, on_error="skip", quarantine=sys.argv[2],
-                          transforms=[chute.CenterCrop(16)])
+                          transforms=[chute.CenterCrop(16)], device=sys.argv[3])
     print(json.dumps(run(loader)))
-    """, str(tmp_path / "data"), str(tmp_path / "bad.jsonl"), env=env)
+    """, str(tmp_path / "data"), str(tmp_path / "bad.jsonl"), device, env=env)
 
 
 @pytest.mark.parametrize("errno_name", ["EIO", "EAGAIN", "EINTR"])
@@ -121,8 +121,9 @@ def test_a_transient_read_failure_is_retried_and_the_sample_delivered(tmp_path, 
     assert not (tmp_path / "bad.jsonl").exists()
 
 
-def test_a_persistent_eio_raises_resource_error_and_is_not_quarantined(tmp_path):
-    result = _eio_child(tmp_path, times=None)
+@pytest.mark.parametrize("device", ["cpu", "sim"])  # sim: the GPU delivery path, on a simulated device
+def test_a_persistent_eio_raises_resource_error_and_is_not_quarantined(tmp_path, device):
+    result = _eio_child(tmp_path, times=None, device=device)
     assert result["type"] == "ResourceError", result
     assert "Input/output error" in result["error"] and "sample 5 (" in result["error"]
     assert result["delivered"] == 4 and result["skipped"] == 0  # the batch before it, then the error
