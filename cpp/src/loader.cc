@@ -10,8 +10,10 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <new>
 
 #include "chute/batch_ring.h"
+#include "chute/environment.h"
 #include "chute/processor.h"
 #include "chute/sampler.h"
 
@@ -303,8 +305,12 @@ Loader::Task& Loader::dispatch() {
   const int64_t target = e.output_position(t.position);
   if (target <= e.max_target) {
     // A skipped sample moved later samples up: this position may still hold a sample waiting to move.
-    t.staged.resize(writer_.sample_bytes());
-    t.dst = t.staged.data();
+    try {
+      t.staged.resize(writer_.sample_bytes());
+      t.dst = t.staged.data();
+    } catch (const std::bad_alloc&) {
+      t.dst = nullptr;  // the worker reports it as this sample's error (out of memory), not a terminate
+    }
   } else {
     e.max_target = t.target = target;
     const int64_t batch = target / options_.batch_size;
@@ -365,7 +371,9 @@ void Loader::worker_main(int id) {
     lock.unlock();
     const int64_t warnings_before = processor.benign_warnings();
     StageTimes times;
-    Status status = processor.process(index, epoch, dst, timed ? &times : nullptr);
+    Status status = dst != nullptr ? processor.process(index, epoch, dst, timed ? &times : nullptr)
+                                   : out_of_memory("for a sample staged behind a skipped one",
+                                                   writer_.sample_bytes());
     double cpu = 0;
     if (timed && ++processed % kCpuEvery == 0) {
       const double mark = thread_cpu_s();

@@ -1,5 +1,6 @@
 #include "chute/processor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <new>
 
@@ -39,10 +40,9 @@ size_t decode_scratch_bytes(const ImageInfo& info, bool png, size_t file_bytes, 
                             bool reoriented, int out_width) {
   const size_t w = static_cast<size_t>(window_width), h = static_cast<size_t>(window_height);
   const size_t full_w = static_cast<size_t>(info.width), full_h = static_cast<size_t>(info.height);
-  size_t bytes = file_bytes + w * h * 3;
+  size_t bytes = file_bytes + (png ? full_w : w) * 3 * h;  // the window; a PNG's rows are decoded whole
   if (png) {
-    bytes = file_bytes + full_w * 3 * h;                       // rows are decoded whole
-    bytes += full_w * 8 * (info.progressive ? h + 1 : 1);      // raw rows (Adam7 keeps the window's)
+    bytes += full_w * 8 * (info.progressive ? h + 1 : 1);  // raw rows, up to 16-bit RGBA (Adam7 keeps them all)
   } else if (info.progressive) {
     bytes += full_w * full_h * static_cast<size_t>(std::max(info.components, 1)) * 2;  // DCT coefficients
   }
