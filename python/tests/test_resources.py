@@ -307,3 +307,23 @@ def test_dataloader_out_of_descriptors_names_ulimit(tmp_path):
     """)
     assert result["type"] == "ResourceError", result
     assert result["is_oserror"] and "ulimit -n" in result["error"] and "num_workers" in result["error"]
+
+
+def test_a_tar_truncated_while_open_gives_sample_errors_not_sigbus(tmp_path):
+    import tarfile
+    files = _folder(tmp_path / "src", 20)
+    tar = tmp_path / "data.tar"
+    with tarfile.open(tar, "w", format=tarfile.GNU_FORMAT) as t:
+        for i, f in enumerate(files):
+            t.add(f, arcname=f"{i:03d}.jpg")
+    result = _child(_RUN_EPOCH + """
+    loader = chute.Loader(chute.open(sys.argv[1]), batch_size=4, num_threads=2, on_error="skip",
+                          transforms=[chute.CenterCrop(16)])
+    os.truncate(sys.argv[1], 8192)
+    result = run(loader)
+    result["reasons"] = sorted({e.reason.split(":")[0] + ":" + e.reason.split(":")[1] for e in loader.errors()})
+    print(json.dumps(result))
+    """, str(tar))
+    assert result["error"] is None, result
+    assert result["skipped"] > 10 and result["delivered"] == 20 - result["skipped"]
+    assert result["reasons"] == [f"IoError: {tar} shrank while in use"], result
