@@ -40,9 +40,8 @@ std::string environment_hint(int err) {
 Status errno_status(int err, const std::string& what) {
   std::string msg = what + ": " + std::strerror(err);
   if (is_environment_errno(err)) {
-    return Status(StatusCode::kEnvironment, msg + " (after " + std::to_string(kEnvironmentAttempts) +
-                                                " attempts; this is " + environment_hint(err) +
-                                                ", not a fault of the sample)");
+    return Status(StatusCode::kEnvironment,
+                  msg + " (this is " + environment_hint(err) + ", not a fault of the sample)");
   }
   return Status(err == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError, std::move(msg));
 }

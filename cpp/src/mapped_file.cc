@@ -12,6 +12,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "chute/environment.h"
+
 namespace chute {
 namespace {
 
@@ -124,9 +126,7 @@ bool guarded_copy(uint8_t* dst, const uint8_t* src, size_t n) {
 
 Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return Status(errno == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError,
-                  "cannot open " + path + ": " + std::strerror(errno));
+  if (fd < 0) return errno_status(errno, "cannot open " + path);  // EMFILE & co.: kEnvironment
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
@@ -146,7 +146,7 @@ Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& pa
     if (p == MAP_FAILED) {
       const int err = errno;
       ::close(fd);
-      return io_error("cannot map " + path + ": " + std::strerror(err));
+      return errno_status(err, "cannot map " + path);  // ENOMEM (`ulimit -v`, vm.max_map_count): kEnvironment
     }
     file->data_ = static_cast<const uint8_t*>(p);
     ensure_sigbus_handler();

@@ -94,7 +94,9 @@ class Loader:
     ``max_memory`` bytes. Integers fix them; an integer ``prefetch`` whose buffers do not fit in
     ``max_memory`` is lowered to fit, with a warning. Decoding a large image (more than 16 MiB of scratch,
     e.g. a 14000x14000 PNG) waits until its memory fits in ``max_memory`` beside the batch buffers and the
-    other large decodes (one such image always runs), so such images do not all decode at once. :meth:`stats` says where the time goes and what limits the
+    other large decodes (one such image always runs), so such images do not all decode at once: the
+    loader's memory stays within ``max_memory``, plus up to 16 MiB of scratch per thread, plus one image
+    that alone does not fit. :meth:`stats` says where the time goes and what limits the
     loader.
 
     ``on_error='raise'`` raises :class:`chute.SampleError` (index, path, reason) when the batch holding a

@@ -38,7 +38,8 @@ inline constexpr int kEnvironmentFirstBackoffMs = 10;
 void environment_backoff(int attempt);
 
 // Runs `attempt` (returning Status) until it returns anything but kEnvironment, at most
-// kEnvironmentAttempts times with backoff between tries; returns the last Status.
+// kEnvironmentAttempts times with backoff between tries; returns the last Status (a kEnvironment one
+// says how many attempts failed).
 template <typename F>
 Status retry_environment(F&& attempt) {
   Status st = attempt();
@@ -46,7 +47,10 @@ Status retry_environment(F&& attempt) {
     environment_backoff(i);
     st = attempt();
   }
-  return st;
+  if (st.code() != StatusCode::kEnvironment) return st;
+  return environment_error(st.message() + " [" + std::to_string(kEnvironmentAttempts) + " attempts over about " +
+                           std::to_string(kEnvironmentFirstBackoffMs * ((1 << (kEnvironmentAttempts - 1)) - 1)) +
+                           " ms]");
 }
 
 }  // namespace chute
