@@ -47,4 +47,8 @@ Result<std::shared_ptr<FileList>> FileList::open(const std::string& list_path) {
 
 Status FileList::read(int64_t index, std::vector<uint8_t>& out) const { return read_file(paths_[index], out); }
 
+Status FileList::read_capped(int64_t index, std::vector<uint8_t>& out, uint64_t max_bytes) const {
+  return read_file(paths_[index], out, max_bytes);
+}
+
 }  // namespace chute

@@ -11,6 +11,8 @@
 #include <set>
 #include <utility>
 
+#include "chute/environment.h"
+
 namespace chute {
 namespace {
 
@@ -110,36 +112,40 @@ Result<std::shared_ptr<ImageFolder>> ImageFolder::open(const std::string& root_i
 
 Status ImageFolder::read(int64_t index, std::vector<uint8_t>& out) const { return read_file(paths_[index], out); }
 
-Status read_file(const std::string& path, std::vector<uint8_t>& out) {
+Status ImageFolder::read_capped(int64_t index, std::vector<uint8_t>& out, uint64_t max_bytes) const {
+  return read_file(paths_[index], out, max_bytes);
+}
+
+namespace {
+// Closes the descriptor on every return.
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+}  // namespace
+
+Status read_file(const std::string& path, std::vector<uint8_t>& out, uint64_t max_bytes) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever. It changes nothing
   // for regular files, the only kind read here.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return Status(errno == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError,
-                            std::string("cannot open: ") + std::strerror(errno));
+  Fd file{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
+  while (file.fd < 0 && errno == EINTR) file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (file.fd < 0) return errno_status(errno, "cannot open");
   struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return io_error(std::string("cannot stat: ") + std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return io_error("not a regular file (a FIFO, device or socket)");
-  }
-  out.resize(static_cast<size_t>(st.st_size));
+  if (::fstat(file.fd, &st) != 0) return errno_status(errno, "cannot stat");
+  if (!S_ISREG(st.st_mode)) return io_error("not a regular file (a FIFO, device or socket)");
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size > max_bytes) return file_too_large(size, max_bytes);
+  out.resize(static_cast<size_t>(size));
   size_t done = 0;
   while (done < out.size()) {
-    const ssize_t n = ::read(fd, out.data() + done, out.size() - done);
+    const ssize_t n = ::read(file.fd, out.data() + done, out.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      return io_error(std::string("read failed: ") + std::strerror(err));
-    }
+    if (n < 0) return errno_status(errno, "read failed");
     if (n == 0) break;  // the file shrank under us
     done += static_cast<size_t>(n);
   }
-  ::close(fd);
   out.resize(done);
   return Status::ok();
 }

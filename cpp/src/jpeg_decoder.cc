@@ -6,10 +6,13 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <new>
 #include <vector>
 
 #include <jerror.h>
 #include <jpeglib.h>
+
+#include "chute/environment.h"
 
 namespace chute {
 namespace {
@@ -52,6 +55,12 @@ void on_emit_message(j_common_ptr cinfo, int msg_level) {
 }
 
 void on_output_message(j_common_ptr) {}  // never print to stderr
+
+// libjpeg's own allocation failing is the machine's limit; any other error is the file's.
+Status error_status(const ErrorManager& err) {
+  if (err.pub.msg_code == JERR_OUT_OF_MEMORY) return out_of_memory(std::string("in libjpeg: ") + err.message);
+  return corrupt_data(err.message);
+}
 
 // A complete JPEG ends with EOI (FF D9), possibly followed by trailing bytes. Decoding only a window
 // stops before the end of the file, so a truncated file is caught here instead, whatever the window.
@@ -113,7 +122,7 @@ Result<ImageInfo> JpegDecoder::read_info(std::span<const uint8_t> data) {
   if (setjmp(s.err.jump)) {
     jpeg_abort_decompress(cinfo);
     s.err.benign_warnings = warnings;
-    return corrupt_data(s.err.message);
+    return error_status(s.err);
   }
   jpeg_mem_src(cinfo, data.data(), static_cast<unsigned long>(data.size()));
   jpeg_read_header(cinfo, TRUE);
@@ -135,7 +144,7 @@ Result<ImageView> JpegDecoder::decode(std::span<const uint8_t> data, Window win,
   jpeg_decompress_struct* cinfo = &s.cinfo;
   if (setjmp(s.err.jump)) {
     jpeg_abort_decompress(cinfo);
-    return corrupt_data(s.err.message);
+    return error_status(s.err);
   }
   jpeg_mem_src(cinfo, data.data(), static_cast<unsigned long>(data.size()));
   jpeg_read_header(cinfo, TRUE);
@@ -171,9 +180,14 @@ Result<ImageView> JpegDecoder::decode(std::span<const uint8_t> data, Window win,
   if (crop_w < cinfo->output_width) jpeg_crop_scanline(cinfo, &crop_x, &crop_w);
   const size_t skip = static_cast<size_t>(win.x - static_cast<int>(crop_x)) * 3;
   const size_t pitch = static_cast<size_t>(cinfo->output_width) * 3;
-  buffer.resize(pitch * win.height + padding);
+  try {
+    buffer.resize(pitch * win.height + padding);
+    if (cmyk) s.cmyk_row.resize(static_cast<size_t>(cinfo->output_width) * 4);
+  } catch (const std::bad_alloc&) {
+    jpeg_abort_decompress(cinfo);  // the decompressor stays usable for the next image
+    return out_of_memory("for the decoded JPEG window", pitch * win.height);
+  }
   if (win.y > 0) jpeg_skip_scanlines(cinfo, static_cast<JDIMENSION>(win.y));
-  if (cmyk) s.cmyk_row.resize(static_cast<size_t>(cinfo->output_width) * 4);
   for (int r = 0; r < win.height;) {
     JSAMPROW rows[4];
     const int want = cmyk ? 1 : std::min(4, win.height - r);

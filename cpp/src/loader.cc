@@ -4,13 +4,16 @@
 #include <sched.h>
 #include <time.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
+#include <new>
 
 #include "chute/batch_ring.h"
+#include "chute/environment.h"
 #include "chute/processor.h"
 #include "chute/sampler.h"
 
@@ -182,6 +185,15 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Source> sou
     return invalid_argument("max_memory of " + std::to_string(options.max_memory >> 20) +
                             " MiB holds fewer than 3 batch buffers of " + std::to_string(slot_bytes >> 20) +
                             " MiB (prefetch 1 and 2 more): raise max_memory, lower batch_size or set prefetch");
+  if (options.decode.max_file_bytes == 0) return invalid_argument("max_file_bytes must be positive");
+  // An explicit prefetch is bounded by max_memory too: prefetch + 2 buffers must fit, down to prefetch 1.
+  // (Python warns when it was lowered: Loader::prefetch() is then below the requested value.)
+  if (options.prefetch > 0) {
+    const int64_t fits = static_cast<int64_t>(options.max_memory / slot_bytes) - 2;
+    options.prefetch = static_cast<int>(std::clamp<int64_t>(fits, 1, options.prefetch));
+  }
+  // Large decodes share max_memory with the batch buffers (decode_budget.h).
+  if (!options.decode.budget) options.decode.budget = std::make_shared<DecodeBudget>(options.max_memory);
   return std::unique_ptr<Loader>(new Loader(std::move(source), std::move(pipeline), std::move(writer), options));
 }
 
@@ -191,6 +203,7 @@ Loader::Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWr
   shared_ = std::make_shared<SharedState>(options_.batch_size, writer_.sample_bytes(),
                                           tuner_.prefetch() + 2 + options_.extra_buffers, options_.max_ring_bytes,
                                           options_.host_allocator);
+  options_.decode.budget->set_reserved(shared_->ring.num_slots() * shared_->ring.slot_bytes());
   epoch_->baseline_s = now_s();
   epoch_->baseline_cpu_s = process_cpu_s();
   const int pool = options_.num_threads > 0 ? options_.num_threads : options_.max_threads;
@@ -301,8 +314,12 @@ Loader::Task& Loader::dispatch() {
   const int64_t target = e.output_position(t.position);
   if (target <= e.max_target) {
     // A skipped sample moved later samples up: this position may still hold a sample waiting to move.
-    t.staged.resize(writer_.sample_bytes());
-    t.dst = t.staged.data();
+    try {
+      t.staged.resize(writer_.sample_bytes());
+      t.dst = t.staged.data();
+    } catch (const std::bad_alloc&) {
+      t.dst = nullptr;  // the worker reports it as this sample's error (out of memory), not a terminate
+    }
   } else {
     e.max_target = t.target = target;
     const int64_t batch = target / options_.batch_size;
@@ -311,6 +328,8 @@ Loader::Task& Loader::dispatch() {
       const int before = shared_->ring.num_slots();
       const int slot = shared_->ring.acquire();
       CHUTE_CHECK(slot >= 0);  // can_dispatch() said there was one
+      if (shared_->ring.num_slots() > before)  // the buffers leave less of max_memory to large decodes
+        options_.decode.budget->set_reserved(shared_->ring.num_slots() * shared_->ring.slot_bytes());
       if (shared_->ring.num_slots() > before && !e.warned_growth) {
         e.warned_growth = true;
         std::fprintf(stderr,
@@ -361,7 +380,9 @@ void Loader::worker_main(int id) {
     lock.unlock();
     const int64_t warnings_before = processor.benign_warnings();
     StageTimes times;
-    Status status = processor.process(index, epoch, dst, timed ? &times : nullptr);
+    Status status = dst != nullptr ? processor.process(index, epoch, dst, timed ? &times : nullptr)
+                                   : out_of_memory("for a sample staged behind a skipped one",
+                                                   writer_.sample_bytes());
     double cpu = 0;
     if (timed && ++processed % kCpuEvery == 0) {
       const double mark = thread_cpu_s();
@@ -410,7 +431,8 @@ bool Loader::complete(Task& task, Status status) {
       if (pos % b == b - 1) push_ready(pos / b, b, t.position + 1);
     } else {
       SampleError err{t.index, source_->name(t.index), t.status, e.epoch};
-      if (options_.on_error == ErrorPolicy::kRaise) {
+      // An environment failure (out of descriptors, memory, ...) is no bad sample: never skipped.
+      if (options_.on_error == ErrorPolicy::kRaise || t.status.code() == StatusCode::kEnvironment) {
         e.fatal = std::move(err);
         e.fatal_batch = e.output_position(t.position) / b;
         e.tasks.erase(it);

@@ -13,9 +13,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <random>
+#include <system_error>
 #include <thread>
 
+#include "chute/environment.h"
 #include "chute/packed_format.h"
 #include "chute/packed_source.h"
 
@@ -173,8 +176,23 @@ std::string part_index_name(int part, int parts) {
   return name;
 }
 
+namespace {
+Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::string>& classes, const PackOptions& o,
+                                  const std::function<bool(const PackProgress&)>& progress);
+}  // namespace
+
 Result<PackSummary> pack(const Source& source, const std::vector<std::string>& classes, const PackOptions& o,
                          const std::function<bool(const PackProgress&)>& progress) {
+  try {
+    return pack_or_throw(source, classes, o, progress);  // its files are removed as the exception unwinds
+  } catch (const std::bad_alloc&) {
+    return out_of_memory("while packing to " + o.dst);
+  }
+}
+
+namespace {
+Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::string>& classes, const PackOptions& o,
+                                  const std::function<bool(const PackProgress&)>& progress) {
   if (o.parts < 1 || o.part < 0 || o.part >= o.parts)
     return invalid_argument("part must be in [0, parts), got part " + std::to_string(o.part) + " of " + std::to_string(o.parts));
   if (o.shard_size < 4096) return invalid_argument("shard_size must be at least 4096 bytes");
@@ -208,18 +226,28 @@ Result<PackSummary> pack(const Source& source, const std::vector<std::string>& c
         if (stop) return;
       }
       Slot& s = slots[static_cast<size_t>((i - begin) % window)];  // ours until marked ready
-      s.status = source.read(i, s.payload);
       s.rejected = false;
-      if (s.status.is_ok()) {
-        s.status = decoder.check(s.payload, o.check, pixels);
-        s.rejected = !s.status.is_ok();
-      }
-      if (s.status.is_ok()) {
-        s.key = o.key ? o.key(i) : source.name(i);
-        s.label = source.label(i);
-        if (s.key.size() > UINT32_MAX) s.status = invalid_argument("key longer than 4 GiB");
-        else s.header = encode_record_header(s.key, s.payload, s.label);
-      }
+      s.status = retry_environment([&] {
+        try {
+          s.rejected = false;
+          Status st = source.read_capped(i, s.payload, o.max_file_bytes);
+          if (st.is_ok()) {
+            st = decoder.check(s.payload, o.check, pixels);
+            s.rejected = !st.is_ok();
+          }
+          if (st.is_ok()) {
+            s.key = o.key ? o.key(i) : source.name(i);
+            s.label = source.label(i);
+            if (s.key.size() > UINT32_MAX) st = invalid_argument("key longer than 4 GiB");
+            else s.header = encode_record_header(s.key, s.payload, s.label);
+          }
+          return st;
+        } catch (const std::bad_alloc&) {  // a reader thread must not terminate the process
+          std::vector<uint8_t>().swap(s.payload);
+          std::vector<uint8_t>().swap(pixels);
+          return out_of_memory("reading this sample for packing");
+        }
+      });
       {
         std::lock_guard lock(mu);
         s.ready = true;
@@ -241,8 +269,24 @@ Result<PackSummary> pack(const Source& source, const std::vector<std::string>& c
       cv.notify_all();
     }
   };
-  for (int t = 0; t < threads; ++t) pool.emplace_back(reader);
   Stopper stopper{mu, stop, space_cv};
+  // A thread limit (ulimit -u, a cgroup's pids.max, the address space for stacks) may refuse some
+  // readers: pack with those that started, or fail naming the limit when none did.
+  for (int t = 0; t < threads; ++t) {
+    try {
+      pool.emplace_back(reader);
+    } catch (const std::system_error& e) {
+      const int err = e.code().value();
+      if (pool.empty())
+        return Status(StatusCode::kEnvironment, "cannot start a reader thread to pack " + o.dst + ": " +
+                                                    std::string(std::strerror(err)) + " (this is " +
+                                                    environment_hint(err == 0 ? EAGAIN : err) + ")");
+      std::fprintf(stderr, "chute pack: started %zu of %d reader threads (%s: %s); packing with %zu\n",
+                   pool.size(), threads, std::strerror(err), environment_hint(err == 0 ? EAGAIN : err).c_str(),
+                   pool.size());
+      break;
+    }
+  }
 
   std::vector<std::unique_ptr<TmpFile>> shards;
   std::vector<ShardInfo> infos;
@@ -333,6 +377,7 @@ Result<PackSummary> pack(const Source& source, const std::vector<std::string>& c
   CHUTE_RETURN_IF_ERROR(sync_directory(o.dst));
   return summary;
 }
+}  // namespace
 
 Result<PackSummary> merge_parts(const std::string& dst) {
   const std::string index_path = dst + "/" + kIndexFileName;

@@ -100,20 +100,28 @@ std::vector<uint8_t> encode_record_header(std::string_view key, std::span<const 
 }
 
 Result<std::span<const uint8_t>> parse_record(std::span<const uint8_t> shard, const IndexEntry& e, bool verify) {
-  uint64_t header_end = 0;
-  if (add_overflows(e.offset, kRecordHeaderSize, &header_end) || header_end > shard.size())
+  if (e.offset > shard.size())
     return corrupt_data("record header at offset " + std::to_string(e.offset) + " is past the end of the shard (" +
                         std::to_string(shard.size()) + " bytes)");
-  const uint8_t* p = shard.data() + e.offset;
+  return parse_record_copy(shard.subspan(e.offset), shard.size(), e, verify);
+}
+
+Result<std::span<const uint8_t>> parse_record_copy(std::span<const uint8_t> record, uint64_t shard_size,
+                                                   const IndexEntry& e, bool verify) {
+  // `record` starts at e.offset; `record.size()` is what the shard holds from there on.
+  if (record.size() < kRecordHeaderSize)
+    return corrupt_data("record header at offset " + std::to_string(e.offset) + " is past the end of the shard (" +
+                        std::to_string(shard_size) + " bytes)");
+  const uint8_t* p = record.data();
   if (load<uint32_t>(p + 8) != kRecordMagic)
     return corrupt_data("no record at offset " + std::to_string(e.offset) + " (bad record magic)");
   const uint32_t key_len = load<uint32_t>(p + 12);
   const uint64_t payload_len = load<uint64_t>(p + 16);
   const int64_t label = load<int64_t>(p + 24);
-  uint64_t end = 0;
-  if (add_overflows(header_end, key_len, &end) || add_overflows(end, payload_len, &end) || end > shard.size())
+  uint64_t end = 0;  // relative to the record's start
+  if (add_overflows(kRecordHeaderSize, key_len, &end) || add_overflows(end, payload_len, &end) || end > record.size())
     return corrupt_data("record length " + std::to_string(payload_len) + " at offset " + std::to_string(e.offset) +
-                        " runs past the end of the shard (" + std::to_string(shard.size()) + " bytes)");
+                        " runs past the end of the shard (" + std::to_string(shard_size) + " bytes)");
   if (key_len != e.key_len || payload_len != e.payload_len || label != e.label) {
     std::string fields;  // only the fields that differ, so the message never shows two equal values
     auto differs = [&](const char* field, auto in_index, auto in_record) {
@@ -128,12 +136,12 @@ Result<std::span<const uint8_t>> parse_record(std::span<const uint8_t> shard, co
   }
   if (verify) {
     const uint64_t stored = load<uint64_t>(p);
-    const uint64_t computed = checksum(shard.subspan(e.offset + 8, end - e.offset - 8));
+    const uint64_t computed = checksum(record.subspan(8, end - 8));
     if (stored != computed)
       return corrupt_data("checksum mismatch: stored " + hex64(stored) + ", computed " + hex64(computed) +
                           " (the record's bytes changed after packing)");
   }
-  return shard.subspan(header_end + key_len, payload_len);
+  return record.subspan(kRecordHeaderSize + key_len, payload_len);
 }
 
 IndexEntry IndexView::entry(uint64_t i) const {

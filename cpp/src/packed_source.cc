@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -58,30 +59,53 @@ Result<std::shared_ptr<PackedSource>> PackedSource::open(const std::string& path
 
 std::string PackedSource::name(int64_t index) const { return std::string(index_.key(index_.entry(index))); }
 
-Status PackedSource::check_record(int64_t index, bool verify, std::span<const uint8_t>* payload) const {
+Status PackedSource::check_record(int64_t index, bool verify, std::vector<uint8_t>& record,
+                                  std::span<const uint8_t>* payload) const {
   if (index < 0 || index >= size()) return invalid_argument("record " + std::to_string(index) + " out of range");
   const IndexEntry e = index_.entry(static_cast<uint64_t>(index));
-  auto record = parse_record(shard_files_[e.shard]->bytes(), e, verify);
-  if (!record.is_ok())
-    return Status(record.status().code(), "shard " + shard_files_[e.shard]->path() + ", record " + std::to_string(index) +
-                                              " (" + name(index) + "): " + record.status().message());
-  *payload = *record;
+  const MappedFile& shard = *shard_files_[e.shard];
+  const uint64_t shard_size = shard.bytes().size();
+  auto fail = [&](const Status& st) {
+    return Status(st.code(), "shard " + shard.path() + ", record " + std::to_string(index) + " (" + name(index) +
+                                 "): " + st.message());
+  };
+  // The record as the index describes it, or what the shard holds from its offset when that is less
+  // (parse_record_copy() then says what is wrong). Copied out under the mapping's SIGBUS guard: a shard
+  // truncated while open is this sample's error, not a crash.
+  const uint64_t wanted = kRecordHeaderSize + uint64_t{e.key_len} + e.payload_len;  // < 2^65: checked below
+  const uint64_t available = e.offset <= shard_size ? shard_size - e.offset : 0;
+  const size_t n = static_cast<size_t>(std::min(wanted < e.payload_len ? available : wanted, available));
+  record.resize(n);
+  CHUTE_RETURN_IF_ERROR([&] { Status st = shard.copy(std::min(e.offset, shard_size), n, record.data());
+                              return st.is_ok() ? st : fail(st); }());
+  auto parsed = parse_record_copy(record, shard_size, e, verify);
+  if (!parsed.is_ok()) return fail(parsed.status());
+  *payload = *parsed;
   return Status::ok();
 }
 
 Status PackedSource::read(int64_t index, std::vector<uint8_t>& out) const {
   std::span<const uint8_t> payload;
-  CHUTE_RETURN_IF_ERROR(check_record(index, options_.verify_checksums, &payload));
-  out.assign(payload.begin(), payload.end());
+  CHUTE_RETURN_IF_ERROR(check_record(index, options_.verify_checksums, out, &payload));
+  // The payload follows the record's header and key in `out`: move it to the front.
+  const size_t skip = static_cast<size_t>(payload.data() - out.data()), len = payload.size();
+  std::memmove(out.data(), out.data() + skip, len);
+  out.resize(len);
   return Status::ok();
+}
+
+Status PackedSource::read_capped(int64_t index, std::vector<uint8_t>& out, uint64_t max_bytes) const {
+  if (index >= 0 && index < size() && payload_size(index) > max_bytes) return file_too_large(payload_size(index), max_bytes);
+  return read(index, out);
 }
 
 std::vector<std::pair<int64_t, Status>> PackedSource::verify(int64_t begin, int64_t end,
                                                              const std::function<bool(int64_t)>& progress) const {
   std::vector<std::pair<int64_t, Status>> bad;
   std::span<const uint8_t> payload;
+  std::vector<uint8_t> record;
   for (int64_t i = begin; i < end; ++i) {
-    Status st = check_record(i, /*verify=*/true, &payload);
+    Status st = check_record(i, /*verify=*/true, record, &payload);
     if (!st.is_ok()) bad.emplace_back(i, std::move(st));
     if (progress && (i - begin + 1) % 4096 == 0 && !progress(i - begin + 1)) break;
   }

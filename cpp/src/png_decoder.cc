@@ -10,6 +10,8 @@
 #include <png.h>
 #include <zlib.h>
 
+#include "chute/environment.h"
+
 namespace chute {
 namespace {
 
@@ -284,6 +286,8 @@ bool PngDecoder::is_png(std::span<const uint8_t> data) {
 
 int64_t PngDecoder::benign_warnings() const { return state_->warnings; }
 
+void PngDecoder::release_scratch() { std::vector<uint8_t>().swap(state_->rows); }
+
 Result<ImageInfo> PngDecoder::read_info(std::span<const uint8_t> data) {
   if (data.empty()) return corrupt_data("empty file");
   if (!is_png(data)) return unsupported("not a PNG file");
@@ -293,7 +297,7 @@ Result<ImageInfo> PngDecoder::read_info(std::span<const uint8_t> data) {
   int64_t header_warnings = 0;  // decode() reads the header again: count warnings there, once per image
   ctx.warnings = &header_warnings;
   ReadStruct rs(&ctx);
-  if (rs.info == nullptr) return Status(StatusCode::kResourceExhausted, "out of memory creating the PNG reader");
+  if (rs.info == nullptr) return environment_error("out of memory creating the PNG reader");
   auto header = std::make_unique<Header>();
   const Options opt{PNG_UINT_31_MAX, /*crc_verified=*/false, /*transform=*/false};
   if (!read_header(rs.png, rs.info, &ctx, &opt, header.get())) return corrupt_data(ctx.message);
@@ -328,7 +332,7 @@ Result<PngDecoder::View> PngDecoder::decode(std::span<const uint8_t> data, Windo
   ctx.size = data.size();
   ctx.warnings = &state_->warnings;
   ReadStruct rs(&ctx);
-  if (rs.info == nullptr) return Status(StatusCode::kResourceExhausted, "out of memory creating the PNG reader");
+  if (rs.info == nullptr) return environment_error("out of memory creating the PNG reader");
   auto header = std::make_unique<Header>();
   const Header& h = *header;
   const Options opt{static_cast<png_uint_32>(std::clamp<int64_t>(max_pixels_, 1, PNG_UINT_31_MAX)),

@@ -1,7 +1,10 @@
 #include "chute/processor.h"
 
+#include <algorithm>
 #include <chrono>
+#include <new>
 
+#include "chute/environment.h"
 #include "chute/exif.h"
 
 namespace chute {
@@ -33,9 +36,44 @@ SampleProcessor::SampleProcessor(const Source& source, const Pipeline& pipeline,
     : source_(source), pipeline_(pipeline), writer_(writer), seed_(seed), decode_(decode),
       decoder_(decode.max_pixels) {}
 
+size_t decode_scratch_bytes(const ImageInfo& info, bool png, size_t file_bytes, int window_width, int window_height,
+                            bool reoriented, int out_width) {
+  const size_t w = static_cast<size_t>(window_width), h = static_cast<size_t>(window_height);
+  const size_t full_w = static_cast<size_t>(info.width), full_h = static_cast<size_t>(info.height);
+  size_t bytes = file_bytes + (png ? full_w : w) * 3 * h;  // the window; a PNG's rows are decoded whole
+  if (png) {
+    bytes += full_w * 8 * (info.progressive ? h + 1 : 1);  // raw rows, up to 16-bit RGBA (Adam7 keeps them all)
+  } else if (info.progressive) {
+    bytes += full_w * full_h * static_cast<size_t>(std::max(info.components, 1)) * 2;  // DCT coefficients
+  }
+  if (reoriented) bytes += w * h * 3;
+  bytes += h * static_cast<size_t>(out_width) * 3;  // between the passes (as rows first)
+  return bytes;
+}
+
+void SampleProcessor::release_scratch() {
+  std::vector<uint8_t>().swap(bytes_);
+  std::vector<uint8_t>().swap(window_);
+  std::vector<uint8_t>().swap(oriented_);
+  std::vector<uint8_t>().swap(resized_);
+  std::vector<uint8_t>().swap(scratch_.between_passes);
+  decoder_.release_scratch();
+}
+
 Status SampleProcessor::process(int64_t index, uint64_t epoch, void* dst, StageTimes* times) {
+  return retry_environment([&] {
+    try {
+      return process_once(index, epoch, dst, times);
+    } catch (const std::bad_alloc&) {
+      release_scratch();  // what this thread kept is the first memory to give back
+      return out_of_memory("reading, decoding or resizing this sample");
+    }
+  });
+}
+
+Status SampleProcessor::process_once(int64_t index, uint64_t epoch, void* dst, StageTimes* times) {
   StageClock clock(times);  // each stage is charged when the next begins, the last on return
-  const Status read = source_.read(index, bytes_);
+  const Status read = source_.read_capped(index, bytes_, decode_.max_file_bytes);
   if (times && read.is_ok()) times->bytes_read += static_cast<int64_t>(bytes_.size());
   CHUTE_RETURN_IF_ERROR(read);
   clock.charge(&StageTimes::read_ns);
@@ -56,6 +94,19 @@ Status SampleProcessor::process(int64_t index, uint64_t epoch, void* dst, StageT
   // validate_full: decode the whole stored image and use the window's part of it. Decoders give a window
   // the pixels of a full decode, so the output does not change.
   const Window decoded = decode_.validate_full ? Window{0, 0, stored_w, stored_h} : stored;
+  // A large decode waits for its memory; its scratch is freed before the lease returns it (declared in
+  // this order, the guard runs first on every return).
+  DecodeBudget::Lease lease;
+  const size_t scratch = decode_scratch_bytes(info, detect_format(bytes_) == ImageFormat::kPng, bytes_.size(),
+                                              decoded.width, decoded.height, orientation != 1, plan.xs.out_size);
+  if (decode_.budget && scratch > kUnchargedDecodeBytes) lease = decode_.budget->acquire(scratch);
+  struct FreeAfterLargeDecode {
+    SampleProcessor* self;
+    bool large;
+    ~FreeAfterLargeDecode() {
+      if (large) self->release_scratch();
+    }
+  } free_after{this, scratch > kUnchargedDecodeBytes};
   CHUTE_ASSIGN_OR_RETURN(ImageView window, decoder_.decode(bytes_, decoded, window_, kResampleInputPadding, d));
   if (decode_.validate_full)
     window.pixels += static_cast<size_t>(stored.y) * window.pitch + 3 * static_cast<size_t>(stored.x);

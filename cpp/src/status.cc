@@ -13,6 +13,7 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::kResourceExhausted: return "ResourceExhausted";
     case StatusCode::kCancelled: return "Cancelled";
     case StatusCode::kDeadlineExceeded: return "DeadlineExceeded";
+    case StatusCode::kEnvironment: return "Environment";
   }
   return "Unknown";
 }

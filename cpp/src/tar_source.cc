@@ -244,10 +244,19 @@ Status TarSource::read(int64_t index, std::vector<uint8_t>& out) const {
   uint64_t i;
   const Tar& t = locate(index, &i);
   const IndexEntry e = t.index.entry(i);
-  // IndexView::parse checked offset + length against the indexed size, which equals the mapping's.
-  const auto bytes = t.file->bytes().subspan(e.offset, e.payload_len);
-  out.assign(bytes.begin(), bytes.end());
-  return Status::ok();
+  // IndexView::parse checked offset + length against the indexed size, which equals the mapping's. Copied
+  // under the mapping's SIGBUS guard: a tar truncated while open is this sample's error, not a crash.
+  out.resize(e.payload_len);
+  return t.file->copy(e.offset, e.payload_len, out.data());
+}
+
+Status TarSource::read_capped(int64_t index, std::vector<uint8_t>& out, uint64_t max_bytes) const {
+  if (index >= 0 && index < total_) {
+    uint64_t i;
+    const uint64_t len = locate(index, &i).index.entry(i).payload_len;
+    if (len > max_bytes) return file_too_large(len, max_bytes);
+  }
+  return read(index, out);
 }
 
 Status write_tar_indexes(const std::vector<std::string>& paths) {

@@ -15,7 +15,7 @@ Packed shards: ``chute.pack("/data/imagenet/train", "/data/train.chute")`` once,
 __version__ = "0.1.0"  # the one place: pyproject.toml reads it from here
 
 from chute.dataloader import DataLoader, get_worker_info
-from chute.errors import SampleError
+from chute.errors import ResourceError, SampleError
 from chute.loader import Loader
 from chute.packed import FileList, PackedDataset, TarDataset, open, pack
 from chute.sources import ImageFolder
@@ -42,6 +42,7 @@ __all__ = [
     "RandomHorizontalFlip",
     "RandomResizedCrop",
     "Resize",
+    "ResourceError",
     "SampleError",
     "TarDataset",
     "doctor",

@@ -1,4 +1,4 @@
-"""The exception a bad sample raises."""
+"""The exceptions chute raises: a bad sample (SampleError), and the machine failing (ResourceError)."""
 
 
 class SampleError(RuntimeError):
@@ -16,6 +16,16 @@ class SampleError(RuntimeError):
 
     def __reduce__(self):
         return type(self), (self.index, self.path, self.reason, self.epoch)
+
+
+class ResourceError(OSError, RuntimeError):
+    """The machine, not the data: out of file descriptors (``ulimit -n``), memory, threads, or a storage
+    failure (EIO, a stale or timed-out network mount) that outlasted chute's retries with backoff. The
+    message names the sample being read when it happened and the limit to raise.
+
+    Never skipped by ``on_error='skip'`` and never written to the quarantine file: the sample is not at
+    fault. An ``OSError`` (as the failing system call's error is) and a ``RuntimeError`` (as other
+    engine failures are), so handlers written for either catch it."""
 
 
 class Quarantine:

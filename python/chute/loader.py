@@ -86,7 +86,8 @@ class Loader:
     than the dataset with ``even_split=True`` (every rank would get 0 samples) is a ``ValueError``.
     ``drop_last`` applies per rank, to its last partial batch (a warning when that leaves no batch at all).
 
-    Images larger than ``max_pixels`` are errors (a decompression-bomb guard). EXIF orientation is ignored,
+    Images larger than ``max_pixels`` are errors (a decompression-bomb guard), and so are files larger than
+    ``max_file_bytes`` (default 1 GiB), which are never read. EXIF orientation is ignored,
     as torchvision does, unless ``apply_exif_orientation=True`` (then JPEGs are turned upright like
     ``PIL.ImageOps.exif_transpose``).
 
@@ -105,7 +106,12 @@ class Loader:
     them working as the consumer's demand needs, measured from its own time between batches and the
     workers' time per sample. ``prefetch='auto'`` starts with enough batches to keep every thread busy and
     grows while workers idle and the consumer waits, as long as ``prefetch + 2`` batch buffers fit in
-    ``max_memory`` bytes. Integers fix them. :meth:`stats` says where the time goes and what limits the
+    ``max_memory`` bytes. Integers fix them; an integer ``prefetch`` whose buffers do not fit in
+    ``max_memory`` is lowered to fit, with a warning. Decoding a large image (more than 16 MiB of scratch,
+    e.g. a 14000x14000 PNG) waits until its memory fits in ``max_memory`` beside the batch buffers and the
+    other large decodes (one such image always runs), so such images do not all decode at once: the
+    loader's memory stays within ``max_memory``, plus up to 16 MiB of scratch per thread, plus one image
+    that alone does not fit. :meth:`stats` says where the time goes and what limits the
     loader.
 
     Arguments are checked when the loader is built: a wrong type is a ``TypeError``, a number outside
@@ -114,9 +120,12 @@ class Loader:
 
     ``on_error='raise'`` raises :class:`chute.SampleError` (index, path, reason) when the batch holding a
     bad sample is reached; ``'skip'`` leaves the sample out, fills the batch from the next samples, and
-    records it in :meth:`errors`. ``quarantine="bad.jsonl"`` also appends each bad sample, once, to that
-    file as a JSON line (index, path, reason, epoch) as soon as the consumer's next batch reports it;
-    the file is opened (created) when the loader is built, so an unwritable path fails there.
+    records it in :meth:`errors`. Failures of the machine rather than the sample (out of file descriptors
+    or memory, EIO, a stale network mount) are retried with backoff, then raise :class:`chute.ResourceError`
+    naming the limit (``ulimit -n``, ...) under either policy; they are never skipped or quarantined.
+    ``quarantine="bad.jsonl"`` also appends each bad sample, once, to that file as a JSON line (index, path,
+    reason, epoch) as soon as the consumer's next batch reports it; the file is opened (created) when the
+    loader is built, so an unwritable path fails there.
 
     GPU delivery: ``device='cuda'`` (or ``'cuda:N'``) yields batches already on that GPU. Samples are
     decoded into pinned buffers, copied as uint8 on a stream of chute's own while the model runs, and
@@ -140,7 +149,7 @@ class Loader:
                  rank: int | None = None,
                  world_size: int | None = None, even_split: bool = True,
                  quarantine: str | os.PathLike | None = None, device="cpu", pin_memory: bool | None = None,
-                 device_prefetch: int = 2, max_device_memory: int = 4 << 30):
+                 device_prefetch: int = 2, max_device_memory: int = 4 << 30, max_file_bytes: int = 1 << 30):
         if isinstance(source, (str, os.PathLike)):
             source = source_from_path(source)  # an ImageFolder tree, packed shards or tar shards
         native_source = getattr(source, "_native", None)
@@ -160,6 +169,7 @@ class Loader:
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
         max_pixels = _validate.integer("max_pixels", max_pixels, 1, _validate.INT64_MAX)
+        max_file_bytes = _validate.integer("max_file_bytes", max_file_bytes, 1, _validate.UINT64_MAX)
         if validate not in ("window", "full"):
             raise ValueError(f"validate must be 'window' (check what each crop decodes) or 'full' (decode every "
                              f"pixel of every image), got {validate!r}")
@@ -210,7 +220,13 @@ class Loader:
             max_memory, _DTYPES[host_dtype], memory_format == torch.channels_last, on_error, max_pixels,
             bool(apply_exif_orientation), bool(scaled_decode), self.rank, self.world_size, self.even_split,
             pinned_by=native_device, extra_buffers=device_prefetch + 1 if device_kind != "cpu" else 0,
-            cpu_affinity=affinity, validate_full=validate == "full")
+            cpu_affinity=affinity, validate_full=validate == "full", max_file_bytes=max_file_bytes)
+        if isinstance(prefetch, int) and self._native.prefetch < prefetch:
+            buffer = self._native.stats()["batch_buffer_bytes"]
+            warnings.warn(f"prefetch={prefetch} needs {(prefetch + 2) * buffer / 2**20:,.0f} MiB of batch buffers "
+                          f"({prefetch} + 2 of {buffer / 2**20:,.1f} MiB), more than max_memory={max_memory:,} "
+                          f"bytes allows: using prefetch={self._native.prefetch}. Raise max_memory to keep it.",
+                          stacklevel=2)
         self.pin_memory = self._native.pinned
         if self.drop_last and len(self._native) == 0:  # legal, as in torch, but never what was meant
             warnings.warn(f"chute.Loader: this rank visits {self._native.epoch_size} of the source's {len(source)} "

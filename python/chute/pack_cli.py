@@ -23,6 +23,18 @@ def _size(text: str) -> int:
     return value
 
 
+def _max_file_bytes(text: str) -> int:
+    from chute.packed import parse_size
+
+    try:
+        value = parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be positive")
+    return value
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value <= 0:
@@ -52,6 +64,8 @@ def add_parsers(sub) -> None:
                    help="the largest image (width x height) to pack, as Loader(max_pixels=...) (default 200000000)")
     p.add_argument("--skip-bad", action="store_true",
                    help="leave out, and list, files the loader could not decode instead of stopping")
+    p.add_argument("--max-file-bytes", type=_max_file_bytes, default=1 << 30,
+                   help="refuse sample files larger than this: 1GB, 512MB, ... (default 1GiB)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     m = sub.add_parser("merge", help="write the index of a pack split with --part/--parts",
@@ -107,7 +121,7 @@ def _pack(args, console) -> int:
 
         summary = packed.pack(args.src, args.dst, shard_size=args.shard_size, num_threads=args.threads,
                               part=args.part, parts=args.parts, progress=progress, validate=args.validate,
-                              skip_bad=args.skip_bad, max_pixels=args.max_pixels)
+                              skip_bad=args.skip_bad, max_pixels=args.max_pixels, max_file_bytes=args.max_file_bytes)
     result = {"samples": summary.samples, "payload_bytes": summary.payload_bytes, "file_bytes": summary.file_bytes,
               "shards": summary.shards, "seconds": round(summary.seconds, 3),
               "mb_per_s": round(summary.mb_per_s, 1), "img_per_s": round(summary.img_per_s, 1),

@@ -245,7 +245,7 @@ class PackSummary:
 def pack(src, dst: str | os.PathLike, *, shard_size: str | int = "1GB", num_threads: int | None = None,
          part: int | None = None, parts: int | None = None,
          progress: Callable[[int, int, int], None] | None = None, validate: str = "header",
-         skip_bad: bool = False, max_pixels: int = 200_000_000) -> PackSummary:
+         skip_bad: bool = False, max_pixels: int = 200_000_000, max_file_bytes: int = 1 << 30) -> PackSummary:
     """Writes ``src`` (an ImageFolder directory or object, a file list, tar / WebDataset shards, or a
     packed dataset) to ``dst`` as packed shards of about ``shard_size`` bytes, in the source's order.
 
@@ -262,6 +262,9 @@ def pack(src, dst: str | os.PathLike, *, shard_size: str | int = "1GB", num_thre
     fails fails the pack, naming it; with ``skip_bad=True`` it is left out instead and listed in
     ``PackSummary.skipped``. Read errors fail the pack either way. ``validate='none'`` packs any bytes
     unchecked (payloads that are not images, such as test inputs).
+    A sample file larger than ``max_file_bytes`` stops the pack with an error naming it. Every failure
+    removes the pack's temporary files; running out of memory, descriptors or threads raises
+    :class:`chute.ResourceError` naming the limit.
     """
     import time
 
@@ -281,11 +284,12 @@ def pack(src, dst: str | os.PathLike, *, shard_size: str | int = "1GB", num_thre
         raise ValueError(f"validate must be 'header' (check each image's header), 'full' (decode every "
                          f"pixel) or 'none', got {validate!r}")
     max_pixels = _validate.integer("max_pixels", max_pixels, 1, _validate.INT64_MAX)
+    max_file_bytes = _validate.integer("max_file_bytes", max_file_bytes, 1, _validate.UINT64_MAX)
     dst = _validate.path("dst", dst)
     source, classes = _source_for(src)
     start = time.perf_counter()
     result = _native.pack(source, classes, dst, shard_bytes, num_threads or 0, part, parts, progress, validate,
-                          max_pixels, bool(skip_bad))
+                          max_pixels, bool(skip_bad), max_file_bytes)
     return PackSummary(result["samples"], result["payload_bytes"], result["file_bytes"], result["shards"],
                        time.perf_counter() - start, [tuple(k) for k in result["skipped"]])
 

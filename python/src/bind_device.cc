@@ -96,7 +96,8 @@ void register_device(nb::module_& m) {
                 continue;
               }
               if (!next.is_ok()) {
-                if (l.loader->failed_sample()) throw std::invalid_argument(next.status().message());
+                if (l.loader->failed_sample() && next.status().code() != StatusCode::kEnvironment)
+                  throw std::invalid_argument(next.status().message());  // a SampleError; the machine: ResourceError
                 throw_status(next.status());
               }
               const std::shared_ptr<DeviceBatch>& b = *next;

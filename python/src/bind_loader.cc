@@ -84,7 +84,7 @@ void register_loader(nb::module_& m) {
              size_t max_memory, const std::string& dtype,
              bool channels_last, const std::string& on_error, int64_t max_pixels, bool apply_exif_orientation, bool scaled_decode, int64_t rank, int64_t world_size,
              bool even_split, const PyDevice* pinned_by, int extra_buffers, std::optional<std::vector<int>> cpu_affinity,
-             bool validate_full) {
+             bool validate_full, uint64_t max_file_bytes) {
             LoaderOptions o;
             o.batch_size = batch_size;
             o.shuffle = shuffle;
@@ -104,6 +104,7 @@ void register_loader(nb::module_& m) {
             o.decode.apply_exif_orientation = apply_exif_orientation;
             o.decode.scaled_decode = scaled_decode;
             o.decode.validate_full = validate_full;
+            o.decode.max_file_bytes = max_file_bytes;
             o.shard = {rank, world_size, even_split};
             if (on_error == "raise") o.on_error = ErrorPolicy::kRaise;
             else if (on_error == "skip") o.on_error = ErrorPolicy::kSkip;
@@ -125,7 +126,7 @@ void register_loader(nb::module_& m) {
           nb::arg("channels_last"), nb::arg("on_error"), nb::arg("max_pixels"), nb::arg("apply_exif_orientation"), nb::arg("scaled_decode"),
           nb::arg("rank"), nb::arg("world_size"), nb::arg("even_split"), nb::arg("pinned_by").none() = nb::none(),
           nb::arg("extra_buffers") = 0, nb::arg("cpu_affinity").none() = nb::none(),
-          nb::arg("validate_full") = false)
+          nb::arg("validate_full") = false, nb::arg("max_file_bytes") = kDefaultMaxFileBytes)
       .def("__len__", [](const PyLoader& l) { return l.impl->num_batches(); })
       .def_prop_ro("num_threads", [](const PyLoader& l) { return l.impl->num_threads(); })
       .def_prop_ro("active_threads", [](const PyLoader& l) { return l.impl->active_threads(); })
@@ -155,7 +156,9 @@ void register_loader(nb::module_& m) {
              Loader& loader = *l.impl;
              auto finish = [&](Result<std::shared_ptr<Batch>>& next) -> nb::object {
                if (!next.is_ok()) {
-                 if (loader.failed_sample()) {  // the message may name a file that is not UTF-8
+                 // A bad sample is a SampleError; the machine failing (kEnvironment) is chute.ResourceError.
+                 // The message may name a file that is not UTF-8.
+                 if (loader.failed_sample() && next.status().code() != StatusCode::kEnvironment) {
                    PyErr_SetObject(sample_error.ptr(), fs_str(next.status().message()).ptr());
                    throw nb::python_error();
                  }

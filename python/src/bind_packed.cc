@@ -189,7 +189,7 @@ void register_packed(nb::module_& m) {
       "pack",
       [](const std::shared_ptr<Source>& source, const std::vector<FsPath>& class_names, const FsPath& dst,
          uint64_t shard_size, int num_threads, int part, int parts, nb::object progress, const std::string& validate,
-         int64_t max_pixels, bool skip_bad) {
+         int64_t max_pixels, bool skip_bad, uint64_t max_file_bytes) {
         const std::vector<std::string> classes = fs_values(class_names);
         PackOptions o;
         o.check = image_check(validate);
@@ -201,6 +201,7 @@ void register_packed(nb::module_& m) {
         o.part = part;
         o.parts = parts;
         o.key = key_function(source);
+        o.max_file_bytes = max_file_bytes;
         std::optional<nb::python_error> raised;
         // Runs on this thread with the GIL taken back: Ctrl-C and exceptions in the callback cancel.
         auto on_progress = [&](const PackProgress& p) {
@@ -223,7 +224,8 @@ void register_packed(nb::module_& m) {
       },
       nb::arg("source"), nb::arg("classes"), nb::arg("dst"), nb::arg("shard_size"), nb::arg("num_threads"),
       nb::arg("part"), nb::arg("parts"), nb::arg("progress").none(), nb::arg("validate") = "header",
-      nb::arg("max_pixels") = kDefaultMaxPixels, nb::arg("skip_bad") = false);
+      nb::arg("max_pixels") = kDefaultMaxPixels, nb::arg("skip_bad") = false,
+      nb::arg("max_file_bytes") = kDefaultMaxFileBytes);
 
   m.def(
       "check_images",

@@ -19,7 +19,8 @@ namespace chute::py {
 namespace nb = nanobind;
 
 // InvalidArgument -> ValueError, NotFound -> FileNotFoundError, IoError -> OSError,
-// Unsupported -> ValueError, everything else -> RuntimeError.
+// Unsupported -> ValueError, Environment -> chute.ResourceError (an OSError and a RuntimeError),
+// everything else -> RuntimeError.
 [[noreturn]] void throw_status(const Status& status);
 
 template <typename T>

@@ -18,6 +18,12 @@ void throw_status(const Status& status) {
     case StatusCode::kIoError:
       type = PyExc_OSError;
       break;
+    case StatusCode::kEnvironment: {
+      // chute.ResourceError: the machine's limit, not the data (one Python type for that meaning).
+      nb::object resource_error = nb::module_::import_("chute.errors").attr("ResourceError");
+      PyErr_SetObject(resource_error.ptr(), fs_str(msg).ptr());
+      throw nb::python_error();
+    }
     default:
       msg = status.to_string();
   }

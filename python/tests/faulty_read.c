@@ -1,6 +1,7 @@
 // LD_PRELOAD shim for the bad-input tests: read() fails with EIO on every file descriptor opened from the
 // paths in $CHUTE_FAULTY_READ (separated by ':'), as it does on a failing disk or a broken network mount. Everything else
-// passes through to libc. chute's ImageFolder calls the plain open/read/close symbols, which this
+// passes through to libc. $CHUTE_FAULTY_ERRNO picks another errno (a number), and $CHUTE_FAULTY_TIMES makes
+// only the first N faulty reads of the process fail (a transient failure); unset, every one fails. chute's ImageFolder calls the plain open/read/close symbols, which this
 // interposes (bad_inputs.py compiles it: cc -shared -fPIC -o libfaulty_read.so faulty_read.c -ldl).
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -18,12 +19,26 @@ static int (*real_open)(const char*, int, ...);
 static ssize_t (*real_read)(int, void*, size_t);
 static int (*real_close)(int);
 static const char* target;
+static int fault_errno = EIO;
+static long fault_times = -1;  // faults left; -1: unlimited
 
 __attribute__((constructor)) static void init(void) {
   real_open = dlsym(RTLD_NEXT, "open");
   real_read = dlsym(RTLD_NEXT, "read");
   real_close = dlsym(RTLD_NEXT, "close");
   target = getenv("CHUTE_FAULTY_READ");
+  if (getenv("CHUTE_FAULTY_ERRNO")) fault_errno = atoi(getenv("CHUTE_FAULTY_ERRNO"));
+  if (getenv("CHUTE_FAULTY_TIMES")) fault_times = atol(getenv("CHUTE_FAULTY_TIMES"));
+}
+
+// Whether this faulty read fails: always, or while faults are left.
+static int take_fault(void) {
+  long left = __atomic_load_n(&fault_times, __ATOMIC_RELAXED);
+  while (left != -1) {
+    if (left == 0) return 0;
+    if (__atomic_compare_exchange_n(&fault_times, &left, left - 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return 1;
+  }
+  return 1;
 }
 
 static int is_target(const char* path) {
@@ -51,8 +66,8 @@ int open(const char* path, int flags, ...) {
 }
 
 ssize_t read(int fd, void* buf, size_t n) {
-  if (fd >= 0 && fd < kMaxFd && __atomic_load_n(&faulty[fd], __ATOMIC_RELAXED)) {
-    errno = EIO;
+  if (fd >= 0 && fd < kMaxFd && __atomic_load_n(&faulty[fd], __ATOMIC_RELAXED) && take_fault()) {
+    errno = fault_errno;
     return -1;
   }
   return real_read(fd, buf, n);

@@ -20,6 +20,7 @@ class FileList final : public Source {
   int64_t label(int64_t index) const override { return labels_[index]; }
   std::string name(int64_t index) const override { return paths_[index]; }
   Status read(int64_t index, std::vector<uint8_t>& out) const override;
+  Status read_capped(int64_t index, std::vector<uint8_t>& out, uint64_t max_bytes) const override;
 
   // The list file's directory: relative paths start there.
   const std::string& root() const { return root_; }

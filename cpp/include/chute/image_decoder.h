@@ -47,6 +47,8 @@ class ImageDecoder {
   // return for it, with the same codes (kUnsupported, kCorruptData, kResourceExhausted over max_pixels).
   // `scratch` receives the pixels of a kFull check.
   Status check(std::span<const uint8_t> data, ImageCheck level, std::vector<uint8_t>& scratch);
+  // Frees the scratch the decoders keep between images (after a large one).
+  void release_scratch() { png_.release_scratch(); }
 
  private:
   int64_t max_pixels_;

@@ -30,6 +30,7 @@ class ImageFolder final : public Source {
   int64_t label(int64_t index) const override { return labels_[index]; }
   std::string name(int64_t index) const override { return paths_[index]; }
   Status read(int64_t index, std::vector<uint8_t>& out) const override;
+  Status read_capped(int64_t index, std::vector<uint8_t>& out, uint64_t max_bytes) const override;
 
   const std::vector<std::string>& classes() const { return classes_; }
   const std::string& root() const { return root_; }
@@ -44,7 +45,9 @@ class ImageFolder final : public Source {
   std::vector<std::string> left_out_;
 };
 
-// Reads a whole file into `out` (reusing its capacity). Shared by file-backed sources.
-Status read_file(const std::string& path, std::vector<uint8_t>& out);
+// Reads a whole file into `out` (reusing its capacity). Shared by file-backed sources. A file larger than
+// `max_bytes` is a kResourceExhausted error, found before anything is allocated. A failure of the machine
+// (out of descriptors or memory, EIO, ...) is kEnvironment (environment.h); the caller retries it.
+Status read_file(const std::string& path, std::vector<uint8_t>& out, uint64_t max_bytes = kDefaultMaxFileBytes);
 
 }  // namespace chute

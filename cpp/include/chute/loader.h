@@ -46,7 +46,9 @@ struct LoaderOptions {
   int num_threads = 0;  // threads that work; 0: auto, chosen by the Autotuner between 1 and max_threads
   int max_threads = 0;  // the pool, a CPU budget; 0: one per core this process may run on
   int prefetch = 0;     // batches prepared ahead of the consumer; 0: auto, within max_memory
-  size_t max_memory = size_t{2} << 30;  // auto prefetch: bytes of batch buffers it may use (prefetch + 2)
+  // Bytes of batch buffers (prefetch + 2; auto prefetch grows within it, an explicit prefetch is lowered to
+  // fit), shared with the scratch of large decodes, which wait for room (decode_budget.h).
+  size_t max_memory = size_t{2} << 30;
   Shard shard;  // this process's rank and share of each epoch (sampler.h)
   OutputFormat output;
   DecodeOptions decode;

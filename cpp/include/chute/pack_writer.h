@@ -35,6 +35,8 @@ struct PackOptions {
   // A sample that fails the check is left out and listed in PackSummary::skipped, instead of failing the
   // pack. Read errors (I/O, the environment) fail the pack either way.
   bool skip_bad = false;
+  // A sample file larger than this stops the pack with an error naming it (Source::read_capped).
+  uint64_t max_file_bytes = kDefaultMaxFileBytes;
 };
 
 struct PackProgress {
@@ -59,7 +61,11 @@ struct PackSummary {
 };
 
 // `progress` is called on the calling thread about every 100 ms and at the end; returning false cancels
-// the pack (its temporary files are removed, and the result is a Cancelled status).
+// the pack (its temporary files are removed, and the result is a Cancelled status). Every failure removes
+// the temporary files (an exception unwinding included; the directory stays). A
+// failure of the machine (out of memory, descriptors, or threads for the readers) is retried like the
+// loader's (environment.h), then returned as kEnvironment naming the limit; when fewer reader threads
+// than asked for can be started, the pack runs on those it got and says so once on stderr.
 Result<PackSummary> pack(const Source& source, const std::vector<std::string>& classes, const PackOptions& options,
                          const std::function<bool(const PackProgress&)>& progress = {});
 

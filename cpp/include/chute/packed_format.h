@@ -93,6 +93,10 @@ inline size_t record_size(size_t key_len, size_t payload_len) {
 // its header agrees with the index entry and, when `verify`, its checksum. Returns the payload. Error
 // messages describe the record; the caller prefixes the shard's path and the record's index.
 Result<std::span<const uint8_t>> parse_record(std::span<const uint8_t> shard, const IndexEntry& entry, bool verify);
+// The same for `record`, a copy of the shard's bytes from `entry.offset` on (the whole record, or all the
+// shard holds from there when that is less); messages cite offsets in the shard of `shard_size` bytes.
+Result<std::span<const uint8_t>> parse_record_copy(std::span<const uint8_t> record, uint64_t shard_size,
+                                                   const IndexEntry& entry, bool verify);
 
 // Kind tar: what identifies the indexed tar beyond its shard entry's name, size and mtime (header bytes
 // 96-119; 0 in packed indexes).

@@ -31,6 +31,8 @@ class PackedSource final : public Source {
   // The record's key (the source file's path relative to the packed root).
   std::string name(int64_t index) const override;
   Status read(int64_t index, std::vector<uint8_t>& out) const override;
+  // Refuses a record whose payload is over `max_bytes` from the index, before reading it.
+  Status read_capped(int64_t index, std::vector<uint8_t>& out, uint64_t max_bytes) const override;
 
   const std::vector<std::string>& classes() const { return index_.classes(); }
   const std::vector<ShardInfo>& shards() const { return index_.shards(); }
@@ -43,7 +45,10 @@ class PackedSource final : public Source {
                                                  const std::function<bool(int64_t)>& progress = {}) const;
 
  private:
-  Status check_record(int64_t index, bool verify, std::span<const uint8_t>* payload) const;
+  // Copies record `index` into `record` (under the shard's SIGBUS guard) and checks it; `payload` then
+  // points into `record`.
+  Status check_record(int64_t index, bool verify, std::vector<uint8_t>& record,
+                      std::span<const uint8_t>* payload) const;
 
   std::string dir_;
   PackedOptions options_;

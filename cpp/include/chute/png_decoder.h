@@ -60,6 +60,8 @@ class PngDecoder {
 
   // libpng warnings and benign errors seen since construction (e.g. an invalid ancillary chunk).
   int64_t benign_warnings() const;
+  // Frees the raw-row scratch kept between images (an interlaced image keeps its window's raw rows).
+  void release_scratch();
 
  private:
   struct State;

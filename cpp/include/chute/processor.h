@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "chute/decode_budget.h"
 #include "chute/image_decoder.h"
 #include "chute/output.h"
 #include "chute/resample.h"
@@ -27,7 +29,18 @@ struct DecodeOptions {
   // in a file fails its sample in every epoch, whatever the random crop. Costs a whole-image decode per
   // sample (crop-on-decode's savings are lost); the pixels delivered are the same.
   bool validate_full = false;
+  // The largest file read whole; a larger one is the sample's error (kResourceExhausted), read never.
+  uint64_t max_file_bytes = kDefaultMaxFileBytes;
+  // Where a decode needing more than kUnchargedDecodeBytes of scratch asks for its memory first (shared by
+  // a loader's workers; the Loader makes one from max_memory when none is given). None: not charged.
+  std::shared_ptr<DecodeBudget> budget;
 };
+
+// The scratch memory a sample's decode and resample will use at most: the encoded file, the decoded
+// window (a PNG decodes whole rows), an interlaced PNG's raw rows, a progressive JPEG's coefficients, the
+// upright copy when EXIF turns the image, and the resampler's intermediate rows.
+size_t decode_scratch_bytes(const ImageInfo& info, bool png, size_t file_bytes, int window_width, int window_height,
+                            bool reoriented, int out_width);
 
 class SampleProcessor {
  public:
@@ -35,12 +48,16 @@ class SampleProcessor {
                   DecodeOptions decode = {});
 
   // Processes source sample `index` for `epoch` into `dst` (OutputWriter::sample_bytes() bytes). With
-  // `times`, adds the time spent in each stage (also when the sample fails).
+  // `times`, adds the time spent in each stage (also when the sample fails). An environment failure (out
+  // of descriptors or memory, std::bad_alloc included, or a transient I/O error) is retried with backoff
+  // and then returned as kEnvironment (environment.h); nothing thrown escapes.
   Status process(int64_t index, uint64_t epoch, void* dst, StageTimes* times = nullptr);
 
   int64_t benign_warnings() const { return decoder_.benign_warnings(); }
 
  private:
+  Status process_once(int64_t index, uint64_t epoch, void* dst, StageTimes* times);
+  void release_scratch();  // frees every buffer this processor keeps between samples
   const Source& source_;
   const Pipeline& pipeline_;
   const OutputWriter& writer_;

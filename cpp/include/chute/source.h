@@ -12,6 +12,12 @@
 
 namespace chute {
 
+// The largest sample file read by default (max_file_bytes): like max_pixels, a guard against a file that
+// would exhaust memory when read whole.
+inline constexpr uint64_t kDefaultMaxFileBytes = uint64_t{1} << 30;
+// The error for a sample of `size` bytes over `max_bytes` (kResourceExhausted: a data error, skippable).
+Status file_too_large(uint64_t size, uint64_t max_bytes);
+
 class Source {
  public:
   virtual ~Source() = default;
@@ -21,6 +27,10 @@ class Source {
   virtual std::string name(int64_t index) const = 0;
   // Replaces `out` with the sample's encoded bytes. `out` is reused across calls to avoid allocation.
   virtual Status read(int64_t index, std::vector<uint8_t>& out) const = 0;
+  // Like read(), but a sample of more than `max_bytes` bytes is a kResourceExhausted error. Sources that
+  // know a sample's size before reading it override this to fail before allocating; the default reads,
+  // then checks.
+  virtual Status read_capped(int64_t index, std::vector<uint8_t>& out, uint64_t max_bytes) const;
 };
 
 }  // namespace chute

@@ -24,6 +24,9 @@ enum class StatusCode {
   kResourceExhausted,
   kCancelled,
   kDeadlineExceeded,  // a wait ended before its result was ready; try again
+  // The machine, not the data: out of descriptors, memory or threads, or a storage failure that outlasted
+  // its retries (environment.h). Never skipped or quarantined as a bad sample.
+  kEnvironment,
 };
 
 const char* status_code_name(StatusCode code);
@@ -49,6 +52,7 @@ inline Status invalid_argument(std::string m) { return {StatusCode::kInvalidArgu
 inline Status corrupt_data(std::string m) { return {StatusCode::kCorruptData, std::move(m)}; }
 inline Status io_error(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
 inline Status unsupported(std::string m) { return {StatusCode::kUnsupported, std::move(m)}; }
+inline Status environment_error(std::string m) { return {StatusCode::kEnvironment, std::move(m)}; }
 
 // A value or the Status that explains its absence.
 template <typename T>

@@ -54,6 +54,7 @@ class TarSource final : public Source {
   // "<tar path>:<member>"
   std::string name(int64_t index) const override;
   Status read(int64_t index, std::vector<uint8_t>& out) const override;
+  Status read_capped(int64_t index, std::vector<uint8_t>& out, uint64_t max_bytes) const override;
 
   // The image member's path inside its tar.
   std::string member(int64_t index) const;

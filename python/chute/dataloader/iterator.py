@@ -114,6 +114,33 @@ def _start_context(loader):
     return torch.multiprocessing.get_context("forkserver")
 
 
+def _out_of_descriptors(e: BaseException) -> bool:
+    import errno
+    return isinstance(e, OSError) and (e.errno in (errno.EMFILE, errno.ENFILE) or "Too many open files" in str(e))
+
+
+def _descriptor_hint(num_workers: int) -> str:
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    limit = "unlimited" if soft == resource.RLIM_INFINITY else str(soft)
+    return (f"chute.DataLoader: out of file descriptors. Its {num_workers} worker processes each hold pipes and "
+            f"queues, and batches travel through shared memory; the per-process limit is {limit} open files "
+            f"(hard limit {'unlimited' if hard == resource.RLIM_INFINITY else hard}). Raise it with `ulimit -n` "
+            "(or resource.setrlimit(resource.RLIMIT_NOFILE, ...)), or lower num_workers or prefetch_factor.")
+
+
+def start_workers(loader) -> "MultiProcessIter":
+    """MultiProcessIter(loader), with running out of descriptors while starting the workers raised as
+    chute.ResourceError naming `ulimit -n`, instead of torch's bare EMFILE."""
+    try:
+        return MultiProcessIter(loader)
+    except OSError as e:
+        if not _out_of_descriptors(e):
+            raise
+        from chute.errors import ResourceError
+        raise ResourceError(e.errno, f"{e.strerror or e}: {_descriptor_hint(loader.num_workers)}") from e
+
+
 class MultiProcessIter(_MultiProcessingDataLoaderIter):
     def __init__(self, loader):
         _BaseDataLoaderIter.__init__(self, loader)  # torch's seed draw, sampler iterator and pin_memory warnings
@@ -254,7 +281,12 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
         self._workers_num_tasks[worker_idx] -= 1
         self._try_put_index()
         if isinstance(data, ExceptionWrapper):
-            data.reraise()
+            try:
+                data.reraise()
+            except OSError as e:  # the worker ran out of descriptors: say which limit, keep torch's exception
+                if _out_of_descriptors(e):
+                    e.add_note(_descriptor_hint(self._num_workers))
+                raise
         stats = self._stats
         stats["batches"] += 1
         if data.slot is None:

@@ -18,7 +18,7 @@ import logging
 import torch.utils.data
 
 from chute.dataloader import fastpath
-from chute.dataloader.iterator import MultiProcessIter, PlanIter, SingleProcessIter
+from chute.dataloader.iterator import PlanIter, SingleProcessIter, start_workers
 
 log = logging.getLogger("chute.dataloader")
 
@@ -57,7 +57,7 @@ class DataLoader(torch.utils.data.DataLoader):
         if self.num_workers == 0:
             return SingleProcessIter(self)
         self.check_worker_number_rationality()
-        return MultiProcessIter(self)
+        return start_workers(self)
 
     def stats(self) -> dict:
         """Which path runs (``"generic"`` or ``"fast:<kind>"``), why not a fast one, and batch counters.
