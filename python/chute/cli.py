@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with --report: also render the report to a PNG in headless Chromium")
     doctor.add_argument("--steps", type=_positive, default=20, help="batches to measure (default 20)")
     doctor.add_argument("--warmup", type=int, default=3, help="batches before measuring (default 3)")
+    doctor.add_argument("--max-steps", type=_positive,
+                        help="measure up to this many batches while the stall's 95%% interval straddles the "
+                             "input-bound threshold (default 5 x --steps)")
     doctor.add_argument("--sweep", action="store_true",
                         help="no SCRIPT: also run `chute bench --sweep` (one round) and put its plot in the report")
     doctor.add_argument("script", nargs="?", help="a Python training script")
@@ -110,7 +113,7 @@ def _doctor(args: argparse.Namespace) -> int:
         if not Path(args.script).is_file():
             console.print(f"chute doctor: no such script: {args.script}")
             return 2
-        found = run_script(args.script, args.args, steps=args.steps, warmup=args.warmup,
+        found = run_script(args.script, args.args, steps=args.steps, warmup=args.warmup, max_steps=args.max_steps,
                            report=str(args.report) if args.report else None)
         if not found:
             console.print("chute doctor: the script iterated no DataLoader or chute.Loader; nothing was measured")
@@ -129,7 +132,7 @@ def _doctor(args: argparse.Namespace) -> int:
                   "(ImageFolder + PIL transforms, num_workers=1, batch 64)")
     with console.status("measuring"), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="This DataLoader will create")
-        d = doctor(loader, steps=args.steps, warmup=args.warmup)
+        d = doctor(loader, steps=args.steps, warmup=args.warmup, max_steps=args.max_steps)
         if args.sweep:
             d.sweep_png = _sweep_png(root)
     d.print(console)

@@ -371,7 +371,8 @@ def watch(loader, *, steps: int | None = None, warmup: int | None = None, report
     defaults = _auto.options if _auto.installed else {}
     w = Watch(loader, steps=steps if steps is not None else defaults.get("steps", 20),
               warmup=warmup if warmup is not None else defaults.get("warmup", 3),
-              report=report if report is not None else defaults.get("report"), device=device, storage=storage)
+              report=report if report is not None else defaults.get("report"), device=device, storage=storage,
+              max_steps=defaults.get("max_steps"))
     _watched[loader] = w
     if _auto.installed:  # an explicit watch takes precedence over `chute doctor script.py`'s automatic one
         _auto.done = True
