@@ -360,7 +360,7 @@ class Watch:
 
 
 def watch(loader, *, steps: int | None = None, warmup: int | None = None, report: str | None = None, device=None,
-          storage: bool = True) -> Watch:
+          storage: bool = True, max_steps: int | None = None) -> Watch:
     """Returns ``loader`` wrapped for the doctor: use it in place of the loader in the training loop.
     After ``warmup + steps`` batches (3 + 20 by default) it prints the diagnosis (and writes ``report``);
     the loop goes on. Watching the same loader again returns the same wrapper, so it can sit inside the
@@ -372,7 +372,7 @@ def watch(loader, *, steps: int | None = None, warmup: int | None = None, report
     w = Watch(loader, steps=steps if steps is not None else defaults.get("steps", 20),
               warmup=warmup if warmup is not None else defaults.get("warmup", 3),
               report=report if report is not None else defaults.get("report"), device=device, storage=storage,
-              max_steps=defaults.get("max_steps"))
+              max_steps=max_steps if max_steps is not None else defaults.get("max_steps"))
     _watched[loader] = w
     if _auto.installed:  # an explicit watch takes precedence over `chute doctor script.py`'s automatic one
         _auto.done = True
