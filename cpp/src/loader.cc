@@ -606,6 +606,13 @@ LoaderStats Loader::stats() const {
   return s;
 }
 
+Loader::RingUsage Loader::ring_usage() const {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  const BatchRing& ring = shared_->ring;
+  const int engine = static_cast<int>(epoch_->batch_slot.size() + epoch_->ready.size());
+  return {ring.num_slots() - ring.num_free() - engine, ring.max_slots()};
+}
+
 void Loader::reset_stats() {
   std::lock_guard<std::mutex> lock(shared_->mu);
   EpochState& e = *epoch_;

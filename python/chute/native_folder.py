@@ -49,10 +49,12 @@ the same bound divided by 255 and by ``std``.
 Errors: a file that fails to decode raises :class:`chute.SampleError` (index, path, reason) at its batch,
 where torchvision would raise PIL's own exception.
 
-Memory: batches are the engine's reusable batch buffers, handed to torch without a copy. A consumer that
-keeps many of them alive makes the ring grow (it says so once on stderr), up to 4 GiB of buffers; beyond
-that the next batch raises an error naming the held buffers, where torch's DataLoader would keep
-allocating. ``.clone()`` what you keep.
+Memory: image batches are the engine's reusable batch buffers, handed to torch without a copy; labels
+are their own small tensors, so keeping labels holds no image memory. A consumer that keeps image
+batches alive makes the ring grow (it says so once on stderr), up to the prefetch budget
+(``_RING_BYTES``, 2 GiB). Beyond that, as with torch's DataLoader, keeping batches never fails: each
+further batch is copied into a fresh tensor (a warning says so once) and its buffer goes straight back to
+the ring, so the memory the consumer keeps is ordinary tensor memory, freed when it lets go.
 """
 
 from __future__ import annotations
@@ -78,6 +80,9 @@ _FOLDER = "torchvision.datasets.folder"
 _IO = "torchvision.io.image"
 _NATIVE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp")
 _JPEG_EXTENSIONS = (".jpg", ".jpeg")
+# The most the ring of batch buffers may hold: what auto prefetch may use anyway (max_memory). Batches kept
+# by the consumer beyond it are copied out instead (FolderPlan._own_if_ring_full).
+_RING_BYTES = 2 << 30
 
 
 def _torchvision_base(dataset):
@@ -332,6 +337,7 @@ class FolderPlan(Plan):
         self._native_transforms = [t._to_native() for t in transforms]
         self._loaders: dict[int, object] = {}  # batch size -> native loader
         self._epochs = 0
+        self._warned_copy = False
         if self._n:  # the engine for the loader's batch size; it also checks the pipeline (ValueError)
             self._loader_for(batch_size)
 
@@ -341,7 +347,7 @@ class FolderPlan(Plan):
             loader = _native.Loader(
                 self._source, self._native_transforms, batch_size, False, 0, False, 0, 0, 0, 2 << 30,
                 "float32" if self.dtype == torch.float32 else "uint8", False, "raise", 200_000_000,
-                False, False, 0, 1, False)
+                False, False, 0, 1, False, max_ring_bytes=_RING_BYTES)
             self._loaders[batch_size] = loader
         return loader
 
@@ -389,11 +395,28 @@ class FolderPlan(Plan):
                 if batch is None:
                     break
                 images, labels = batch
+                del batch
+                images = self._own_if_ring_full(native, images)
                 yield [images, labels]
-                del batch, images, labels
+                del images, labels
         if bad.size:
             index = int(_flat_at(batches, int(bad[0])))
             raise IndexError(f"index {index} is out of range for a dataset of {self._n} samples")
+
+    def _own_if_ring_full(self, native, images: torch.Tensor) -> torch.Tensor:
+        """``images``, or a copy of it in fresh memory when the consumer keeps so many batches that the ring
+        would run out of buffers to work in. torch's DataLoader never fails for batches kept; neither does
+        this: the copy is ordinary tensor memory, and the ring buffer goes back as the original is dropped."""
+        held, max_slots = native.ring_usage()
+        reserve = max(1, min(native.prefetch + 1, max_slots - 2))  # buffers the engine keeps to work in
+        if held <= max_slots - reserve:
+            return images
+        if not self._warned_copy:
+            self._warned_copy = True
+            _log.warning("chute: the consumer keeps %d image batches alive, more than the batch ring's %d buffers "
+                         "(%d MiB) leave room for; further batches are copied into fresh tensors, as torch's "
+                         "DataLoader would allocate them", held, max_slots, _RING_BYTES >> 20)
+        return images.clone()
 
     def stats(self) -> dict:
         """The native loaders' statistics (chute.LoaderStats fields): counters summed over batch sizes,

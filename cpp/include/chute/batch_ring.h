@@ -43,6 +43,7 @@ class BatchRing {
   int64_t batch_size() const { return batch_size_; }
   int num_slots() const { return static_cast<int>(slots_.size()); }
   int num_free() const { return static_cast<int>(free_.size()); }
+  int max_slots() const { return static_cast<int>(max_bytes_ / slot_bytes()); }  // what the budget allows
   size_t slot_bytes() const { return sample_bytes_ * batch_size_ + sizeof(int64_t) * batch_size_; }
 
  private:
