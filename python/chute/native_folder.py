@@ -95,7 +95,13 @@ def _torchvision_base(dataset):
 
 def plan_folder(loader) -> Plan | Fallback | None:
     """The ``"imagefolder"`` plan for ``loader``; None when its dataset is no torchvision folder dataset."""
-    return _plan_dataset(loader.dataset, loader.batch_size or 1)
+    return plan_dataset(loader.dataset, loader.batch_size or 1)
+
+
+def plan_dataset(dataset, batch_size: int) -> Plan | Fallback | None:
+    """The ``"imagefolder"`` plan for ``dataset`` (e.g. the dataset of a ``Subset``); None when it is no
+    torchvision folder dataset."""
+    return _plan_dataset(dataset, batch_size)
 
 
 def _fingerprint(dataset) -> tuple:

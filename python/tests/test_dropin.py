@@ -7,11 +7,14 @@ import json
 import logging
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
-from torch.utils.data import DataLoader
+from PIL import Image
+from torch.utils.data import DataLoader, Subset, TensorDataset
 
 import chute
 from chute import native_folder
@@ -95,3 +98,136 @@ def test_fast_path_keeps_every_image_batch_beyond_the_ring_limit(folder, monkeyp
     for (images, labels), (ri, rl) in zip(kept, ref):
         assert torch.equal(labels, rl)
         assert (images.int() - ri.int()).abs().float().mean() < 1.0
+
+
+# ---- Subset, fallback warnings, worker counts -------------------------------------------------------
+
+
+def test_subset_of_an_image_folder_takes_the_fast_path(folder):
+    dataset = T.ImageFolder(folder, transform=T.Compose([T.Resize((40, 40)), T.PILToTensor()]))
+    subset = Subset(dataset, [35, 0, 7, 12, 13, 30, 2, 21, 22, 5, 17])
+    loader = chute.DataLoader(subset, batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(5))
+    assert loader.stats()["path"] == "fast:imagefolder", loader.stats()["fallback_reason"]
+    fast = [b for _ in range(2) for b in loader]
+    ref_loader = DataLoader(subset, batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(5))
+    ref = [b for _ in range(2) for b in ref_loader]
+    assert len(fast) == len(ref) == 6
+    for (images, labels), (ri, rl) in zip(fast, ref):
+        assert torch.equal(labels, rl)  # the subset's samples, in the sampler's order
+        assert images.shape == ri.shape and images.dtype == ri.dtype
+        assert (images.int() - ri.int()).abs().float().mean() < 1.0
+
+
+def test_subset_of_a_tensor_dataset_takes_the_fast_path():
+    x, y = torch.arange(60, dtype=torch.float32).reshape(20, 3), torch.arange(20) * 10
+    subset = Subset(TensorDataset(x, y), torch.tensor([19, 3, 3, 0, -1, 8, 11]))  # repeats and a negative
+    loader = chute.DataLoader(subset, batch_size=3)
+    assert loader.stats()["path"] == "fast:tensor", loader.stats()["fallback_reason"]
+    fast, ref = list(loader), list(DataLoader(subset, batch_size=3))
+    assert len(fast) == len(ref) == 3
+    for f, r in zip(fast, ref):
+        assert torch.equal(f[0], r[0]) and torch.equal(f[1], r[1])
+
+
+class Plain(torch.utils.data.Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return torch.tensor([i])
+
+
+def test_fallback_is_one_warning_per_dataloader_naming_reason_and_remedy(caplog):
+    with caplog.at_level(logging.INFO, logger="chute.dataloader"):
+        loader = chute.DataLoader(Subset(Plain(), [1, 2, 3]), batch_size=2)
+        list(loader), list(loader)
+        chute.DataLoader(Plain(), batch_size=2, collate_fn=lambda b: b).stats()
+    records = [r for r in caplog.records if r.name == "chute.dataloader"]
+    assert [r.levelno for r in records] == [logging.WARNING, logging.WARNING]  # one per DataLoader
+    first, second = records[0].getMessage(), records[1].getMessage()
+    assert "Subset of a dataset without a fast path" in first and "Plain has no native fast path" in first
+    assert "To get one:" in first and "chute_columns" in first
+    assert "custom collate_fn" in second and "To get one: leave collate_fn unset" in second
+    assert loader.stats()["fallback_reason"] in first
+
+
+def test_fast_path_starts_no_worker_and_says_what_was_asked():
+    dataset = TensorDataset(torch.arange(16))
+    with warnings.catch_warnings(record=True) as torch_said:  # the reference: torch's DataLoader warns
+        warnings.simplefilter("always")
+        DataLoader(dataset, batch_size=4, num_workers=512)
+    assert any("512 worker processes" in str(w.message) for w in torch_said)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        loader = chute.DataLoader(dataset, batch_size=4, num_workers=512)
+        batches = list(loader)
+    assert not [str(w.message) for w in said if "worker" in str(w.message)]
+    assert torch.equal(torch.cat([b[0] for b in batches]), torch.arange(16))
+    stats = loader.stats()
+    assert stats["path"] == "fast:tensor"
+    assert stats["num_workers_requested"] == 512 and stats["num_workers"] == 0
+
+
+# ---- CenterCrop larger than the image -----------------------------------------------------------------
+
+
+def tv_center_crop(img: Image.Image, height: int, width: int) -> Image.Image:
+    """torchvision's functional center_crop on a PIL image: pad with zeros (left/top get (crop - size) // 2,
+    right/bottom the rest), then crop at round((size - crop) / 2)."""
+    w, h = img.size
+    if width > w or height > h:
+        left, top = max(width - w, 0) // 2, max(height - h, 0) // 2
+        right, bottom = max(width - w + 1, 0) // 2, max(height - h + 1, 0) // 2
+        padded = Image.new(img.mode, (w + left + right, h + top + bottom), 0)
+        padded.paste(img, (left, top))
+        img, (w, h) = padded, padded.size
+        if (w, h) == (width, height):
+            return img
+    top, left = int(round((h - height) / 2.0)), int(round((w - width) / 2.0))
+    return img.crop((left, top, left + width, top + height))
+
+
+def _forward(self, img):
+    return tv_center_crop(img, *self.size)
+
+
+# torchvision's CenterCrop as the fast path detects it (name and module), padding as torchvision does.
+PaddingCenterCrop = type("CenterCrop", (T.CenterCrop,), {"forward": _forward, "__module__": T.CenterCrop.__module__})
+
+
+def test_center_crop_larger_than_the_image_pads_with_zeros_like_torchvision(folder):
+    paths = sorted(folder.glob("*/*.jpg"))
+    size = (277, 301)  # (h, w): images are 150-330 pixels a side, so some axes pad (odd and even) and some crop
+    loader = chute.Loader(chute.ImageFolder(folder), batch_size=6, transforms=[chute.CenterCrop(size)])
+    got = torch.cat([images for images, _ in loader])
+    padded_axes = 0
+    for path, out in zip(paths, got):
+        with Image.open(path) as im:
+            rgb = im.convert("RGB")
+        padded_axes += (rgb.width < size[1]) + (rgb.height < size[0])
+        ref = torch.from_numpy(np.asarray(tv_center_crop(rgb, *size))).permute(2, 0, 1)
+        zeros = torch.from_numpy(np.asarray(tv_center_crop(Image.new("L", rgb.size, 255), *size)) == 0)
+        assert out.shape == ref.shape
+        assert torch.equal(out[:, zeros], ref[:, zeros]) and bool((out[:, zeros] == 0).all()), path
+        diff = (out[:, ~zeros].int() - ref[:, ~zeros].int()).abs()
+        assert float(diff.float().mean()) < 1.0 and int(diff.max()) <= 8, path
+    assert padded_axes >= 20  # the test covers padding (before the fix: SampleError at the first batch)
+
+
+def test_fast_path_pads_center_crop_after_resize_then_normalises_and_flips_the_zeros(folder):
+    mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+    transform = T.Compose([T.Resize(60), PaddingCenterCrop((75, 81)), T.RandomHorizontalFlip(1.0), T.ToTensor(),
+                           T.Normalize(mean, std)])
+    dataset = T.ImageFolder(folder, transform=transform)
+    loader = chute.DataLoader(dataset, batch_size=6)
+    assert loader.stats()["path"] == "fast:imagefolder", loader.stats()["fallback_reason"]
+    fast, ref = list(loader), list(DataLoader(dataset, batch_size=6))
+    assert len(fast) == len(ref) == 6
+    for (images, labels), (ri, rl) in zip(fast, ref):
+        assert torch.equal(labels, rl) and images.shape == ri.shape == (6, 3, 75, 81)
+        pad_value = ((0 - torch.tensor(mean)) / torch.tensor(std)).view(1, 3, 1, 1)
+        border = (ri == pad_value).all(dim=1, keepdim=True).expand_as(ri)  # where torchvision padded
+        assert border.flatten(1).any(1).all()  # Resize(60) leaves the short side < 75 or 81: every image pads
+        assert torch.equal(images[border], ri[border])
+        err = ((images - ri) * torch.tensor(std).view(1, 3, 1, 1) * 255).abs()
+        assert float(err.mean()) < 1.0 and float(err.max()) <= 8.5

@@ -58,6 +58,7 @@ class SampleProcessor {
  private:
   Status process_once(int64_t index, uint64_t epoch, void* dst, StageTimes* times);
   void release_scratch();  // frees every buffer this processor keeps between samples
+  void pad_zeros(const SamplePlan& plan);  // resized_ -> padded_
   const Source& source_;
   const Pipeline& pipeline_;
   const OutputWriter& writer_;
@@ -68,6 +69,7 @@ class SampleProcessor {
   std::vector<uint8_t> window_;    // the decoded window
   std::vector<uint8_t> oriented_;  // the decoded window turned upright (EXIF orientation)
   std::vector<uint8_t> resized_;  // the resampled output, RGB
+  std::vector<uint8_t> padded_;   // the output with zero padding around it (CenterCrop larger than the image)
   ResampleScratch scratch_;
 };
 
