@@ -24,6 +24,9 @@ struct ErrorManager {
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
   int64_t benign_warnings = 0;
+  // PIL's ImageFile.LOAD_TRUNCATED_IMAGES: a file that ends early decodes, the rest gray (libjpeg's fill).
+  bool accept_truncation = false;
+  bool hit_end = false;  // this image's data ended early (libjpeg inserted an end-of-image marker)
 };
 
 [[noreturn]] void on_error_exit(j_common_ptr cinfo) {
@@ -50,7 +53,16 @@ bool warning_loses_data(int code) {
 void on_emit_message(j_common_ptr cinfo, int msg_level) {
   if (msg_level != -1) return;  // trace messages
   auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
-  if (warning_loses_data(cinfo->err->msg_code)) on_error_exit(cinfo);
+  const int code = cinfo->err->msg_code;
+  if (err->accept_truncation) {
+    // The end of the data, then the entropy decoder running into the end marker libjpeg put there.
+    if (code == JWRN_JPEG_EOF) {
+      err->hit_end = true;
+      return;
+    }
+    if (code == JWRN_HIT_MARKER && err->hit_end) return;
+  }
+  if (warning_loses_data(code)) on_error_exit(cinfo);
   ++err->benign_warnings;
 }
 
@@ -112,6 +124,8 @@ bool JpegDecoder::is_jpeg(std::span<const uint8_t> data) {
 
 int64_t JpegDecoder::benign_warnings() const { return state_->err.benign_warnings; }
 
+void JpegDecoder::set_accept_truncation(bool accept) { state_->err.accept_truncation = accept; }
+
 Result<ImageInfo> JpegDecoder::read_info(std::span<const uint8_t> data) {
   if (data.empty()) return corrupt_data("empty file");
   if (!is_jpeg(data)) return unsupported("not a JPEG file (no SOI marker)");
@@ -119,6 +133,7 @@ Result<ImageInfo> JpegDecoder::read_info(std::span<const uint8_t> data) {
   jpeg_decompress_struct* cinfo = &s.cinfo;
   // decode() reads the header again: count its warnings there only, once per image.
   const int64_t warnings = s.err.benign_warnings;
+  s.err.hit_end = false;
   if (setjmp(s.err.jump)) {
     jpeg_abort_decompress(cinfo);
     s.err.benign_warnings = warnings;
@@ -139,8 +154,10 @@ Result<ImageView> JpegDecoder::decode(std::span<const uint8_t> data, Window win,
     return invalid_argument("reduction must be 1, 2, 4 or 8");
   if (data.empty()) return corrupt_data("empty file");
   if (!is_jpeg(data)) return unsupported("not a JPEG file (no SOI marker)");
-  if (!has_end_marker(data)) return corrupt_data("Premature end of JPEG file (no end-of-image marker)");
   State& s = *state_;
+  if (!s.err.accept_truncation && !has_end_marker(data))
+    return corrupt_data("Premature end of JPEG file (no end-of-image marker)");
+  s.err.hit_end = false;
   jpeg_decompress_struct* cinfo = &s.cinfo;
   if (setjmp(s.err.jump)) {
     jpeg_abort_decompress(cinfo);

@@ -35,7 +35,9 @@ class StageClock {
 SampleProcessor::SampleProcessor(const Source& source, const Pipeline& pipeline, const OutputWriter& writer,
                                  uint64_t seed, DecodeOptions decode)
     : source_(source), pipeline_(pipeline), writer_(writer), seed_(seed), decode_(decode),
-      decoder_(decode.max_pixels) {}
+      decoder_(decode.max_pixels) {
+  decoder_.set_accept_truncation(decode.accept_truncated);
+}
 
 size_t decode_scratch_bytes(const ImageInfo& info, bool png, size_t file_bytes, int window_width, int window_height,
                             bool reoriented, int out_width) {

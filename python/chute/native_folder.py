@@ -47,7 +47,9 @@ tolerance for both is mean absolute error < 1 and max 8 per channel value (0-255
 the same bound divided by 255 and by ``std``.
 
 Errors: a file that fails to decode raises :class:`chute.SampleError` (index, path, reason) at its batch,
-where torchvision would raise PIL's own exception.
+where torchvision would raise PIL's own exception. With ``PIL.ImageFile.LOAD_TRUNCATED_IMAGES = True``
+(read when the epoch starts), a JPEG whose data ends early decodes as PIL decodes it, the missing part
+gray; a file cut inside its header still raises, as in PIL.
 
 Memory: image batches are the engine's reusable batch buffers, handed to torch without a copy; labels
 are their own small tensors, so keeping labels holds no image memory. A consumer that keeps image
@@ -105,8 +107,17 @@ def plan_dataset(dataset, batch_size: int) -> Plan | Fallback | None:
 
 
 def _fingerprint(dataset) -> tuple:
-    """What a plan is made from, compared by identity each epoch (Plan.batches)."""
-    return tuple(getattr(dataset, a, None) for a in ("transform", "target_transform", "loader", "samples"))
+    """What a plan is made from, compared by identity each epoch (Plan.batches), and PIL's
+    LOAD_TRUNCATED_IMAGES flag (so an epoch after the user sets it decodes truncated JPEGs)."""
+    return tuple(getattr(dataset, a, None) for a in ("transform", "target_transform", "loader", "samples")) + \
+        (_load_truncated_images(),)
+
+
+def _load_truncated_images() -> bool:
+    """``PIL.ImageFile.LOAD_TRUNCATED_IMAGES``: with it, PIL decodes a JPEG whose data ends early (the rest
+    gray), and so does chute. PIL is not imported for this: if it is not loaded, nobody set the flag."""
+    image_file = sys.modules.get("PIL.ImageFile")
+    return bool(getattr(image_file, "LOAD_TRUNCATED_IMAGES", False))
 
 
 def _plan_dataset(dataset, batch_size: int) -> Plan | Fallback | None:
@@ -326,6 +337,7 @@ class FolderPlan(Plan):
         self._dataset = dataset
         self._batch_size = batch_size
         self._made_from = _fingerprint(dataset)
+        self._accept_truncated = self._made_from[-1]
         self._n = len(samples)
         self.dtype = dtype
         self.transforms = transforms
@@ -353,7 +365,7 @@ class FolderPlan(Plan):
             loader = _native.Loader(
                 self._source, self._native_transforms, batch_size, False, 0, False, 0, 0, 0, 2 << 30,
                 "float32" if self.dtype == torch.float32 else "uint8", False, "raise", 200_000_000,
-                False, False, 0, 1, False, max_ring_bytes=_RING_BYTES)
+                False, False, 0, 1, False, max_ring_bytes=_RING_BYTES, accept_truncated=self._accept_truncated)
             self._loaders[batch_size] = loader
         return loader
 

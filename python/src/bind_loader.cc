@@ -110,7 +110,7 @@ void register_loader(nb::module_& m) {
              bool channels_last, const std::string& on_error, int64_t max_pixels, bool apply_exif_orientation, bool scaled_decode, int64_t rank, int64_t world_size,
              bool even_split, const PyDevice* pinned_by, int extra_buffers, std::optional<std::vector<int>> cpu_affinity,
              bool validate_full, uint64_t max_file_bytes,
-             std::optional<size_t> max_ring_bytes) {
+             std::optional<size_t> max_ring_bytes, bool accept_truncated) {
             LoaderOptions o;
             o.batch_size = batch_size;
             o.shuffle = shuffle;
@@ -140,6 +140,7 @@ void register_loader(nb::module_& m) {
             o.extra_buffers = extra_buffers;
             o.cpu_affinity = std::move(cpu_affinity);
             if (max_ring_bytes) o.max_ring_bytes = *max_ring_bytes;
+            o.decode.accept_truncated = accept_truncated;
             Pipeline pipeline = make_pipeline(transforms);
             std::optional<Result<std::unique_ptr<Loader>>> made;
             // Built on the CPUs its workers will use, so that its pinned buffers are allocated on their node.
@@ -154,7 +155,7 @@ void register_loader(nb::module_& m) {
           nb::arg("rank"), nb::arg("world_size"), nb::arg("even_split"), nb::arg("pinned_by").none() = nb::none(),
           nb::arg("extra_buffers") = 0, nb::arg("cpu_affinity").none() = nb::none(),
           nb::arg("validate_full") = false, nb::arg("max_file_bytes") = kDefaultMaxFileBytes,
-          nb::arg("max_ring_bytes").none() = nb::none())
+          nb::arg("max_ring_bytes").none() = nb::none(), nb::arg("accept_truncated") = false)
       .def("__len__", [](const PyLoader& l) { return l.impl->num_batches(); })
       .def_prop_ro("num_threads", [](const PyLoader& l) { return l.impl->num_threads(); })
       .def_prop_ro("active_threads", [](const PyLoader& l) { return l.impl->active_threads(); })

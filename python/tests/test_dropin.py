@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from PIL import Image
+from PIL import Image, ImageFile
 from torch.utils.data import DataLoader, Subset, TensorDataset
 
 import chute
@@ -21,6 +21,7 @@ from chute import native_folder
 from chute.dataloader import fastpath
 
 import tv_standins as T
+from conftest import jpeg_bytes, natural_image
 
 HERE = Path(__file__).resolve().parent
 
@@ -205,7 +206,7 @@ def test_center_crop_larger_than_the_image_pads_with_zeros_like_torchvision(fold
         with Image.open(path) as im:
             rgb = im.convert("RGB")
         padded_axes += (rgb.width < size[1]) + (rgb.height < size[0])
-        ref = torch.from_numpy(np.asarray(tv_center_crop(rgb, *size))).permute(2, 0, 1)
+        ref = torch.from_numpy(np.array(tv_center_crop(rgb, *size))).permute(2, 0, 1)
         zeros = torch.from_numpy(np.asarray(tv_center_crop(Image.new("L", rgb.size, 255), *size)) == 0)
         assert out.shape == ref.shape
         assert torch.equal(out[:, zeros], ref[:, zeros]) and bool((out[:, zeros] == 0).all()), path
@@ -231,3 +232,73 @@ def test_fast_path_pads_center_crop_after_resize_then_normalises_and_flips_the_z
         assert torch.equal(images[border], ri[border])
         err = ((images - ri) * torch.tensor(std).view(1, 3, 1, 1) * 255).abs()
         assert float(err.mean()) < 1.0 and float(err.max()) <= 8.5
+
+
+# ---- PIL.ImageFile.LOAD_TRUNCATED_IMAGES --------------------------------------------------------------
+
+
+@pytest.fixture
+def load_truncated(monkeypatch):
+    """Sets PIL's flag for the test and restores it after."""
+    monkeypatch.setattr(ImageFile, "LOAD_TRUNCATED_IMAGES", ImageFile.LOAD_TRUNCATED_IMAGES)
+    return lambda on: setattr(ImageFile, "LOAD_TRUNCATED_IMAGES", on)
+
+
+def pil_rgb(path) -> np.ndarray:
+    with Image.open(path) as im:
+        return np.array(im.convert("RGB"))
+
+
+def truncated_copies(root: Path, subsampling: int) -> tuple[list[Path], list[Path]]:
+    """A baseline JPEG cut at many points, inside its header and all along its scan: (the copies PIL decodes
+    with LOAD_TRUNCATED_IMAGES, the copies it still refuses), each in a folder of its own."""
+    data = jpeg_bytes(natural_image(np.random.default_rng(7), 96, 80), quality=90, subsampling=subsampling)
+    cuts = sorted(set(range(60, 700, 90)) | {int(len(data) * f) for f in np.linspace(0.15, 0.995, 12)})
+    accepted, refused = [], []
+    for cut in cuts:
+        path = root / f"s{subsampling}_{cut:05d}" / "c" / "a.jpg"
+        path.parent.mkdir(parents=True)
+        path.write_bytes(data[:cut])
+        try:
+            pil_rgb(path)
+            accepted.append(path)
+        except OSError:
+            refused.append(path)
+    return accepted, refused
+
+
+def first_image(path: Path) -> np.ndarray:
+    dataset = T.ImageFolder(path.parent.parent, transform=T.Compose([T.CenterCrop((80, 96)), T.PILToTensor()]))
+    loader = chute.DataLoader(dataset, batch_size=1)
+    assert loader.stats()["path"] == "fast:imagefolder", loader.stats()["fallback_reason"]
+    (images, _), = list(loader)
+    return images[0].permute(1, 2, 0).numpy()
+
+
+@pytest.mark.parametrize("subsampling", [0, 2])
+def test_load_truncated_images_decodes_what_pil_decodes(tmp_path, load_truncated, subsampling):
+    load_truncated(True)
+    accepted, refused = truncated_copies(tmp_path, subsampling)
+    assert len(accepted) >= 12 and len(refused) >= 2  # cuts in the scan data, and cuts inside the header
+    for path in accepted:  # the same pixels as PIL's, gray fill included
+        assert np.array_equal(first_image(path), pil_rgb(path)), path
+    for path in refused:  # and raises where PIL raises
+        with pytest.raises(chute.SampleError):
+            first_image(path)
+
+
+def test_load_truncated_images_is_read_when_each_epoch_starts(tmp_path, load_truncated):
+    load_truncated(True)
+    accepted, _ = truncated_copies(tmp_path, 2)
+    path = accepted[len(accepted) // 2]
+    dataset = T.ImageFolder(path.parent.parent, transform=T.Compose([T.CenterCrop((80, 96)), T.PILToTensor()]))
+    loader = chute.DataLoader(dataset, batch_size=1)
+    load_truncated(False)
+    with pytest.raises(chute.SampleError, match="Premature end"):
+        list(loader)  # as PIL: "image file is truncated"
+    with pytest.raises(OSError, match="truncated"):
+        pil_rgb(path)
+    load_truncated(True)  # set between epochs, as a user does after the first error
+    (images, _), = list(loader)
+    assert np.array_equal(images[0].permute(1, 2, 0).numpy(), pil_rgb(path))
+    assert loader.stats()["path"] == "fast:imagefolder"

@@ -8,6 +8,7 @@
 //
 // libjpeg's warnings are split in two. Those that mean lost data (a truncated file, a corrupt entropy
 // segment) are errors, as they are in PIL; benign ones (extraneous bytes before a marker) are counted.
+// A truncated file is accepted only on request (set_accept_truncation, PIL's LOAD_TRUNCATED_IMAGES).
 // Thread-safety: one decoder per thread; it keeps its libjpeg state between images.
 #pragma once
 
@@ -47,6 +48,11 @@ class JpegDecoder {
 
   // Benign warnings seen since construction (e.g. "extraneous bytes before marker").
   int64_t benign_warnings() const;
+
+  // Like PIL with ImageFile.LOAD_TRUNCATED_IMAGES = True: a file whose data ends early decodes, the part
+  // not in the file gray (libjpeg's fill, which PIL shows too), instead of failing. A file cut inside its
+  // header still fails. Off by default, as in PIL.
+  void set_accept_truncation(bool accept);
 
  private:
   struct State;

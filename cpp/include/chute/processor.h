@@ -34,6 +34,8 @@ struct DecodeOptions {
   // Where a decode needing more than kUnchargedDecodeBytes of scratch asks for its memory first (shared by
   // a loader's workers; the Loader makes one from max_memory when none is given). None: not charged.
   std::shared_ptr<DecodeBudget> budget;
+  // Decode JPEGs whose data ends early, the rest gray, as PIL does with ImageFile.LOAD_TRUNCATED_IMAGES.
+  bool accept_truncated = false;
 };
 
 // The scratch memory a sample's decode and resample will use at most: the encoded file, the decoded
