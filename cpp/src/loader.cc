@@ -280,6 +280,9 @@ Status Loader::begin_epoch(uint64_t epoch, int64_t start, std::unique_ptr<EpochO
     std::unique_lock<std::mutex> lock(shared_->mu);
     if (epoch_->stop) return Status(StatusCode::kCancelled, "the loader is closed");
     cancel_epoch(lock);
+    // Buffers the ring grew for batches a consumer kept, and has let go of since: freed, back to what
+    // prefetch needs (a consumer that still holds them keeps them).
+    shared_->ring.trim(tuner_.prefetch() + 2 + options_.extra_buffers);
     EpochState& e = *epoch_;
     e.epoch = epoch;
     e.order = std::move(order);

@@ -74,6 +74,32 @@ def test_max_ring_bytes_named_in_the_error_is_settable(folder):
         chute.Loader(chute.ImageFolder(folder), max_ring_bytes=0)
 
 
+def test_the_ring_shrinks_back_once_the_consumer_lets_go(folder):
+    loader = chute.Loader(chute.ImageFolder(folder), batch_size=4, num_threads=1, prefetch=1,
+                          transforms=[chute.Resize((32, 32))])
+    base = loader.stats()["batch_buffers"]  # prefetch + 2
+    kept = [images for images, _ in loader]
+    grown = loader.stats()["batch_buffers"]
+    assert grown >= len(kept) == 9  # it grew for the kept batches
+    del kept
+    for images, _ in loader:  # the next epoch starts by freeing what nobody holds any more
+        assert loader.stats()["batch_buffers"] <= base + 1 < grown
+    assert torch.equal(images, images.clone())
+    loader.close()
+
+
+def test_fast_path_ring_shrinks_back_after_kept_batches_are_let_go(folder):
+    dataset = T.ImageFolder(folder, transform=T.Compose([T.Resize((32, 32)), T.PILToTensor()]))
+    loader = chute.DataLoader(dataset, batch_size=4)
+    kept = list(loader)
+    (native,) = loader._chute_plan._loaders.values()
+    grown = native.stats()["batch_buffers"]
+    assert grown >= len(kept) == 9
+    del kept
+    assert sum(1 for _ in loader) == 9  # an epoch that keeps nothing starts by freeing what nobody holds
+    assert native.stats()["batch_buffers"] < grown
+
+
 def test_fast_path_keeps_every_image_batch_beyond_the_ring_limit(folder, monkeypatch, caplog):
     monkeypatch.setattr(native_folder, "_RING_BYTES", 1)  # the ring keeps only its initial buffers
     dataset = T.ImageFolder(folder, transform=T.Compose([T.Resize((48, 48)), T.PILToTensor()]))
