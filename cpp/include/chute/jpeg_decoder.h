@@ -49,9 +49,12 @@ class JpegDecoder {
   // Benign warnings seen since construction (e.g. "extraneous bytes before marker").
   int64_t benign_warnings() const;
 
-  // Like PIL with ImageFile.LOAD_TRUNCATED_IMAGES = True: a file whose data ends early decodes, the part
-  // not in the file gray (libjpeg's fill, which PIL shows too), instead of failing. A file cut inside its
-  // header still fails. Off by default, as in PIL.
+  // Like PIL with ImageFile.LOAD_TRUNCATED_IMAGES = True (off by default, as in PIL): a file whose data
+  // ends early decodes as PIL decodes it. The decoder gets one end-of-image marker after the data, as
+  // Pillow feeds it, so the part not in the file is libjpeg's gray fill; where the decoder would still
+  // need data (a progressive file cut inside a marker between scans) or fails after the header, the rows
+  // not decoded are black, as PIL leaves them; warnings do not fail. A file cut before the end of its first
+  // scan header still fails, as in PIL.
   void set_accept_truncation(bool accept);
 
  private:
