@@ -56,6 +56,14 @@ def test_a_kept_labels_tensor_holds_no_batch_buffer(folder):
     loader.close()
 
 
+def test_kept_labels_hold_no_device_batch(folder):
+    loader = chute.Loader(chute.ImageFolder(folder), batch_size=4, transforms=[chute.Resize((32, 32))],
+                          device="sim", device_prefetch=1)
+    targets = [labels for _, labels in loader]  # before: "held by batches the consumer still references"
+    assert torch.cat(targets).tolist() == [0] * 12 + [1] * 12 + [2] * 12
+    loader.close()
+
+
 def test_max_ring_bytes_named_in_the_error_is_settable(folder):
     batch_bytes = 4 * (3 * 32 * 32 + 8)
     loader = chute.Loader(chute.ImageFolder(folder), batch_size=4, num_threads=1, prefetch=1,
