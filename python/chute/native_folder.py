@@ -49,7 +49,8 @@ the same bound divided by 255 and by ``std``.
 Errors: a file that fails to decode raises :class:`chute.SampleError` (index, path, reason) at its batch,
 where torchvision would raise PIL's own exception. With ``PIL.ImageFile.LOAD_TRUNCATED_IMAGES = True``
 (read when the epoch starts), a JPEG whose data ends early decodes as PIL decodes it, the missing part
-gray; a file cut inside its header still raises, as in PIL.
+gray; a file cut inside its header still raises, as in PIL. The decompression-bomb guard is PIL's too:
+an image over twice ``PIL.Image.MAX_IMAGE_PIXELS`` pixels raises (None: no limit).
 
 Memory: image batches are the engine's reusable batch buffers, handed to torch without a copy; labels
 are their own small tensors, so keeping labels holds no image memory. A consumer that keeps image
@@ -85,6 +86,7 @@ _JPEG_EXTENSIONS = (".jpg", ".jpeg")
 # The most the ring of batch buffers may hold: what auto prefetch may use anyway (max_memory). Batches kept
 # by the consumer beyond it are copied out instead (FolderPlan._own_if_ring_full).
 _RING_BYTES = 2 << 30
+_PIL_MAX_IMAGE_PIXELS = int(1024 * 1024 * 1024 // 4 // 3)  # PIL.Image.MAX_IMAGE_PIXELS's default
 
 
 def _torchvision_base(dataset):
@@ -110,7 +112,15 @@ def _fingerprint(dataset) -> tuple:
     """What a plan is made from, compared by identity each epoch (Plan.batches), and PIL's
     LOAD_TRUNCATED_IMAGES flag (so an epoch after the user sets it decodes truncated JPEGs)."""
     return tuple(getattr(dataset, a, None) for a in ("transform", "target_transform", "loader", "samples")) + \
-        (_load_truncated_images(),)
+        (_load_truncated_images(), _max_pixels())
+
+
+def _max_pixels() -> int:
+    """PIL's decompression-bomb limit, which torchvision's loader meets in ``Image.open``: an error above
+    twice ``PIL.Image.MAX_IMAGE_PIXELS``, none when it is None. The fast path applies the same one."""
+    image = sys.modules.get("PIL.Image")
+    limit = getattr(image, "MAX_IMAGE_PIXELS", _PIL_MAX_IMAGE_PIXELS) if image is not None else _PIL_MAX_IMAGE_PIXELS
+    return 2**63 - 1 if limit is None else 2 * int(limit)
 
 
 def _load_truncated_images() -> bool:
@@ -337,7 +347,7 @@ class FolderPlan(Plan):
         self._dataset = dataset
         self._batch_size = batch_size
         self._made_from = _fingerprint(dataset)
-        self._accept_truncated = self._made_from[-1]
+        self._accept_truncated, self._max_pixels = self._made_from[-2:]
         self._n = len(samples)
         self.dtype = dtype
         self.transforms = transforms
@@ -364,7 +374,7 @@ class FolderPlan(Plan):
         if loader is None:
             loader = _native.Loader(
                 self._source, self._native_transforms, batch_size, False, 0, False, 0, 0, 0, 2 << 30,
-                "float32" if self.dtype == torch.float32 else "uint8", False, "raise", 200_000_000,
+                "float32" if self.dtype == torch.float32 else "uint8", False, "raise", self._max_pixels,
                 False, False, 0, 1, False, max_ring_bytes=_RING_BYTES, accept_truncated=self._accept_truncated)
             self._loaders[batch_size] = loader
         return loader
@@ -409,6 +419,9 @@ class FolderPlan(Plan):
                     batch = native.next()
                 except _native.SampleError:
                     index, path, reason, _ = native.failed_sample()
+                    if "(max_pixels" in reason:  # the limit the user sets here is PIL's
+                        reason += ("; on the DataLoader fast path the limit is twice PIL.Image.MAX_IMAGE_PIXELS, "
+                                   "as in PIL: set that (None: no limit) to change it")
                     raise SampleError(index, path, reason, epoch) from None
                 if batch is None:
                     break

@@ -353,3 +353,16 @@ def test_load_truncated_images_is_read_when_each_epoch_starts(tmp_path, load_tru
     (images, _), = list(loader)
     assert np.array_equal(images[0].permute(1, 2, 0).numpy(), pil_rgb(path))
     assert loader.stats()["path"] == "fast:imagefolder"
+
+
+def test_fast_path_decompression_bomb_limit_is_pils_max_image_pixels(folder, monkeypatch):
+    dataset = T.ImageFolder(folder, transform=T.Compose([T.Resize((32, 32)), T.PILToTensor()]))
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 10_000)  # images here have 30-80 thousand pixels
+    with pytest.raises(Image.DecompressionBombError):  # torch's DataLoader, through PIL
+        next(iter(DataLoader(dataset, batch_size=4)))
+    loader = chute.DataLoader(dataset, batch_size=4)
+    with pytest.raises(chute.SampleError, match="PIL.Image.MAX_IMAGE_PIXELS"):
+        next(iter(loader))
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", None)  # the user lifts it, between epochs
+    assert sum(len(labels) for _, labels in loader) == 36
+    assert loader.stats()["path"] == "fast:imagefolder"
