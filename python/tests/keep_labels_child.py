@@ -16,7 +16,7 @@ import torch
 import chute
 import tv_standins as T
 
-BATCH, SIZE, EPOCHS = 12, 384, 3
+BATCH, SIZE, EPOCHS = 4, 384, 3
 
 
 def rss_kb() -> int:
@@ -30,7 +30,7 @@ def rss_kb() -> int:
 def main() -> None:
     root, mode = sys.argv[1], sys.argv[2]
     if mode == "loader":
-        # The ring may hold 6 buffers: keeping the labels of 9 batches pinned their images before the fix,
+        # The ring may hold 6 buffers: keeping the labels of 27 batches pinned their images before the fix,
         # which then raised ResourceExhausted.
         batch_bytes = BATCH * (3 * SIZE * SIZE * 4 + 8)
         loader = chute.Loader(chute.ImageFolder(root), batch_size=BATCH, num_threads=2, prefetch=2,
