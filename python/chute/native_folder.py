@@ -87,6 +87,7 @@ _JPEG_EXTENSIONS = (".jpg", ".jpeg")
 # by the consumer beyond it are copied out instead (FolderPlan._own_if_ring_full).
 _RING_BYTES = 2 << 30
 _PIL_MAX_IMAGE_PIXELS = int(1024 * 1024 * 1024 // 4 // 3)  # PIL.Image.MAX_IMAGE_PIXELS's default
+_DEFAULT_MAX_PIXELS = 200_000_000  # chute.Loader's max_pixels default
 
 
 def _torchvision_base(dataset):
@@ -110,7 +111,7 @@ def plan_dataset(dataset, batch_size: int) -> Plan | Fallback | None:
 
 def _fingerprint(dataset) -> tuple:
     """What a plan is made from, compared by identity each epoch (Plan.batches), and PIL's
-    LOAD_TRUNCATED_IMAGES flag (so an epoch after the user sets it decodes truncated JPEGs)."""
+    LOAD_TRUNCATED_IMAGES flag and MAX_IMAGE_PIXELS (so an epoch after the user sets them follows them)."""
     return tuple(getattr(dataset, a, None) for a in ("transform", "target_transform", "loader", "samples")) + \
         (_load_truncated_images(), _max_pixels())
 
@@ -165,7 +166,7 @@ def _plan_dataset(dataset, batch_size: int) -> Plan | Fallback | None:
             return Fallback(f"{samples[0][0]} is a {mode} JPEG: decode_image (mode UNCHANGED) keeps its channels, "
                             "chute makes RGB; pass loader=functools.partial(decode_image, mode=ImageReadMode.RGB)")
     try:
-        return FolderPlan(dataset, samples, transforms, dtype, batch_size)
+        return FolderPlan(dataset, samples, transforms, dtype, batch_size, pil=source == "pil")
     except ValueError as e:  # a pipeline chute's engine refuses (e.g. no fixed output size)
         return Fallback(f"the transforms do not make a native pipeline: {e}")
 
@@ -343,11 +344,13 @@ def _geometric(t, name: str):
 class FolderPlan(Plan):
     kind = "imagefolder"
 
-    def __init__(self, dataset, samples, transforms, dtype: torch.dtype, batch_size: int = 1):
+    def __init__(self, dataset, samples, transforms, dtype: torch.dtype, batch_size: int = 1, pil: bool = True):
         self._dataset = dataset
         self._batch_size = batch_size
         self._made_from = _fingerprint(dataset)
-        self._accept_truncated, self._max_pixels = self._made_from[-2:]
+        # PIL's LOAD_TRUNCATED_IMAGES and decompression-bomb limit where the dataset reads files with PIL;
+        # torchvision.io.decode_image has neither (chute's default guard then).
+        self._accept_truncated, self._max_pixels = self._made_from[-2:] if pil else (False, _DEFAULT_MAX_PIXELS)
         self._n = len(samples)
         self.dtype = dtype
         self.transforms = transforms
