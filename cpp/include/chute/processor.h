@@ -61,6 +61,7 @@ class SampleProcessor {
   Status process_once(int64_t index, uint64_t epoch, void* dst, StageTimes* times);
   void release_scratch();  // frees every buffer this processor keeps between samples
   void pad_zeros(const SamplePlan& plan);  // resized_ -> padded_
+
   const Source& source_;
   const Pipeline& pipeline_;
   const OutputWriter& writer_;
