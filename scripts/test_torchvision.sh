@@ -55,7 +55,8 @@ print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, Pillow
       f"chute {chute.__version__} from {chute.__file__}; resample pass order {resampling.pass_order()}")
 EOF
 
-tests=(python/tests/test_torchvision_real.py python/tests/test_fastpath_folder.py python/tests/test_parity.py)
+tests=(python/tests/test_torchvision_real.py python/tests/test_fastpath_folder.py python/tests/test_parity.py
+       python/tests/test_dropin_real.py)
 echo "== pytest with real torchvision and Pillow 13: ${tests[*]}"
 # -p no:cacheprovider: leave no .pytest_cache behind; the tests import the installed chute, not python/.
 "$py" -m pytest -q -p no:cacheprovider "${tests[@]}"

@@ -32,11 +32,15 @@ Status BatchRing::check_size(int64_t batch_size, size_t sample_bytes, int64_t in
   return Status::ok();
 }
 
-int BatchRing::grow() {
+BatchRing::Slot BatchRing::make_slot() {
   Slot s;
   s.images = Buffer(allocator_.get(), sample_bytes_ * batch_size_);
   s.labels = Buffer(allocator_.get(), sizeof(int64_t) * batch_size_);
-  slots_.push_back(std::move(s));
+  return s;
+}
+
+int BatchRing::grow() {
+  slots_.push_back(make_slot());
   return static_cast<int>(slots_.size()) - 1;
 }
 
@@ -47,11 +51,25 @@ int BatchRing::acquire() {
     free_.pop_back();
     return slot;
   }
-  return can_grow() ? grow() : -1;
+  if (!can_grow()) return -1;
+  if (empty_.empty()) return grow();
+  const int slot = empty_.back();
+  slots_[slot] = make_slot();  // may throw bad_alloc: the slot stays empty
+  empty_.pop_back();
+  return slot;
+}
+
+void BatchRing::trim(int keep) {
+  while (num_slots() > keep && !free_.empty()) {
+    const int slot = free_.back();
+    free_.pop_back();
+    slots_[slot] = Slot{};
+    empty_.push_back(slot);
+  }
 }
 
 void BatchRing::release(int slot) {
-  CHUTE_CHECK(slot >= 0 && slot < num_slots());
+  CHUTE_CHECK(slot >= 0 && slot < static_cast<int>(slots_.size()) && slots_[slot].images.data != nullptr);
   CHUTE_CHECK(std::find(free_.begin(), free_.end(), slot) == free_.end());  // released twice: a bug
   if (closed_) slots_[slot] = Slot{};
   free_.push_back(slot);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <vector>
 
 namespace chute {
 namespace {
@@ -45,6 +46,35 @@ TEST(BatchRingTest, SizesThatOverflowAreErrors) {
   ASSERT_FALSE(slots.is_ok());
   EXPECT_NE(slots.message().find("lower prefetch"), std::string::npos) << slots.message();
   EXPECT_FALSE(BatchRing::check_size(1, SIZE_MAX - 4, 1).is_ok());  // sample + label bytes wrap
+}
+
+// A consumer that kept many batches made the ring grow; once it lets go, trim() gives the memory back.
+TEST(BatchRingTest, TrimFreesFreeSlotsBeyondKeepAndTheyComeBackOnDemand) {
+  BatchRing ring(/*batch_size=*/2, /*sample_bytes=*/100, /*initial_slots=*/2, /*max_bytes=*/6 * 2 * 108);
+  std::vector<int> held;
+  for (int i = 0; i < 6; ++i) held.push_back(ring.acquire());
+  EXPECT_EQ(ring.num_slots(), 6);
+  EXPECT_EQ(ring.acquire(), -1);  // the budget is spent
+  ring.trim(2);
+  EXPECT_EQ(ring.num_slots(), 6);  // all held: nothing to free
+  for (int i = 0; i < 5; ++i) ring.release(held[i]);
+  ring.trim(2);
+  EXPECT_EQ(ring.num_slots(), 2);  // the held one and one free
+  EXPECT_EQ(ring.num_free(), 1);
+  std::memset(ring.images(held[5]), 9, 200);  // the held buffer is untouched
+  std::vector<int> again;
+  for (int i = 0; i < 5; ++i) {
+    again.push_back(ring.acquire());
+    ASSERT_GE(again.back(), 0);
+    ASSERT_NE(again.back(), held[5]);
+    std::memset(ring.images(again.back()), i, 200);  // each has its memory again
+  }
+  EXPECT_EQ(ring.num_slots(), 6);
+  EXPECT_EQ(ring.acquire(), -1);
+  EXPECT_EQ(ring.images(held[5])[199], 9);
+  for (int slot : again) ring.release(slot);
+  ring.release(held[5]);
+  EXPECT_EQ(ring.num_free(), 6);
 }
 
 }  // namespace

@@ -24,6 +24,8 @@ struct ErrorManager {
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
   int64_t benign_warnings = 0;
+  // PIL's ImageFile.LOAD_TRUNCATED_IMAGES: a file that ends early decodes, the rest gray (libjpeg's fill).
+  bool accept_truncation = false;
 };
 
 [[noreturn]] void on_error_exit(j_common_ptr cinfo) {
@@ -50,7 +52,11 @@ bool warning_loses_data(int code) {
 void on_emit_message(j_common_ptr cinfo, int msg_level) {
   if (msg_level != -1) return;  // trace messages
   auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
-  if (warning_loses_data(cinfo->err->msg_code)) on_error_exit(cinfo);
+  const int code = cinfo->err->msg_code;
+  if (warning_loses_data(code)) {
+    if (err->accept_truncation) return;  // PIL goes on after a libjpeg warning, and keeps what it decoded
+    on_error_exit(cinfo);
+  }
   ++err->benign_warnings;
 }
 
@@ -67,6 +73,75 @@ Status error_status(const ErrorManager& err) {
 bool has_end_marker(std::span<const uint8_t> data) {
   for (size_t i = data.size(); i >= 2; --i)
     if (data[i - 2] == 0xFF && data[i - 1] == 0xD9) return true;
+  return false;
+}
+
+// The data source for PIL's ImageFile.LOAD_TRUNCATED_IMAGES. Pillow's JpegImageFile.load_read hands the
+// decoder one end-of-image marker after a file that ends early, then nothing more: a decoder that still
+// wants data suspends there, and PIL keeps the image as it stands (rows never decoded stay black). This
+// source does the same, where libjpeg's memory source would insert end markers for ever.
+struct TruncatedSource {
+  jpeg_source_mgr pub;
+  bool gave_end = false;
+  long skip = 0;  // bytes skip_input_data could not skip yet (Pillow skips them from the data that follows)
+};
+
+constexpr JOCTET kEndOfImage[2] = {0xFF, 0xD9};
+
+void truncated_init(j_decompress_ptr) {}
+void truncated_term(j_decompress_ptr) {}
+
+boolean truncated_fill(j_decompress_ptr cinfo) {
+  auto* src = reinterpret_cast<TruncatedSource*>(cinfo->src);
+  if (src->gave_end) return FALSE;  // suspend: no data will come
+  src->gave_end = true;
+  WARNMS(cinfo, JWRN_JPEG_EOF);
+  const long skipped = std::min<long>(src->skip, 2);
+  src->skip -= skipped;
+  src->pub.next_input_byte = kEndOfImage + skipped;
+  src->pub.bytes_in_buffer = static_cast<size_t>(2 - skipped);
+  return src->pub.bytes_in_buffer > 0 ? TRUE : FALSE;
+}
+
+void truncated_skip(j_decompress_ptr cinfo, long num_bytes) {
+  auto* src = reinterpret_cast<TruncatedSource*>(cinfo->src);
+  if (num_bytes <= 0) return;
+  if (static_cast<size_t>(num_bytes) > src->pub.bytes_in_buffer) {
+    src->skip = num_bytes - static_cast<long>(src->pub.bytes_in_buffer);
+    src->pub.next_input_byte += src->pub.bytes_in_buffer;
+    src->pub.bytes_in_buffer = 0;
+  } else {
+    src->pub.next_input_byte += num_bytes;
+    src->pub.bytes_in_buffer -= static_cast<size_t>(num_bytes);
+  }
+}
+
+// Whether the data holds every marker segment up to and including the first scan header, as PIL's
+// JpegImageFile reads them before decoding: a file cut inside them fails in PIL even with
+// LOAD_TRUNCATED_IMAGES. (libjpeg would read a scan header completed by the end marker a lenient source
+// adds.)
+bool header_complete(std::span<const uint8_t> data) {
+  size_t i = 2;  // after SOI
+  while (i + 1 < data.size()) {
+    if (data[i] != 0xFF) {  // PIL skips junk between segments
+      ++i;
+      continue;
+    }
+    const uint8_t marker = data[i + 1];
+    if (marker == 0xFF) {  // fill byte
+      ++i;
+      continue;
+    }
+    if (marker == 0xD8 || marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) {  // no length
+      i += 2;
+      continue;
+    }
+    if (i + 4 > data.size()) return false;
+    const size_t end = i + 2 + (static_cast<size_t>(data[i + 2]) << 8 | data[i + 3]);
+    if (end > data.size()) return false;
+    if (marker == 0xDA) return true;  // the first scan header, complete
+    i = end;
+  }
   return false;
 }
 
@@ -89,7 +164,41 @@ void cmyk_to_rgb(const uint8_t* cmyk, size_t width, uint8_t* rgb) {
 struct JpegDecoder::State {
   jpeg_decompress_struct cinfo;
   ErrorManager err;
+  TruncatedSource truncated;      // the source when truncation is accepted
   std::vector<uint8_t> cmyk_row;  // one CMYK row, before conversion to RGB
+  // Where decode() stands (see there).
+  int rows_done = -1;
+  size_t pitch = 0, skip = 0;
+
+  // The window as far as it was decoded, the rest black: what PIL keeps when its decoder stops early.
+  ImageView keep_decoded(Window win, std::vector<uint8_t>& buffer, size_t padding) {
+    if (pitch == 0) {  // no row yet
+      pitch = static_cast<size_t>(win.width) * 3;
+      skip = 0;
+      buffer.assign(pitch * win.height + padding, 0);
+    } else {
+      std::fill(buffer.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(rows_done) * pitch),
+                buffer.end(), 0);
+    }
+    return ImageView{buffer.data() + skip, pitch};
+  }
+
+  // The data as libjpeg reads it: from memory, or, accepting truncation, as PIL feeds it.
+  void set_source(std::span<const uint8_t> data) {
+    if (!err.accept_truncation) {
+      jpeg_mem_src(&cinfo, data.data(), static_cast<unsigned long>(data.size()));
+      return;
+    }
+    truncated = TruncatedSource{};
+    truncated.pub.init_source = truncated_init;
+    truncated.pub.fill_input_buffer = truncated_fill;
+    truncated.pub.skip_input_data = truncated_skip;
+    truncated.pub.resync_to_restart = jpeg_resync_to_restart;
+    truncated.pub.term_source = truncated_term;
+    truncated.pub.next_input_byte = data.data();
+    truncated.pub.bytes_in_buffer = data.size();
+    cinfo.src = &truncated.pub;
+  }
 };
 
 JpegDecoder::JpegDecoder(int64_t max_pixels) : state_(std::make_unique<State>()), max_pixels_(max_pixels) {
@@ -112,6 +221,8 @@ bool JpegDecoder::is_jpeg(std::span<const uint8_t> data) {
 
 int64_t JpegDecoder::benign_warnings() const { return state_->err.benign_warnings; }
 
+void JpegDecoder::set_accept_truncation(bool accept) { state_->err.accept_truncation = accept; }
+
 Result<ImageInfo> JpegDecoder::read_info(std::span<const uint8_t> data) {
   if (data.empty()) return corrupt_data("empty file");
   if (!is_jpeg(data)) return unsupported("not a JPEG file (no SOI marker)");
@@ -124,8 +235,14 @@ Result<ImageInfo> JpegDecoder::read_info(std::span<const uint8_t> data) {
     s.err.benign_warnings = warnings;
     return error_status(s.err);
   }
-  jpeg_mem_src(cinfo, data.data(), static_cast<unsigned long>(data.size()));
-  jpeg_read_header(cinfo, TRUE);
+  if (s.err.accept_truncation && !header_complete(data))
+    return corrupt_data("Premature end of JPEG file (inside its header)");
+  s.set_source(data);
+  if (jpeg_read_header(cinfo, TRUE) == JPEG_SUSPENDED) {  // the file ends inside its header
+    jpeg_abort_decompress(cinfo);
+    s.err.benign_warnings = warnings;
+    return corrupt_data("Premature end of JPEG file (inside its header)");
+  }
   s.err.benign_warnings = warnings;
   ImageInfo info{static_cast<int>(cinfo->image_width), static_cast<int>(cinfo->image_height),
                  cinfo->num_components, static_cast<bool>(cinfo->progressive_mode)};
@@ -139,15 +256,29 @@ Result<ImageView> JpegDecoder::decode(std::span<const uint8_t> data, Window win,
     return invalid_argument("reduction must be 1, 2, 4 or 8");
   if (data.empty()) return corrupt_data("empty file");
   if (!is_jpeg(data)) return unsupported("not a JPEG file (no SOI marker)");
-  if (!has_end_marker(data)) return corrupt_data("Premature end of JPEG file (no end-of-image marker)");
   State& s = *state_;
+  const bool lenient = s.err.accept_truncation;
+  if (!lenient && !has_end_marker(data))
+    return corrupt_data("Premature end of JPEG file (no end-of-image marker)");
+  if (lenient && !header_complete(data)) return corrupt_data("Premature end of JPEG file (inside its header)");
   jpeg_decompress_struct* cinfo = &s.cinfo;
+  // Where the decode stands, for a lenient decode that stops early (kept in State: setjmp may not keep
+  // locals). rows_done < 0: the header is not read yet; pitch 0: no row layout yet.
+  s.rows_done = -1;
+  s.pitch = s.skip = 0;
   if (setjmp(s.err.jump)) {
     jpeg_abort_decompress(cinfo);
+    // PIL with LOAD_TRUNCATED_IMAGES ignores a decoder error once the header is read, and keeps the rows
+    // it decoded before it; the others stay black. Running out of memory is the machine's failure: not so.
+    if (lenient && s.rows_done >= 0 && s.err.pub.msg_code != JERR_OUT_OF_MEMORY)
+      return s.keep_decoded(win, buffer, padding);
     return error_status(s.err);
   }
-  jpeg_mem_src(cinfo, data.data(), static_cast<unsigned long>(data.size()));
-  jpeg_read_header(cinfo, TRUE);
+  s.set_source(data);
+  if (jpeg_read_header(cinfo, TRUE) == JPEG_SUSPENDED) {
+    jpeg_abort_decompress(cinfo);
+    return corrupt_data("Premature end of JPEG file (inside its header)");
+  }
   const int64_t width = cinfo->image_width, height = cinfo->image_height;
   if (width * height > max_pixels_) {
     jpeg_abort_decompress(cinfo);
@@ -168,7 +299,11 @@ Result<ImageView> JpegDecoder::decode(std::span<const uint8_t> data, Window win,
     jpeg_abort_decompress(cinfo);
     return invalid_argument("decode window outside the image");
   }
-  jpeg_start_decompress(cinfo);
+  s.rows_done = 0;
+  if (!jpeg_start_decompress(cinfo)) {  // suspended (lenient): the data ended before the first row
+    jpeg_abort_decompress(cinfo);
+    return s.keep_decoded(win, buffer, padding);
+  }
 
   // Columns: libjpeg widens the crop to iMCU boundaries; the window starts `skip` pixels into each row.
   // Fancy upsampling of subsampled chroma treats the crop's edges as image edges, so the request reaches
@@ -178,32 +313,38 @@ Result<ImageView> JpegDecoder::decode(std::span<const uint8_t> data, Window win,
   const int x1 = std::min(static_cast<int>(cinfo->output_width), win.x + win.width + margin);
   JDIMENSION crop_x = static_cast<JDIMENSION>(x0), crop_w = static_cast<JDIMENSION>(x1 - x0);
   if (crop_w < cinfo->output_width) jpeg_crop_scanline(cinfo, &crop_x, &crop_w);
-  const size_t skip = static_cast<size_t>(win.x - static_cast<int>(crop_x)) * 3;
-  const size_t pitch = static_cast<size_t>(cinfo->output_width) * 3;
+  s.skip = static_cast<size_t>(win.x - static_cast<int>(crop_x)) * 3;
+  s.pitch = static_cast<size_t>(cinfo->output_width) * 3;
   try {
-    buffer.resize(pitch * win.height + padding);
+    buffer.resize(s.pitch * win.height + padding);
     if (cmyk) s.cmyk_row.resize(static_cast<size_t>(cinfo->output_width) * 4);
   } catch (const std::bad_alloc&) {
     jpeg_abort_decompress(cinfo);  // the decompressor stays usable for the next image
-    return out_of_memory("for the decoded JPEG window", pitch * win.height);
+    return out_of_memory("for the decoded JPEG window", s.pitch * win.height);
   }
-  if (win.y > 0) jpeg_skip_scanlines(cinfo, static_cast<JDIMENSION>(win.y));
+  if (win.y > 0 && jpeg_skip_scanlines(cinfo, static_cast<JDIMENSION>(win.y)) < static_cast<JDIMENSION>(win.y)) {
+    jpeg_abort_decompress(cinfo);  // suspended above the window (lenient)
+    return s.keep_decoded(win, buffer, padding);
+  }
   for (int r = 0; r < win.height;) {
     JSAMPROW rows[4];
-    const int want = cmyk ? 1 : std::min(4, win.height - r);
-    for (int i = 0; i < want; ++i) rows[i] = buffer.data() + static_cast<size_t>(r + i) * pitch;
+    // Leniently, a row at a time: the rows before an error are then exactly those PIL keeps.
+    const int want = cmyk || lenient ? 1 : std::min(4, win.height - r);
+    for (int i = 0; i < want; ++i) rows[i] = buffer.data() + static_cast<size_t>(r + i) * s.pitch;
     if (cmyk) rows[0] = s.cmyk_row.data();
     const JDIMENSION got = jpeg_read_scanlines(cinfo, rows, static_cast<JDIMENSION>(want));
     if (got == 0) {
       jpeg_abort_decompress(cinfo);
+      if (lenient) return s.keep_decoded(win, buffer, padding);  // suspended at the end of the data
       return corrupt_data("decoder returned no row");
     }
-    if (cmyk) cmyk_to_rgb(s.cmyk_row.data(), cinfo->output_width, buffer.data() + static_cast<size_t>(r) * pitch);
+    if (cmyk) cmyk_to_rgb(s.cmyk_row.data(), cinfo->output_width, buffer.data() + static_cast<size_t>(r) * s.pitch);
     r += static_cast<int>(got);
+    s.rows_done = r;
   }
   // Rows below the window are never decoded.
   jpeg_abort_decompress(cinfo);
-  return ImageView{buffer.data() + skip, pitch};
+  return ImageView{buffer.data() + s.skip, s.pitch};
 }
 
 }  // namespace chute

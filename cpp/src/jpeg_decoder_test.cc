@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -125,6 +126,29 @@ TEST(JpegDecoderTest, BadInputsAreErrorsNotCrashes) {
   EXPECT_TRUE(decoder.decode(jpeg, all, out).is_ok());
   // A window outside the image is refused.
   EXPECT_EQ(decoder.decode(jpeg, {60, 0, 10, 10}, out).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(JpegDecoderTest, AcceptTruncationFillsTheRestGrayLikePilsLoadTruncatedImages) {
+  const auto rgb = testing::synthetic_rgb(64, 48, 5);
+  const auto jpeg = testing::encode_jpeg(rgb, 64, 48);
+  const Window all{0, 0, 64, 48};
+  std::vector<uint8_t> full, out;
+  JpegDecoder decoder;
+  ASSERT_TRUE(decoder.decode(jpeg, all, full).is_ok());
+  const std::vector<uint8_t> half(jpeg.begin(), jpeg.begin() + jpeg.size() / 2);
+  const std::vector<uint8_t> header(jpeg.begin(), jpeg.begin() + 20);
+  EXPECT_EQ(decoder.decode(half, all, out).status().code(), StatusCode::kCorruptData);  // off by default
+  decoder.set_accept_truncation(true);
+  auto view = decoder.decode(half, all, out);
+  ASSERT_TRUE(view.is_ok()) << view.status().to_string();
+  // The first MCU row is the file's, the last one gray (what libjpeg fills in, and PIL shows).
+  EXPECT_TRUE(std::equal(full.begin(), full.begin() + 64 * 3 * 8, view->pixels));
+  const uint8_t* last = view->pixels + view->pitch * 40;
+  EXPECT_TRUE(std::all_of(last, last + 64 * 3 * 8, [](uint8_t v) { return v == 128; }));
+  EXPECT_EQ(decoder.decode(header, all, out).status().code(), StatusCode::kCorruptData);  // no image at all
+  EXPECT_TRUE(decoder.decode(jpeg, all, out).is_ok());  // and whole files as before
+  decoder.set_accept_truncation(false);
+  EXPECT_EQ(decoder.decode(half, all, out).status().code(), StatusCode::kCorruptData);
 }
 
 TEST(JpegDecoderTest, CmykAndYcckBecomeRgbLikePillow) {

@@ -280,6 +280,9 @@ Status Loader::begin_epoch(uint64_t epoch, int64_t start, std::unique_ptr<EpochO
     std::unique_lock<std::mutex> lock(shared_->mu);
     if (epoch_->stop) return Status(StatusCode::kCancelled, "the loader is closed");
     cancel_epoch(lock);
+    // Buffers the ring grew for batches a consumer kept, and has let go of since: freed, back to what
+    // prefetch needs (a consumer that still holds them keeps them).
+    shared_->ring.trim(tuner_.prefetch() + 2 + options_.extra_buffers);
     EpochState& e = *epoch_;
     e.epoch = epoch;
     e.order = std::move(order);
@@ -604,6 +607,13 @@ LoaderStats Loader::stats() const {
   s.cores = available_cores();
   s.process_cpu_s = process_cpu_s() - e.baseline_cpu_s;
   return s;
+}
+
+Loader::RingUsage Loader::ring_usage() const {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  const BatchRing& ring = shared_->ring;
+  const int engine = static_cast<int>(epoch_->batch_slot.size() + epoch_->ready.size());
+  return {ring.num_slots() - ring.num_free() - engine, ring.max_slots()};
 }
 
 void Loader::reset_stats() {

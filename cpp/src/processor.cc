@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <new>
 
 #include "chute/environment.h"
@@ -34,7 +35,9 @@ class StageClock {
 SampleProcessor::SampleProcessor(const Source& source, const Pipeline& pipeline, const OutputWriter& writer,
                                  uint64_t seed, DecodeOptions decode)
     : source_(source), pipeline_(pipeline), writer_(writer), seed_(seed), decode_(decode),
-      decoder_(decode.max_pixels) {}
+      decoder_(decode.max_pixels) {
+  decoder_.set_accept_truncation(decode.accept_truncated);
+}
 
 size_t decode_scratch_bytes(const ImageInfo& info, bool png, size_t file_bytes, int window_width, int window_height,
                             bool reoriented, int out_width) {
@@ -56,6 +59,7 @@ void SampleProcessor::release_scratch() {
   std::vector<uint8_t>().swap(window_);
   std::vector<uint8_t>().swap(oriented_);
   std::vector<uint8_t>().swap(resized_);
+  std::vector<uint8_t>().swap(padded_);
   std::vector<uint8_t>().swap(scratch_.between_passes);
   decoder_.release_scratch();
 }
@@ -119,8 +123,22 @@ Status SampleProcessor::process_once(int64_t index, uint64_t epoch, void* dst, S
   clock.now_in(&StageTimes::transform_ns);
   resized_.resize(static_cast<size_t>(plan.xs.out_size) * plan.ys.out_size * 3);
   resample_rgb(window.pixels, window.pitch, plan.xs, plan.ys, resized_.data(), scratch_);
-  writer_.write(resized_.data(), plan.flip, dst);
+  if (plan.pad_left + plan.pad_top + plan.pad_right + plan.pad_bottom > 0) {
+    pad_zeros(plan);
+    writer_.write(padded_.data(), plan.flip, dst);
+  } else {
+    writer_.write(resized_.data(), plan.flip, dst);
+  }
   return Status::ok();
+}
+
+void SampleProcessor::pad_zeros(const SamplePlan& plan) {
+  const size_t w = static_cast<size_t>(plan.xs.out_size), h = static_cast<size_t>(plan.ys.out_size);
+  const size_t out_w = plan.pad_left + w + plan.pad_right, out_h = plan.pad_top + h + plan.pad_bottom;
+  padded_.assign(out_w * out_h * 3, 0);
+  for (size_t row = 0; row < h; ++row)
+    std::memcpy(padded_.data() + ((plan.pad_top + row) * out_w + plan.pad_left) * 3, resized_.data() + row * w * 3,
+                w * 3);
 }
 
 }  // namespace chute

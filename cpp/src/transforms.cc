@@ -1,5 +1,6 @@
 #include "chute/transforms.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace chute {
@@ -13,14 +14,39 @@ template <class... F>
 Overloaded(F...) -> Overloaded<F...>;  // clang 14 does not deduce aggregates yet
 
 // One axis of the composed geometry: source range [offset, offset + length), resized to `resized`
-// (or not at all), of which outputs [out_offset, out_offset + out_length) are kept.
+// (or not at all), of which outputs [out_offset, out_offset + out_length) are kept, with `pad_before`
+// and `pad_after` zero pixels around them (a CenterCrop larger than the image, as torchvision pads).
 struct Axis {
   int offset = 0, length = 0;
   int resized = -1;
   int out_offset = 0, out_length = 0;
+  int pad_before = 0, pad_after = 0;
 
   explicit Axis(int size) : length(size), out_length(size) {}
-  void crop(int first, int count) {
+  int size() const { return pad_before + out_length + pad_after; }  // the image as transforms see it
+  bool padded() const { return pad_before > 0 || pad_after > 0; }
+  // Keeps [first, first + count) of the image, padding included; false if only padding would be left.
+  bool crop(int first, int count) {
+    const int content_first = std::max(first, pad_before);
+    const int content_end = std::min(first + count, pad_before + out_length);
+    if (content_end <= content_first) return false;
+    crop_content(content_first - pad_before, content_end - content_first);
+    pad_before = content_first - first;
+    pad_after = first + count - content_end;
+    return true;
+  }
+  void pad(int before, int after) {
+    pad_before += before;
+    pad_after += after;
+  }
+  void resize(int size) {
+    resized = size;
+    out_offset = 0;
+    out_length = size;
+  }
+
+ private:
+  void crop_content(int first, int count) {
     if (resized < 0) {
       offset += first;
       length = count;
@@ -29,14 +55,14 @@ struct Axis {
     }
     out_length = count;
   }
-  void resize(int size) {
-    resized = size;
-    out_offset = 0;
-    out_length = size;
-  }
 };
 
 std::string size_text(int w, int h) { return std::to_string(w) + "x" + std::to_string(h); }
+
+Status resize_after_padding() {
+  return unsupported("a resize after a CenterCrop that padded the image (it was smaller than the crop) is not "
+                     "supported: torchvision would resize the zero border too");
+}
 
 // Python's round(): halves go to the even neighbour.
 int round_half_even(double v) { return static_cast<int>(std::nearbyint(v)); }
@@ -133,6 +159,7 @@ Result<SamplePlan> Pipeline::plan(int image_width, int image_height, SampleRng& 
     Status st = std::visit(
         Overloaded{
             [&](const RandomResizedCrop& c) -> Status {
+              if (x.padded() || y.padded()) return resize_after_padding();
               const CropBox box = random_resized_crop_box(x.out_length, y.out_length, c, rng);
               x.crop(box.x, box.width);
               y.crop(box.y, box.height);
@@ -141,6 +168,7 @@ Result<SamplePlan> Pipeline::plan(int image_width, int image_height, SampleRng& 
               return Status::ok();
             },
             [&](const Resize& r) -> Status {
+              if (x.padded() || y.padded()) return resize_after_padding();
               int w = r.width, h = r.height;
               if (r.width == 0) {  // shorter side to r.height, like torchvision Resize(int)
                 const int shorter = std::min(x.out_length, y.out_length);
@@ -157,20 +185,25 @@ Result<SamplePlan> Pipeline::plan(int image_width, int image_height, SampleRng& 
               return Status::ok();
             },
             [&](const CenterCrop& c) -> Status {
-              if (c.width > x.out_length || c.height > y.out_length)
-                return unsupported("CenterCrop " + size_text(c.width, c.height) + " is larger than the " +
-                                   size_text(x.out_length, y.out_length) +
-                                   " image; torchvision would pad it with zeros, which chute does not do");
-              x.crop(round_half_even((x.out_length - c.width) / 2.0), c.width);
-              y.crop(round_half_even((y.out_length - c.height) / 2.0), c.height);
+              // torchvision's center_crop: an axis shorter than the crop is first padded with zeros,
+              // (crop - size) // 2 before and the rest after; then the crop starts at
+              // round((size - crop) / 2) (0 on a padded axis).
+              if (c.width > x.size()) x.pad((c.width - x.size()) / 2, (c.width - x.size() + 1) / 2);
+              if (c.height > y.size()) y.pad((c.height - y.size()) / 2, (c.height - y.size() + 1) / 2);
+              if (!x.crop(round_half_even((x.size() - c.width) / 2.0), c.width) ||
+                  !y.crop(round_half_even((y.size() - c.height) / 2.0), c.height))
+                return unsupported("CenterCrop " + size_text(c.width, c.height) +
+                                   " keeps only the padding of an earlier CenterCrop");
               return Status::ok();
             },
             [](const auto&) -> Status { return Status::ok(); }},
         t);
     CHUTE_RETURN_IF_ERROR(st);
   }
-  CHUTE_CHECK(x.out_length == out_width_ && y.out_length == out_height_);
+  CHUTE_CHECK(x.size() == out_width_ && y.size() == out_height_);
   SamplePlan plan;
+  plan.pad_left = x.pad_before, plan.pad_right = x.pad_after;
+  plan.pad_top = y.pad_before, plan.pad_bottom = y.pad_after;
   if (x.resized >= 0) {  // a scaled IDCT pays only when both axes shrink by at least 2
     for (int d = 8; d >= 2; d /= 2) {
       if (d <= max_reduction && x.length >= d * x.resized && y.length >= d * y.resized) {

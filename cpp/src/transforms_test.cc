@@ -59,10 +59,46 @@ TEST(PipelineTest, ResizeThenCenterCropPlansTorchvisionGeometry) {
   EXPECT_EQ(plan->window_y, full_y.input_begin());
 }
 
-TEST(PipelineTest, CenterCropLargerThanImageIsAnError) {
+TEST(PipelineTest, CenterCropLargerThanImagePadsLikeTorchvision) {
+  // torchvision: pad (crop - size) // 2 before and the rest after, then crop at round((size - crop) / 2).
   auto p = Pipeline::create({CenterCrop{224, 224}});
   ASSERT_TRUE(p.is_ok());
   SampleRng rng(0, 0, 0);
+  auto plan = p->plan(101, 300, rng);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  EXPECT_EQ(plan->pad_left, 61);
+  EXPECT_EQ(plan->pad_right, 62);
+  EXPECT_EQ(plan->pad_top, 0);
+  EXPECT_EQ(plan->pad_bottom, 0);
+  EXPECT_EQ(plan->xs.out_size, 101);
+  EXPECT_EQ(plan->ys.out_size, 224);
+  EXPECT_EQ(plan->window_x, 0);
+  EXPECT_EQ(plan->window_width, 101);
+  EXPECT_EQ(plan->window_y, 38);
+  EXPECT_EQ(plan->window_height, 224);
+  // Both axes short: the image sits in the middle of the zeros.
+  auto both = p->plan(20, 11, rng);
+  ASSERT_TRUE(both.is_ok());
+  EXPECT_EQ(both->pad_left, 102);
+  EXPECT_EQ(both->pad_right, 102);
+  EXPECT_EQ(both->pad_top, 106);
+  EXPECT_EQ(both->pad_bottom, 107);
+  // After a resize, the padding is in the resized image's pixels.
+  auto after = Pipeline::create({Resize{32, 48}, CenterCrop{40, 40}});
+  ASSERT_TRUE(after.is_ok());
+  auto r = after->plan(500, 400, rng);
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_EQ(r->pad_top, 4);
+  EXPECT_EQ(r->pad_bottom, 4);
+  EXPECT_EQ(r->pad_left, 0);
+  EXPECT_EQ(r->xs.out_size, 40);
+}
+
+TEST(PipelineTest, ResizeAfterAPaddingCenterCropIsUnsupported) {
+  auto p = Pipeline::create({CenterCrop{224, 224}, Resize{64, 64}});
+  ASSERT_TRUE(p.is_ok());
+  SampleRng rng(0, 0, 0);
+  EXPECT_TRUE(p->plan(300, 300, rng).is_ok());
   EXPECT_EQ(p->plan(100, 300, rng).status().code(), StatusCode::kUnsupported);
 }
 

@@ -86,10 +86,15 @@ class Delivery:
     def next(self):
         stream = torch.cuda.current_stream(self.torch_device).cuda_stream if self.kind == "cuda" else 0
         batch = self.native.next(stream)
-        if batch is None or self.dtype == torch.uint8:
+        if batch is None:
             return batch
         images, labels = batch
         del batch
+        # The labels in their own small allocation (on the consumer's stream, after the copy): a kept label
+        # tensor (targets.append(y)) must not hold the device batch buffer.
+        labels = labels.clone()
+        if self.dtype == torch.uint8:
+            return images, labels
         # On the consumer's stream, which already waits for the copy; the uint8 buffer is released after.
         x = images.to(torch.float32).div_(255)
         if self.mean is not None:

@@ -63,9 +63,12 @@ class Loader:
     """Iterates over ``(images, labels)`` batches of a source.
 
     ``images`` is a ``uint8``, ``float32``, ``float16`` or ``bfloat16`` tensor of shape ``(N, 3, H, W)`` (channels-last strides with
-    ``memory_format=torch.channels_last``) and ``labels`` an ``int64`` tensor of shape ``(N,)``. Both share
-    memory with one of chute's reusable batch buffers, which returns to the pool when both tensors are
-    freed: keep ``.clone()`` of what you store.
+    ``memory_format=torch.channels_last``) and ``labels`` an ``int64`` tensor of shape ``(N,)``. ``images``
+    shares memory with one of chute's reusable batch buffers, which returns to the pool when the tensor is
+    freed: keep ``.clone()`` of the images you store. ``labels`` has its own small allocation, so keeping
+    labels (``targets.append(labels)``) holds no image memory. A consumer that keeps image batches alive
+    makes the ring of buffers grow (it says so once), up to ``max_ring_bytes``; beyond that the next
+    batch raises an error naming the held buffers.
 
     Float output is scaled to [0, 1] like ``ToTensor``, then normalised if ``Normalize`` is given, in
     float32, and rounded to float16/bfloat16 as ``tensor.to(dtype)`` would.
@@ -149,7 +152,8 @@ class Loader:
                  rank: int | None = None,
                  world_size: int | None = None, even_split: bool = True,
                  quarantine: str | os.PathLike | None = None, device="cpu", pin_memory: bool | None = None,
-                 device_prefetch: int = 2, max_device_memory: int = 4 << 30, max_file_bytes: int = 1 << 30):
+                 device_prefetch: int = 2, max_device_memory: int = 4 << 30, max_file_bytes: int = 1 << 30,
+                 max_ring_bytes: int = 4 << 30):
         if isinstance(source, (str, os.PathLike)):
             source = source_from_path(source)  # an ImageFolder tree, packed shards or tar shards
         native_source = getattr(source, "_native", None)
@@ -166,6 +170,7 @@ class Loader:
         if isinstance(num_threads, int) and max_threads is not None and num_threads > max_threads:
             raise ValueError(f"num_threads={num_threads} exceeds max_threads={max_threads}")
         max_memory = _validate.integer("max_memory", max_memory, 1, _validate.UINT64_MAX)
+        max_ring_bytes = _validate.integer("max_ring_bytes", max_ring_bytes, 1, _validate.UINT64_MAX)
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
         max_pixels = _validate.integer("max_pixels", max_pixels, 1, _validate.INT64_MAX)
@@ -220,7 +225,8 @@ class Loader:
             max_memory, _DTYPES[host_dtype], memory_format == torch.channels_last, on_error, max_pixels,
             bool(apply_exif_orientation), bool(scaled_decode), self.rank, self.world_size, self.even_split,
             pinned_by=native_device, extra_buffers=device_prefetch + 1 if device_kind != "cpu" else 0,
-            cpu_affinity=affinity, validate_full=validate == "full", max_file_bytes=max_file_bytes)
+            cpu_affinity=affinity, validate_full=validate == "full", max_file_bytes=max_file_bytes,
+            max_ring_bytes=max_ring_bytes)
         if isinstance(prefetch, int) and self._native.prefetch < prefetch:
             buffer = self._native.stats()["batch_buffer_bytes"]
             warnings.warn(f"prefetch={prefetch} needs {(prefetch + 2) * buffer / 2**20:,.0f} MiB of batch buffers "

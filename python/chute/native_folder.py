@@ -47,12 +47,17 @@ tolerance for both is mean absolute error < 1 and max 8 per channel value (0-255
 the same bound divided by 255 and by ``std``.
 
 Errors: a file that fails to decode raises :class:`chute.SampleError` (index, path, reason) at its batch,
-where torchvision would raise PIL's own exception.
+where torchvision would raise PIL's own exception. With ``PIL.ImageFile.LOAD_TRUNCATED_IMAGES = True``
+(read when the epoch starts), a JPEG whose data ends early decodes as PIL decodes it, the missing part
+gray; a file cut inside its header still raises, as in PIL. The decompression-bomb guard is PIL's too:
+an image over twice ``PIL.Image.MAX_IMAGE_PIXELS`` pixels raises (None: no limit).
 
-Memory: batches are the engine's reusable batch buffers, handed to torch without a copy. A consumer that
-keeps many of them alive makes the ring grow (it says so once on stderr), up to 4 GiB of buffers; beyond
-that the next batch raises an error naming the held buffers, where torch's DataLoader would keep
-allocating. ``.clone()`` what you keep.
+Memory: image batches are the engine's reusable batch buffers, handed to torch without a copy; labels
+are their own small tensors, so keeping labels holds no image memory. A consumer that keeps image
+batches alive makes the ring grow (it says so once on stderr), up to the prefetch budget
+(``_RING_BYTES``, 2 GiB). Beyond that, as with torch's DataLoader, keeping batches never fails: each
+further batch is copied into a fresh tensor (a warning says so once) and its buffer goes straight back to
+the ring, so the memory the consumer keeps is ordinary tensor memory, freed when it lets go.
 """
 
 from __future__ import annotations
@@ -78,6 +83,11 @@ _FOLDER = "torchvision.datasets.folder"
 _IO = "torchvision.io.image"
 _NATIVE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp")
 _JPEG_EXTENSIONS = (".jpg", ".jpeg")
+# The most the ring of batch buffers may hold: what auto prefetch may use anyway (max_memory). Batches kept
+# by the consumer beyond it are copied out instead (FolderPlan._own_if_ring_full).
+_RING_BYTES = 2 << 30
+_PIL_MAX_IMAGE_PIXELS = int(1024 * 1024 * 1024 // 4 // 3)  # PIL.Image.MAX_IMAGE_PIXELS's default
+_DEFAULT_MAX_PIXELS = 200_000_000  # chute.Loader's max_pixels default
 
 
 def _torchvision_base(dataset):
@@ -90,12 +100,35 @@ def _torchvision_base(dataset):
 
 def plan_folder(loader) -> Plan | Fallback | None:
     """The ``"imagefolder"`` plan for ``loader``; None when its dataset is no torchvision folder dataset."""
-    return _plan_dataset(loader.dataset, loader.batch_size or 1)
+    return plan_dataset(loader.dataset, loader.batch_size or 1)
+
+
+def plan_dataset(dataset, batch_size: int) -> Plan | Fallback | None:
+    """The ``"imagefolder"`` plan for ``dataset`` (e.g. the dataset of a ``Subset``); None when it is no
+    torchvision folder dataset."""
+    return _plan_dataset(dataset, batch_size)
 
 
 def _fingerprint(dataset) -> tuple:
-    """What a plan is made from, compared by identity each epoch (Plan.batches)."""
-    return tuple(getattr(dataset, a, None) for a in ("transform", "target_transform", "loader", "samples"))
+    """What a plan is made from, compared by identity each epoch (Plan.batches), and PIL's
+    LOAD_TRUNCATED_IMAGES flag and MAX_IMAGE_PIXELS (so an epoch after the user sets them follows them)."""
+    return tuple(getattr(dataset, a, None) for a in ("transform", "target_transform", "loader", "samples")) + \
+        (_load_truncated_images(), _max_pixels())
+
+
+def _max_pixels() -> int:
+    """PIL's decompression-bomb limit, which torchvision's loader meets in ``Image.open``: an error above
+    twice ``PIL.Image.MAX_IMAGE_PIXELS``, none when it is None. The fast path applies the same one."""
+    image = sys.modules.get("PIL.Image")
+    limit = getattr(image, "MAX_IMAGE_PIXELS", _PIL_MAX_IMAGE_PIXELS) if image is not None else _PIL_MAX_IMAGE_PIXELS
+    return 2**63 - 1 if limit is None else 2 * int(limit)
+
+
+def _load_truncated_images() -> bool:
+    """``PIL.ImageFile.LOAD_TRUNCATED_IMAGES``: with it, PIL decodes a JPEG whose data ends early (the rest
+    gray), and so does chute. PIL is not imported for this: if it is not loaded, nobody set the flag."""
+    image_file = sys.modules.get("PIL.ImageFile")
+    return bool(getattr(image_file, "LOAD_TRUNCATED_IMAGES", False))
 
 
 def _plan_dataset(dataset, batch_size: int) -> Plan | Fallback | None:
@@ -133,7 +166,7 @@ def _plan_dataset(dataset, batch_size: int) -> Plan | Fallback | None:
             return Fallback(f"{samples[0][0]} is a {mode} JPEG: decode_image (mode UNCHANGED) keeps its channels, "
                             "chute makes RGB; pass loader=functools.partial(decode_image, mode=ImageReadMode.RGB)")
     try:
-        return FolderPlan(dataset, samples, transforms, dtype, batch_size)
+        return FolderPlan(dataset, samples, transforms, dtype, batch_size, pil=source == "pil")
     except ValueError as e:  # a pipeline chute's engine refuses (e.g. no fixed output size)
         return Fallback(f"the transforms do not make a native pipeline: {e}")
 
@@ -311,10 +344,13 @@ def _geometric(t, name: str):
 class FolderPlan(Plan):
     kind = "imagefolder"
 
-    def __init__(self, dataset, samples, transforms, dtype: torch.dtype, batch_size: int = 1):
+    def __init__(self, dataset, samples, transforms, dtype: torch.dtype, batch_size: int = 1, pil: bool = True):
         self._dataset = dataset
         self._batch_size = batch_size
         self._made_from = _fingerprint(dataset)
+        # PIL's LOAD_TRUNCATED_IMAGES and decompression-bomb limit where the dataset reads files with PIL;
+        # torchvision.io.decode_image has neither (chute's default guard then).
+        self._accept_truncated, self._max_pixels = self._made_from[-2:] if pil else (False, _DEFAULT_MAX_PIXELS)
         self._n = len(samples)
         self.dtype = dtype
         self.transforms = transforms
@@ -332,6 +368,7 @@ class FolderPlan(Plan):
         self._native_transforms = [t._to_native() for t in transforms]
         self._loaders: dict[int, object] = {}  # batch size -> native loader
         self._epochs = 0
+        self._warned_copy = False
         if self._n:  # the engine for the loader's batch size; it also checks the pipeline (ValueError)
             self._loader_for(batch_size)
 
@@ -340,8 +377,8 @@ class FolderPlan(Plan):
         if loader is None:
             loader = _native.Loader(
                 self._source, self._native_transforms, batch_size, False, 0, False, 0, 0, 0, 2 << 30,
-                "float32" if self.dtype == torch.float32 else "uint8", False, "raise", 200_000_000,
-                False, False, 0, 1, False)
+                "float32" if self.dtype == torch.float32 else "uint8", False, "raise", self._max_pixels,
+                False, False, 0, 1, False, max_ring_bytes=_RING_BYTES, accept_truncated=self._accept_truncated)
             self._loaders[batch_size] = loader
         return loader
 
@@ -385,15 +422,35 @@ class FolderPlan(Plan):
                     batch = native.next()
                 except _native.SampleError:
                     index, path, reason, _ = native.failed_sample()
+                    if "(max_pixels" in reason:  # the limit the user sets here is PIL's
+                        reason += ("; on the DataLoader fast path the limit is twice PIL.Image.MAX_IMAGE_PIXELS, "
+                                   "as in PIL: set that (None: no limit) to change it")
                     raise SampleError(index, path, reason, epoch) from None
                 if batch is None:
                     break
                 images, labels = batch
+                del batch
+                images = self._own_if_ring_full(native, images)
                 yield [images, labels]
-                del batch, images, labels
+                del images, labels
         if bad.size:
             index = int(_flat_at(batches, int(bad[0])))
             raise IndexError(f"index {index} is out of range for a dataset of {self._n} samples")
+
+    def _own_if_ring_full(self, native, images: torch.Tensor) -> torch.Tensor:
+        """``images``, or a copy of it in fresh memory when the consumer keeps so many batches that the ring
+        would run out of buffers to work in. torch's DataLoader never fails for batches kept; neither does
+        this: the copy is ordinary tensor memory, and the ring buffer goes back as the original is dropped."""
+        held, max_slots = native.ring_usage()
+        reserve = max(1, min(native.prefetch + 1, max_slots - 2))  # buffers the engine keeps to work in
+        if held <= max_slots - reserve:
+            return images
+        if not self._warned_copy:
+            self._warned_copy = True
+            _log.warning("chute: the consumer keeps %d image batches alive, more than the batch ring's %d buffers "
+                         "(%d MiB) leave room for; further batches are copied into fresh tensors, as torch's "
+                         "DataLoader would allocate them", held, max_slots, _RING_BYTES >> 20)
+        return images.clone()
 
     def stats(self) -> dict:
         """The native loaders' statistics (chute.LoaderStats fields): counters summed over batch sizes,

@@ -1,4 +1,8 @@
+#include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <memory>
+#include <utility>
 
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -27,8 +31,22 @@ Pipeline make_pipeline(const nb::list& transforms) {
   return unwrap(Pipeline::create(std::move(list)));
 }
 
+namespace {
+
+// A host copy of a batch's labels in its own allocation, owned by the returned capsule.
+std::pair<int64_t*, nb::capsule> copied_labels(const int64_t* labels, size_t n) {
+  auto copy = std::make_unique<int64_t[]>(std::max<size_t>(n, 1));
+  std::memcpy(copy.get(), labels, n * sizeof(int64_t));
+  int64_t* data = copy.get();
+  nb::capsule owner(copy.release(), [](void* p) noexcept { std::default_delete<int64_t[]>()(static_cast<int64_t*>(p)); });
+  return {data, std::move(owner)};
+}
+
+}  // namespace
+
 nb::tuple batch_tensors(void* images, int64_t* labels, int64_t size, const Loader& loader, DType out_dtype,
-                        const std::function<nb::capsule()>& owner, int device_type, int device_id) {
+                        const std::function<nb::capsule()>& owner, int device_type, int device_id,
+                        bool copy_labels) {
   const LoaderOptions& o = loader.options();
   const size_t n = static_cast<size_t>(size), h = loader.out_height(), w = loader.out_width();
   const size_t shape[4] = {n, 3, h, w};
@@ -49,6 +67,12 @@ nb::tuple batch_tensors(void* images, int64_t* labels, int64_t size, const Loade
   }
   nb::ndarray<nb::pytorch> image_array(images, 4, shape, owner(), strides, dtype, device_type, device_id);
   const size_t label_shape[1] = {n};
+  if (copy_labels) {
+    auto [data, label_owner] = copied_labels(labels, n);
+    nb::ndarray<nb::pytorch, int64_t> label_array(data, 1, label_shape, label_owner, nullptr, nb::dtype<int64_t>(),
+                                                  device_type, device_id);
+    return nb::make_tuple(image_array, label_array);
+  }
   nb::ndarray<nb::pytorch, int64_t> label_array(labels, 1, label_shape, owner(), nullptr, nb::dtype<int64_t>(),
                                                 device_type, device_id);
   return nb::make_tuple(image_array, label_array);
@@ -56,7 +80,8 @@ nb::tuple batch_tensors(void* images, int64_t* labels, int64_t size, const Loade
 
 namespace {
 
-// The batch's buffers stay alive while either tensor does: each capsule holds a reference.
+// The batch's image buffer stays alive while the image tensor does (its capsule holds a reference); the
+// labels are copied out (a batch of int64), so keeping them costs their own bytes only.
 nb::capsule owner_of(const std::shared_ptr<Batch>& batch) {
   return nb::capsule(new std::shared_ptr<Batch>(batch),
                      [](void* p) noexcept { delete static_cast<std::shared_ptr<Batch>*>(p); });
@@ -64,7 +89,7 @@ nb::capsule owner_of(const std::shared_ptr<Batch>& batch) {
 
 nb::tuple to_tensors(const std::shared_ptr<Batch>& batch, const Loader& loader) {
   return batch_tensors(batch->images(), batch->labels(), batch->size(), loader, loader.options().output.dtype,
-                       [&] { return owner_of(batch); }, nb::device::cpu::value, 0);
+                       [&] { return owner_of(batch); }, nb::device::cpu::value, 0, /*copy_labels=*/true);
 }
 
 nb::object error_tuple(const SampleError& e) {
@@ -84,7 +109,8 @@ void register_loader(nb::module_& m) {
              size_t max_memory, const std::string& dtype,
              bool channels_last, const std::string& on_error, int64_t max_pixels, bool apply_exif_orientation, bool scaled_decode, int64_t rank, int64_t world_size,
              bool even_split, const PyDevice* pinned_by, int extra_buffers, std::optional<std::vector<int>> cpu_affinity,
-             bool validate_full, uint64_t max_file_bytes) {
+             bool validate_full, uint64_t max_file_bytes,
+             std::optional<size_t> max_ring_bytes, bool accept_truncated) {
             LoaderOptions o;
             o.batch_size = batch_size;
             o.shuffle = shuffle;
@@ -113,6 +139,8 @@ void register_loader(nb::module_& m) {
             if (pinned_by != nullptr) o.host_allocator = pinned_by->impl->host_allocator();
             o.extra_buffers = extra_buffers;
             o.cpu_affinity = std::move(cpu_affinity);
+            if (max_ring_bytes) o.max_ring_bytes = *max_ring_bytes;
+            o.decode.accept_truncated = accept_truncated;
             Pipeline pipeline = make_pipeline(transforms);
             std::optional<Result<std::unique_ptr<Loader>>> made;
             // Built on the CPUs its workers will use, so that its pinned buffers are allocated on their node.
@@ -126,7 +154,8 @@ void register_loader(nb::module_& m) {
           nb::arg("channels_last"), nb::arg("on_error"), nb::arg("max_pixels"), nb::arg("apply_exif_orientation"), nb::arg("scaled_decode"),
           nb::arg("rank"), nb::arg("world_size"), nb::arg("even_split"), nb::arg("pinned_by").none() = nb::none(),
           nb::arg("extra_buffers") = 0, nb::arg("cpu_affinity").none() = nb::none(),
-          nb::arg("validate_full") = false, nb::arg("max_file_bytes") = kDefaultMaxFileBytes)
+          nb::arg("validate_full") = false, nb::arg("max_file_bytes") = kDefaultMaxFileBytes,
+          nb::arg("max_ring_bytes").none() = nb::none(), nb::arg("accept_truncated") = false)
       .def("__len__", [](const PyLoader& l) { return l.impl->num_batches(); })
       .def_prop_ro("num_threads", [](const PyLoader& l) { return l.impl->num_threads(); })
       .def_prop_ro("active_threads", [](const PyLoader& l) { return l.impl->active_threads(); })
@@ -134,6 +163,11 @@ void register_loader(nb::module_& m) {
       .def_prop_ro("pinned", [](const PyLoader& l) { return l.impl->options().host_allocator->pinned(); })
       .def("stats", [](const PyLoader& l) { return stats_dict(l.impl->stats()); })
       .def("reset_stats", [](PyLoader& l) { l.impl->reset_stats(); })
+      .def("ring_usage",
+           [](const PyLoader& l) {
+             const Loader::RingUsage u = l.impl->ring_usage();
+             return nb::make_tuple(u.held, u.max_slots);
+           })
       .def_prop_ro("epoch_size", [](const PyLoader& l) { return l.impl->epoch_size(); })
       .def(
           "start_epoch",

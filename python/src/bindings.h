@@ -56,8 +56,11 @@ struct PyDevice {
 
 // (images, labels) as torch tensors over a batch's memory (DLPack, no copy), each holding `owner` (a
 // capsule keeping the batch alive). Images are NCHW-shaped, with channels-last strides for NHWC.
+// `copy_labels` (host memory only): the labels get their own small allocation instead, so that a label
+// tensor kept by the caller (targets.append(y)) does not pin the batch's image buffer.
 nb::tuple batch_tensors(void* images, int64_t* labels, int64_t size, const Loader& loader, DType dtype,
-                        const std::function<nb::capsule()>& owner, int device_type, int device_id);
+                        const std::function<nb::capsule()>& owner, int device_type, int device_id,
+                        bool copy_labels = false);
 
 // A loader's statistics as a flat dict of plain numbers, with the verdict (bind_stats.cc);
 // chute.LoaderStats presents them.

@@ -31,6 +31,10 @@ class BatchRing {
   // A free slot, allocating a new one when none is free and the budget allows; -1 when neither.
   int acquire();
   void release(int slot);
+  // Frees the memory of free slots until at most `keep` slots hold memory: the ring shrinks back once a
+  // consumer that kept many batches lets them go. Slot numbers stay valid; a trimmed slot gets memory
+  // again when acquired.
+  void trim(int keep);
   // For an owner that is done (a closed loader): frees the memory of every free slot now, and of every
   // slot released from now on. Nothing can be acquired after it.
   void close();
@@ -41,8 +45,9 @@ class BatchRing {
   const HostAllocator& allocator() const { return *allocator_; }
   size_t sample_bytes() const { return sample_bytes_; }
   int64_t batch_size() const { return batch_size_; }
-  int num_slots() const { return static_cast<int>(slots_.size()); }
+  int num_slots() const { return static_cast<int>(slots_.size() - empty_.size()); }  // slots holding memory
   int num_free() const { return static_cast<int>(free_.size()); }
+  int max_slots() const { return static_cast<int>(max_bytes_ / slot_bytes()); }  // what the budget allows
   size_t slot_bytes() const { return sample_bytes_ * batch_size_ + sizeof(int64_t) * batch_size_; }
 
  private:
@@ -72,7 +77,8 @@ class BatchRing {
     Buffer images;
     Buffer labels;
   };
-  bool can_grow() const { return (slots_.size() + 1) * slot_bytes() <= max_bytes_; }
+  bool can_grow() const { return (static_cast<size_t>(num_slots()) + 1) * slot_bytes() <= max_bytes_; }
+  Slot make_slot();
   int grow();
 
   std::shared_ptr<HostAllocator> allocator_;  // before slots_: destroyed after them
@@ -81,7 +87,8 @@ class BatchRing {
   size_t max_bytes_;
   bool closed_ = false;
   std::vector<Slot> slots_;
-  std::vector<int> free_;
+  std::vector<int> free_;   // slots holding memory, not in use
+  std::vector<int> empty_;  // slots whose memory trim() freed
 };
 
 }  // namespace chute

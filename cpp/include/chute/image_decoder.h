@@ -49,6 +49,8 @@ class ImageDecoder {
   Status check(std::span<const uint8_t> data, ImageCheck level, std::vector<uint8_t>& scratch);
   // Frees the scratch the decoders keep between images (after a large one).
   void release_scratch() { png_.release_scratch(); }
+  // PIL's ImageFile.LOAD_TRUNCATED_IMAGES, for JPEG (JpegDecoder::set_accept_truncation).
+  void set_accept_truncation(bool accept) { jpeg_.set_accept_truncation(accept); }
 
  private:
   int64_t max_pixels_;

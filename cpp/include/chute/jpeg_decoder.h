@@ -8,6 +8,7 @@
 //
 // libjpeg's warnings are split in two. Those that mean lost data (a truncated file, a corrupt entropy
 // segment) are errors, as they are in PIL; benign ones (extraneous bytes before a marker) are counted.
+// A truncated file is accepted only on request (set_accept_truncation, PIL's LOAD_TRUNCATED_IMAGES).
 // Thread-safety: one decoder per thread; it keeps its libjpeg state between images.
 #pragma once
 
@@ -47,6 +48,14 @@ class JpegDecoder {
 
   // Benign warnings seen since construction (e.g. "extraneous bytes before marker").
   int64_t benign_warnings() const;
+
+  // Like PIL with ImageFile.LOAD_TRUNCATED_IMAGES = True (off by default, as in PIL): a file whose data
+  // ends early decodes as PIL decodes it. The decoder gets one end-of-image marker after the data, as
+  // Pillow feeds it, so the part not in the file is libjpeg's gray fill; where the decoder would still
+  // need data (a progressive file cut inside a marker between scans) or fails after the header, the rows
+  // not decoded are black, as PIL leaves them; warnings do not fail. A file cut before the end of its first
+  // scan header still fails, as in PIL.
+  void set_accept_truncation(bool accept);
 
  private:
   struct State;

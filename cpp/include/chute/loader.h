@@ -140,6 +140,14 @@ class Loader {
   int64_t decode_warnings() const;
   // Where the time went since creation or the last reset_stats(), with the current settings.
   LoaderStats stats() const;
+  // Batch buffers delivered and still referenced by the consumer, and the most the ring may have
+  // (max_ring_bytes). A caller that must never fail (the DataLoader fast path) copies batches out once
+  // `held` nears `max_slots`, so that the engine always keeps buffers to work in.
+  struct RingUsage {
+    int held = 0;
+    int max_slots = 0;
+  };
+  RingUsage ring_usage() const;
   void reset_stats();
   // Stops the threads. Batches still held stay valid. Idempotent.
   void close();

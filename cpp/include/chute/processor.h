@@ -34,6 +34,8 @@ struct DecodeOptions {
   // Where a decode needing more than kUnchargedDecodeBytes of scratch asks for its memory first (shared by
   // a loader's workers; the Loader makes one from max_memory when none is given). None: not charged.
   std::shared_ptr<DecodeBudget> budget;
+  // Decode JPEGs whose data ends early, the rest gray, as PIL does with ImageFile.LOAD_TRUNCATED_IMAGES.
+  bool accept_truncated = false;
 };
 
 // The scratch memory a sample's decode and resample will use at most: the encoded file, the decoded
@@ -58,6 +60,8 @@ class SampleProcessor {
  private:
   Status process_once(int64_t index, uint64_t epoch, void* dst, StageTimes* times);
   void release_scratch();  // frees every buffer this processor keeps between samples
+  void pad_zeros(const SamplePlan& plan);  // resized_ -> padded_
+
   const Source& source_;
   const Pipeline& pipeline_;
   const OutputWriter& writer_;
@@ -68,6 +72,7 @@ class SampleProcessor {
   std::vector<uint8_t> window_;    // the decoded window
   std::vector<uint8_t> oriented_;  // the decoded window turned upright (EXIF orientation)
   std::vector<uint8_t> resized_;  // the resampled output, RGB
+  std::vector<uint8_t> padded_;   // the output with zero padding around it (CenterCrop larger than the image)
   ResampleScratch scratch_;
 };
 

@@ -31,6 +31,7 @@ struct Resize {
   int height = 0, width = 0;
 };
 
+// torchvision CenterCrop: an image smaller than the crop is padded with zeros first, as torchvision does.
 struct CenterCrop {
   int height = 0, width = 0;
 };
@@ -54,6 +55,10 @@ struct SamplePlan {
   int reduction = 1;
   int window_x = 0, window_y = 0, window_width = 0, window_height = 0;
   AxisCoeffs xs, ys;  // rebased to the window's origin
+  // Zero pixels around the resampled image (a CenterCrop larger than the image, as torchvision pads):
+  // the output is (pad_left + xs.out_size + pad_right) wide, and so on. The zeros are pixel values, before
+  // the flip and Normalize, as in torchvision's pipeline on PIL images.
+  int pad_left = 0, pad_top = 0, pad_right = 0, pad_bottom = 0;
   bool flip = false;
 };
 

@@ -48,7 +48,7 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 import torch
-from torch.utils.data import IterableDataset, TensorDataset, default_collate
+from torch.utils.data import IterableDataset, Subset, TensorDataset, default_collate
 
 from chute import _native
 
@@ -64,10 +64,12 @@ _PREFETCH_BYTES = 64 << 20
 
 
 class Fallback:
-    """Why no fast path applies; ``str()`` is the one-line explanation."""
+    """Why no fast path applies; ``str()`` is the one-line explanation, ``hint`` what the user could change
+    to get one (None when nothing simple would)."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, hint: str | None = None):
         self.reason = reason
+        self.hint = hint
 
     def __str__(self) -> str:
         return self.reason
@@ -143,19 +145,30 @@ def _in_process(dataset, index_batches):
 
 def plan(loader) -> Plan | Fallback:
     """The fast path for ``loader`` (a ``torch.utils.data.DataLoader``), or why there is none."""
-    dataset = loader.dataset
     if os.environ.get("CHUTE_FAST_PATHS", "1") == "0":
         return Fallback("native fast paths are off (CHUTE_FAST_PATHS=0)")
-    if isinstance(dataset, IterableDataset):
+    if isinstance(loader.dataset, IterableDataset):
         return Fallback("iterable-style dataset: its samples come from its own iterator, not from indices")
     if not getattr(loader, "_auto_collation", True):
-        return Fallback("batch_size=None (no automatic batching): samples are converted one by one, not collated")
+        return Fallback("batch_size=None (no automatic batching): samples are converted one by one, not collated",
+                        "pass a batch_size")
     import chute.dataloader as package  # its default_collate, if it has its own, counts as the default
     if loader.collate_fn is not default_collate and loader.collate_fn is not getattr(package, "default_collate", None):
         name = getattr(loader.collate_fn, "__qualname__", type(loader.collate_fn).__name__)
-        return Fallback(f"custom collate_fn {name}: only default_collate batches are made natively")
+        return Fallback(f"custom collate_fn {name}: only default_collate batches are made natively",
+                        "leave collate_fn unset and post-process each batch in the loop")
     if loader.worker_init_fn is not None and loader.num_workers > 0:
-        return Fallback("worker_init_fn is set: torch calls it in each worker process, and a fast path starts none")
+        return Fallback("worker_init_fn is set: torch calls it in each worker process, and a fast path starts none",
+                        "drop worker_init_fn if it only seeds RNGs (the fast path keys its randomness itself)")
+    return _plan_dataset(loader.dataset, loader.batch_size or 1)
+
+
+def _plan_dataset(dataset, batch_size: int) -> Plan | Fallback:
+    """The fast path for ``dataset`` batched by ``batch_size``, or why there is none."""
+    if _is_subset(dataset):
+        return SubsetPlan.create(dataset, batch_size)
+    if isinstance(dataset, IterableDataset):
+        return Fallback("iterable-style dataset: its samples come from its own iterator, not from indices")
     if getattr(dataset, "__getitems__", None):
         return Fallback(f"{type(dataset).__name__} defines __getitems__, which torch's fetcher calls instead of "
                         "__getitem__")
@@ -163,11 +176,77 @@ def plan(loader) -> Plan | Fallback:
     if isinstance(columns, Fallback) or columns is not None:
         return columns if isinstance(columns, Fallback) else TensorPlan.create(dataset, *columns)
     from chute import native_folder  # imports PIL-free code only; kept lazy for start-up time
-    folder = native_folder.plan_folder(loader)
+    folder = native_folder.plan_dataset(dataset, batch_size)
     if folder is not None:
         return folder
     return Fallback(f"{type(dataset).__module__}.{type(dataset).__qualname__} has no native fast path "
-                    "(TensorDataset, chute_columns, torchvision ImageFolder/DatasetFolder have)")
+                    "(TensorDataset, chute_columns, torchvision ImageFolder/DatasetFolder have)",
+                    "give the dataset a chute_columns attribute if its samples are rows of tensors")
+
+
+# ---- Subset of a supported dataset -------------------------------------------------------------------
+
+
+def _is_subset(dataset) -> bool:
+    """A torch Subset whose indexing is torch's own (a subclass may change what an index means)."""
+    t = type(dataset)
+    return (isinstance(dataset, Subset) and t.__getitem__ is Subset.__getitem__
+            and getattr(t, "__getitems__", None) is getattr(Subset, "__getitems__", None))
+
+
+class SubsetPlan(Plan):
+    """``Subset(dataset, indices)`` of a dataset with a fast path: that path, with each batch's indices
+    mapped through ``indices`` first (what ``Subset.__getitem__`` does, sample by sample)."""
+
+    @classmethod
+    def create(cls, subset, batch_size: int) -> Plan | Fallback:
+        try:
+            indices = np.asarray(subset.indices)
+        except Exception as e:  # e.g. a list of mixed types
+            return Fallback(f"Subset.indices cannot be read as integers ({type(e).__name__}: {e})")
+        if indices.ndim != 1 or (indices.size and indices.dtype.kind not in "iu"):
+            return Fallback(f"Subset.indices is not a 1-d list of integers (dtype {indices.dtype}, "
+                            f"shape {indices.shape})")
+        inner = _plan_dataset(subset.dataset, batch_size)
+        if isinstance(inner, Fallback):
+            return Fallback(f"Subset of a dataset without a fast path: {inner}", inner.hint)
+        return cls(subset, inner, indices.astype(np.int64).tolist(), batch_size)
+
+    def __init__(self, subset, inner: Plan, indices: list[int], batch_size: int):
+        self._dataset = subset
+        self._inner = inner
+        self._indices = indices
+        self._batch_size = batch_size
+        self.kind = inner.kind
+        self._made_from = self._fingerprint()
+
+    def _map(self, index_batches):
+        indices, n = self._indices, len(self._indices)
+        # An index outside the subset becomes one outside the dataset: the inner path raises IndexError
+        # at that batch, after the batches before it (as torch's Subset raises at its own).
+        outside = len(self._inner._dataset)
+        for batch in index_batches:
+            yield [indices[i] if -n <= i < n else outside for i in map(int, batch)]
+
+    def _batches(self, index_batches, base_seed):
+        return self._inner.batches(self._map(index_batches), base_seed)
+
+    def _closed(self) -> bool:
+        return self._inner._closed()
+
+    def _fingerprint(self) -> tuple:
+        return (self._dataset.dataset, self._dataset.indices)
+
+    def _replan(self) -> Plan | Fallback:
+        return _plan_dataset(self._dataset, self._batch_size)
+
+    def stats(self) -> dict:
+        return self._inner.stats()
+
+    def close(self) -> None:
+        inner = getattr(self, "_inner", None)
+        if inner is not None:
+            inner.close()
 
 
 # ---- tensor datasets -----------------------------------------------------------------------------------

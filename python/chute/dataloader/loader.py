@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 
 import torch.utils.data
 
@@ -34,17 +35,32 @@ class DataLoader(torch.utils.data.DataLoader):
 
     @functools.wraps(torch.utils.data.DataLoader.__init__)  # torch's signature, for help() and inspect
     def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+        # torch checks num_workers against the CPUs in its constructor and warns about the worker processes
+        # it "will create"; a fast path creates none, so the check waits for the generic path's iterator.
+        self._chute_constructing = True
+        try:
+            super().__init__(*args, **kwargs)
+        finally:
+            self._chute_constructing = False
         self._chute_plan = None
         self._chute_stats = {"batches": 0, "arena_batches": 0, "shared_batches": 0, "arena_slots": 0}
 
+    def check_worker_number_rationality(self) -> None:
+        if not getattr(self, "_chute_constructing", False):
+            super().check_worker_number_rationality()
+
     def _plan(self):
         if self._chute_plan is None:
-            self._chute_plan = fastpath.plan(self)
-            if isinstance(self._chute_plan, fastpath.Fallback):
-                log.info("chute.DataLoader: generic path (%s)", self._chute_plan)
+            self._chute_plan = plan = fastpath.plan(self)
+            if isinstance(plan, fastpath.Fallback):
+                if os.environ.get("CHUTE_FAST_PATHS", "1") == "0":  # the user's own choice: nothing to change
+                    log.info("chute.DataLoader: generic path (%s)", plan)
+                else:  # once per DataLoader: the user expected chute's speed and gets torch's
+                    log.warning("chute.DataLoader: no native fast path, batches come at torch's speed: %s. %s",
+                                plan, f"To get one: {plan.hint}." if plan.hint else
+                                "chute.DataLoader(...).stats()['fallback_reason'] repeats this")
             else:
-                log.info("chute.DataLoader: native fast path %r", self._chute_plan.kind)
+                log.info("chute.DataLoader: native fast path %r", plan.kind)
         return self._chute_plan
 
     def __iter__(self):
@@ -62,6 +78,9 @@ class DataLoader(torch.utils.data.DataLoader):
     def stats(self) -> dict:
         """Which path runs (``"generic"`` or ``"fast:<kind>"``), why not a fast one, and batch counters.
 
+        ``num_workers_requested`` is the argument given, ``num_workers`` the worker processes that run
+        (none on a fast path: native threads do the work).
+
         ``arena_batches`` came through chute's shared-memory arena, ``shared_batches`` through torch's per-tensor
         sharing (all arena slots were held by live batches, or the platform has no memfd).
         """
@@ -70,7 +89,8 @@ class DataLoader(torch.utils.data.DataLoader):
         return {
             "path": f"fast:{plan.kind}" if fast else "generic",
             "fallback_reason": None if fast else str(plan),
-            "num_workers": 0 if fast else self.num_workers,
+            "num_workers_requested": self.num_workers,
+            "num_workers": 0 if fast else self.num_workers,  # worker processes that run
             **(plan.stats() if fast else {}),  # the engine's figures, where the path runs on it (chute.LoaderStats names)
             **self._chute_stats,
         }
