@@ -34,25 +34,57 @@ Status BatchRing::check_size(int64_t batch_size, size_t sample_bytes, int64_t in
 
 int BatchRing::grow() {
   Slot s;
-  s.images = Buffer(allocator_.get(), sample_bytes_ * batch_size_);
-  s.labels = Buffer(allocator_.get(), sizeof(int64_t) * batch_size_);
+  if (can_allocate()) s.memory = Buffer(allocator_.get(), slot_bytes());
   slots_.push_back(std::move(s));
   return static_cast<int>(slots_.size()) - 1;
 }
 
+int BatchRing::free_with_memory() const {
+  for (int i = static_cast<int>(free_.size()) - 1; i >= 0; --i)
+    if (slots_[free_[i]].memory.data != nullptr) return i;
+  return -1;
+}
+
+bool BatchRing::can_acquire() const {
+  if (closed_) return false;
+  return free_with_memory() >= 0 || ((!free_.empty() || can_grow()) && can_allocate());
+}
+
+int BatchRing::memory_wanted() const {
+  if (closed_ || !allocator_->hands_over()) return 0;
+  int wanted = can_grow() ? 1 : 0;
+  for (int slot : free_) wanted += slots_[slot].memory.data == nullptr ? 1 : 0;
+  return std::max(0, wanted - static_cast<int>(allocator_->available(slot_bytes())));
+}
+
 int BatchRing::acquire() {
   if (closed_) return -1;
+  // The most recently freed slot first (its memory is likely still in cache).
+  if (const int i = free_with_memory(); i >= 0) {
+    const int slot = free_[i];
+    free_.erase(free_.begin() + i);
+    return slot;
+  }
+  if (!can_allocate()) return -1;
   if (!free_.empty()) {
     const int slot = free_.back();
     free_.pop_back();
+    slots_[slot].memory = Buffer(allocator_.get(), slot_bytes());
     return slot;
   }
-  return can_grow() ? grow() : -1;
+  if (!can_grow()) return -1;
+  const int slot = grow();
+  return slots_[slot].memory.data != nullptr ? slot : (free_.push_back(slot), -1);
 }
 
-void BatchRing::release(int slot) {
+void BatchRing::release(int slot, bool handed_over) {
   CHUTE_CHECK(slot >= 0 && slot < num_slots());
   CHUTE_CHECK(std::find(free_.begin(), free_.end(), slot) == free_.end());  // released twice: a bug
+  Buffer& memory = slots_[slot].memory;
+  if (handed_over && memory.data != nullptr) {
+    allocator_->handed_over(memory.data, memory.bytes);
+    memory.forget();
+  }
   if (closed_) slots_[slot] = Slot{};
   free_.push_back(slot);
 }

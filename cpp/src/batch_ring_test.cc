@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <vector>
 
 namespace chute {
 namespace {
@@ -45,6 +46,40 @@ TEST(BatchRingTest, SizesThatOverflowAreErrors) {
   ASSERT_FALSE(slots.is_ok());
   EXPECT_NE(slots.message().find("lower prefetch"), std::string::npos) << slots.message();
   EXPECT_FALSE(BatchRing::check_size(1, SIZE_MAX - 4, 1).is_ok());  // sample + label bytes wrap
+}
+
+// With a BlockPool (pin_memory's torch blocks), a delivered slot's memory leaves the ring with its batch:
+// the slot is filled again only in a newly lent block, never in the one the consumer may still copy from.
+TEST(BatchRingTest, HandedOverMemoryIsNeverReused) {
+  auto pool = std::make_shared<BlockPool>();
+  BatchRing ring(/*batch_size=*/2, /*sample_bytes=*/100, /*initial_slots=*/2, /*max_bytes=*/0, pool);
+  EXPECT_EQ(ring.acquire(), -1);  // nothing lent yet
+  EXPECT_EQ(ring.memory_wanted(), 2);
+  std::vector<std::vector<uint8_t>> blocks(3, std::vector<uint8_t>(ring.slot_bytes()));
+  pool->donate(blocks[0].data(), blocks[0].size());
+  pool->donate(blocks[1].data(), blocks[1].size());
+  const int a = ring.acquire();
+  ASSERT_GE(a, 0);
+  uint8_t* given = ring.images(a);
+  EXPECT_EQ(reinterpret_cast<uint8_t*>(ring.labels(a)), given + ring.labels_offset());
+  ring.release(a, /*handed_over=*/true);
+  EXPECT_EQ(pool->handed_over_count(), 1);
+  const int b = ring.acquire();  // the other slot, or the released one with the second block
+  ASSERT_GE(b, 0);
+  EXPECT_NE(ring.images(b), given);
+  EXPECT_EQ(ring.acquire(), -1);  // a free slot, but no block for it
+  EXPECT_FALSE(ring.can_acquire());
+  EXPECT_EQ(ring.memory_wanted(), 1);
+  pool->donate(blocks[2].data(), blocks[2].size());
+  const int c = ring.acquire();
+  ASSERT_GE(c, 0);
+  EXPECT_EQ(ring.images(c), blocks[2].data());
+  ring.release(b);  // not handed over: its block stays in the ring
+  ring.release(c);
+  ring.close();  // blocks still in the ring go back to the lender, unused
+  std::vector<void*> returned = pool->take_returned();
+  EXPECT_EQ(returned.size(), 2u);
+  for (void* p : returned) EXPECT_NE(p, given);
 }
 
 }  // namespace

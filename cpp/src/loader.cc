@@ -42,7 +42,7 @@ Batch::Batch(std::shared_ptr<SharedState> shared, int slot, int64_t size)
 Batch::~Batch() {
   {
     std::lock_guard<std::mutex> lock(shared_->mu);
-    shared_->ring.release(slot_);
+    shared_->ring.release(slot_, handed_over_);
   }
   shared_->work_cv.notify_all();
 }
@@ -239,6 +239,19 @@ void Loader::close() {
   // batches keep theirs until released).
   std::lock_guard<std::mutex> lock(shared_->mu);
   shared_->ring.close();
+}
+
+int Loader::host_blocks_wanted() const {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  return shared_->ring.memory_wanted();
+}
+
+size_t Loader::host_block_bytes() const { return shared_->ring.slot_bytes(); }  // fixed at construction
+
+void Loader::host_blocks_added() {
+  { std::lock_guard<std::mutex> lock(shared_->mu); }  // a worker between its check and its wait sees the blocks
+  shared_->work_cv.notify_all();
+  shared_->consumer_cv.notify_all();
 }
 
 // Ends the epoch in flight: waits for running tasks (one sample each), then returns its buffers.

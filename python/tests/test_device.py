@@ -173,3 +173,66 @@ print(labels.tolist())
     result = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[0, 0, 0, 0]"
+
+
+# Pinned CPU batches (device='cpu', pin_memory) under the user's own async copies. The simulated device plays
+# torch on a GPU with a backlog: streams whose copies complete tens of milliseconds after they are issued,
+# tensor.to(non_blocking=True) as copy_to_device(), and torch's caching host allocator (a block freed while
+# a copy out of it is pending is lent again only once that copy is done). The loop below is the standard
+# `images = images.cuda(non_blocking=True)`, which drops the CPU batch at once.
+
+def _sim_pinned(monkeypatch, sim):
+    from chute import delivery
+    monkeypatch.setattr(delivery, "host_pinning", lambda pin_memory: delivery.HostBlocks(sim.pinned_block))
+
+
+def _to_device(sim, t, stream):
+    return sim.copy_to_device(t.data_ptr(), t.numel() * t.element_size(), stream), t.numel() * t.element_size()
+
+
+def _raw(t):
+    return t.contiguous().view(torch.uint8).reshape(-1).numpy().tobytes()
+
+
+@pytest.mark.parametrize("prefetch", [1, 2])
+@pytest.mark.parametrize("side_stream", [False, True])
+def test_pinned_batches_are_not_refilled_under_a_pending_copy(folder, monkeypatch, prefetch, side_stream):
+    sim = chute._native.Device.simulated(seed=7, max_delay_us=0)
+    current = sim.create_stream(10_000, 30_000)
+    side = sim.create_stream(30_000, 60_000)  # lags more than the current stream
+    _sim_pinned(monkeypatch, sim)
+    kw = dict(batch_size=3, prefetch=prefetch)
+    expected = [(x.clone(), y.clone()) for x, y in make(folder, "cpu", pin_memory=False, **kw)]
+    loader = make(folder, "cpu", pin_memory=True, **kw)
+    assert loader.pin_memory
+    copies = []
+    for images, labels in loader:
+        # Even batches on the current stream, odd ones on the side stream when there is one.
+        stream = side if side_stream and len(copies) % 2 else current
+        copies.append((_to_device(sim, images, stream), _to_device(sim, labels, stream)))
+        del images, labels  # what `images = images.cuda(non_blocking=True)` does to the CPU batch
+    sim.synchronize_stream(current)
+    sim.synchronize_stream(side)
+    assert len(copies) == len(expected) == len(loader)
+    for k, (((pi, ni), (pl, nl)), (ex, ey)) in enumerate(zip(copies, expected)):
+        assert sim.read_device(pi, ni) == _raw(ex), f"batch {k}: the images the device received are not the batch's"
+        assert sim.read_device(pl, nl) == _raw(ey), f"batch {k}: labels"
+    assert sim.violations == 0, sim.first_violation
+    assert loader._driver.blocks.pool.handed_over == len(loader)
+    loader.close()
+
+
+def test_pinned_batches_are_torch_views_and_close_returns_unused_blocks(folder, monkeypatch):
+    sim = chute._native.Device.simulated(seed=1, max_delay_us=0)
+    _sim_pinned(monkeypatch, sim)
+    loader = make(folder, "cpu", pin_memory=True, batch_size=4, prefetch=2)
+    it = iter(loader)
+    images, labels = next(it)
+    blocks = loader._driver.blocks
+    # The batch is a view of the lent block (one storage for images and labels), not chute's memory.
+    assert images.untyped_storage().data_ptr() == labels.untyped_storage().data_ptr()
+    kept = images.clone()
+    loader.close()
+    del it
+    assert not blocks._blocks  # every block not handed over went back to its allocator
+    assert torch.equal(images, kept)  # a handed-over batch stays valid after close

@@ -3,6 +3,13 @@
 // the ring grows only when the consumer holds more batches than it was sized for, up to a byte budget.
 //
 // The memory comes from a HostAllocator (host_allocator.h): the heap, or pinned memory for GPU delivery.
+// One allocation per slot: images, then labels (at labels_offset()).
+//
+// Hand-over: with an allocator whose hands_over() is true (a BlockPool of the consumer's framework, e.g.
+// torch's caching host allocator), a delivered slot's memory becomes the consumer's (release(slot, true))
+// and the ring never touches it again; the slot takes a fresh block from the allocator before it is
+// filled again. The framework, which sees the consumer's copies, decides when a block may be reused. A
+// slot may therefore be free without memory, and acquire() then fails until the allocator has a block.
 //
 // Thread-safety: none of its own. Its owner (the loader's shared state) guards it with one mutex, because
 // a slot's return must wake the threads that wait for one.
@@ -30,20 +37,27 @@ class BatchRing {
 
   // A free slot, allocating a new one when none is free and the budget allows; -1 when neither.
   int acquire();
-  void release(int slot);
+  // `handed_over`: the slot's memory now belongs to the consumer (see above); the ring forgets it.
+  void release(int slot, bool handed_over = false);
   // For an owner that is done (a closed loader): frees the memory of every free slot now, and of every
   // slot released from now on. Nothing can be acquired after it.
   void close();
-  bool can_acquire() const { return !closed_ && (!free_.empty() || can_grow()); }
+  bool can_acquire() const;
+  // Blocks the allocator would need now so that every free slot has memory and the ring can grow once.
+  int memory_wanted() const;
 
-  uint8_t* images(int slot) const { return static_cast<uint8_t*>(slots_[slot].images.data); }
-  int64_t* labels(int slot) const { return static_cast<int64_t*>(slots_[slot].labels.data); }
+  uint8_t* images(int slot) const { return static_cast<uint8_t*>(slots_[slot].memory.data); }
+  int64_t* labels(int slot) const {
+    void* p = slots_[slot].memory.data;
+    return p == nullptr ? nullptr : reinterpret_cast<int64_t*>(static_cast<uint8_t*>(p) + labels_offset());
+  }
   const HostAllocator& allocator() const { return *allocator_; }
   size_t sample_bytes() const { return sample_bytes_; }
   int64_t batch_size() const { return batch_size_; }
   int num_slots() const { return static_cast<int>(slots_.size()); }
   int num_free() const { return static_cast<int>(free_.size()); }
-  size_t slot_bytes() const { return sample_bytes_ * batch_size_ + sizeof(int64_t) * batch_size_; }
+  size_t labels_offset() const { return (sample_bytes_ * batch_size_ + 63) / 64 * 64; }
+  size_t slot_bytes() const { return labels_offset() + sizeof(int64_t) * batch_size_; }
 
  private:
   // Returns its memory to the allocator it came from.
@@ -63,17 +77,19 @@ class BatchRing {
       return *this;
     }
     ~Buffer() { reset(); }
+    void forget() { data = nullptr; }  // the memory is someone else's now
     void reset() {
       if (data != nullptr) allocator->deallocate(data, bytes);
       data = nullptr;
     }
   };
   struct Slot {
-    Buffer images;
-    Buffer labels;
+    Buffer memory;  // empty: a slot whose memory was handed over, or of a closed ring
   };
   bool can_grow() const { return (slots_.size() + 1) * slot_bytes() <= max_bytes_; }
-  int grow();
+  bool can_allocate() const { return allocator_->can_allocate(slot_bytes()); }
+  int free_with_memory() const;  // the index in free_ of the most recently freed slot with memory, or -1
+  int grow();                    // a new slot, with memory if the allocator has some
 
   std::shared_ptr<HostAllocator> allocator_;  // before slots_: destroyed after them
   int64_t batch_size_;
