@@ -31,8 +31,25 @@ from chute.transforms import Normalize
 _SIM_MAX_DELAY_US = 300  # the simulated device's per-half copy delay (test-only)
 
 
+def _cudart_next_to_torch() -> list[str]:
+    """The libcudart files torch's wheels ship (nvidia/*/lib, torch/lib), newest soname first."""
+    import glob
+    import os
+    import site
+
+    roots = {os.path.dirname(os.path.dirname(torch.__file__))}
+    roots.update(p for p in site.getsitepackages() + [site.getusersitepackages()] if isinstance(p, str))
+    found = []
+    for root in sorted(roots):
+        for pattern in ("nvidia/*/lib/libcudart.so*", "nvidia/cu*/lib/libcudart.so*", "torch/lib/libcudart*.so*"):
+            found.extend(glob.glob(os.path.join(root, pattern)))
+    return sorted(set(found), reverse=True)
+
+
 def cuda_availability() -> tuple[bool, int, str]:
-    """(usable, device count, reason) as chute's own CUDA loader sees it (libcudart loaded at run time)."""
+    """(usable, device count, reason) as chute's own CUDA loader sees it: the libcudart already loaded in the
+    process (torch's), else the one next to torch, else the system's (cpp/src/detail/cudart_api.h)."""
+    _native.set_cudart_candidates(_cudart_next_to_torch())
     return _native.cuda_availability()
 
 
@@ -55,6 +72,7 @@ def parse_device(device) -> tuple[str, int]:
 def open_device(kind: str, index: int, seed: int):
     if kind == "sim":
         return _native.Device.simulated(seed=seed, max_delay_us=_SIM_MAX_DELAY_US)
+    cuda_availability()  # the same library choice
     return _native.Device.cuda(index)  # ValueError/RuntimeError naming why CUDA is unusable
 
 

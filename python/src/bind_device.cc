@@ -36,6 +36,9 @@ struct SimBlock {
 }  // namespace
 
 void register_device(nb::module_& m) {
+  // Where libcudart may be found next to torch (chute/delivery.py), tried after a runtime already loaded.
+  m.def("set_cudart_candidates", [](std::vector<std::string> paths) { set_cudart_candidates(std::move(paths)); });
+  m.def("loaded_cudart_paths", [] { return loaded_cudart_paths(); });
   m.def("cuda_availability", [] {
     const CudaAvailability a = cuda_availability();
     return nb::make_tuple(a.available, a.device_count, a.message);

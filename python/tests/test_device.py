@@ -236,3 +236,66 @@ def test_pinned_batches_are_torch_views_and_close_returns_unused_blocks(folder, 
     del it
     assert not blocks._blocks  # every block not handed over went back to its allocator
     assert torch.equal(images, kept)  # a handed-over batch stays valid after close
+
+
+# One CUDA runtime per process, and no stray contexts: a stand-in CUDA (fake_cuda.c) preloaded the way a cu12
+# torch loads its runtime. This machine may also have a real libcudart.so.13 on the loader's path, which chute
+# used to load beside it.
+
+_FAKE_CUDA_SCRIPT = """
+import ctypes, os, sys, threading
+ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW | os.RTLD_GLOBAL)  # the process's runtime (torch's, say)
+ctypes.CDLL(sys.argv[2], mode=os.RTLD_NOW | os.RTLD_GLOBAL)  # the driver
+import chute
+from chute.delivery import cuda_availability
+ok, count, why = cuda_availability()
+print("available", ok, count, why)
+def run():  # on a fresh thread, as workers, deleters and other threads are
+    loader = chute.Loader(chute.ImageFolder(sys.argv[3]), batch_size=4, transforms=[chute.CenterCrop(16)],
+                          num_threads=2, device="cuda:1")
+    loader._driver.native.start_epoch(0)
+    loader.close()
+t = threading.Thread(target=run)
+t.start()
+t.join()
+maps = sorted({line.split()[-1] for line in open("/proc/self/maps") if "libcudart" in line})
+print("maps", maps)
+"""
+
+
+def _build_fake_cuda(tmp_path):
+    import shutil
+    import subprocess
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.fail("no C compiler to build the stand-in CUDA (scripts/setup.sh installs one)")
+    src = __file__.rsplit("/", 1)[0] + "/fake_cuda.c"
+    out = {}
+    for soname in ("libcudart.so.12", "libcuda.so.1"):
+        path = tmp_path / soname
+        subprocess.run([cc, "-shared", "-fPIC", "-O1", f'-DFAKE_NAME="{soname}"', f"-Wl,-soname,{soname}", src,
+                        "-o", str(path)], check=True, timeout=120)
+        out[soname] = path
+    return out
+
+
+def test_one_cuda_runtime_and_no_stray_context(folder, tmp_path):
+    import os
+    import subprocess
+    import sys
+    fake = _build_fake_cuda(tmp_path)
+    log = tmp_path / "cuda.log"
+    env = dict(os.environ, FAKE_CUDA_LOG=str(log))
+    env.pop("CHUTE_CUDART", None)
+    result = subprocess.run([sys.executable, "-c", _FAKE_CUDA_SCRIPT, str(fake["libcudart.so.12"]),
+                             str(fake["libcuda.so.1"]), str(folder)],
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
+    assert lines["available"].startswith("True 2"), lines["available"]  # the preloaded runtime's answer
+    assert lines["maps"] == repr([str(fake["libcudart.so.12"])]), "a second libcudart was loaded: " + lines["maps"]
+    calls = log.read_text().split("\n") if log.exists() else []
+    calls = [c for c in calls if c]
+    assert "cudaSetDevice 0" not in calls, "a thread was 'restored' to device 0, creating its context"
+    assert [c for c in calls if c.startswith("cudaSetDevice")] == []
+    assert set(calls) == {"retain 1"}, calls  # only the device the loader was given
