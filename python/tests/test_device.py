@@ -299,3 +299,65 @@ def test_one_cuda_runtime_and_no_stray_context(folder, tmp_path):
     assert "cudaSetDevice 0" not in calls, "a thread was 'restored' to device 0, creating its context"
     assert [c for c in calls if c.startswith("cudaSetDevice")] == []
     assert set(calls) == {"retain 1"}, calls  # only the device the loader was given
+
+
+# On a GPU (bench/gpu_check.sh runs these and counts a skip as a failure): the same rules with real CUDA.
+
+def _libcudart_mappings():
+    return sorted({line.split()[-1] for line in open("/proc/self/maps") if "libcudart" in line})
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+def test_gpu_one_libcudart_in_the_process(folder):
+    torch.zeros(1, device="cuda")  # torch's runtime, initialised
+    loader = make(folder, "cuda")
+    x, _ = next(iter(loader))
+    assert x.device.type == "cuda"
+    maps = _libcudart_mappings()
+    assert len(maps) == 1, f"two CUDA runtimes in one process: {maps}"
+    assert chute._native.loaded_cudart_paths() == maps or len(chute._native.loaded_cudart_paths()) == 1
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+@pytest.mark.parametrize("prefetch", [1, 2])
+@pytest.mark.parametrize("side_stream", [False, True])
+def test_gpu_pinned_batches_under_a_lagging_stream(folder, prefetch, side_stream):
+    # Section 1's corruption scenario on the real thing: the copy queues behind a long kernel
+    # (torch.cuda._sleep), the CPU batch is dropped at once, and workers keep filling.
+    kw = dict(batch_size=3, prefetch=prefetch)
+    expected = [(x.clone(), y.clone()) for x, y in make(folder, "cpu", pin_memory=False, **kw)]
+    loader = make(folder, "cpu", pin_memory=True, **kw)
+    assert loader.pin_memory
+    stream = torch.cuda.Stream() if side_stream else torch.cuda.current_stream()
+    got = []
+    with torch.cuda.stream(stream):
+        for images, labels in loader:
+            assert images.is_pinned()
+            torch.cuda._sleep(20_000_000)  # ~10 ms of GPU backlog before each copy
+            images = images.to("cuda", non_blocking=True)
+            labels = labels.to("cuda", non_blocking=True)
+            got.append((images, labels))
+    torch.cuda.synchronize()
+    assert len(got) == len(expected)
+    for k, ((x, y), (ex, ey)) in enumerate(zip(got, expected)):
+        assert torch.equal(x.cpu(), ex), f"batch {k} was overwritten under its copy"
+        assert torch.equal(y.cpu(), ey)
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+def test_gpu_cuda_batches_match_the_cpu_loader_on_a_side_stream_in_bf16(folder):
+    kw = dict(dtype=torch.bfloat16, transforms=[chute.RandomResizedCrop(48), chute.RandomHorizontalFlip(), NORM],
+              memory_format=torch.channels_last)
+    expected = epoch(make(folder, "cpu", **kw))
+    side = torch.cuda.Stream()
+    got = []
+    with torch.cuda.stream(side):
+        for x, y in make(folder, "cuda", **kw):
+            torch.cuda._sleep(10_000_000)  # the consumer's stream lags: the copy must still come first
+            got.append((x * 1, y * 1))  # work on the side stream, after the wait chute put there
+    torch.cuda.synchronize()
+    assert len(got) == len(expected)
+    for (x, y), (ex, ey) in zip(got, expected):
+        assert x.dtype == torch.bfloat16 and x.is_contiguous(memory_format=torch.channels_last)
+        assert torch.allclose(x.float().cpu(), ex.float(), rtol=2**-7, atol=2**-7), (x.float().cpu() - ex.float()).abs().max()
+        assert torch.equal(y.cpu(), ey)
