@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "chute/status.h"
 
@@ -47,8 +48,33 @@ int BatchRing::free_with_memory() const {
 
 bool BatchRing::can_acquire() const {
   if (closed_) return false;
-  return free_with_memory() >= 0 || ((!free_.empty() || can_grow()) && can_allocate());
+  return free_with_memory() >= 0 || ((!free_.empty() || (!growing_ && can_grow())) && can_allocate());
 }
+
+bool BatchRing::wants_growth() const {
+  return !closed_ && !growing_ && free_.empty() && can_grow() && can_allocate();
+}
+
+BatchRing::Buffer BatchRing::allocate_slot() const { return Buffer(allocator_.get(), slot_bytes()); }
+
+int BatchRing::finish_growth(Buffer memory) {
+  growing_ = false;
+  if (closed_) {
+    retired_.push_back(std::move(memory));
+    return -1;
+  }
+  slots_.push_back(Slot{std::move(memory)});
+  const int slot = static_cast<int>(slots_.size()) - 1;
+  free_.push_back(slot);
+  return slot;
+}
+
+void BatchRing::abandon_growth() {
+  growing_ = false;
+  growth_failed_ = true;  // the allocator said no: the ring stays as it is
+}
+
+std::vector<BatchRing::Buffer> BatchRing::take_retired() { return std::exchange(retired_, {}); }
 
 int BatchRing::memory_wanted() const {
   if (closed_ || !allocator_->hands_over()) return 0;
@@ -72,7 +98,7 @@ int BatchRing::acquire() {
     slots_[slot].memory = Buffer(allocator_.get(), slot_bytes());
     return slot;
   }
-  if (!can_grow()) return -1;
+  if (growing_ || !can_grow()) return -1;
   const int slot = grow();
   return slots_[slot].memory.data != nullptr ? slot : (free_.push_back(slot), -1);
 }
@@ -85,13 +111,14 @@ void BatchRing::release(int slot, bool handed_over) {
     allocator_->handed_over(memory.data, memory.bytes);
     memory.forget();
   }
-  if (closed_) slots_[slot] = Slot{};
+  if (closed_ && memory.data != nullptr) retired_.push_back(std::move(memory));
   free_.push_back(slot);
 }
 
 void BatchRing::close() {
   closed_ = true;
-  for (int slot : free_) slots_[slot] = Slot{};
+  for (int slot : free_)
+    if (slots_[slot].memory.data != nullptr) retired_.push_back(std::move(slots_[slot].memory));
 }
 
 }  // namespace chute

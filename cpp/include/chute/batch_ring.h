@@ -37,6 +37,46 @@ class BatchRing {
 
   // A free slot, allocating a new one when none is free and the budget allows; -1 when neither.
   int acquire();
+
+  // Growth without the owner's lock held during the allocation (cudaHostAlloc can take milliseconds, and
+  // pins pages): under the lock, wants_growth() and begin_growth(); without it, allocate_slot(); under it
+  // again, finish_growth() adds the slot, or abandon_growth() after a failed allocation (then the ring
+  // stops growing). While a growth is under way can_acquire() is false unless a slot is free, so other
+  // threads wait for it instead of allocating too; growing() tells the owner one is coming.
+  bool wants_growth() const;
+  void begin_growth() { growing_ = true; }
+  bool growing() const { return growing_; }
+  // A slot's memory: returns it to the allocator it came from.
+  class Buffer {
+   public:
+    HostAllocator* allocator = nullptr;  // the ring's, which outlives its slots
+    void* data = nullptr;
+    size_t bytes = 0;
+    Buffer() = default;
+    Buffer(HostAllocator* a, size_t n) : allocator(a), data(a->allocate(n)), bytes(n) {}
+    Buffer(Buffer&& o) noexcept : allocator(o.allocator), data(o.data), bytes(o.bytes) { o.data = nullptr; }
+    Buffer& operator=(Buffer&& o) noexcept {
+      if (this != &o) {
+        reset();
+        allocator = o.allocator, data = o.data, bytes = o.bytes;
+        o.data = nullptr;
+      }
+      return *this;
+    }
+    ~Buffer() { reset(); }
+    void forget() { data = nullptr; }  // the memory is someone else's now
+    void reset() {
+      if (data != nullptr) allocator->deallocate(data, bytes);
+      data = nullptr;
+    }
+  };
+  Buffer allocate_slot() const;  // thread-safe: touches only the allocator
+  int finish_growth(Buffer memory);
+  void abandon_growth();
+
+  // Memory the ring no longer needs (a closed ring's slots), kept for the owner to free after it released
+  // its lock: cudaFreeHost synchronises the device.
+  std::vector<Buffer> take_retired();
   // `handed_over`: the slot's memory now belongs to the consumer (see above); the ring forgets it.
   void release(int slot, bool handed_over = false);
   // For an owner that is done (a closed loader): frees the memory of every free slot now, and of every
@@ -60,33 +100,10 @@ class BatchRing {
   size_t slot_bytes() const { return labels_offset() + sizeof(int64_t) * batch_size_; }
 
  private:
-  // Returns its memory to the allocator it came from.
-  struct Buffer {
-    HostAllocator* allocator = nullptr;  // the ring's, which outlives its slots
-    void* data = nullptr;
-    size_t bytes = 0;
-    Buffer() = default;
-    Buffer(HostAllocator* a, size_t n) : allocator(a), data(a->allocate(n)), bytes(n) {}
-    Buffer(Buffer&& o) noexcept : allocator(o.allocator), data(o.data), bytes(o.bytes) { o.data = nullptr; }
-    Buffer& operator=(Buffer&& o) noexcept {
-      if (this != &o) {
-        reset();
-        allocator = o.allocator, data = o.data, bytes = o.bytes;
-        o.data = nullptr;
-      }
-      return *this;
-    }
-    ~Buffer() { reset(); }
-    void forget() { data = nullptr; }  // the memory is someone else's now
-    void reset() {
-      if (data != nullptr) allocator->deallocate(data, bytes);
-      data = nullptr;
-    }
-  };
   struct Slot {
     Buffer memory;  // empty: a slot whose memory was handed over, or of a closed ring
   };
-  bool can_grow() const { return (slots_.size() + 1) * slot_bytes() <= max_bytes_; }
+  bool can_grow() const { return !growth_failed_ && (slots_.size() + 1) * slot_bytes() <= max_bytes_; }
   bool can_allocate() const { return allocator_->can_allocate(slot_bytes()); }
   int free_with_memory() const;  // the index in free_ of the most recently freed slot with memory, or -1
   int grow();                    // a new slot, with memory if the allocator has some
@@ -96,6 +113,9 @@ class BatchRing {
   size_t sample_bytes_;
   size_t max_bytes_;
   bool closed_ = false;
+  bool growing_ = false;
+  bool growth_failed_ = false;
+  std::vector<Buffer> retired_;
   std::vector<Slot> slots_;
   std::vector<int> free_;
 };

@@ -161,6 +161,8 @@ class Loader {
   void worker_main(int id);
   void tune(double now_s);  // with the lock held
   bool can_dispatch() const;
+  bool needs_new_slot() const;  // the next dispatch needs a ring slot its batch does not have yet
+  void grow_ring(std::unique_lock<std::mutex>& lock);
   Task& dispatch();
   bool complete(Task& task, Status status);
   void finish_epoch();
