@@ -5,8 +5,8 @@
 # tree: build/gpu-debs, made here by scripts/fetch_gpu_debs.sh.
 #
 #   0. unpacks the .deb files (dpkg-deb -x, or a Python ar+tar reader) into build/gpu-prefix, and builds chute
-#      against that prefix only (static libjpeg/libpng/zlib, xxhash headers, googletest from sources) with the
-#      machine's own torch, nanobind and compiler;
+#      against that prefix only (its libjpeg, libpng and zlib, found at run time through the build tree's run
+#      path; xxhash headers; googletest from sources) with the machine's own torch, nanobind and compiler;
 #   1. one libcudart in /proc/self/maps, and the C++ CUDA tests run, not skipped;
 #   2. section 1's scenario on the GPU: pinned CPU batches dropped right after a non_blocking copy queued behind
 #      torch.cuda._sleep, on the current and on a side stream, prefetch 1 and 2, against clones;
@@ -69,7 +69,8 @@ EOF
 done
 lib="$prefix/usr/lib/x86_64-linux-gnu"
 inc="$prefix/usr/include"
-for f in "$lib/libjpeg.a" "$lib/libpng16.a" "$lib/libz.a" "$inc/jpeglib.h" "$inc/png.h" "$inc/zlib.h" "$inc/xxhash.h" \
+zlib="$prefix/lib/x86_64-linux-gnu/libz.so.1"  # usr/lib's libz.so is an absolute link to the system's
+for f in "$lib/libjpeg.so" "$lib/libpng16.so" "$zlib" "$inc/jpeglib.h" "$inc/png.h" "$inc/zlib.h" "$inc/xxhash.h" \
          "$inc/x86_64-linux-gnu/jconfig.h" "$prefix/usr/src/googletest/CMakeLists.txt"; do
   [ -e "$f" ] || { fail "prefix: $f missing"; exit 1; }
 done
@@ -77,12 +78,14 @@ pass "prefix: $(du -sh "$prefix" | cut -f1) unpacked"
 
 step "0b. build chute against the prefix"
 nanobind_dir="$("$PY" -m nanobind --cmake_dir 2>/dev/null)" || { fail "build: nanobind not importable by $PY"; exit 1; }
-# Static libraries and explicit paths: nothing is looked up in the system's directories, and the extension
-# carries no run-time dependency on the prefix. jconfig.h sits in the multiarch include directory.
+# Explicit paths: nothing is looked up in the system's directories. Debian's static libjpeg.a and libpng16.a
+# are not position-independent (they cannot go into the extension), so the prefix's shared libraries are
+# linked, and found at run time through the run path CMake gives build-tree binaries. jconfig.h is in the
+# multiarch include directory.
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCHUTE_BUILD_TESTS=ON -DCHUTE_BUILD_PYTHON=ON \
   -DCHUTE_BUILD_BENCHMARKS=ON -DPython_EXECUTABLE="$(command -v "$PY")" -Dnanobind_DIR="$nanobind_dir" \
-  -DJPEG_INCLUDE_DIR="$inc" -DJPEG_LIBRARY="$lib/libjpeg.a" -DPNG_PNG_INCLUDE_DIR="$inc" \
-  -DPNG_LIBRARY="$lib/libpng16.a" -DZLIB_INCLUDE_DIR="$inc" -DZLIB_LIBRARY="$lib/libz.a" \
+  -DJPEG_INCLUDE_DIR="$inc" -DJPEG_LIBRARY="$lib/libjpeg.so" -DPNG_PNG_INCLUDE_DIR="$inc" \
+  -DPNG_LIBRARY="$lib/libpng16.so" -DZLIB_INCLUDE_DIR="$inc" -DZLIB_LIBRARY="$zlib" \
   -DXXHASH_INCLUDE_DIR="$inc" -DCMAKE_CXX_FLAGS="-isystem $inc/x86_64-linux-gnu" \
   -DCHUTE_GTEST_SOURCE_DIR="$prefix/usr/src/googletest" > "$OUT/cmake.log" 2>&1 \
   || { tail -30 "$OUT/cmake.log"; fail "build: cmake configure (build/gpu-out/cmake.log)"; exit 1; }
@@ -90,22 +93,27 @@ cmake --build "$build" -j "$(nproc)" --target chute_tests chute_h2d_bandwidth _n
   || { grep -E "error|Error" "$OUT/build.log" | head -30; fail "build: compile (build/gpu-out/build.log)"; exit 1; }
 so=$(find "$build/python" -maxdepth 1 -name '_native*.so' | head -1)
 cp -f "$so" python/chute/
-# The proof that the prefix, and not the system, was used: the cache's paths, and no libjpeg/libpng/libz/xxhash
-# among the extension's shared-library dependencies (they are linked in statically from the prefix).
+# The proof that the prefix, and not the system, was used: the cache's paths, and the binaries' libjpeg,
+# libpng and zlib resolving into the prefix (xxhash is header-only: it must not appear at all).
 grep -E "^(JPEG_LIBRARY|JPEG_INCLUDE_DIR|PNG_LIBRARY|ZLIB_LIBRARY|XXHASH_INCLUDE_DIR|CHUTE_GTEST_SOURCE_DIR)[:=]" \
   "$build/CMakeCache.txt" | tee "$OUT/prefix_proof.txt"
 if grep -E "^(JPEG_LIBRARY|PNG_LIBRARY|ZLIB_LIBRARY|XXHASH_INCLUDE_DIR)[:=]" "$build/CMakeCache.txt" | grep -vq "$prefix"; then
   fail "build: a library outside the prefix was used"
 fi
-if ldd "$so" "$build/cpp/chute_tests" | grep -E "libjpeg|libpng|libz\.|libxxhash"; then
-  fail "build: the extension or chute_tests loads a system libjpeg/libpng/zlib/xxhash"
+ldd "$so" "$build/cpp/chute_tests" | grep -E "^/|libjpeg|libpng|libz\.|libxxhash" | tee -a "$OUT/prefix_proof.txt"
+if ldd "$so" "$build/cpp/chute_tests" | grep -E "libjpeg|libpng|libz\.|libxxhash" | grep -v "=> $prefix/" | grep -q .; then
+  fail "build: the extension or chute_tests loads a libjpeg/libpng/zlib/xxhash from outside the prefix"
 else
   pass "build: against $prefix only ($(basename "$so"))"
 fi
 export PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}"
 "$PY" -c "import chute.delivery as d; print('chute sees CUDA:', d.cuda_availability())"
 if [ "$dry_run" = 1 ]; then
-  step "dry run: stopping before the GPU checks (status $status)"
+  step "dry run: the decoders built against the prefix, then stop before the GPU checks"
+  "$build/cpp/chute_tests" --gtest_filter='JpegDecoder*:PngDecoder*:BatchRing*:CudaDevice*' --gtest_brief=1 \
+    > "$OUT/gtest_dry.log" 2>&1 && pass "dry run: C++ decoder and ring tests on the prefix's libraries" \
+    || { tail -20 "$OUT/gtest_dry.log"; fail "dry run: C++ tests (gtest_dry.log)"; }
+  echo "status $status"
   exit $status
 fi
 
