@@ -136,8 +136,9 @@ class Loader:
     to the GPU's NUMA node when sysfs tells it (``max_threads`` then defaults to that node's CPUs). ``pin_memory`` (for ``device='cpu'``) has torch's
     meaning, pinned batches for your own ``.to('cuda', non_blocking=True)``; ``None`` turns it on when
     a CUDA GPU is present, and ``True`` without one warns, as torch's DataLoader does, and runs unpinned
-    (``device='cuda'`` without one stays an error). ``device='sim'`` is for chute's own tests (a
-    simulated GPU in host memory).
+    (``device='cuda'`` without one stays an error). Pinned batches live in torch's pinned memory, so, as
+    with torch's DataLoader, the CPU batch may be dropped right after a non_blocking copy on any stream.
+    ``device='sim'`` is for chute's own tests (a simulated GPU in host memory).
     """
 
     def __init__(self, source, batch_size: int = 1, *, shuffle: bool = False, seed: int = 0,

@@ -279,6 +279,9 @@ def _build_fake_cuda(tmp_path):
     return out
 
 
+@pytest.mark.skipif(torch.version.cuda is not None,
+                    reason="a CUDA torch loads its own libcudart at import; test_gpu_one_libcudart_in_the_process "
+                           "checks the rule there")
 def test_one_cuda_runtime_and_no_stray_context(folder, tmp_path):
     import os
     import subprocess
