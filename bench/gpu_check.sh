@@ -70,7 +70,8 @@ done
 lib="$prefix/usr/lib/x86_64-linux-gnu"
 inc="$prefix/usr/include"
 zlib="$prefix/lib/x86_64-linux-gnu/libz.so.1"  # usr/lib's libz.so is an absolute link to the system's
-for f in "$lib/libjpeg.so" "$lib/libpng16.so" "$zlib" "$inc/jpeglib.h" "$inc/png.h" "$inc/zlib.h" "$inc/xxhash.h" \
+for f in "$lib/libjpeg.so" "$lib/libpng16.so" "$zlib" "$lib/libwebp.so" "$inc/jpeglib.h" "$inc/png.h" "$inc/zlib.h" \
+         "$inc/webp/decode.h" "$inc/xxhash.h" \
          "$inc/x86_64-linux-gnu/jconfig.h" "$prefix/usr/src/googletest/CMakeLists.txt"; do
   [ -e "$f" ] || { fail "prefix: $f missing"; exit 1; }
 done
@@ -86,6 +87,7 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCHUTE_BUILD_TESTS=O
   -DCHUTE_BUILD_BENCHMARKS=ON -DPython_EXECUTABLE="$(command -v "$PY")" -Dnanobind_DIR="$nanobind_dir" \
   -DJPEG_INCLUDE_DIR="$inc" -DJPEG_LIBRARY="$lib/libjpeg.so" -DPNG_PNG_INCLUDE_DIR="$inc" \
   -DPNG_LIBRARY="$lib/libpng16.so" -DZLIB_INCLUDE_DIR="$inc" -DZLIB_LIBRARY="$zlib" \
+  -DWEBP_INCLUDE_DIR="$inc" -DWEBP_LIBRARY="$lib/libwebp.so" \
   -DXXHASH_INCLUDE_DIR="$inc" -DCMAKE_CXX_FLAGS="-isystem $inc/x86_64-linux-gnu" \
   -DCHUTE_GTEST_SOURCE_DIR="$prefix/usr/src/googletest" > "$OUT/cmake.log" 2>&1 \
   || { tail -30 "$OUT/cmake.log"; fail "build: cmake configure (build/gpu-out/cmake.log)"; exit 1; }
@@ -95,14 +97,14 @@ so=$(find "$build/python" -maxdepth 1 -name '_native*.so' | head -1)
 cp -f "$so" python/chute/
 # The proof that the prefix, and not the system, was used: the cache's paths, and the binaries' libjpeg,
 # libpng and zlib resolving into the prefix (xxhash is header-only: it must not appear at all).
-grep -E "^(JPEG_LIBRARY|JPEG_INCLUDE_DIR|PNG_LIBRARY|ZLIB_LIBRARY|XXHASH_INCLUDE_DIR|CHUTE_GTEST_SOURCE_DIR)[:=]" \
+grep -E "^(JPEG_LIBRARY|JPEG_INCLUDE_DIR|PNG_LIBRARY|ZLIB_LIBRARY|WEBP_LIBRARY|WEBP_INCLUDE_DIR|XXHASH_INCLUDE_DIR|CHUTE_GTEST_SOURCE_DIR)[:=]" \
   "$build/CMakeCache.txt" | tee "$OUT/prefix_proof.txt"
-if grep -E "^(JPEG_LIBRARY|PNG_LIBRARY|ZLIB_LIBRARY|XXHASH_INCLUDE_DIR)[:=]" "$build/CMakeCache.txt" | grep -vq "$prefix"; then
+if grep -E "^(JPEG_LIBRARY|PNG_LIBRARY|ZLIB_LIBRARY|WEBP_LIBRARY|WEBP_INCLUDE_DIR|XXHASH_INCLUDE_DIR)[:=]" "$build/CMakeCache.txt" | grep -vq "$prefix"; then
   fail "build: a library outside the prefix was used"
 fi
-ldd "$so" "$build/cpp/chute_tests" | grep -E "^/|libjpeg|libpng|libz\.|libxxhash" | tee -a "$OUT/prefix_proof.txt"
-if ldd "$so" "$build/cpp/chute_tests" | grep -E "libjpeg|libpng|libz\.|libxxhash" | grep -v "=> $prefix/" | grep -q .; then
-  fail "build: the extension or chute_tests loads a libjpeg/libpng/zlib/xxhash from outside the prefix"
+ldd "$so" "$build/cpp/chute_tests" | grep -E "^/|libjpeg|libpng|libz\.|libwebp|libsharpyuv|libxxhash" | tee -a "$OUT/prefix_proof.txt"
+if ldd "$so" "$build/cpp/chute_tests" | grep -E "libjpeg|libpng|libz\.|libwebp|libsharpyuv|libxxhash" | grep -v "=> $prefix/" | grep -q .; then
+  fail "build: the extension or chute_tests loads a libjpeg/libpng/zlib/libwebp/xxhash from outside the prefix"
 else
   pass "build: against $prefix only ($(basename "$so"))"
 fi
@@ -110,7 +112,7 @@ export PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}"
 "$PY" -c "import chute.delivery as d; print('chute sees CUDA:', d.cuda_availability())"
 if [ "$dry_run" = 1 ]; then
   step "dry run: the decoders built against the prefix, then stop before the GPU checks"
-  "$build/cpp/chute_tests" --gtest_filter='JpegDecoder*:PngDecoder*:BatchRing*:CudaDevice*' --gtest_brief=1 \
+  "$build/cpp/chute_tests" --gtest_filter='JpegDecoder*:PngDecoder*:WebpDecoder*:BatchRing*:CudaDevice*' --gtest_brief=1 \
     > "$OUT/gtest_dry.log" 2>&1 && pass "dry run: C++ decoder and ring tests on the prefix's libraries" \
     || { tail -20 "$OUT/gtest_dry.log"; fail "dry run: C++ tests (gtest_dry.log)"; }
   echo "status $status"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Downloads the Debian packages that bench/gpu_check.sh needs on the lent GPU machine, which has no network
-# and no libjpeg / libpng / zlib / xxhash headers (docs/GPU.md): their -dev and runtime packages, and
+# and no libjpeg / libpng / zlib / libwebp / xxhash headers (docs/GPU.md): their -dev and runtime packages, and
 # googletest's sources (the C++ tests are built there against its own compiler). Run here, on the Debian
 # development machine; the files land in build/gpu-debs (ignored by git, ~3 MB, far under the 64 MiB that
 # may travel with the working tree). Nothing is installed.
@@ -11,8 +11,8 @@ out="${1:-$root/build/gpu-debs}"
 mkdir -p "$out"
 cd "$out"
 rm -f ./*.deb
-packages=(libjpeg62-turbo libjpeg62-turbo-dev libpng16-16 libpng-dev zlib1g zlib1g-dev libxxhash0 libxxhash-dev
-          googletest)
+packages=(libjpeg62-turbo libjpeg62-turbo-dev libpng16-16 libpng-dev zlib1g zlib1g-dev libwebp7 libwebp-dev
+          libxxhash0 libxxhash-dev googletest)
 # apt-get download fetches exactly these versions (the candidate of this machine's sources), not their
 # dependencies: the list above is the closure the build needs beyond glibc and libstdc++.
 apt-get download "${packages[@]}" 2> >(grep -v "^W: Download is performed unsandboxed" >&2)
