@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "chute/status.h"
 
@@ -32,52 +33,107 @@ Status BatchRing::check_size(int64_t batch_size, size_t sample_bytes, int64_t in
   return Status::ok();
 }
 
-BatchRing::Slot BatchRing::make_slot() {
+int BatchRing::grow() {
   Slot s;
-  s.images = Buffer(allocator_.get(), sample_bytes_ * batch_size_);
-  s.labels = Buffer(allocator_.get(), sizeof(int64_t) * batch_size_);
-  return s;
+  if (can_allocate()) s.memory = Buffer(allocator_.get(), slot_bytes());
+  slots_.push_back(std::move(s));
+  return static_cast<int>(slots_.size()) - 1;
 }
 
-int BatchRing::grow() {
-  slots_.push_back(make_slot());
-  return static_cast<int>(slots_.size()) - 1;
+int BatchRing::free_with_memory() const {
+  for (int i = static_cast<int>(free_.size()) - 1; i >= 0; --i)
+    if (slots_[free_[i]].memory.data != nullptr) return i;
+  return -1;
+}
+
+bool BatchRing::can_acquire() const {
+  if (closed_) return false;
+  return free_with_memory() >= 0 || ((!free_.empty() || (!growing_ && can_grow())) && can_allocate());
+}
+
+bool BatchRing::wants_growth() const {
+  return !closed_ && !growing_ && free_.empty() && can_grow() && can_allocate();
+}
+
+BatchRing::Buffer BatchRing::allocate_slot() const { return Buffer(allocator_.get(), slot_bytes()); }
+
+int BatchRing::finish_growth(Buffer memory) {
+  growing_ = false;
+  if (closed_) {
+    retired_.push_back(std::move(memory));
+    return -1;
+  }
+  slots_.push_back(Slot{std::move(memory)});
+  const int slot = static_cast<int>(slots_.size()) - 1;
+  free_.push_back(slot);
+  return slot;
+}
+
+void BatchRing::abandon_growth() {
+  growing_ = false;
+  growth_failed_ = true;  // the allocator said no: the ring stays as it is
+}
+
+std::vector<BatchRing::Buffer> BatchRing::take_retired() { return std::exchange(retired_, {}); }
+
+int BatchRing::memory_wanted() const {
+  if (closed_ || !allocator_->hands_over()) return 0;
+  int wanted = can_grow() ? 1 : 0;
+  for (int slot : free_) wanted += slots_[slot].memory.data == nullptr ? 1 : 0;
+  return std::max(0, wanted - static_cast<int>(allocator_->available(slot_bytes())));
 }
 
 int BatchRing::acquire() {
   if (closed_) return -1;
+  // The most recently freed slot first (its memory is likely still in cache).
+  if (const int i = free_with_memory(); i >= 0) {
+    const int slot = free_[i];
+    free_.erase(free_.begin() + i);
+    return slot;
+  }
+  if (!can_allocate()) return -1;
   if (!free_.empty()) {
     const int slot = free_.back();
     free_.pop_back();
+    slots_[slot].memory = Buffer(allocator_.get(), slot_bytes());
     return slot;
   }
-  if (!can_grow()) return -1;
-  if (empty_.empty()) return grow();
-  const int slot = empty_.back();
-  slots_[slot] = make_slot();  // may throw bad_alloc: the slot stays empty
-  empty_.pop_back();
-  return slot;
+  if (growing_ || !can_grow()) return -1;
+  const int slot = grow();
+  return slots_[slot].memory.data != nullptr ? slot : (free_.push_back(slot), -1);
+}
+
+void BatchRing::release(int slot, bool handed_over) {
+  CHUTE_CHECK(slot >= 0 && slot < num_slots());
+  CHUTE_CHECK(std::find(free_.begin(), free_.end(), slot) == free_.end());  // released twice: a bug
+  Buffer& memory = slots_[slot].memory;
+  if (handed_over && memory.data != nullptr) {
+    allocator_->handed_over(memory.data, memory.bytes);
+    memory.forget();
+  }
+  if (closed_ && memory.data != nullptr) retired_.push_back(std::move(memory));
+  free_.push_back(slot);
+}
+
+int BatchRing::slots_with_memory() const {
+  return static_cast<int>(std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.memory.data; }));
 }
 
 void BatchRing::trim(int keep) {
-  while (num_slots() > keep && !free_.empty()) {
-    const int slot = free_.back();
-    free_.pop_back();
-    slots_[slot] = Slot{};
-    empty_.push_back(slot);
+  int with_memory = slots_with_memory();
+  // The least recently freed first: the most recent ones are the likeliest to be still in cache.
+  for (auto it = free_.begin(); it != free_.end() && with_memory > keep; ++it) {
+    Buffer& memory = slots_[*it].memory;
+    if (memory.data == nullptr) continue;
+    retired_.push_back(std::move(memory));
+    --with_memory;
   }
-}
-
-void BatchRing::release(int slot) {
-  CHUTE_CHECK(slot >= 0 && slot < static_cast<int>(slots_.size()) && slots_[slot].images.data != nullptr);
-  CHUTE_CHECK(std::find(free_.begin(), free_.end(), slot) == free_.end());  // released twice: a bug
-  if (closed_) slots_[slot] = Slot{};
-  free_.push_back(slot);
 }
 
 void BatchRing::close() {
   closed_ = true;
-  for (int slot : free_) slots_[slot] = Slot{};
+  for (int slot : free_)
+    if (slots_[slot].memory.data != nullptr) retired_.push_back(std::move(slots_[slot].memory));
 }
 
 }  // namespace chute

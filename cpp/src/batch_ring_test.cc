@@ -50,17 +50,21 @@ TEST(BatchRingTest, SizesThatOverflowAreErrors) {
 
 // A consumer that kept many batches made the ring grow; once it lets go, trim() gives the memory back.
 TEST(BatchRingTest, TrimFreesFreeSlotsBeyondKeepAndTheyComeBackOnDemand) {
-  BatchRing ring(/*batch_size=*/2, /*sample_bytes=*/100, /*initial_slots=*/2, /*max_bytes=*/6 * 2 * 108);
+  // A slot: 200 image bytes (labels 64-byte aligned, at 256) + 2 labels = 272 bytes; the budget holds 6.
+  BatchRing ring(/*batch_size=*/2, /*sample_bytes=*/100, /*initial_slots=*/2, /*max_bytes=*/6 * 272);
+  ASSERT_EQ(ring.slot_bytes(), 272u);
   std::vector<int> held;
   for (int i = 0; i < 6; ++i) held.push_back(ring.acquire());
-  EXPECT_EQ(ring.num_slots(), 6);
+  EXPECT_EQ(ring.slots_with_memory(), 6);
   EXPECT_EQ(ring.acquire(), -1);  // the budget is spent
   ring.trim(2);
-  EXPECT_EQ(ring.num_slots(), 6);  // all held: nothing to free
+  EXPECT_TRUE(ring.take_retired().empty());  // all held: nothing to free
+  EXPECT_EQ(ring.slots_with_memory(), 6);
   for (int i = 0; i < 5; ++i) ring.release(held[i]);
   ring.trim(2);
-  EXPECT_EQ(ring.num_slots(), 2);  // the held one and one free
-  EXPECT_EQ(ring.num_free(), 1);
+  EXPECT_EQ(ring.take_retired().size(), 4u);  // for the owner to free after its lock
+  EXPECT_EQ(ring.slots_with_memory(), 2);  // the held one and one free
+  EXPECT_EQ(ring.num_free(), 5);          // 4 of them without memory until acquired
   std::memset(ring.images(held[5]), 9, 200);  // the held buffer is untouched
   std::vector<int> again;
   for (int i = 0; i < 5; ++i) {
@@ -69,12 +73,47 @@ TEST(BatchRingTest, TrimFreesFreeSlotsBeyondKeepAndTheyComeBackOnDemand) {
     ASSERT_NE(again.back(), held[5]);
     std::memset(ring.images(again.back()), i, 200);  // each has its memory again
   }
-  EXPECT_EQ(ring.num_slots(), 6);
+  EXPECT_EQ(ring.slots_with_memory(), 6);
   EXPECT_EQ(ring.acquire(), -1);
   EXPECT_EQ(ring.images(held[5])[199], 9);
   for (int slot : again) ring.release(slot);
   ring.release(held[5]);
   EXPECT_EQ(ring.num_free(), 6);
+}
+
+// With a BlockPool (pin_memory's torch blocks), a delivered slot's memory leaves the ring with its batch:
+// the slot is filled again only in a newly lent block, never in the one the consumer may still copy from.
+TEST(BatchRingTest, HandedOverMemoryIsNeverReused) {
+  auto pool = std::make_shared<BlockPool>();
+  BatchRing ring(/*batch_size=*/2, /*sample_bytes=*/100, /*initial_slots=*/2, /*max_bytes=*/0, pool);
+  EXPECT_EQ(ring.acquire(), -1);  // nothing lent yet
+  EXPECT_EQ(ring.memory_wanted(), 2);
+  std::vector<std::vector<uint8_t>> blocks(3, std::vector<uint8_t>(ring.slot_bytes()));
+  pool->donate(blocks[0].data(), blocks[0].size());
+  pool->donate(blocks[1].data(), blocks[1].size());
+  const int a = ring.acquire();
+  ASSERT_GE(a, 0);
+  uint8_t* given = ring.images(a);
+  EXPECT_EQ(reinterpret_cast<uint8_t*>(ring.labels(a)), given + ring.labels_offset());
+  ring.release(a, /*handed_over=*/true);
+  EXPECT_EQ(pool->handed_over_count(), 1);
+  const int b = ring.acquire();  // the other slot, or the released one with the second block
+  ASSERT_GE(b, 0);
+  EXPECT_NE(ring.images(b), given);
+  EXPECT_EQ(ring.acquire(), -1);  // a free slot, but no block for it
+  EXPECT_FALSE(ring.can_acquire());
+  EXPECT_EQ(ring.memory_wanted(), 1);
+  pool->donate(blocks[2].data(), blocks[2].size());
+  const int c = ring.acquire();
+  ASSERT_GE(c, 0);
+  EXPECT_EQ(ring.images(c), blocks[2].data());
+  ring.release(b);  // not handed over: its block stays in the ring
+  ring.release(c);
+  ring.close();  // blocks still in the ring go back to the lender, unused (once the owner drops them)
+  ring.take_retired();
+  std::vector<void*> returned = pool->take_returned();
+  EXPECT_EQ(returned.size(), 2u);
+  for (void* p : returned) EXPECT_NE(p, given);
 }
 
 }  // namespace

@@ -5,7 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "chute/delivery.h"
@@ -37,6 +41,109 @@ TEST(CudaDeviceTest, AMissingRuntimeLibraryIsReportedNotFatal) {
   const detail::LoadedCudart wrong = detail::load_cudart({"libm.so.6"});
   EXPECT_FALSE(wrong.ok);
   EXPECT_NE(wrong.why.find("libcudart has no cudaGetErrorString"), std::string::npos) << wrong.why;
+}
+
+// A recording CUDA: the driver's per-thread context stack, and a runtime whose every call checks which
+// context is current. CUDA itself is not needed: the table is handed to open_cuda_device_with().
+namespace fake {
+thread_local std::vector<detail::CUcontext> contexts;  // the thread's stack; empty on a fresh thread
+std::mutex mu;
+std::vector<std::string> calls;  // device selections and primary-context retains
+std::vector<std::string> wrong;  // runtime calls made without cuda:1's context current
+detail::CUcontext context_of(int device) { return reinterpret_cast<detail::CUcontext>(uintptr_t{0x1000} + device); }
+void note(std::vector<std::string>& to, std::string what) {
+  std::lock_guard<std::mutex> lock(mu);
+  to.push_back(std::move(what));
+}
+int on_device_1(const char* what) {
+  if (contexts.empty() || contexts.back() != context_of(1)) note(wrong, what);
+  return 0;
+}
+detail::CudartApi api() {
+  detail::CudartApi a{};
+  a.cudaGetErrorString = [](int) { return "fake"; };
+  a.cudaGetDeviceCount = [](int* n) { return *n = 2, 0; };
+  a.cudaGetDevice = [](int* d) { return *d = 0, 0; };  // what CUDA says on a fresh thread
+  a.cudaSetDevice = [](int d) { return note(calls, "cudaSetDevice " + std::to_string(d)), 0; };
+  a.cudaDeviceGetPCIBusId = [](char*, int, int) { return 0; };
+  a.cudaHostAlloc = [](void** p, size_t n, unsigned) { return *p = std::malloc(n), on_device_1("cudaHostAlloc"); };
+  a.cudaFreeHost = [](void* p) { return std::free(p), on_device_1("cudaFreeHost"); };
+  a.cudaMalloc = [](void** p, size_t n) { return *p = std::malloc(n), on_device_1("cudaMalloc"); };
+  a.cudaFree = [](void* p) { return std::free(p), on_device_1("cudaFree"); };
+  a.cudaStreamCreateWithFlags = [](detail::cudaStream_t* s, unsigned) {
+    return *s = reinterpret_cast<detail::cudaStream_t>(uintptr_t{0x2000}), on_device_1("cudaStreamCreate");
+  };
+  a.cudaStreamDestroy = [](detail::cudaStream_t) { return on_device_1("cudaStreamDestroy"); };
+  a.cudaStreamSynchronize = [](detail::cudaStream_t) { return on_device_1("cudaStreamSynchronize"); };
+  a.cudaStreamWaitEvent = [](detail::cudaStream_t, detail::cudaEvent_t, unsigned) { return on_device_1("cudaStreamWaitEvent"); };
+  a.cudaEventCreateWithFlags = [](detail::cudaEvent_t* e, unsigned) {
+    return *e = reinterpret_cast<detail::cudaEvent_t>(uintptr_t{0x3000}), on_device_1("cudaEventCreate");
+  };
+  a.cudaEventDestroy = [](detail::cudaEvent_t) { return on_device_1("cudaEventDestroy"); };
+  a.cudaEventRecord = [](detail::cudaEvent_t, detail::cudaStream_t) { return on_device_1("cudaEventRecord"); };
+  a.cudaEventQuery = [](detail::cudaEvent_t) { return on_device_1("cudaEventQuery"); };
+  a.cudaEventSynchronize = [](detail::cudaEvent_t) { return on_device_1("cudaEventSynchronize"); };
+  a.cudaMemcpyAsync = [](void* d, const void* s, size_t n, int, detail::cudaStream_t) {
+    return std::memcpy(d, s, n), on_device_1("cudaMemcpyAsync");
+  };
+  a.cudaMemcpy = [](void* d, const void* s, size_t n, int) { return std::memcpy(d, s, n), on_device_1("cudaMemcpy"); };
+  a.cuInit = [](unsigned) { return 0; };
+  a.cuDeviceGet = [](detail::CUdevice* d, int ordinal) { return *d = ordinal, 0; };
+  a.cuDevicePrimaryCtxRetain = [](detail::CUcontext* c, detail::CUdevice d) {
+    return *c = context_of(d), note(calls, "retain " + std::to_string(d)), 0;
+  };
+  a.cuDevicePrimaryCtxRelease = [](detail::CUdevice) { return 0; };
+  a.cuCtxPushCurrent = [](detail::CUcontext c) { return contexts.push_back(c), 0; };
+  a.cuCtxPopCurrent = [](detail::CUcontext* c) {
+    if (contexts.empty()) return 201;  // CUDA_ERROR_INVALID_CONTEXT
+    *c = contexts.back();
+    contexts.pop_back();
+    return 0;
+  };
+  return a;
+}
+}  // namespace fake
+
+// A loader on cuda:1 must never select or create another device's context: not on the thread that opens
+// it, not on fresh threads (workers growing the ring, tensor deleters), and the caller's context is
+// restored exactly, including "none".
+TEST(CudaDeviceTest, NeverTouchesADeviceItWasNotGiven) {
+  static const detail::CudartApi api = fake::api();
+  fake::calls.clear();
+  fake::wrong.clear();
+  fake::contexts = {fake::context_of(0)};  // the user's thread works on cuda:0
+  std::shared_ptr<Device> device;
+  {
+    auto d = detail::open_cuda_device_with(&api, 1);
+    ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+    device = *d;
+  }
+  auto use = [&] {
+    auto host = device->allocate_host(64);
+    auto dev = device->allocate_device(64);
+    auto event = device->create_event();
+    ASSERT_TRUE(host.is_ok() && dev.is_ok() && event.is_ok());
+    EXPECT_TRUE(device->copy_async(*dev, *host, 64).is_ok());
+    EXPECT_TRUE(device->record_transfer(**event).is_ok());
+    EXPECT_TRUE(device->record_consumer(**event, 0).is_ok());
+    EXPECT_TRUE(device->consumer_wait(0, **event).is_ok());
+    EXPECT_TRUE(device->query(**event).is_ok());
+    EXPECT_TRUE(device->synchronize(**event).is_ok());
+    event->reset();
+    device->free_device(*dev, 64);
+    device->free_host(*host, 64);
+  };
+  use();
+  EXPECT_EQ(fake::contexts, std::vector<detail::CUcontext>{fake::context_of(0)});  // the caller's, untouched
+  std::thread fresh([&] {
+    use();
+    EXPECT_TRUE(fake::contexts.empty()) << "a fresh thread was left with a current context";
+  });
+  fresh.join();
+  device.reset();
+  fake::contexts.clear();
+  EXPECT_EQ(fake::calls, std::vector<std::string>{"retain 1"});  // no cudaSetDevice, no other context
+  EXPECT_TRUE(fake::wrong.empty()) << fake::wrong.front() << " ran without cuda:1's context current";
 }
 
 class CudaGpuTest : public ::testing::Test {

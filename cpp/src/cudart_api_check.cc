@@ -2,6 +2,7 @@
 // writes itself in detail/cudart_api.h (to dlopen libcudart without the toolkit) have the real runtime
 // API's signatures and constants. Enums count as int and pointers to the runtime's opaque structs as
 // void*, which is how they are passed (x86-64 and aarch64 ABIs). Nothing here runs.
+#include <cuda.h>  // the driver functions (ContextGuard); its macros give the _v2 names on both sides
 #include <cuda_runtime_api.h>
 
 #include <type_traits>
@@ -74,6 +75,12 @@ CHUTE_CHECK_SIGNATURE(cudaEventQuery);
 CHUTE_CHECK_SIGNATURE(cudaEventSynchronize);
 CHUTE_CHECK_SIGNATURE(cudaMemcpyAsync);
 CHUTE_CHECK_SIGNATURE(cudaMemcpy);
+CHUTE_CHECK_SIGNATURE(cuInit);
+CHUTE_CHECK_SIGNATURE(cuDeviceGet);
+CHUTE_CHECK_SIGNATURE(cuDevicePrimaryCtxRetain);
+CHUTE_CHECK_SIGNATURE(cuDevicePrimaryCtxRelease);
+CHUTE_CHECK_SIGNATURE(cuCtxPushCurrent);
+CHUTE_CHECK_SIGNATURE(cuCtxPopCurrent);
 
 static_assert(sizeof(cudaError_t) == sizeof(d::cudaError_t) && sizeof(cudaMemcpyKind) == sizeof(int));
 static_assert(::cudaSuccess == d::cudaSuccess);

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <new>
+#include <utility>
 
 namespace chute {
 namespace {
@@ -34,6 +35,49 @@ class HeapAllocator final : public HostAllocator {
   std::string name() const override { return "heap"; }
 };
 }  // namespace
+
+void BlockPool::donate(void* p, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ready_.emplace_back(p, bytes);
+}
+
+std::vector<void*> BlockPool::take_returned() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(returned_, {});
+}
+
+void* BlockPool::allocate(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = ready_.begin(); it != ready_.end(); ++it) {
+    if (it->second != bytes) continue;
+    void* p = it->first;
+    ready_.erase(it);
+    return p;
+  }
+  throw std::bad_alloc();
+}
+
+void BlockPool::deallocate(void* p, size_t) noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  returned_.push_back(p);
+}
+
+size_t BlockPool::available(size_t bytes) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& [p, b] : ready_) n += b == bytes ? 1 : 0;
+  return n;
+}
+
+void BlockPool::handed_over(void*, size_t) noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++handed_over_;
+}
+
+int64_t BlockPool::handed_over_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return handed_over_;
+}
 
 std::shared_ptr<HostAllocator> heap_allocator() {
   static const std::shared_ptr<HostAllocator> heap = std::make_shared<HeapAllocator>();

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <optional>
 #include <new>
 
 #include "chute/batch_ring.h"
@@ -40,9 +41,11 @@ Batch::Batch(std::shared_ptr<SharedState> shared, int slot, int64_t size)
       images_(shared_->ring.images(slot)), labels_(shared_->ring.labels(slot)) {}
 
 Batch::~Batch() {
+  std::vector<BatchRing::Buffer> retired;  // a closed ring's memory, freed after the lock (cudaFreeHost syncs)
   {
     std::lock_guard<std::mutex> lock(shared_->mu);
-    shared_->ring.release(slot_);
+    shared_->ring.release(slot_, handed_over_);
+    retired = shared_->ring.take_retired();
   }
   shared_->work_cv.notify_all();
 }
@@ -203,7 +206,7 @@ Loader::Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWr
   shared_ = std::make_shared<SharedState>(options_.batch_size, writer_.sample_bytes(),
                                           tuner_.prefetch() + 2 + options_.extra_buffers, options_.max_ring_bytes,
                                           options_.host_allocator);
-  options_.decode.budget->set_reserved(shared_->ring.num_slots() * shared_->ring.slot_bytes());
+  options_.decode.budget->set_reserved(shared_->ring.slots_with_memory() * shared_->ring.slot_bytes());
   epoch_->baseline_s = now_s();
   epoch_->baseline_cpu_s = process_cpu_s();
   const int pool = options_.num_threads > 0 ? options_.num_threads : options_.max_threads;
@@ -236,9 +239,24 @@ void Loader::close() {
   for (auto& t : threads_) t.join();
   threads_.clear();
   // A closed loader never fills a buffer again: free them now, not when the loader object goes (held
-  // batches keep theirs until released).
+  // batches keep theirs until released), and without the lock (cudaFreeHost synchronises the device).
+  std::vector<BatchRing::Buffer> retired;
   std::lock_guard<std::mutex> lock(shared_->mu);
   shared_->ring.close();
+  retired = shared_->ring.take_retired();
+}
+
+int Loader::host_blocks_wanted() const {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  return shared_->ring.memory_wanted();
+}
+
+size_t Loader::host_block_bytes() const { return shared_->ring.slot_bytes(); }  // fixed at construction
+
+void Loader::host_blocks_added() {
+  { std::lock_guard<std::mutex> lock(shared_->mu); }  // a worker between its check and its wait sees the blocks
+  shared_->work_cv.notify_all();
+  shared_->consumer_cv.notify_all();
 }
 
 // Ends the epoch in flight: waits for running tasks (one sample each), then returns its buffers.
@@ -276,6 +294,7 @@ Status Loader::begin_epoch(uint64_t epoch, int64_t start, std::unique_ptr<EpochO
   if (start < 0 || start > order->size())
     return invalid_argument("resume position " + std::to_string(start) + " is outside this rank's epoch of " +
                             std::to_string(order->size()) + " samples");
+  std::vector<BatchRing::Buffer> trimmed;  // freed after the lock (cudaFreeHost synchronises the device)
   {
     std::unique_lock<std::mutex> lock(shared_->mu);
     if (epoch_->stop) return Status(StatusCode::kCancelled, "the loader is closed");
@@ -283,6 +302,8 @@ Status Loader::begin_epoch(uint64_t epoch, int64_t start, std::unique_ptr<EpochO
     // Buffers the ring grew for batches a consumer kept, and has let go of since: freed, back to what
     // prefetch needs (a consumer that still holds them keeps them).
     shared_->ring.trim(tuner_.prefetch() + 2 + options_.extra_buffers);
+    trimmed = shared_->ring.take_retired();
+    options_.decode.budget->set_reserved(shared_->ring.slots_with_memory() * shared_->ring.slot_bytes());
     EpochState& e = *epoch_;
     e.epoch = epoch;
     e.order = std::move(order);
@@ -307,6 +328,47 @@ bool Loader::can_dispatch() const {
   return e.batch_slot.count(batch) > 0 || shared_->ring.can_acquire();
 }
 
+bool Loader::needs_new_slot() const {
+  const EpochState& e = *epoch_;
+  if (!e.active || e.fatal || e.next >= e.order->size()) return false;
+  const int64_t target = e.output_position(e.next);
+  if (target <= e.max_target) return false;  // staged
+  const int64_t batch = target / options_.batch_size;
+  return batch < e.delivered + tuner_.prefetch() && e.batch_slot.count(batch) == 0;
+}
+
+// A new ring slot, allocated without the lock: pinning a batch buffer (cudaHostAlloc) takes milliseconds
+// and must not stall the consumer and the other workers. Called, and returns, with `lock` held.
+void Loader::grow_ring(std::unique_lock<std::mutex>& lock) {
+  EpochState& e = *epoch_;
+  BatchRing& ring = shared_->ring;
+  const int held = ring.num_slots() - ring.num_free() - static_cast<int>(e.batch_slot.size() + e.ready.size());
+  ring.begin_growth();
+  lock.unlock();
+  std::optional<BatchRing::Buffer> memory;
+  try {
+    memory.emplace(ring.allocate_slot());
+  } catch (const std::bad_alloc&) {
+  }
+  lock.lock();
+  if (memory) {
+    ring.finish_growth(std::move(*memory));
+    // The buffers leave less of max_memory to large decodes.
+    options_.decode.budget->set_reserved(ring.slots_with_memory() * ring.slot_bytes());
+    if (!e.warned_growth) {
+      e.warned_growth = true;
+      std::fprintf(stderr,
+                   "chute: the consumer is holding on to %d batches; growing the batch ring to %d buffers "
+                   "(%.0f MB). Held tensors keep their buffers; clone() what you keep to avoid this.\n",
+                   held, ring.num_slots(), ring.num_slots() * ring.slot_bytes() / 1e6);
+    }
+  } else {
+    ring.abandon_growth();
+  }
+  shared_->work_cv.notify_all();
+  shared_->consumer_cv.notify_all();
+}
+
 Loader::Task& Loader::dispatch() {
   EpochState& e = *epoch_;
   const int64_t position = e.next++;
@@ -328,20 +390,8 @@ Loader::Task& Loader::dispatch() {
     const int64_t batch = target / options_.batch_size;
     auto it = e.batch_slot.find(batch);
     if (it == e.batch_slot.end()) {
-      const int before = shared_->ring.num_slots();
       const int slot = shared_->ring.acquire();
       CHUTE_CHECK(slot >= 0);  // can_dispatch() said there was one
-      if (shared_->ring.num_slots() > before)  // the buffers leave less of max_memory to large decodes
-        options_.decode.budget->set_reserved(shared_->ring.num_slots() * shared_->ring.slot_bytes());
-      if (shared_->ring.num_slots() > before && !e.warned_growth) {
-        e.warned_growth = true;
-        std::fprintf(stderr,
-                     "chute: the consumer is holding on to %d batches; growing the batch ring to %d buffers "
-                     "(%.0f MB). Held tensors keep their buffers; clone() what you keep to avoid this.\n",
-                     before - shared_->ring.num_free() - static_cast<int>(e.batch_slot.size() + e.ready.size()),
-                     shared_->ring.num_slots(),
-                     shared_->ring.num_slots() * shared_->ring.slot_bytes() / 1e6);
-      }
       it = e.batch_slot.emplace(batch, slot).first;
     }
     t.dst = shared_->ring.images(it->second) + (target % options_.batch_size) * writer_.sample_bytes();
@@ -374,6 +424,10 @@ void Loader::worker_main(int id) {
     shared_->work_cv.wait(lock, [&] { return e.stop || (id < tuner_.threads() && can_dispatch()); });
     if (e.stop) return;
     if (counted) e.totals.worker_idle_s += now_s() - idle_from;
+    if (needs_new_slot() && shared_->ring.wants_growth()) {
+      grow_ring(lock);  // then look again: the new slot may have gone to another thread
+      continue;
+    }
     const uint64_t epoch = e.epoch;
     Task& task = dispatch();
     const uint64_t generation = task.generation;
@@ -530,7 +584,8 @@ Result<std::shared_ptr<Batch>> Loader::next(std::optional<std::chrono::milliseco
       return std::shared_ptr<Batch>();
     }
     // Nothing ready, nothing running, and no buffer to start on: every buffer is held by the consumer.
-    if (e.in_flight == 0 && !can_dispatch() && !shared_->ring.can_acquire() && e.frontier == e.next) {
+    if (e.in_flight == 0 && !can_dispatch() && !shared_->ring.can_acquire() && !shared_->ring.growing() &&
+        e.frontier == e.next) {
       const int held = shared_->ring.num_slots() - shared_->ring.num_free() - static_cast<int>(e.batch_slot.size());
       cancel_epoch(lock);
       return Status(StatusCode::kResourceExhausted,

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <future>
 #include <map>
 #include <set>
 #include <thread>
@@ -249,6 +252,55 @@ TEST(LoaderTest, RingGrowsWithinBudgetWhenTheConsumerKeepsBatches) {
   std::set<void*> distinct;
   for (auto& b : held) distinct.insert(b->images());
   EXPECT_EQ(distinct.size(), 10u);  // never a buffer still referenced
+}
+
+// Growing the ring pins a new buffer (cudaHostAlloc: milliseconds, and a device-wide cost), so it must run
+// without the loader's lock: the consumer and the other workers go on meanwhile. The allocator asks the
+// loader for its position (which takes the lock) from another thread and waits for the answer, boundedly.
+TEST(LoaderTest, RingGrowthAllocatesWithoutTheLoaderLock) {
+  struct Probe final : HostAllocator {
+    Loader* loader = nullptr;  // set once built: the first slots are allocated by the constructor
+    std::atomic<int> grown{0}, under_lock{0}, answered{0};
+    void* allocate(size_t bytes) override {
+      if (loader != nullptr) {
+        ++grown;
+        auto answer = std::make_shared<std::promise<void>>();
+        std::future<void> ready = answer->get_future();
+        std::thread([this, answer] {  // detached: with the lock held here, it can only answer afterwards
+          (void)loader->position();
+          answer->set_value();
+          ++answered;
+        }).detach();
+        if (ready.wait_for(std::chrono::seconds(5)) != std::future_status::ready) ++under_lock;
+      }
+      return heap_allocator()->allocate(bytes);
+    }
+    void deallocate(void* p, size_t bytes) noexcept override { heap_allocator()->deallocate(p, bytes); }
+    bool pinned() const override { return false; }
+    std::string name() const override { return "probe"; }
+  };
+  auto probe = std::make_shared<Probe>();
+  auto source = std::make_shared<MemorySource>(make_images(12), kClasses);
+  LoaderOptions options{.batch_size = 2, .num_threads = 2, .prefetch = 1};
+  options.host_allocator = probe;
+  auto loader = make_loader(source, {CenterCrop{32, 32}}, options);
+  probe->loader = loader.get();
+  ASSERT_TRUE(loader->start_epoch(0).is_ok());
+  std::vector<std::shared_ptr<Batch>> held;  // the ring must grow
+  for (;;) {
+    auto b = loader->next();
+    ASSERT_TRUE(b.is_ok()) << b.status().to_string();
+    if (!*b) break;
+    held.push_back(*b);
+  }
+  EXPECT_EQ(held.size(), 6u);
+  EXPECT_GT(probe->grown.load(), 0);
+  EXPECT_EQ(probe->under_lock.load(), 0) << "a ring buffer was allocated with the loader's lock held";
+  for (int i = 0; i < 3000 && probe->answered.load() < probe->grown.load(); ++i)  // the probes, before the loader goes
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(probe->answered.load(), probe->grown.load());
+  held.clear();
+  loader->close();
 }
 
 TEST(LoaderTest, BatchOutlivesItsLoader) {

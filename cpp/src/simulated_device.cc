@@ -63,23 +63,50 @@ struct SimulatedDevice::Op {
   std::variant<Copy, Record, Wait> what;
 };
 
+// A stream: its queue, run in order by a thread of its own.
+struct SimulatedDevice::Stream {
+  std::deque<Op> queue;
+  std::mt19937_64 rng;
+  int min_delay_us, max_delay_us;
+  std::thread thread;
+};
+
+// A block of the consumer's caching host allocator.
+struct SimulatedDevice::Block {
+  size_t bytes = 0;
+  bool lent = false;
+  std::vector<int> streams;  // that copied from it while lent
+  std::vector<std::pair<std::shared_ptr<EventState>, uint64_t>> events;  // recorded when it was freed
+};
+
 std::shared_ptr<SimulatedDevice> SimulatedDevice::create(uint64_t seed, int max_delay_us, int min_delay_us) {
   auto d = std::shared_ptr<SimulatedDevice>(new SimulatedDevice(seed, max_delay_us, min_delay_us));
-  d->thread_ = std::thread([raw = d.get()] { raw->run(); });
+  std::lock_guard<std::mutex> lock(d->mu_);
+  d->start_stream(d->min_delay_us_, d->max_delay_us_);
   return d;
 }
 
 SimulatedDevice::SimulatedDevice(uint64_t seed, int max_delay_us, int min_delay_us)
     : min_delay_us_(std::clamp(min_delay_us, 0, std::max(0, max_delay_us))), max_delay_us_(std::max(0, max_delay_us)),
-      rng_(seed) {}
+      seed_(seed) {}
+
+void SimulatedDevice::start_stream(int min_delay_us, int max_delay_us) {
+  auto s = std::make_unique<Stream>();
+  s->rng.seed(seed_ + streams_.size());
+  s->max_delay_us = std::max(0, max_delay_us);
+  s->min_delay_us = std::clamp(min_delay_us, 0, s->max_delay_us);
+  Stream* raw = s.get();
+  streams_.push_back(std::move(s));
+  raw->thread = std::thread([this, raw] { run(*raw); });
+}
 
 SimulatedDevice::~SimulatedDevice() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;  // the thread drains the queue first
+    stop_ = true;  // the threads drain their queues first
   }
   cv_.notify_all();
-  thread_.join();
+  for (auto& s : streams_) s->thread.join();
   for (auto& [p, n] : host_) std::free(reinterpret_cast<void*>(p));  // leaked by the caller: tests check
   for (auto& [p, n] : device_) std::free(reinterpret_cast<void*>(p));
 }
@@ -143,7 +170,7 @@ Status SimulatedDevice::copy_async(void* dst, const void* src, size_t bytes) {
     violation("copy_async into memory that is not live device memory");
     return Status(StatusCode::kInvalidArgument, "simulated device: copy destination is not device memory");
   }
-  queue_.push_back(Op{Op::Copy{dst, src, bytes, fnv1a(src, bytes)}});
+  streams_[0]->queue.push_back(Op{Op::Copy{dst, src, bytes, fnv1a(src, bytes)}});
   cv_.notify_all();
   return Status::ok();
 }
@@ -151,7 +178,7 @@ Status SimulatedDevice::copy_async(void* dst, const void* src, size_t bytes) {
 Status SimulatedDevice::record_transfer(DeviceEvent& event) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& state = static_cast<SimEvent&>(event).state;
-  queue_.push_back(Op{Op::Record{state, ++state->recorded}});
+  streams_[0]->queue.push_back(Op{Op::Record{state, ++state->recorded}});
   cv_.notify_all();
   return Status::ok();
 }
@@ -167,7 +194,7 @@ Status SimulatedDevice::record_consumer(DeviceEvent& event, StreamHandle) {
 Status SimulatedDevice::transfer_wait(DeviceEvent& event) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& state = static_cast<SimEvent&>(event).state;
-  queue_.push_back(Op{Op::Wait{state, state->recorded}});
+  streams_[0]->queue.push_back(Op{Op::Wait{state, state->recorded}});
   cv_.notify_all();
   return Status::ok();
 }
@@ -188,14 +215,15 @@ Status SimulatedDevice::synchronize(DeviceEvent& event) {
   return Status::ok();
 }
 
-void SimulatedDevice::run() {
+void SimulatedDevice::run(Stream& stream) {
   std::unique_lock<std::mutex> lock(mu_);
-  std::uniform_int_distribution<int> delay(min_delay_us_, max_delay_us_);
+  std::uniform_int_distribution<int> delay(stream.min_delay_us, stream.max_delay_us);
+  auto& rng = stream.rng;
   for (;;) {
-    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stop_, and drained
-    Op op = std::move(queue_.front());
-    queue_.pop_front();
+    cv_.wait(lock, [&] { return stop_ || !stream.queue.empty(); });
+    if (stream.queue.empty()) return;  // stop_, and drained
+    Op op = std::move(stream.queue.front());
+    stream.queue.pop_front();
     if (auto* c = std::get_if<Op::Copy>(&op.what)) {
       // Two halves with a pause before each: a consumer that reads before the copy's event completed
       // sees a half-written batch, and a producer that refills the source meanwhile changes its hash.
@@ -203,7 +231,7 @@ void SimulatedDevice::run() {
       const size_t parts[2][2] = {{0, half}, {half, c->bytes - half}};
       bool ok = true;
       for (const auto& [offset, n] : parts) {
-        const int us = delay(rng_);
+        const int us = delay(rng);
         lock.unlock();
         std::this_thread::sleep_for(std::chrono::microseconds(us));
         lock.lock();
@@ -217,6 +245,7 @@ void SimulatedDevice::run() {
       if (ok && fnv1a(c->src, c->bytes) != c->hash)
         violation("a host buffer changed while its copy to the device was in flight (reused too early)");
       ++copies_;
+      cv_.notify_all();
     } else if (auto* r = std::get_if<Op::Record>(&op.what)) {
       r->event->completed = std::max(r->event->completed, r->ticket);
       cv_.notify_all();
@@ -225,6 +254,85 @@ void SimulatedDevice::run() {
       cv_.wait(lock, [&] { return w.event->completed >= w.ticket; });
     }
   }
+}
+
+int SimulatedDevice::create_stream(int min_delay_us, int max_delay_us) {
+  std::lock_guard<std::mutex> lock(mu_);
+  start_stream(min_delay_us, max_delay_us);
+  return static_cast<int>(streams_.size()) - 1;
+}
+
+Result<void*> SimulatedDevice::allocate_block(size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [p, b] : blocks_) {
+      if (b.lent || b.bytes != bytes) continue;
+      const bool done = std::all_of(b.events.begin(), b.events.end(),
+                                    [](const auto& e) { return e.first->completed >= e.second; });
+      if (!done) continue;  // a copy out of it may still be running
+      b.lent = true;
+      b.events.clear();
+      return reinterpret_cast<void*>(p);
+    }
+  }
+  CHUTE_ASSIGN_OR_RETURN(void* p, allocate(host_, bytes));
+  std::lock_guard<std::mutex> lock(mu_);
+  Block& b = blocks_[reinterpret_cast<uintptr_t>(p)];
+  b.bytes = bytes;
+  b.lent = true;
+  return p;
+}
+
+void SimulatedDevice::free_block(void* p) noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = blocks_.find(reinterpret_cast<uintptr_t>(p));
+  if (it == blocks_.end() || !it->second.lent) {
+    violation("free_block of a block that is not lent");
+    return;
+  }
+  Block& b = it->second;
+  for (int s : b.streams) {
+    auto event = std::make_shared<EventState>();
+    streams_[s]->queue.push_back(Op{Op::Record{event, ++event->recorded}});
+    b.events.emplace_back(event, event->recorded);
+  }
+  b.streams.clear();
+  b.lent = false;
+  cv_.notify_all();
+}
+
+Result<void*> SimulatedDevice::copy_to_device(const void* src, size_t bytes, int stream) {
+  CHUTE_ASSIGN_OR_RETURN(void* dst, allocate(device_, bytes));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stream < 1 || stream >= static_cast<int>(streams_.size())) {
+    violation("copy_to_device on a stream that does not exist");
+    return invalid_argument("no simulated stream " + std::to_string(stream));
+  }
+  if (!live(host_, src, bytes)) {
+    violation("copy_to_device from memory that is not live pinned memory of this device");
+    return invalid_argument("simulated device: copy source is not pinned memory");
+  }
+  // Like torch's CachingHostAllocator_recordEvent: the block the source lies in learns the stream.
+  const auto a = reinterpret_cast<uintptr_t>(src);
+  if (auto it = blocks_.upper_bound(a); it != blocks_.begin()) {
+    --it;
+    if (a < it->first + it->second.bytes && it->second.lent) it->second.streams.push_back(stream);
+  }
+  streams_[stream]->queue.push_back(Op{Op::Copy{dst, src, bytes, fnv1a(src, bytes)}});
+  cv_.notify_all();
+  return dst;
+}
+
+Status SimulatedDevice::synchronize_stream(int stream) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stream < 0 || stream >= static_cast<int>(streams_.size()))
+    return invalid_argument("no simulated stream " + std::to_string(stream));
+  auto event = std::make_shared<EventState>();
+  const uint64_t ticket = ++event->recorded;
+  streams_[stream]->queue.push_back(Op{Op::Record{event, ticket}});
+  cv_.notify_all();
+  cv_.wait(lock, [&] { return event->completed >= ticket; });
+  return Status::ok();
 }
 
 int64_t SimulatedDevice::violations() const {

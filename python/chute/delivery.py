@@ -8,6 +8,14 @@ torch ops issued on the consumer's current stream, after that wait: ``x.float() 
 is released right after, and its release is recorded on the same stream, so chute reuses its device
 buffer only once those kernels have read it.
 
+``pin_memory`` (pinned CPU batches for the user's own ``.to("cuda", non_blocking=True)``) takes its batch
+buffers from torch's caching host allocator (``torch.empty(n, pin_memory=True)``) and hands each one over
+with its batch: the user's tensors are views of torch's block, torch records an event on every stream
+that copies out of it (``CachingHostAllocator_recordEvent``), and lends the block again only once those
+events have completed. chute never writes a block after handing it over. So dropping the CPU tensor right
+after ``.cuda(non_blocking=True)``, on any stream, cannot let a worker refill memory a copy still reads,
+which it could when chute recycled its own pinned buffers (docs/ARCHITECTURE.md, "Pinned CPU batches").
+
 ``device='sim'`` runs the same protocol against chute's simulated device (host memory standing in for
 device memory, copies finishing late on another thread, with checks for early reuse). It is for chute's
 tests only.
@@ -23,8 +31,25 @@ from chute.transforms import Normalize
 _SIM_MAX_DELAY_US = 300  # the simulated device's per-half copy delay (test-only)
 
 
+def _cudart_next_to_torch() -> list[str]:
+    """The libcudart files torch's wheels ship (nvidia/*/lib, torch/lib), newest soname first."""
+    import glob
+    import os
+    import site
+
+    roots = {os.path.dirname(os.path.dirname(torch.__file__))}
+    roots.update(p for p in site.getsitepackages() + [site.getusersitepackages()] if isinstance(p, str))
+    found = []
+    for root in sorted(roots):
+        for pattern in ("nvidia/*/lib/libcudart.so*", "nvidia/cu*/lib/libcudart.so*", "torch/lib/libcudart*.so*"):
+            found.extend(glob.glob(os.path.join(root, pattern)))
+    return sorted(set(found), reverse=True)
+
+
 def cuda_availability() -> tuple[bool, int, str]:
-    """(usable, device count, reason) as chute's own CUDA loader sees it (libcudart loaded at run time)."""
+    """(usable, device count, reason) as chute's own CUDA loader sees it: the libcudart already loaded in the
+    process (torch's), else the one next to torch, else the system's (cpp/src/detail/cudart_api.h)."""
+    _native.set_cudart_candidates(_cudart_next_to_torch())
     return _native.cuda_availability()
 
 
@@ -47,7 +72,89 @@ def parse_device(device) -> tuple[str, int]:
 def open_device(kind: str, index: int, seed: int):
     if kind == "sim":
         return _native.Device.simulated(seed=seed, max_delay_us=_SIM_MAX_DELAY_US)
+    cuda_availability()  # the same library choice
     return _native.Device.cuda(index)  # ValueError/RuntimeError naming why CUDA is unusable
+
+
+def host_pinning(pin_memory: bool | None) -> "HostBlocks | None":
+    """The pinned-buffer lender for ``device='cpu'``: torch's host allocator when torch can pin (CUDA), else
+    None; ``pin_memory=True`` without CUDA warns as torch's DataLoader does and runs unpinned."""
+    if pin_memory is False:
+        return None
+    if not torch.cuda.is_available():
+        if pin_memory:  # as torch's DataLoader: say so, carry on unpinned
+            import warnings
+            why = cuda_availability()[2] or "torch.cuda.is_available() is False"
+            warnings.warn("'pin_memory' argument is set as true but no accelerator is found, then device "
+                          f"pinned memory won't be used (chute: {why})", UserWarning, stacklevel=3)
+        return None
+    return HostBlocks(lambda n: torch.empty(n, dtype=torch.uint8, pin_memory=True))
+
+
+class HostBlocks:
+    """Pinned blocks lent to a loader's ring (a native BlockPool), one per batch, from ``allocate(nbytes)``
+    (torch's caching host allocator; the simulated device's in tests). Runs on the consumer's thread."""
+
+    _SPARE = 1  # blocks kept ready beyond what the ring asks for, so a worker rarely waits for one
+
+    def __init__(self, allocate):
+        self._allocate = allocate
+        self.pool = _native.BlockPool()
+        self._blocks: dict[int, torch.Tensor] = {}  # address -> block, lent to the pool or the ring
+
+    def stock(self, native_loader) -> None:
+        for address in self.pool.take_returned():  # given back unused (a closed ring)
+            self._blocks.pop(address, None)
+        wanted = native_loader.host_blocks_wanted()
+        if wanted <= 0:
+            return
+        nbytes = native_loader.host_block_bytes
+        for _ in range(wanted + self._SPARE):
+            block = self._allocate(nbytes)
+            self._blocks[block.data_ptr()] = block
+            self.pool.donate(block.data_ptr(), nbytes)
+        native_loader.host_blocks_added()
+
+    def adopt(self, batch):
+        """(images, labels) over a handed-over block -> the same views, of torch's block."""
+        images, labels = batch
+        block = self._blocks.pop(images.data_ptr())
+        storage, base = block.untyped_storage(), block.data_ptr()
+
+        def view(t):
+            offset = (t.data_ptr() - base) // t.element_size()
+            return torch.empty((0,), dtype=t.dtype).set_(storage, offset, t.shape, t.stride())
+
+        return view(images), view(labels)
+
+    def clear(self) -> None:
+        """After the ring's threads stopped: blocks not handed over go back to torch."""
+        self._blocks.clear()
+
+
+class HandOver:
+    """Drives a native loader whose ring is lent by HostBlocks: stocks it before each batch, and turns each
+    batch into views of its torch block (the DLPack views, and with them the ring's claim, go at once)."""
+
+    def __init__(self, native_loader, blocks: HostBlocks):
+        self.native = native_loader
+        self.blocks = blocks
+
+    def start_epoch(self, epoch: int, start: int = 0) -> None:
+        self.blocks.stock(self.native)
+        self.native.start_epoch(epoch, start)
+
+    def position(self) -> int:
+        return self.native.position()
+
+    def close(self) -> None:
+        self.native.close()  # joins the workers: nothing writes a block after this
+        self.blocks.clear()
+
+    def next(self):
+        self.blocks.stock(self.native)
+        batch = self.native.next(hand_over=True)
+        return None if batch is None else self.blocks.adopt(batch)
 
 
 def split_normalize(transforms) -> tuple[list, Normalize | None]:

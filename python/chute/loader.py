@@ -139,8 +139,9 @@ class Loader:
     to the GPU's NUMA node when sysfs tells it (``max_threads`` then defaults to that node's CPUs). ``pin_memory`` (for ``device='cpu'``) has torch's
     meaning, pinned batches for your own ``.to('cuda', non_blocking=True)``; ``None`` turns it on when
     a CUDA GPU is present, and ``True`` without one warns, as torch's DataLoader does, and runs unpinned
-    (``device='cuda'`` without one stays an error). ``device='sim'`` is for chute's own tests (a
-    simulated GPU in host memory).
+    (``device='cuda'`` without one stays an error). Pinned batches live in torch's pinned memory, so, as
+    with torch's DataLoader, the CPU batch may be dropped right after a non_blocking copy on any stream.
+    ``device='sim'`` is for chute's own tests (a simulated GPU in host memory).
     """
 
     def __init__(self, source, batch_size: int = 1, *, shuffle: bool = False, seed: int = 0,
@@ -200,7 +201,7 @@ class Loader:
         self._quarantine = quarantine
         self._errors_seen = 0  # errors() already written to the quarantine file
         # GPU delivery (chute/delivery.py): uint8 crosses PCIe, Normalize and the dtype happen on the device.
-        host_dtype, normalize, native_device, affinity = dtype, None, None, None
+        host_dtype, normalize, native_device, affinity, host_blocks = dtype, None, None, None, None
         if device_kind != "cpu":
             transforms, normalize = _delivery.split_normalize(transforms)
             host_dtype = torch.uint8
@@ -210,13 +211,8 @@ class Loader:
                 if affinity and max_threads is None and not (isinstance(num_threads, int)
                                                               and num_threads > len(affinity)):
                     max_threads = len(affinity)  # a thread per CPU of the GPU's node
-        elif pin_memory or pin_memory is None:
-            available, _, why = _delivery.cuda_availability()
-            if pin_memory and not available:  # as torch's DataLoader: say so, carry on unpinned
-                warnings.warn("'pin_memory' argument is set as true but no accelerator is found, then device "
-                              f"pinned memory won't be used (chute: {why})", UserWarning, stacklevel=2)
-            if available:  # the current device's context, not device 0's on every rank
-                native_device = _native.Device.cuda(torch.cuda.current_device() if torch.cuda.is_available() else 0)
+        else:  # pinned buffers lent by torch's host allocator, handed over with each batch (delivery.py)
+            host_blocks = _delivery.host_pinning(pin_memory)
         self.device = "sim" if device_kind == "sim" else torch.device(device_kind, device_index) \
             if device_kind == "cuda" else torch.device("cpu")
         self._native = _native.Loader(
@@ -224,7 +220,8 @@ class Loader:
             0 if num_threads == "auto" else num_threads, max_threads or 0, 0 if prefetch == "auto" else prefetch,
             max_memory, _DTYPES[host_dtype], memory_format == torch.channels_last, on_error, max_pixels,
             bool(apply_exif_orientation), bool(scaled_decode), self.rank, self.world_size, self.even_split,
-            pinned_by=native_device, extra_buffers=device_prefetch + 1 if device_kind != "cpu" else 0,
+            pinned_by=host_blocks.pool if host_blocks is not None else native_device,
+            extra_buffers=device_prefetch + 1 if device_kind != "cpu" else 0,
             cpu_affinity=affinity, validate_full=validate == "full", max_file_bytes=max_file_bytes,
             max_ring_bytes=max_ring_bytes)
         if isinstance(prefetch, int) and self._native.prefetch < prefetch:
@@ -241,6 +238,8 @@ class Loader:
                           UserWarning, stacklevel=2)
         # What iteration drives: the host loader, or the DeviceLoader wrapping it.
         self._driver = self._native
+        if host_blocks is not None:
+            self._driver = _delivery.HandOver(self._native, host_blocks)
         if device_kind != "cpu":
             self._driver = _delivery.Delivery(self._native, native_device, device_kind, device_index, dtype,
                                               normalize, device_prefetch, max_device_memory)

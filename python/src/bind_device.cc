@@ -26,9 +26,19 @@ SimulatedDevice* simulated(const PyDevice& d) {
   return static_cast<SimulatedDevice*>(d.impl.get());
 }
 
+// A block of the simulated consumer's caching host allocator, freed to it when its tensor goes.
+struct SimBlock {
+  std::shared_ptr<Device> device;
+  void* p;
+  ~SimBlock() { static_cast<SimulatedDevice*>(device.get())->free_block(p); }
+};
+
 }  // namespace
 
 void register_device(nb::module_& m) {
+  // Where libcudart may be found next to torch (chute/delivery.py), tried after a runtime already loaded.
+  m.def("set_cudart_candidates", [](std::vector<std::string> paths) { set_cudart_candidates(std::move(paths)); });
+  m.def("loaded_cudart_paths", [] { return loaded_cudart_paths(); });
   m.def("cuda_availability", [] {
     const CudaAvailability a = cuda_availability();
     return nb::make_tuple(a.available, a.device_count, a.message);
@@ -40,6 +50,18 @@ void register_device(nb::module_& m) {
         return bus.empty() ? std::vector<int>{} : pci_local_cpus(sysfs_root, bus);
       },
       nb::arg("index"), nb::arg("sysfs_root") = "/sys");
+
+  // Pinned blocks lent by torch's host allocator (chute/delivery.py stocks it) for a hand-over ring.
+  nb::class_<PyBlockPool>(m, "BlockPool")
+      .def("__init__", [](PyBlockPool* self) { new (self) PyBlockPool{std::make_shared<BlockPool>("torch pinned")}; })
+      .def("donate", [](PyBlockPool& p, uintptr_t address, size_t bytes) { p.impl->donate(reinterpret_cast<void*>(address), bytes); })
+      .def("take_returned",
+           [](PyBlockPool& p) {
+             std::vector<uintptr_t> out;
+             for (void* q : p.impl->take_returned()) out.push_back(reinterpret_cast<uintptr_t>(q));
+             return out;
+           })
+      .def_prop_ro("handed_over", [](const PyBlockPool& p) { return p.impl->handed_over_count(); });
 
   nb::class_<PyDevice>(m, "Device")
       .def_static("cuda", [](int index) { return PyDevice{unwrap(open_cuda_device(index))}; }, nb::arg("index"))
@@ -57,7 +79,34 @@ void register_device(nb::module_& m) {
       .def_prop_ro("first_violation", [](const PyDevice& d) { return simulated(d)->first_violation(); })
       .def_prop_ro("copies", [](const PyDevice& d) { return simulated(d)->copies(); })
       .def_prop_ro("live_host_bytes", [](const PyDevice& d) { return simulated(d)->live_host_bytes(); })
-      .def_prop_ro("live_device_bytes", [](const PyDevice& d) { return simulated(d)->live_device_bytes(); });
+      .def_prop_ro("live_device_bytes", [](const PyDevice& d) { return simulated(d)->live_device_bytes(); })
+      // The simulated consumer (simulated_device.h): torch's caching host allocator, lagging streams, copies.
+      .def("pinned_block",
+           [](const PyDevice& d, size_t bytes) {
+             void* p = unwrap(simulated(d)->allocate_block(bytes));
+             nb::capsule owner(new SimBlock{d.impl, p}, [](void* b) noexcept { delete static_cast<SimBlock*>(b); });
+             const size_t shape[1] = {bytes};
+             return nb::ndarray<nb::pytorch, uint8_t>(p, 1, shape, owner);
+           }, nb::arg("nbytes"))
+      .def("create_stream", [](const PyDevice& d, int min_delay_us, int max_delay_us) {
+             return simulated(d)->create_stream(min_delay_us, max_delay_us);
+           }, nb::arg("min_delay_us"), nb::arg("max_delay_us"))
+      .def("copy_to_device", [](const PyDevice& d, uintptr_t src, size_t bytes, int stream) {
+             return reinterpret_cast<uintptr_t>(unwrap(simulated(d)->copy_to_device(reinterpret_cast<void*>(src), bytes, stream)));
+           }, nb::arg("src"), nb::arg("nbytes"), nb::arg("stream"))
+      .def("synchronize_stream", [](const PyDevice& d, int stream) {
+             Status st = [&] {
+               nb::gil_scoped_release release;
+               return simulated(d)->synchronize_stream(stream);
+             }();
+             if (!st.is_ok()) throw_status(st);
+           }, nb::arg("stream"))
+      // The bytes of a completed copy_to_device(), which frees its device memory.
+      .def("read_device", [](const PyDevice& d, uintptr_t p, size_t bytes) {
+             nb::bytes out(reinterpret_cast<const char*>(p), bytes);
+             d.impl->free_device(reinterpret_cast<void*>(p), bytes);
+             return out;
+           }, nb::arg("address"), nb::arg("nbytes"));
 
   nb::class_<PyDeviceLoader>(m, "DeviceLoader")
       .def(

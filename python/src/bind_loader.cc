@@ -108,7 +108,7 @@ void register_loader(nb::module_& m) {
              bool shuffle, uint64_t seed, bool drop_last, int num_threads, int max_threads, int prefetch,
              size_t max_memory, const std::string& dtype,
              bool channels_last, const std::string& on_error, int64_t max_pixels, bool apply_exif_orientation, bool scaled_decode, int64_t rank, int64_t world_size,
-             bool even_split, const PyDevice* pinned_by, int extra_buffers, std::optional<std::vector<int>> cpu_affinity,
+             bool even_split, nb::handle pinned_by, int extra_buffers, std::optional<std::vector<int>> cpu_affinity,
              bool validate_full, uint64_t max_file_bytes,
              std::optional<size_t> max_ring_bytes, bool accept_truncated) {
             LoaderOptions o;
@@ -135,8 +135,11 @@ void register_loader(nb::module_& m) {
             if (on_error == "raise") o.on_error = ErrorPolicy::kRaise;
             else if (on_error == "skip") o.on_error = ErrorPolicy::kSkip;
             else throw nb::value_error("on_error must be 'raise' or 'skip'");
-            // GPU delivery (bind_device.cc): pinned ring buffers from that device, room for copies in flight.
-            if (pinned_by != nullptr) o.host_allocator = pinned_by->impl->host_allocator();
+            // GPU delivery (bind_device.cc): pinned ring buffers from that device, room for copies in flight;
+            // or blocks lent by torch's caching host allocator, handed over with each batch (pin_memory).
+            if (nb::isinstance<PyDevice>(pinned_by)) o.host_allocator = nb::cast<PyDevice&>(pinned_by).impl->host_allocator();
+            else if (nb::isinstance<PyBlockPool>(pinned_by)) o.host_allocator = nb::cast<PyBlockPool&>(pinned_by).impl;
+            else if (!pinned_by.is_none()) throw nb::type_error("pinned_by: a Device or a BlockPool");
             o.extra_buffers = extra_buffers;
             o.cpu_affinity = std::move(cpu_affinity);
             if (max_ring_bytes) o.max_ring_bytes = *max_ring_bytes;
@@ -185,8 +188,9 @@ void register_loader(nb::module_& m) {
           nb::arg("epoch"), nb::arg("start") = 0, nb::arg("order") = nb::none())
       .def("position", [](const PyLoader& l) { return l.impl->position(); })
       .def_prop_ro("decode_warnings", [](const PyLoader& l) { return l.impl->decode_warnings(); })
+      // hand_over: the batch's block becomes the caller's (a BlockPool ring, chute/delivery.py).
       .def("next",
-           [](PyLoader& l) -> nb::object {
+           [](PyLoader& l, bool hand_over) -> nb::object {
              Loader& loader = *l.impl;
              auto finish = [&](Result<std::shared_ptr<Batch>>& next) -> nb::object {
                if (!next.is_ok()) {
@@ -199,6 +203,7 @@ void register_loader(nb::module_& m) {
                  throw_status(next.status());
                }
                if (!*next) return nb::none();
+               if (hand_over) (*next)->hand_over();
                return to_tensors(*next, loader);
              };
              // Wait in slices without the GIL; between slices, let Python handle signals (Ctrl-C).
@@ -210,7 +215,10 @@ void register_loader(nb::module_& m) {
                if (next.is_ok() || next.status().code() != StatusCode::kDeadlineExceeded) return finish(next);
                if (PyErr_CheckSignals() != 0) throw nb::python_error();
              }
-           })
+           }, nb::arg("hand_over") = false)
+      .def("host_blocks_wanted", [](const PyLoader& l) { return l.impl->host_blocks_wanted(); })
+      .def_prop_ro("host_block_bytes", [](const PyLoader& l) { return l.impl->host_block_bytes(); })
+      .def("host_blocks_added", [](PyLoader& l) { l.impl->host_blocks_added(); })
       .def("failed_sample",
            [](const PyLoader& l) -> nb::object {
              auto e = l.impl->failed_sample();

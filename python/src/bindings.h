@@ -53,6 +53,10 @@ struct PyLoader {
 struct PyDevice {
   std::shared_ptr<Device> impl;
 };
+// Pinned blocks lent by torch's host allocator for the ring to fill and hand over (host_allocator.h).
+struct PyBlockPool {
+  std::shared_ptr<BlockPool> impl;
+};
 
 // (images, labels) as torch tensors over a batch's memory (DLPack, no copy), each holding `owner` (a
 // capsule keeping the batch alive). Images are NCHW-shaped, with channels-last strides for NHWC.

@@ -314,7 +314,7 @@ def test_pin_memory_without_cuda_warns_like_torch(num_workers):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_pin_memory_batches_are_pinned_in_place():
+def test_pin_memory_batches_are_pinned():
     loader = DataLoader(Arange(64), batch_size=4, num_workers=2, pin_memory=True)
     for k, b in enumerate(loader):
         assert b["x"].is_pinned() and b["i"].is_pinned()
@@ -376,43 +376,40 @@ def test_exported_from_chute():
     assert chute.get_worker_info() is None
 
 
-def test_arena_pins_each_slot_mapping_once_and_waits_for_copies(monkeypatch):
-    # The pinned-slot bookkeeping without a GPU: register once per slot mapping (not per batch), unregister at
-    # close, and before a slot is reused, wait on the event recorded when its last view died.
-    calls = {"register": [], "unregister": [], "sync": 0}
+def test_pin_memory_batches_are_torch_pinned_copies_that_hold_no_slot(monkeypatch):
+    # A user's non_blocking copy may run on any stream, which chute cannot see: a pinned batch must therefore
+    # live in torch's caching host allocator (which records an event on every stream that copies from it), not
+    # in a page-locked arena slot that chute reuses. Without a GPU, torch's pin is stood in for by a copy, and
+    # any page-locking of a slot (the old design) is caught.
+    registered = []
 
-    class FakeCudart:
+    class NoRegister:
         def cudaHostRegister(self, addr, size, flags):
-            calls["register"].append(size)
+            registered.append(size)
             return 0
 
         def cudaHostUnregister(self, addr):
-            calls["unregister"].append(addr)
             return 0
 
-    class FakeEvent:
-        def record(self):
-            pass
+    pinned = []
 
-        def synchronize(self):
-            calls["sync"] += 1
+    def fake_pin(data, device=None):
+        out = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in data.items()}
+        pinned.extend(t.data_ptr() for t in out.values() if isinstance(t, torch.Tensor))
+        return out
 
-    monkeypatch.setattr(torch.cuda, "cudart", lambda: FakeCudart())
-    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
-    a = arena.Arena(2, pin=True)
-    writer = arena.SlotWriter(a.handles())  # the worker's side, in this process
-    for k in range(10):
-        slot = a.acquire()
-        assert slot is not None
-        writer.begin(slot)
-        data = arena.dumps_batch({"x": torch.full((1000,), float(k)), "k": k}, writer)
-        batch = a.loads(slot, writer.file_size(), data)
-        assert batch["k"] == k and torch.equal(batch["x"], torch.full((1000,), float(k)))
-        del batch
-    assert len(calls["register"]) == 2  # one per slot, however many batches
-    assert calls["sync"] == 8  # every reuse of a slot waited for its event
-    a.close()
-    assert len(calls["unregister"]) == 2
+    monkeypatch.setattr(torch.cuda, "cudart", lambda: NoRegister())
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *a, **k: torch.device("cuda"))
+    monkeypatch.setattr(torch.utils.data._utils.pin_memory, "pin_memory", fake_pin)
+    loader = DataLoader(Arange(32), batch_size=4, num_workers=2, pin_memory=True)
+    kept = []
+    for k, b in enumerate(loader):
+        _check(b, 4 * k)
+        kept.append(b)
+    assert not registered, "an arena slot was page-locked"
+    assert {b["x"].data_ptr() for b in kept} <= set(pinned)  # what the user got is torch's pinned copy
+    assert loader.stats()["arena_batches"] == 8
 
 
 @pytest.mark.parametrize("ctx", ["spawn", "forkserver"])

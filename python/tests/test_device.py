@@ -173,3 +173,194 @@ print(labels.tolist())
     result = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[0, 0, 0, 0]"
+
+
+# Pinned CPU batches (device='cpu', pin_memory) under the user's own async copies. The simulated device plays
+# torch on a GPU with a backlog: streams whose copies complete tens of milliseconds after they are issued,
+# tensor.to(non_blocking=True) as copy_to_device(), and torch's caching host allocator (a block freed while
+# a copy out of it is pending is lent again only once that copy is done). The loop below is the standard
+# `images = images.cuda(non_blocking=True)`, which drops the CPU batch at once.
+
+def _sim_pinned(monkeypatch, sim):
+    from chute import delivery
+    monkeypatch.setattr(delivery, "host_pinning", lambda pin_memory: delivery.HostBlocks(sim.pinned_block))
+
+
+def _to_device(sim, t, stream):
+    return sim.copy_to_device(t.data_ptr(), t.numel() * t.element_size(), stream), t.numel() * t.element_size()
+
+
+def _raw(t):
+    return t.contiguous().view(torch.uint8).reshape(-1).numpy().tobytes()
+
+
+@pytest.mark.parametrize("prefetch", [1, 2])
+@pytest.mark.parametrize("side_stream", [False, True])
+def test_pinned_batches_are_not_refilled_under_a_pending_copy(folder, monkeypatch, prefetch, side_stream):
+    sim = chute._native.Device.simulated(seed=7, max_delay_us=0)
+    current = sim.create_stream(10_000, 30_000)
+    side = sim.create_stream(30_000, 60_000)  # lags more than the current stream
+    _sim_pinned(monkeypatch, sim)
+    kw = dict(batch_size=3, prefetch=prefetch)
+    expected = [(x.clone(), y.clone()) for x, y in make(folder, "cpu", pin_memory=False, **kw)]
+    loader = make(folder, "cpu", pin_memory=True, **kw)
+    assert loader.pin_memory
+    copies = []
+    for images, labels in loader:
+        # Even batches on the current stream, odd ones on the side stream when there is one.
+        stream = side if side_stream and len(copies) % 2 else current
+        copies.append((_to_device(sim, images, stream), _to_device(sim, labels, stream)))
+        del images, labels  # what `images = images.cuda(non_blocking=True)` does to the CPU batch
+    sim.synchronize_stream(current)
+    sim.synchronize_stream(side)
+    assert len(copies) == len(expected) == len(loader)
+    for k, (((pi, ni), (pl, nl)), (ex, ey)) in enumerate(zip(copies, expected)):
+        assert sim.read_device(pi, ni) == _raw(ex), f"batch {k}: the images the device received are not the batch's"
+        assert sim.read_device(pl, nl) == _raw(ey), f"batch {k}: labels"
+    assert sim.violations == 0, sim.first_violation
+    assert loader._driver.blocks.pool.handed_over == len(loader)
+    loader.close()
+
+
+def test_pinned_batches_are_torch_views_and_close_returns_unused_blocks(folder, monkeypatch):
+    sim = chute._native.Device.simulated(seed=1, max_delay_us=0)
+    _sim_pinned(monkeypatch, sim)
+    loader = make(folder, "cpu", pin_memory=True, batch_size=4, prefetch=2)
+    it = iter(loader)
+    images, labels = next(it)
+    blocks = loader._driver.blocks
+    # The batch is a view of the lent block (one storage for images and labels), not chute's memory.
+    assert images.untyped_storage().data_ptr() == labels.untyped_storage().data_ptr()
+    kept = images.clone()
+    loader.close()
+    del it
+    assert not blocks._blocks  # every block not handed over went back to its allocator
+    assert torch.equal(images, kept)  # a handed-over batch stays valid after close
+
+
+# One CUDA runtime per process, and no stray contexts: a stand-in CUDA (fake_cuda.c) preloaded the way a cu12
+# torch loads its runtime. This machine may also have a real libcudart.so.13 on the loader's path, which chute
+# used to load beside it.
+
+_FAKE_CUDA_SCRIPT = """
+import ctypes, os, sys, threading
+ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW | os.RTLD_GLOBAL)  # the process's runtime (torch's, say)
+ctypes.CDLL(sys.argv[2], mode=os.RTLD_NOW | os.RTLD_GLOBAL)  # the driver
+import chute
+from chute.delivery import cuda_availability
+ok, count, why = cuda_availability()
+print("available", ok, count, why)
+def run():  # on a fresh thread, as workers, deleters and other threads are
+    loader = chute.Loader(chute.ImageFolder(sys.argv[3]), batch_size=4, transforms=[chute.CenterCrop(16)],
+                          num_threads=2, device="cuda:1")
+    loader._driver.native.start_epoch(0)
+    loader.close()
+t = threading.Thread(target=run)
+t.start()
+t.join()
+maps = sorted({line.split()[-1] for line in open("/proc/self/maps") if "libcudart" in line})
+print("maps", maps)
+"""
+
+
+def _build_fake_cuda(tmp_path):
+    import shutil
+    import subprocess
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.fail("no C compiler to build the stand-in CUDA (scripts/setup.sh installs one)")
+    src = __file__.rsplit("/", 1)[0] + "/fake_cuda.c"
+    out = {}
+    for soname in ("libcudart.so.12", "libcuda.so.1"):
+        path = tmp_path / soname
+        subprocess.run([cc, "-shared", "-fPIC", "-O1", f'-DFAKE_NAME="{soname}"', f"-Wl,-soname,{soname}", src,
+                        "-o", str(path)], check=True, timeout=120)
+        out[soname] = path
+    return out
+
+
+@pytest.mark.skipif(torch.version.cuda is not None,
+                    reason="a CUDA torch loads its own libcudart at import; test_gpu_one_libcudart_in_the_process "
+                           "checks the rule there")
+def test_one_cuda_runtime_and_no_stray_context(folder, tmp_path):
+    import os
+    import subprocess
+    import sys
+    fake = _build_fake_cuda(tmp_path)
+    log = tmp_path / "cuda.log"
+    env = dict(os.environ, FAKE_CUDA_LOG=str(log))
+    env.pop("CHUTE_CUDART", None)
+    result = subprocess.run([sys.executable, "-c", _FAKE_CUDA_SCRIPT, str(fake["libcudart.so.12"]),
+                             str(fake["libcuda.so.1"]), str(folder)],
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
+    assert lines["available"].startswith("True 2"), lines["available"]  # the preloaded runtime's answer
+    assert lines["maps"] == repr([str(fake["libcudart.so.12"])]), "a second libcudart was loaded: " + lines["maps"]
+    calls = log.read_text().split("\n") if log.exists() else []
+    calls = [c for c in calls if c]
+    assert "cudaSetDevice 0" not in calls, "a thread was 'restored' to device 0, creating its context"
+    assert [c for c in calls if c.startswith("cudaSetDevice")] == []
+    assert set(calls) == {"retain 1"}, calls  # only the device the loader was given
+
+
+# On a GPU (bench/gpu_check.sh runs these and counts a skip as a failure): the same rules with real CUDA.
+
+def _libcudart_mappings():
+    return sorted({line.split()[-1] for line in open("/proc/self/maps") if "libcudart" in line})
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+def test_gpu_one_libcudart_in_the_process(folder):
+    torch.zeros(1, device="cuda")  # torch's runtime, initialised
+    loader = make(folder, "cuda")
+    x, _ = next(iter(loader))
+    assert x.device.type == "cuda"
+    maps = _libcudart_mappings()
+    assert len(maps) == 1, f"two CUDA runtimes in one process: {maps}"
+    assert chute._native.loaded_cudart_paths() == maps or len(chute._native.loaded_cudart_paths()) == 1
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+@pytest.mark.parametrize("prefetch", [1, 2])
+@pytest.mark.parametrize("side_stream", [False, True])
+def test_gpu_pinned_batches_under_a_lagging_stream(folder, prefetch, side_stream):
+    # Section 1's corruption scenario on the real thing: the copy queues behind a long kernel
+    # (torch.cuda._sleep), the CPU batch is dropped at once, and workers keep filling.
+    kw = dict(batch_size=3, prefetch=prefetch)
+    expected = [(x.clone(), y.clone()) for x, y in make(folder, "cpu", pin_memory=False, **kw)]
+    loader = make(folder, "cpu", pin_memory=True, **kw)
+    assert loader.pin_memory
+    stream = torch.cuda.Stream() if side_stream else torch.cuda.current_stream()
+    got = []
+    with torch.cuda.stream(stream):
+        for images, labels in loader:
+            assert images.is_pinned()
+            torch.cuda._sleep(20_000_000)  # ~10 ms of GPU backlog before each copy
+            images = images.to("cuda", non_blocking=True)
+            labels = labels.to("cuda", non_blocking=True)
+            got.append((images, labels))
+    torch.cuda.synchronize()
+    assert len(got) == len(expected)
+    for k, ((x, y), (ex, ey)) in enumerate(zip(got, expected)):
+        assert torch.equal(x.cpu(), ex), f"batch {k} was overwritten under its copy"
+        assert torch.equal(y.cpu(), ey)
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+def test_gpu_cuda_batches_match_the_cpu_loader_on_a_side_stream_in_bf16(folder):
+    kw = dict(dtype=torch.bfloat16, transforms=[chute.RandomResizedCrop(48), chute.RandomHorizontalFlip(), NORM],
+              memory_format=torch.channels_last)
+    expected = epoch(make(folder, "cpu", **kw))
+    side = torch.cuda.Stream()
+    got = []
+    with torch.cuda.stream(side):
+        for x, y in make(folder, "cuda", **kw):
+            torch.cuda._sleep(10_000_000)  # the consumer's stream lags: the copy must still come first
+            got.append((x * 1, y * 1))  # work on the side stream, after the wait chute put there
+    torch.cuda.synchronize()
+    assert len(got) == len(expected)
+    for (x, y), (ex, ey) in zip(got, expected):
+        assert x.dtype == torch.bfloat16 and x.is_contiguous(memory_format=torch.channels_last)
+        assert torch.allclose(x.float().cpu(), ex.float(), rtol=2**-7, atol=2**-7), (x.float().cpu() - ex.float()).abs().max()
+        assert torch.equal(y.cpu(), ey)

@@ -7,8 +7,11 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 namespace chute {
 
@@ -23,9 +26,51 @@ class HostAllocator {
   // Whether allocate() returns page-locked memory (a DMA source).
   virtual bool pinned() const = 0;
   virtual std::string name() const = 0;
+
+  // Hand-over allocators (BlockPool): memory delivered to the consumer becomes the consumer's, and the
+  // ring takes a new block for the slot. The others are asked for memory only when the ring grows.
+  virtual bool hands_over() const { return false; }
+  // Whether allocate(bytes) would succeed now without waiting (a BlockPool may be empty), and how many
+  // blocks of `bytes` it holds ready.
+  virtual bool can_allocate(size_t /*bytes*/) const { return true; }
+  virtual size_t available(size_t /*bytes*/) const { return 0; }
+  // The ring gave the block to the consumer with its batch (only when hands_over()).
+  virtual void handed_over(void* /*p*/, size_t /*bytes*/) noexcept {}
 };
 
 // Page-aligned heap memory (aligned_alloc): the default.
 std::shared_ptr<HostAllocator> heap_allocator();
+
+// BlockPool: pinned blocks lent by the consumer's framework (for torch: torch.empty(n, pin_memory=True),
+// i.e. torch's caching host allocator) for the ring to fill, one batch each. A delivered block is handed
+// over: it leaves the ring with its batch, the consumer's tensors own it, and the framework, which records
+// an event on every stream that copies out of it, decides when it can be lent again. chute never writes a
+// block after its hand-over, so no reuse can race a copy, whatever stream the copy ran on.
+//
+// The lender keeps the pool stocked (donate()), and drops its reference to each block the ring gave back
+// unused (take_returned()): at close(), or when the ring is destroyed.
+class BlockPool final : public HostAllocator {
+ public:
+  explicit BlockPool(std::string name = "consumer pinned blocks") : name_(std::move(name)) {}
+  void donate(void* p, size_t bytes);
+  std::vector<void*> take_returned();
+
+  void* allocate(size_t bytes) override;  // throws std::bad_alloc when no block of `bytes` was donated
+  void deallocate(void* p, size_t bytes) noexcept override;
+  bool pinned() const override { return true; }
+  std::string name() const override { return name_; }
+  bool hands_over() const override { return true; }
+  bool can_allocate(size_t bytes) const override { return available(bytes) > 0; }
+  size_t available(size_t bytes) const override;
+  void handed_over(void* p, size_t bytes) noexcept override;
+  int64_t handed_over_count() const;
+
+ private:
+  const std::string name_;
+  mutable std::mutex mu_;
+  std::vector<std::pair<void*, size_t>> ready_;  // donated, not yet in the ring
+  std::vector<void*> returned_;                  // given back by the ring, unused
+  int64_t handed_over_ = 0;
+};
 
 }  // namespace chute

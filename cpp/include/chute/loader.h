@@ -90,10 +90,14 @@ class Batch {
   int64_t size() const { return size_; }  // samples in this batch (the last one may be short)
   void* images() const { return images_; }
   int64_t* labels() const { return labels_; }
+  // With a hand-over allocator (BlockPool): the buffer becomes the consumer's when this Batch goes; its
+  // slot takes a new block (batch_ring.h). Call on the consumer's thread, before the last reference goes.
+  void hand_over() { handed_over_ = true; }
 
  private:
   std::shared_ptr<SharedState> shared_;
   int slot_;
+  bool handed_over_ = false;
   int64_t size_;
   void* images_;
   int64_t* labels_;
@@ -152,6 +156,12 @@ class Loader {
   // Stops the threads. Batches still held stay valid. Idempotent.
   void close();
 
+  // For a BlockPool host allocator: blocks of host_block_bytes() the pool should receive now, and the call
+  // that wakes the workers once they were donated.
+  int host_blocks_wanted() const;
+  size_t host_block_bytes() const;
+  void host_blocks_added();
+
  private:
   Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWriter writer, LoaderOptions options);
   struct Task;
@@ -159,6 +169,8 @@ class Loader {
   void worker_main(int id);
   void tune(double now_s);  // with the lock held
   bool can_dispatch() const;
+  bool needs_new_slot() const;  // the next dispatch needs a ring slot its batch does not have yet
+  void grow_ring(std::unique_lock<std::mutex>& lock);
   Task& dispatch();
   bool complete(Task& task, Status status);
   void finish_epoch();

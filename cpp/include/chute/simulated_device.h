@@ -12,6 +12,12 @@
 // completed and record_consumer() completes at once, since the consumer's work on a batch is done by the
 // time it releases it.
 //
+// It also plays the consumer's side of pinned CPU batches (pin_memory, the BlockPool hand-over), as torch
+// does it on a GPU: consumer streams of their own, each a thread whose copies lag (a GPU with a backlog);
+// copy_to_device() like tensor.to("cuda", non_blocking=True), which records its stream on the source's
+// block; and a caching host allocator like torch's (allocate_block/free_block): a freed block gets an event
+// on every stream that copied from it and is lent again only once those events have completed.
+//
 // Test-only: never a production backend (Python's device='sim' exists for the tests).
 #pragma once
 
@@ -24,6 +30,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "chute/device.h"
 
@@ -52,6 +59,13 @@ class SimulatedDevice final : public Device, public std::enable_shared_from_this
   Result<bool> query(DeviceEvent& event) override;
   Status synchronize(DeviceEvent& event) override;
 
+  // The consumer's side (see above). Stream ids start at 1 (0 is the transfer stream).
+  int create_stream(int min_delay_us, int max_delay_us);
+  Result<void*> allocate_block(size_t bytes);
+  void free_block(void* p) noexcept;
+  Result<void*> copy_to_device(const void* src, size_t bytes, int stream);
+  Status synchronize_stream(int stream);
+
   int64_t violations() const;
   std::string first_violation() const;
   int64_t copies() const;            // completed
@@ -63,7 +77,10 @@ class SimulatedDevice final : public Device, public std::enable_shared_from_this
  private:
   SimulatedDevice(uint64_t seed, int max_delay_us, int min_delay_us);
   struct Op;
-  void run();
+  struct Stream;
+  struct Block;
+  void run(Stream& stream);
+  void start_stream(int min_delay_us, int max_delay_us);  // with mu_ held
   void violation(std::string what);  // with mu_ held
   bool live(const std::map<uintptr_t, size_t>& allocations, const void* p, size_t bytes) const;
   Result<void*> allocate(std::map<uintptr_t, size_t>& allocations, size_t bytes);
@@ -72,14 +89,14 @@ class SimulatedDevice final : public Device, public std::enable_shared_from_this
   const int min_delay_us_, max_delay_us_;
   mutable std::mutex mu_;
   std::condition_variable cv_;  // ops queued, events completed, queue drained
-  std::deque<Op> queue_;        // the transfer stream
+  std::vector<std::unique_ptr<Stream>> streams_;  // [0]: the transfer stream; then the consumer's
   bool stop_ = false;
-  std::mt19937_64 rng_;  // the transfer thread's
+  const uint64_t seed_;
   std::map<uintptr_t, size_t> host_, device_;
+  std::map<uintptr_t, Block> blocks_;  // the consumer's caching host allocator
   int64_t violations_ = 0;
   std::string first_violation_;
   int64_t copies_ = 0;
-  std::thread thread_;
 };
 
 }  // namespace chute

@@ -1,6 +1,13 @@
 // The few CUDA runtime functions chute calls, declared here and resolved with dlopen/dlsym at run time, so
 // that chute builds without the CUDA toolkit and its wheel imports on machines without CUDA. The
-// signatures and constants are those of cuda_runtime_api.h / driver_types.h, stable across CUDA 11-13.
+// signatures and constants are those of cuda_runtime_api.h / driver_types.h, stable across CUDA 11-13,
+// plus five driver functions (cuda.h, libcuda.so.1) to make a device's primary context current for a call
+// and restore exactly what the thread had, which cudaSetDevice cannot (cuda_device.cc, ContextGuard).
+//
+// One runtime per process: a second libcudart beside torch's has its own state, and with a cu12 torch on a
+// machine that also has libcudart.so.13 chute used to load that one. cudart() takes, in order: a libcudart
+// already loaded in the process (torch's, found by dl_iterate_phdr), $CHUTE_CUDART, the candidates Python
+// names (the one next to torch: site-packages/nvidia/*/lib, torch/lib), then libcudart.so.13, .so.12, .so.
 #pragma once
 
 #include <cstddef>
@@ -12,6 +19,9 @@ namespace chute::detail {
 using cudaError_t = int;
 using cudaStream_t = struct CUstream_st*;
 using cudaEvent_t = struct CUevent_st*;
+using CUresult = int;
+using CUdevice = int;
+using CUcontext = struct CUctx_st*;
 
 constexpr cudaError_t cudaSuccess = 0;
 constexpr cudaError_t cudaErrorCudartUnloading = 4;  // the process is exiting
@@ -43,6 +53,13 @@ struct CudartApi {
   cudaError_t (*cudaEventSynchronize)(cudaEvent_t);
   cudaError_t (*cudaMemcpyAsync)(void*, const void*, size_t, int, cudaStream_t);
   cudaError_t (*cudaMemcpy)(void*, const void*, size_t, int);
+  // libcuda.so.1 (cuda.h maps the last three names to their _v2 symbols, which are the ones loaded).
+  CUresult (*cuInit)(unsigned);
+  CUresult (*cuDeviceGet)(CUdevice*, int);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
+  CUresult (*cuCtxPushCurrent)(CUcontext);
+  CUresult (*cuCtxPopCurrent)(CUcontext*);
 
   std::string error(cudaError_t e) const { return std::string(cudaGetErrorString(e)) + " (" + std::to_string(e) + ")"; }
 };
@@ -52,11 +69,21 @@ struct LoadedCudart {
   bool ok = false;
   std::string why;  // when !ok: every dlerror(), or the missing symbol
 };
-// Tries each library name in turn; never dlclose()s (the runtime lives as long as the process).
+// Tries each library name in turn, then the driver (libcuda.so.1); never dlclose()s (the runtime lives as
+// long as the process).
 LoadedCudart load_cudart(const std::vector<std::string>& names);
 
-// The process-wide table, loaded once (libcudart.so.13, .so.12, .so, or $CHUTE_CUDART); nullptr when
-// libcudart cannot be loaded or lacks a symbol, with the reason in *why.
+// The paths of every libcudart mapped into this process now (dl_iterate_phdr), in load order.
+std::vector<std::string> loaded_cudart_paths();
+// The order described at the top: a loaded runtime if any, else $CHUTE_CUDART, `candidates`, the sonames.
+LoadedCudart find_cudart(const std::vector<std::string>& candidates);
+// Python's candidates (next to torch), tried after a loaded runtime and $CHUTE_CUDART.
+void set_cudart_candidates(std::vector<std::string> paths);
+
+// The process-wide table: the first successful find_cudart(), kept for the process; after a failure the
+// next call tries again (a runtime loaded by torch since, a candidate set since). nullptr when none
+// loads or one lacks a symbol, with the reason in *why.
 const CudartApi* cudart(std::string* why = nullptr);
+
 
 }  // namespace chute::detail

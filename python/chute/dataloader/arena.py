@@ -14,6 +14,13 @@ callback on the memoryview each storage holds), so a slot is never overwritten w
 When every slot is leased (the user keeps batches), tasks go out without a slot and the worker falls back to
 torch's own shared-memory tensors for that batch: no deadlock, no overwrite.
 
+Slots are never page-locked. With ``pin_memory=True`` the iterator copies each batch into torch's caching host
+allocator (``pin_memory()``, as torch's pin thread does), so the user's non_blocking copies come from torch's
+blocks, which torch reuses only after every stream that copied from them is past the copy. A registered slot
+could not have that guarantee: chute cannot see which stream a user's copy runs on, so an event recorded at a
+view's death on the current stream missed copies on side streams, and ``close()`` unregistered slots that a
+copy could still be reading.
+
 Thread safety: ``acquire`` runs on the iterator's thread; ``_free`` may run on any thread that drops the last
 reference to a batch tensor (or in the garbage collector). It only uses atomic deque / dict operations.
 """
@@ -213,7 +220,7 @@ class _Lease:
 class Arena:
     """Parent side: owns the slots' files and mappings, the free list and the leases."""
 
-    def __init__(self, num_slots: int, pin: bool = False):
+    def __init__(self, num_slots: int):
         if not supported():
             raise RuntimeError("chute's batch arena needs os.memfd_create (Linux)")
         self.num_slots = num_slots
@@ -221,8 +228,6 @@ class Arena:
         self._maps: list[tuple[mmap.mmap, int] | None] = [None] * num_slots
         self._free: deque[int] = deque(range(num_slots))
         self._leases: dict[int, _Lease] = {}
-        self._events: dict[int, object] = {}  # slot -> CUDA event recorded when its last view died
-        self._pin = pin
         self._closed = False
         # The files close with the arena even if close() is never called (an iterator that failed to start).
         self._close_fds = weakref.finalize(self, _close_all, self._fds)
@@ -233,13 +238,9 @@ class Arena:
     # -- slot accounting --------------------------------------------------------------------------------
     def acquire(self) -> int | None:
         try:
-            slot = self._free.popleft()
+            return self._free.popleft()
         except IndexError:
             return None
-        ev = self._events.pop(slot, None)
-        if ev is not None:
-            ev.synchronize()  # a non_blocking copy out of this pinned slot may still be reading it
-        return slot
 
     def release(self, slot: int) -> None:
         """Back to the free list without a lease (the task's reply carried no batch)."""
@@ -258,10 +259,6 @@ class Arena:
         if self._closed:
             self._unmap(lease.slot)
             return
-        if self._pin:
-            ev = torch.cuda.Event()
-            ev.record()
-            self._events[lease.slot] = ev
         self._free.append(lease.slot)
 
     # -- mappings ---------------------------------------------------------------------------------------
@@ -271,10 +268,6 @@ class Arena:
             return cur[0]
         self._unmap(slot)  # a free slot: nothing views the old mapping
         mm = mmap.mmap(self._fds[slot], size)
-        if self._pin:
-            from chute.dataloader import pinned
-
-            pinned.register(mm, size)
         self._maps[slot] = (mm, size)
         return mm
 
@@ -284,10 +277,6 @@ class Arena:
             return
         self._maps[slot] = None
         mm, size = cur
-        if self._pin:
-            from chute.dataloader import pinned
-
-            pinned.unregister(mm)
         try:
             mm.close()
         except BufferError:

@@ -4,8 +4,8 @@
 * ``MultiProcessIter``: torch's multi-process iterator's bookkeeping (task order, in_order=False, prefetch,
   persistent-worker resume, timeout, worker-death detection through SIGCHLD and liveness polls, shutdown) with
   chute's workers (worker.py) and transport: each task carries an arena slot (arena.py) that the worker collates
-  into, and the batch comes back as zero-copy views of that slot. No pin-memory thread: slots are pinned once
-  (pinned.py).
+  into, and the batch comes back as zero-copy views of that slot. With pin_memory the batch is then copied into
+  torch's pinned blocks (torch's own pin_memory(), on this thread), whose reuse torch fences against every copy.
 * ``PlanIter``: a native fast path (fastpath.py) behind torch's seed and sampler protocol.
 """
 
@@ -158,10 +158,9 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
             self._worker_init_fn = functools.partial(
                 _sharding_worker_init_fn, self._worker_init_fn, self._world_size, self._rank)
 
-        pin_slots = self._pin_memory and self._pin_memory_device == "cuda"
         self._arena = None
         if _arena.supported():
-            self._arena = _arena.Arena(self._prefetch_factor * self._num_workers + SPARE_SLOTS, pin=pin_slots)
+            self._arena = _arena.Arena(self._prefetch_factor * self._num_workers + SPARE_SLOTS)
         self._slot_of_task: dict[int, int] = {}
         self._stats["arena_slots"] = self._arena.num_slots if self._arena else 0
         handles = self._arena.handles() if self._arena else []
@@ -296,7 +295,8 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
             stats["arena_batches"] += 1
             batch = self._arena.loads(data.slot, data.file_size, data.data)
         if self._pin_memory:
-            # Tensors in a registered slot are pinned already (returned as they are); others are copied.
+            # Copies into torch's caching host allocator: the slot's views die here, and the pinned copies'
+            # reuse is torch's, fenced by an event on every stream that copies from them (arena.py).
             batch = _utils.pin_memory.pin_memory(batch, self._pin_memory_device)
         return batch
 

@@ -28,8 +28,8 @@ class DataLoader(torch.utils.data.DataLoader):
     __doc__ = (
         "Drop-in replacement for :class:`torch.utils.data.DataLoader` (same arguments, same behaviour).\n\n"
         "Batches from worker processes arrive in a reused shared-memory arena instead of one shared-memory file "
-        "per tensor; with ``pin_memory=True`` and CUDA, the arena is page-locked once, so no pinning thread "
-        "runs. Native fast paths are used where the dataset allows; see ``stats()``.\n\n"
+        "per tensor; with ``pin_memory=True`` and CUDA, each batch is copied into torch's pinned memory as torch "
+        "does (on the iterating thread), so torch fences its reuse against every copy. Native fast paths are used where the dataset allows; see ``stats()``.\n\n"
         + (torch.utils.data.DataLoader.__doc__ or "")
     )
 
