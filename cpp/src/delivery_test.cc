@@ -90,7 +90,7 @@ struct Rig {
 Rig make_rig(std::shared_ptr<const Source> source, int device_prefetch, int max_delay_us, uint64_t seed = 1,
              LoaderOptions o = base_options()) {
   Rig r;
-  r.device = SimulatedDevice::create(seed, max_delay_us);
+  r.device = SimulatedDevice::create(seed, max_delay_us).value();
   DeliveryOptions d{.device_prefetch = device_prefetch};
   DeviceLoader::prepare(o, *r.device, d);
   auto dl = DeviceLoader::create(r.device, make_loader(std::move(source), o), d);
@@ -276,7 +276,7 @@ TEST(DeliveryTest, HoldingEveryDeviceBatchIsAnErrorNotAHang) {
 }
 
 TEST(DeliveryTest, RejectsPageableLoadersAndBudgetsBelowTwoBatches) {
-  auto device = SimulatedDevice::create(1, 0);
+  auto device = SimulatedDevice::create(1, 0).value();
   auto source = make_source(8);
   auto plain = DeviceLoader::create(device, make_loader(source, base_options()));
   EXPECT_EQ(plain.status().code(), StatusCode::kInvalidArgument);

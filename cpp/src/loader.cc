@@ -11,8 +11,10 @@
 #include <map>
 
 #include "chute/batch_ring.h"
+#include "chute/fork.h"
 #include "chute/processor.h"
 #include "chute/sampler.h"
+#include "chute/thread.h"
 
 namespace chute {
 
@@ -25,6 +27,7 @@ struct SharedState {
   std::condition_variable work_cv;      // workers: something to dispatch (slot freed, window moved, epoch)
   std::condition_variable consumer_cv;  // consumer: batch ready, epoch over, error, no task in flight
   BatchRing ring;                       // guarded by mu
+  ForkMark fork_mark;                   // in a forked child, released batches leave all this alone
 
   SharedState(int64_t batch_size, size_t sample_bytes, int slots, size_t max_bytes,
               std::shared_ptr<HostAllocator> allocator)
@@ -37,6 +40,7 @@ Batch::Batch(std::shared_ptr<SharedState> shared, int slot, int64_t size)
       images_(shared_->ring.images(slot)), labels_(shared_->ring.labels(slot)) {}
 
 Batch::~Batch() {
+  if (shared_->fork_mark.in_child()) return;  // mu may be held by a thread that is not in this process
   {
     std::lock_guard<std::mutex> lock(shared_->mu);
     shared_->ring.release(slot_);
@@ -81,14 +85,14 @@ struct Loader::EpochState {
     int slot;
     int64_t count;
     int64_t next_position;  // the epoch position after the batch's last sample
+    std::optional<SampleError> error;  // kRaise: a sample of this batch failed; the error replaces it
   };
   // A sample's place in the output stream of this run: its position minus the resume point and the
   // skipped samples before it.
   int64_t output_position(int64_t position) const { return position - start - failures; }
   std::deque<Ready> ready;
-  std::optional<SampleError> fatal;      // kRaise: the error, delivered after the batches before it
-  int64_t fatal_batch = 0;
-  std::optional<SampleError> failed;     // the last error next() returned
+  std::map<int64_t, SampleError> batch_errors;  // kRaise: batch -> its first failed sample, until ready
+  std::optional<SampleError> failed;     // the error the last next() returned
   std::vector<SampleError> errors;       // kSkip: every skipped sample
   int64_t decode_warnings = 0;           // benign decoder warnings, over the loader's life
   bool warned_growth = false;
@@ -174,7 +178,9 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Source> sou
     return invalid_argument("max_memory of " + std::to_string(options.max_memory >> 20) +
                             " MiB holds fewer than 3 batch buffers of " + std::to_string(slot_bytes >> 20) +
                             " MiB (prefetch 1 and 2 more): raise max_memory, lower batch_size or set prefetch");
-  return std::unique_ptr<Loader>(new Loader(std::move(source), std::move(pipeline), std::move(writer), options));
+  std::unique_ptr<Loader> loader(new Loader(std::move(source), std::move(pipeline), std::move(writer), options));
+  CHUTE_RETURN_IF_ERROR(loader->start_workers());
+  return loader;
 }
 
 Loader::Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWriter writer, LoaderOptions options)
@@ -184,11 +190,35 @@ Loader::Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWr
                                           tuner_.prefetch() + 2 + options_.extra_buffers, options_.max_ring_bytes,
                                           options_.host_allocator);
   epoch_->baseline_s = now_s();
-  const int pool = options_.num_threads > 0 ? options_.num_threads : options_.max_threads;
-  for (int i = 0; i < pool; ++i) threads_.emplace_back([this, i] { worker_main(i); });
 }
 
-Loader::~Loader() { close(); }
+// Thread creation can fail (a pids limit, ulimit -v, a huge max_threads): with at least one thread the
+// loader runs with those it got and says so once; with none it cannot run and create() fails.
+Status Loader::start_workers() {
+  const int pool = options_.num_threads > 0 ? options_.num_threads : options_.max_threads;
+  const Status st = start_threads("chute-worker", 0, pool, [this](int i) { worker_main(i); }, threads_);
+  if (st.is_ok()) return st;
+  const int got = static_cast<int>(threads_.size());
+  if (got == 0) return st;
+  std::fprintf(stderr, "chute: the loader runs with %d of the %d threads it asked for: %s\n", got, pool,
+               st.message().c_str());
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  options_.max_threads = got;
+  if (options_.num_threads > got) options_.num_threads = got;
+  tuner_ = Autotuner(tuner_settings(options_, writer_.sample_bytes()));
+  shared_->work_cv.notify_all();
+  return Status::ok();
+}
+
+Loader::~Loader() {
+  if (fork_mark_.in_child()) {
+    // The threads, and the locks and condition variables they used, are the parent's: leave them be.
+    new std::vector<std::thread>(std::move(threads_));      // NOLINT: leaked on purpose, see fork.h
+    new std::shared_ptr<SharedState>(std::move(shared_));  // NOLINT: likewise
+    return;
+  }
+  close();
+}
 
 int64_t Loader::position() const {
   std::lock_guard<std::mutex> lock(shared_->mu);
@@ -203,11 +233,16 @@ int64_t Loader::num_batches() const {
 }
 
 void Loader::close() {
+  if (fork_mark_.in_child()) return;  // nothing to stop here, and nothing here may be locked (fork.h)
+  // One closer at a time, and every closer returns only once the threads are gone.
+  std::lock_guard<std::mutex> closing(close_mu_);
   {
     std::unique_lock<std::mutex> lock(shared_->mu);
     if (epoch_->stop) return;
-    cancel_epoch(lock);
+    // Stop first: a consumer woken while the epoch is cancelled sees the loader closed, not an epoch end.
     epoch_->stop = true;
+    shared_->consumer_cv.notify_all();
+    cancel_epoch(lock);
   }
   shared_->work_cv.notify_all();
   shared_->consumer_cv.notify_all();
@@ -230,7 +265,7 @@ void Loader::cancel_epoch(std::unique_lock<std::mutex>& lock) {
   e.batch_slot.clear();
   e.ready.clear();
   e.tasks.clear();
-  e.fatal.reset();
+  e.batch_errors.clear();
   shared_->work_cv.notify_all();
 }
 
@@ -254,6 +289,7 @@ Status Loader::begin_epoch(uint64_t epoch, int64_t start, std::unique_ptr<EpochO
   if (start < 0 || start > order->size())
     return invalid_argument("resume position " + std::to_string(start) + " is outside this rank's epoch of " +
                             std::to_string(order->size()) + " samples");
+  if (fork_mark_.in_child()) return fork_mark_.child_error("loader");
   {
     std::unique_lock<std::mutex> lock(shared_->mu);
     if (epoch_->stop) return Status(StatusCode::kCancelled, "the loader is closed");
@@ -274,7 +310,7 @@ Status Loader::begin_epoch(uint64_t epoch, int64_t start, std::unique_ptr<EpochO
 
 bool Loader::can_dispatch() const {
   const EpochState& e = *epoch_;
-  if (!e.active || e.fatal || e.next >= e.order->size()) return false;
+  if (!e.active || e.next >= e.order->size()) return false;
   const int64_t target = e.output_position(e.next);
   if (target <= e.max_target) return true;  // staged: bounded by the number of skipped samples
   const int64_t batch = target / options_.batch_size;
@@ -399,15 +435,14 @@ bool Loader::complete(Task& task, Status status) {
       }
       shared_->ring.labels(slot)[pos % b] = source_->label(t.index);
       if (pos % b == b - 1) push_ready(pos / b, b, t.position + 1);
+    } else if (options_.on_error == ErrorPolicy::kRaise) {
+      // The error takes the place of its batch, as an exception in torch's fetch does: the batch's other
+      // samples are dropped, and the epoch goes on with the next batch, at its usual position.
+      const int64_t pos = e.output_position(t.position);
+      e.batch_errors.try_emplace(pos / b, SampleError{t.index, source_->name(t.index), t.status, e.epoch});
+      if (pos % b == b - 1) push_ready(pos / b, b, t.position + 1);
     } else {
-      SampleError err{t.index, source_->name(t.index), t.status, e.epoch};
-      if (options_.on_error == ErrorPolicy::kRaise) {
-        e.fatal = std::move(err);
-        e.fatal_batch = e.output_position(t.position) / b;
-        e.tasks.erase(it);
-        return true;  // nothing after the error is delivered
-      }
-      e.errors.push_back(std::move(err));
+      e.errors.push_back(SampleError{t.index, source_->name(t.index), t.status, e.epoch});
       ++e.failures;
       shared_->work_cv.notify_all();  // later targets moved up: another batch may now be in the window
     }
@@ -426,7 +461,12 @@ void Loader::push_ready(int64_t batch, int64_t count, int64_t next_position) {
   EpochState& e = *epoch_;
   auto it = e.batch_slot.find(batch);
   CHUTE_CHECK(it != e.batch_slot.end());
-  e.ready.push_back({it->second, count, next_position});
+  std::optional<SampleError> error;
+  if (auto failed = e.batch_errors.find(batch); failed != e.batch_errors.end()) {
+    error = std::move(failed->second);
+    e.batch_errors.erase(failed);
+  }
+  e.ready.push_back({it->second, count, next_position, std::move(error)});
   e.batch_slot.erase(it);
 }
 
@@ -437,13 +477,16 @@ void Loader::finish_epoch() {
   // Buffers taken for positions that skipped samples left empty.
   for (auto& [batch, slot] : e.batch_slot) shared_->ring.release(slot);
   e.batch_slot.clear();
+  e.batch_errors.clear();  // errors in a last batch that drop_last drops: torch never fetches it either
   e.finished = true;
 }
 
 Result<std::shared_ptr<Batch>> Loader::next(std::optional<std::chrono::milliseconds> timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout.value_or(std::chrono::milliseconds(0));
+  if (fork_mark_.in_child()) return fork_mark_.child_error("loader");
   std::unique_lock<std::mutex> lock(shared_->mu);
   EpochState& e = *epoch_;
+  e.failed.reset();
   const bool timed = options_.collect_stats;
   const double entered = timed ? now_s() : 0;
   if (timed && e.last_delivery_s >= 0) {
@@ -467,6 +510,17 @@ Result<std::shared_ptr<Batch>> Loader::next(std::optional<std::chrono::milliseco
   for (;;) {
     if (e.stop) return Status(StatusCode::kCancelled, "the loader is closed");
     if (!e.active) return std::shared_ptr<Batch>();
+    if (!e.ready.empty() && e.ready.front().error) {
+      // kRaise: this batch failed. The consumer gets its error; a next call goes on with the next batch.
+      EpochState::Ready r = std::move(e.ready.front());
+      e.ready.pop_front();
+      ++e.delivered;  // its place in the prefetch window is used up, as a delivered batch's is
+      e.consumed = r.next_position;
+      shared_->ring.release(r.slot);
+      e.failed = std::move(r.error);
+      shared_->work_cv.notify_all();  // the prefetch window moved
+      return Status(e.failed->status.code(), e.failed->to_string());
+    }
     if (!e.ready.empty()) {
       const EpochState::Ready r = e.ready.front();
       e.totals.ready_sum += static_cast<int64_t>(e.ready.size());
@@ -485,11 +539,6 @@ Result<std::shared_ptr<Batch>> Loader::next(std::optional<std::chrono::milliseco
       lock.unlock();
       shared_->work_cv.notify_all();  // the prefetch window moved
       return batch;
-    }
-    if (e.fatal && e.delivered >= e.fatal_batch) {
-      e.failed = e.fatal;
-      cancel_epoch(lock);
-      return Status(e.failed->status.code(), e.failed->to_string());
     }
     if (e.finished) {
       e.active = false;

@@ -18,6 +18,7 @@
 
 #include "chute/packed_format.h"
 #include "chute/packed_source.h"
+#include "chute/thread.h"
 
 namespace chute {
 namespace {
@@ -224,7 +225,11 @@ Result<PackSummary> pack(const Source& source, const std::vector<std::string>& c
       cv.notify_all();
     }
   };
-  for (int t = 0; t < threads; ++t) pool.emplace_back(reader);
+  // With fewer reader threads than asked (a pids limit, ulimit -v) the pack is only slower; with none it fails.
+  if (Status st = start_threads<std::jthread>("chute-pack", 0, threads, [&](int) { reader(); }, pool); !st.is_ok()) {
+    if (pool.empty()) return st;
+    std::fprintf(stderr, "chute pack: reading on %zu of %d threads: %s\n", pool.size(), threads, st.message().c_str());
+  }
   Stopper stopper{mu, stop, space_cv};
 
   std::vector<std::unique_ptr<TmpFile>> shards;

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <variant>
 
+#include "chute/thread.h"
+
 namespace chute {
 
 struct SimulatedDevice::EventState {
@@ -63,9 +65,9 @@ struct SimulatedDevice::Op {
   std::variant<Copy, Record, Wait> what;
 };
 
-std::shared_ptr<SimulatedDevice> SimulatedDevice::create(uint64_t seed, int max_delay_us, int min_delay_us) {
+Result<std::shared_ptr<SimulatedDevice>> SimulatedDevice::create(uint64_t seed, int max_delay_us, int min_delay_us) {
   auto d = std::shared_ptr<SimulatedDevice>(new SimulatedDevice(seed, max_delay_us, min_delay_us));
-  d->thread_ = std::thread([raw = d.get()] { raw->run(); });
+  CHUTE_ASSIGN_OR_RETURN(d->thread_, start_thread("chute-simdev", [raw = d.get()] { raw->run(); }));
   return d;
 }
 
@@ -79,7 +81,7 @@ SimulatedDevice::~SimulatedDevice() {
     stop_ = true;  // the thread drains the queue first
   }
   cv_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();  // not started when create() failed
   for (auto& [p, n] : host_) std::free(reinterpret_cast<void*>(p));  // leaked by the caller: tests check
   for (auto& [p, n] : device_) std::free(reinterpret_cast<void*>(p));
 }

@@ -46,7 +46,7 @@ void register_device(nb::module_& m) {
       .def_static(
           "simulated",
           [](uint64_t seed, int max_delay_us) {
-            return PyDevice{std::static_pointer_cast<Device>(SimulatedDevice::create(seed, max_delay_us))};
+            return PyDevice{std::static_pointer_cast<Device>(unwrap(SimulatedDevice::create(seed, max_delay_us)))};
           },
           nb::arg("seed") = 0, nb::arg("max_delay_us") = 200)
       .def_prop_ro("name", [](const PyDevice& d) { return d.impl->name(); })

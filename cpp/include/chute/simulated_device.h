@@ -32,7 +32,9 @@ namespace chute {
 class SimulatedDevice final : public Device, public std::enable_shared_from_this<SimulatedDevice> {
  public:
   // Each half of a copy waits a random time in [min_delay_us, max_delay_us].
-  static std::shared_ptr<SimulatedDevice> create(uint64_t seed = 0, int max_delay_us = 200, int min_delay_us = 0);
+  // Fails (kResourceExhausted) when its transfer thread cannot be started.
+  static Result<std::shared_ptr<SimulatedDevice>> create(uint64_t seed = 0, int max_delay_us = 200,
+                                                         int min_delay_us = 0);
   ~SimulatedDevice() override;
 
   DeviceKind kind() const override { return DeviceKind::kSimulated; }
