@@ -221,6 +221,7 @@ Loader::~Loader() {
 }
 
 int64_t Loader::position() const {
+  if (fork_mark_.in_child()) return 0;  // a forked child never locks: see fork.h
   std::lock_guard<std::mutex> lock(shared_->mu);
   return epoch_->consumed;
 }
@@ -563,16 +564,19 @@ Result<std::shared_ptr<Batch>> Loader::next(std::optional<std::chrono::milliseco
 }
 
 std::optional<SampleError> Loader::failed_sample() const {
+  if (fork_mark_.in_child()) return std::nullopt;
   std::lock_guard<std::mutex> lock(shared_->mu);
   return epoch_->failed;
 }
 
 int64_t Loader::decode_warnings() const {
+  if (fork_mark_.in_child()) return 0;
   std::lock_guard<std::mutex> lock(shared_->mu);
   return epoch_->decode_warnings;
 }
 
 std::vector<SampleError> Loader::errors(size_t first) const {
+  if (fork_mark_.in_child()) return {};
   std::lock_guard<std::mutex> lock(shared_->mu);
   const auto& all = epoch_->errors;
   return {all.begin() + static_cast<std::ptrdiff_t>(std::min(first, all.size())), all.end()};
@@ -595,16 +599,19 @@ void Loader::tune(double now) {
 }
 
 int Loader::active_threads() const {
+  if (fork_mark_.in_child()) return 0;
   std::lock_guard<std::mutex> lock(shared_->mu);
   return tuner_.threads();
 }
 
 int Loader::prefetch() const {
+  if (fork_mark_.in_child()) return 0;
   std::lock_guard<std::mutex> lock(shared_->mu);
   return tuner_.prefetch();
 }
 
 LoaderStats Loader::stats() const {
+  if (fork_mark_.in_child()) return {};
   std::lock_guard<std::mutex> lock(shared_->mu);
   const EpochState& e = *epoch_;
   LoaderStats s = e.totals;
@@ -623,6 +630,7 @@ LoaderStats Loader::stats() const {
 }
 
 void Loader::reset_stats() {
+  if (fork_mark_.in_child()) return;
   std::lock_guard<std::mutex> lock(shared_->mu);
   EpochState& e = *epoch_;
   e.baseline = e.totals;

@@ -97,7 +97,8 @@ class Gatherer {
 
   int64_t rows() const { return rows_; }
   int64_t row_bytes(size_t column) const { return columns_[column].row_bytes; }
-  int num_threads() const {  // running now (0 while parked)
+  int num_threads() const {  // running now (0 while parked, and in a forked child)
+    if (fork_mark_.in_child()) return 0;
     std::lock_guard<std::mutex> lock(threads_mu_);
     return static_cast<int>(threads_.size());
   }
