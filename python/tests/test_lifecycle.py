@@ -253,3 +253,27 @@ print("ok")
         pytest.skip("cannot become user nobody to set RLIMIT_NPROC")
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
     assert r.stderr.count("the tensor gather runs with 0 of") == 1, r.stderr
+
+
+@pytest.mark.parametrize("allowed", ["nproc", "nproc+3"])
+def test_pack_under_a_thread_limit_names_the_limit_or_packs(readable_folder, allowed):
+    out = readable_folder.parent / f"packed-{allowed}"
+    out.mkdir(mode=0o777)
+    out.chmod(0o777)
+    r = run_child(LIMITED + """
+from chute import packed
+limit()
+try:
+    summary = packed.pack(root, sys.argv[3], num_threads=8)
+    print("packed", summary.samples)
+except RuntimeError as e:
+    print("error:", e)
+""", str(readable_folder), allowed, str(out))
+    if r.returncode != 0 and "Operation not permitted" in r.stderr:
+        pytest.skip("cannot become user nobody to set RLIMIT_NPROC")
+    assert r.returncode == 0, r.stderr[-3000:]  # before: "Resource temporarily unavailable", or terminate
+    if allowed == "nproc":  # no reader thread: an error that names the limit
+        assert r.stdout.startswith("error:") and "chute-pack" in r.stdout and "ulimit -u" in r.stdout, r.stdout
+    else:  # a few: the pack completes on those, and says so once
+        assert r.stdout.strip() == "packed 36", (r.stdout, r.stderr)
+        assert r.stderr.count("chute pack: reading on") == 1, r.stderr
