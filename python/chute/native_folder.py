@@ -55,7 +55,7 @@ import torch
 
 import chute
 from chute import _native
-from chute.dataloader.fastpath import Fallback, Plan
+from chute.dataloader.fastpath import Fallback, Plan, RaiseInPlace
 from chute.errors import SampleError
 
 _log = logging.getLogger("chute.dataloader")
@@ -268,9 +268,10 @@ class FolderPlan(Plan):
             while True:
                 try:
                     batch = native.next()
-                except _native.SampleError:
+                except _native.SampleError:  # in place of its batch; the epoch goes on, as in torch
                     index, path, reason, _ = native.failed_sample()
-                    raise SampleError(index, path, reason, epoch) from None
+                    yield RaiseInPlace(SampleError(index, path, reason, epoch))
+                    continue
                 if batch is None:
                     break
                 images, labels = batch

@@ -180,6 +180,10 @@ def test_out_of_range_index_raises_index_error_in_its_batch():
     assert torch.equal(first[1], ds.tensors[1][:2])
     with pytest.raises(IndexError, match=r"index 10 is out of range for a dataset of 10 samples"):
         next(it)
+    third = next(it)  # as torch's iterator: the next call goes on with the following batch
+    assert torch.equal(third[1], ds.tensors[1][3:4])
+    with pytest.raises(StopIteration):
+        next(it)
     with pytest.raises(IndexError, match=r"index -11 .* 10 samples"):
         list(plan.batches([[-11]]))
     with pytest.raises(TypeError, match="non-integer"):

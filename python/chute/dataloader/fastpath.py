@@ -84,6 +84,35 @@ class Fallback:
         return f"Fallback({self.reason!r})"
 
 
+class RaiseInPlace:
+    """What a path's epoch yields in place of a batch whose fetch failed (a bad index, a bad file): the
+    epoch's iterator raises ``error`` there and, on the next call, goes on with the following batch, as
+    torch's DataLoader iterator does after an exception in a fetch. (A generator that raised would end.)"""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
+class _Epoch(Iterator):
+    """``Plan.batches``' iterator: the path's generator, with :class:`RaiseInPlace` items raised."""
+
+    def __init__(self, batches: Iterator):
+        self._batches = batches
+
+    def __next__(self):
+        item = next(self._batches)
+        if isinstance(item, RaiseInPlace):
+            error = item.error
+            del item
+            raise error
+        return item
+
+    def close(self) -> None:
+        self._batches.close()
+
+
 class Plan:
     """A native path for one DataLoader. ``kind`` names it (``loader.stats()`` shows ``fast:<kind>``).
 
@@ -99,6 +128,9 @@ class Plan:
         """Yields the collated batch of each index list, in order, exactly as torch's DataLoader would.
         ``base_seed``: the seed torch's iterator drew from ``loader.generator`` for this epoch; paths with
         random transforms key their RNG on it (others ignore it)."""
+        return _Epoch(self._epoch(index_batches, base_seed))
+
+    def _epoch(self, index_batches, base_seed):
         if self._closed():
             raise RuntimeError("the fast path is closed")
         if not _same_objects(self._fingerprint(), self._made_from):
@@ -110,8 +142,8 @@ class Plan:
             else:
                 _log.warning("chute: the dataset changed since its fast path was planned and no longer "
                              "qualifies (%s); this epoch runs torch's fetch and collate in-process", new)
-                return _in_process(self._dataset, index_batches)
-        return self._batches(index_batches, base_seed)
+                return (yield from _in_process(self._dataset, index_batches))
+        return (yield from self._batches(index_batches, base_seed))
 
     def close(self) -> None:
         """Stops native threads. Batches already yielded stay valid."""
@@ -141,7 +173,12 @@ def _same_objects(a: tuple, b: tuple) -> bool:
 def _in_process(dataset, index_batches):
     """torch's fetch and collate (num_workers=0), for an epoch no native path can run."""
     for indices in index_batches:
-        yield default_collate([dataset[i] for i in indices])
+        try:
+            batch = default_collate([dataset[i] for i in indices])
+        except Exception as e:  # as torch's iterator: this batch raises, the next call goes on
+            yield RaiseInPlace(e)
+            continue
+        yield batch
 
 
 def plan(loader) -> Plan | Fallback:
@@ -357,7 +394,12 @@ class TensorPlan(Plan):
                 if not pending:
                     return
                 ticket, n, _ = pending[0]
-                buffers = gatherer.wait(ticket)  # on Ctrl-C the job stays pending, drained below
+                try:
+                    buffers = gatherer.wait(ticket)  # on Ctrl-C the job stays pending, drained below
+                except IndexError as e:  # a bad index fails its own batch; the epoch goes on, as in torch
+                    pending.popleft()
+                    yield RaiseInPlace(e)
+                    continue
                 pending.popleft()
                 yield self._assemble(buffers, n)
                 del buffers
