@@ -76,6 +76,12 @@ SimulatedDevice::SimulatedDevice(uint64_t seed, int max_delay_us, int min_delay_
       rng_(seed) {}
 
 SimulatedDevice::~SimulatedDevice() {
+  if (fork_mark_.in_child()) {  // the transfer thread is the parent's: no join, no wait (fork.h)
+    new std::thread(std::move(thread_));  // NOLINT: leaked on purpose
+    new (&cv_) std::condition_variable();
+    new (&mu_) std::mutex();
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;  // the thread drains the queue first

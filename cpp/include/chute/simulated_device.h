@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "chute/device.h"
+#include "chute/fork.h"
 
 namespace chute {
 
@@ -82,6 +83,7 @@ class SimulatedDevice final : public Device, public std::enable_shared_from_this
   std::string first_violation_;
   int64_t copies_ = 0;
   std::thread thread_;
+  ForkMark fork_mark_;  // in a forked child, the destructor leaves the parent's thread alone
 };
 
 }  // namespace chute
