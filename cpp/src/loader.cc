@@ -104,6 +104,8 @@ struct Loader::EpochState {
 };
 
 namespace {
+constexpr int kMaxThreads = 4096;
+
 int available_cores() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
@@ -157,6 +159,11 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Source> sou
   if (options.prefetch < 0) return invalid_argument("prefetch must be positive, or 0 for auto; got " + std::to_string(options.prefetch));
   if (options.num_threads < 0) return invalid_argument("num_threads must be positive, or 0 for auto");
   if (options.max_threads < 0) return invalid_argument("max_threads must be positive, or 0 for every core");
+  // A pool of tens of thousands of threads would start (the kernel allows it), then crawl: not a budget.
+  if (std::max(options.num_threads, options.max_threads) > kMaxThreads)
+    return invalid_argument("num_threads/max_threads of " + std::to_string(std::max(options.num_threads, options.max_threads)) +
+                            " exceeds " + std::to_string(kMaxThreads) + " threads; about one per core is enough (" +
+                            std::to_string(available_cores()) + " here)");
   if (options.shard.world_size <= 0 || options.shard.rank < 0 || options.shard.rank >= options.shard.world_size)
     return invalid_argument("rank must be in [0, world_size), got rank " + std::to_string(options.shard.rank) +
                             " of world_size " + std::to_string(options.shard.world_size));

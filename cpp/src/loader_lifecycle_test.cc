@@ -220,6 +220,15 @@ TEST(LoaderLifecycleTest, FewThreadsAllowedRunsWithThoseNeverTerminates) {
   EXPECT_TRUE(code == 30 || code == 20) << code;
 }
 
+TEST(LoaderLifecycleTest, AHugeThreadCountIsAnArgumentError) {
+  auto pipeline = Pipeline::create({CenterCrop{16, 16}});
+  auto loader = Loader::create(std::make_shared<MemorySource>(make_images(4), kClasses), std::move(*pipeline),
+                               {.batch_size = 4, .max_threads = 1000000});
+  ASSERT_FALSE(loader.is_ok());
+  EXPECT_EQ(loader.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(loader.status().message().find("1000000"), std::string::npos) << loader.status().message();
+}
+
 TEST(ThreadTest, StartedThreadIsNamedBeforeStartReturns) {
   std::mutex mu;
   std::condition_variable cv;

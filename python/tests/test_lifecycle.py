@@ -277,3 +277,8 @@ except RuntimeError as e:
     else:  # a few: the pack completes on those, and says so once
         assert r.stdout.strip() == "packed 36", (r.stdout, r.stderr)
         assert r.stderr.count("chute pack: reading on") == 1, r.stderr
+
+
+def test_a_huge_thread_count_is_a_value_error_not_a_machine_full_of_threads(folder):
+    with pytest.raises(ValueError, match=r"100000 exceeds 4096 threads"):
+        chute.Loader(chute.ImageFolder(folder), batch_size=2, transforms=[chute.CenterCrop(8)], max_threads=100000)
