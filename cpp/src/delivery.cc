@@ -221,7 +221,8 @@ Result<std::shared_ptr<DeviceBatch>> DeviceLoader::next(StreamHandle consumer,
   if (pending_error_) {
     Status st = std::move(*pending_error_);
     pending_error_.reset();
-    active_ = false;
+    // A sample error (kRaise) takes its batch's place and the epoch goes on (loader.h); others end it.
+    if (!loader_->failed_sample()) active_ = false;
     return st;
   }
   if (host_done_) {

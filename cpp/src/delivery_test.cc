@@ -90,7 +90,7 @@ struct Rig {
 Rig make_rig(std::shared_ptr<const Source> source, int device_prefetch, int max_delay_us, uint64_t seed = 1,
              LoaderOptions o = base_options()) {
   Rig r;
-  r.device = SimulatedDevice::create(seed, max_delay_us);
+  r.device = SimulatedDevice::create(seed, max_delay_us).value();
   DeliveryOptions d{.device_prefetch = device_prefetch};
   DeviceLoader::prepare(o, *r.device, d);
   auto dl = DeviceLoader::create(r.device, make_loader(std::move(source), o), d);
@@ -213,7 +213,7 @@ TEST(DeliveryTest, ConsumerExceptionMidEpochLeavesNothingBehind) {
 
 // kRaise: every batch before the bad sample's batch arrives, then its error; copies prefetched past it
 // are not delivered.
-TEST(DeliveryTest, SampleErrorsArriveAfterTheBatchesBeforeThem) {
+TEST(DeliveryTest, SampleErrorsArriveAfterTheBatchesBeforeThemAndTheEpochGoesOn) {
   auto source = make_source(40, /*truncated=*/{21});
   LoaderOptions o = base_options();
   o.shuffle = false;
@@ -235,9 +235,11 @@ TEST(DeliveryTest, SampleErrorsArriveAfterTheBatchesBeforeThem) {
     EXPECT_EQ(delivered, 21 / kBatch);
     EXPECT_EQ(error.code(), StatusCode::kCorruptData) << error.to_string();
     EXPECT_NE(error.message().find("mem://21"), std::string::npos) << error.message();
+    // As torch's DataLoader: the error took its batch's place, and the epoch goes on with the next batch.
     auto after = r.loader->next(0);
-    ASSERT_TRUE(after.is_ok());
-    EXPECT_EQ(*after, nullptr);
+    ASSERT_TRUE(after.is_ok() && *after) << after.status().to_string();
+    EXPECT_EQ((*after)->labels()[0], (21 / kBatch + 1) * kBatch);
+    after->reset();
     ASSERT_TRUE(r.loader->start_epoch(1).is_ok());  // and the loader still works
     auto b = r.loader->next(0);
     EXPECT_TRUE(b.is_ok() && *b);
@@ -276,7 +278,7 @@ TEST(DeliveryTest, HoldingEveryDeviceBatchIsAnErrorNotAHang) {
 }
 
 TEST(DeliveryTest, RejectsPageableLoadersAndBudgetsBelowTwoBatches) {
-  auto device = SimulatedDevice::create(1, 0);
+  auto device = SimulatedDevice::create(1, 0).value();
   auto source = make_source(8);
   auto plain = DeviceLoader::create(device, make_loader(source, base_options()));
   EXPECT_EQ(plain.status().code(), StatusCode::kInvalidArgument);

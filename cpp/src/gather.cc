@@ -5,9 +5,12 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+
+#include "chute/thread.h"
 
 namespace chute {
 namespace {
@@ -126,10 +129,17 @@ Gatherer::Gatherer(std::vector<GatherColumn> columns, GatherOptions options)
 
 void Gatherer::start_threads() {
   const int n = options_.num_threads > 0 ? options_.num_threads : available_cores();
-  for (int i = 0; i < n; ++i) threads_.emplace_back([this] { worker_main(); });
+  const Status st = chute::start_threads("chute-gather", 0, n, [this](int) { worker_main(); }, threads_);
+  // Fewer threads (even none) only make copies slower: the consumer copies the chunks no thread took.
+  if (!st.is_ok() && !warned_threads_) {
+    warned_threads_ = true;
+    std::fprintf(stderr, "chute: the tensor gather runs with %zu of the %d threads it asked for: %s\n",
+                 threads_.size(), n, st.message().c_str());
+  }
 }
 
 void Gatherer::park() {
+  if (fork_mark_.in_child()) return;
   std::lock_guard<std::mutex> threads_lock(threads_mu_);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -143,13 +153,25 @@ void Gatherer::park() {
   parking_ = false;
 }
 
-Gatherer::~Gatherer() { close(); }
+Gatherer::~Gatherer() {
+  if (fork_mark_.in_child()) {
+    // The parent's threads are not here: never join them, and never destroy what they may have held or
+    // waited on (glibc's pthread_cond_destroy waits for every waiter to leave). See fork.h.
+    new std::vector<std::thread>(std::move(threads_));  // NOLINT: leaked on purpose
+    new (&work_cv_) std::condition_variable();
+    new (&done_cv_) std::condition_variable();
+    new (&mu_) std::mutex();
+    new (&threads_mu_) std::mutex();
+    return;
+  }
+  close();
+}
 
 void Gatherer::close() {
+  if (fork_mark_.in_child()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stop_) return;
-    stop_ = true;
+    stop_ = true;  // a second closer goes on to wait for the joins, below, so it too returns after them
     queue_.clear();  // chunks not taken are dropped; their jobs never finish (wait() says cancelled)
   }
   work_cv_.notify_all();
@@ -160,6 +182,7 @@ void Gatherer::close() {
 }
 
 Result<int64_t> Gatherer::submit(std::span<const int64_t> indices) {
+  if (fork_mark_.in_child()) return fork_mark_.child_error("gatherer");
   int64_t running = 0;
   {
     std::lock_guard<std::mutex> threads_lock(threads_mu_);
@@ -235,7 +258,6 @@ void Gatherer::run_chunk(Job& job, int64_t chunk, std::unique_lock<std::mutex>& 
 }
 
 void Gatherer::worker_main() {
-  pthread_setname_np(pthread_self(), "chute-gather");
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [&] { return stop_ || parking_ || !queue_.empty(); });
@@ -249,6 +271,7 @@ void Gatherer::worker_main() {
 
 Result<GatherBatch> Gatherer::wait(int64_t ticket, std::optional<std::chrono::milliseconds> timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout.value_or(std::chrono::milliseconds(0));
+  if (fork_mark_.in_child()) return fork_mark_.child_error("gatherer");
   std::unique_lock<std::mutex> lock(mu_);
   auto it = jobs_.find(ticket);
   if (it == jobs_.end()) return invalid_argument("no job with ticket " + std::to_string(ticket) + " is pending");

@@ -15,8 +15,10 @@
 
 #include "chute/batch_ring.h"
 #include "chute/environment.h"
+#include "chute/fork.h"
 #include "chute/processor.h"
 #include "chute/sampler.h"
+#include "chute/thread.h"
 
 namespace chute {
 
@@ -29,6 +31,7 @@ struct SharedState {
   std::condition_variable work_cv;      // workers: something to dispatch (slot freed, window moved, epoch)
   std::condition_variable consumer_cv;  // consumer: batch ready, epoch over, error, no task in flight
   BatchRing ring;                       // guarded by mu
+  ForkMark fork_mark;                   // in a forked child, released batches leave all this alone
 
   SharedState(int64_t batch_size, size_t sample_bytes, int slots, size_t max_bytes,
               std::shared_ptr<HostAllocator> allocator)
@@ -42,6 +45,7 @@ Batch::Batch(std::shared_ptr<SharedState> shared, int slot, int64_t size)
 
 Batch::~Batch() {
   std::vector<BatchRing::Buffer> retired;  // a closed ring's memory, freed after the lock (cudaFreeHost syncs)
+  if (shared_->fork_mark.in_child()) return;  // mu may be held by a thread that is not in this process
   {
     std::lock_guard<std::mutex> lock(shared_->mu);
     shared_->ring.release(slot_, handed_over_);
@@ -87,14 +91,14 @@ struct Loader::EpochState {
     int slot;
     int64_t count;
     int64_t next_position;  // the epoch position after the batch's last sample
+    std::optional<SampleError> error;  // kRaise: a sample of this batch failed; the error replaces it
   };
   // A sample's place in the output stream of this run: its position minus the resume point and the
   // skipped samples before it.
   int64_t output_position(int64_t position) const { return position - start - failures; }
   std::deque<Ready> ready;
-  std::optional<SampleError> fatal;      // kRaise: the error, delivered after the batches before it
-  int64_t fatal_batch = 0;
-  std::optional<SampleError> failed;     // the last error next() returned
+  std::map<int64_t, SampleError> batch_errors;  // kRaise: batch -> its first failed sample, until ready
+  std::optional<SampleError> failed;     // the error the last next() returned
   std::vector<SampleError> errors;       // kSkip: every skipped sample
   int64_t decode_warnings = 0;           // benign decoder warnings, over the loader's life
   bool warned_growth = false;
@@ -107,6 +111,8 @@ struct Loader::EpochState {
 };
 
 namespace {
+constexpr int kMaxThreads = 4096;
+
 int available_cores() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
@@ -167,6 +173,11 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Source> sou
   if (options.num_threads < 0) return invalid_argument("num_threads must be positive, or 0 for auto");
   if (options.max_threads < 0) return invalid_argument("max_threads must be positive, or 0 for every core");
   CHUTE_RETURN_IF_ERROR(EpochOrder::check_shard(source->size(), options.shard));
+  // A pool of tens of thousands of threads would start (the kernel allows it), then crawl: not a budget.
+  if (std::max(options.num_threads, options.max_threads) > kMaxThreads)
+    return invalid_argument("num_threads/max_threads of " + std::to_string(std::max(options.num_threads, options.max_threads)) +
+                            " exceeds " + std::to_string(kMaxThreads) + " threads; about one per core is enough (" +
+                            std::to_string(available_cores()) + " here)");
   CHUTE_ASSIGN_OR_RETURN(OutputWriter writer, OutputWriter::create(pipeline.out_height(), pipeline.out_width(),
                                                                    options.output, pipeline.normalize()));
   if (options.max_threads == 0) options.max_threads = options.num_threads > 0 ? options.num_threads : available_cores();
@@ -197,7 +208,9 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Source> sou
   }
   // Large decodes share max_memory with the batch buffers (decode_budget.h).
   if (!options.decode.budget) options.decode.budget = std::make_shared<DecodeBudget>(options.max_memory);
-  return std::unique_ptr<Loader>(new Loader(std::move(source), std::move(pipeline), std::move(writer), options));
+  std::unique_ptr<Loader> loader(new Loader(std::move(source), std::move(pipeline), std::move(writer), options));
+  CHUTE_RETURN_IF_ERROR(loader->start_workers());
+  return loader;
 }
 
 Loader::Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWriter writer, LoaderOptions options)
@@ -209,13 +222,38 @@ Loader::Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWr
   options_.decode.budget->set_reserved(shared_->ring.slots_with_memory() * shared_->ring.slot_bytes());
   epoch_->baseline_s = now_s();
   epoch_->baseline_cpu_s = process_cpu_s();
-  const int pool = options_.num_threads > 0 ? options_.num_threads : options_.max_threads;
-  for (int i = 0; i < pool; ++i) threads_.emplace_back([this, i] { worker_main(i); });
 }
 
-Loader::~Loader() { close(); }
+// Thread creation can fail (a pids limit, ulimit -v, a huge max_threads): with at least one thread the
+// loader runs with those it got and says so once; with none it cannot run and create() fails.
+Status Loader::start_workers() {
+  const int pool = options_.num_threads > 0 ? options_.num_threads : options_.max_threads;
+  const Status st = start_threads("chute-worker", 0, pool, [this](int i) { worker_main(i); }, threads_);
+  if (st.is_ok()) return st;
+  const int got = static_cast<int>(threads_.size());
+  if (got == 0) return st;
+  std::fprintf(stderr, "chute: the loader runs with %d of the %d threads it asked for: %s\n", got, pool,
+               st.message().c_str());
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  options_.max_threads = got;
+  if (options_.num_threads > got) options_.num_threads = got;
+  tuner_ = Autotuner(tuner_settings(options_, writer_.sample_bytes()));
+  shared_->work_cv.notify_all();
+  return Status::ok();
+}
+
+Loader::~Loader() {
+  if (fork_mark_.in_child()) {
+    // The threads, and the locks and condition variables they used, are the parent's: leave them be.
+    new std::vector<std::thread>(std::move(threads_));      // NOLINT: leaked on purpose, see fork.h
+    new std::shared_ptr<SharedState>(std::move(shared_));  // NOLINT: likewise
+    return;
+  }
+  close();
+}
 
 int64_t Loader::position() const {
+  if (fork_mark_.in_child()) return 0;  // a forked child never locks: see fork.h
   std::lock_guard<std::mutex> lock(shared_->mu);
   return epoch_->consumed;
 }
@@ -228,11 +266,16 @@ int64_t Loader::num_batches() const {
 }
 
 void Loader::close() {
+  if (fork_mark_.in_child()) return;  // nothing to stop here, and nothing here may be locked (fork.h)
+  // One closer at a time, and every closer returns only once the threads are gone.
+  std::lock_guard<std::mutex> closing(close_mu_);
   {
     std::unique_lock<std::mutex> lock(shared_->mu);
     if (epoch_->stop) return;
-    cancel_epoch(lock);
+    // Stop first: a consumer woken while the epoch is cancelled sees the loader closed, not an epoch end.
     epoch_->stop = true;
+    shared_->consumer_cv.notify_all();
+    cancel_epoch(lock);
   }
   shared_->work_cv.notify_all();
   shared_->consumer_cv.notify_all();
@@ -270,7 +313,7 @@ void Loader::cancel_epoch(std::unique_lock<std::mutex>& lock) {
   e.batch_slot.clear();
   e.ready.clear();
   e.tasks.clear();
-  e.fatal.reset();
+  e.batch_errors.clear();
   shared_->work_cv.notify_all();
 }
 
@@ -294,6 +337,7 @@ Status Loader::begin_epoch(uint64_t epoch, int64_t start, std::unique_ptr<EpochO
   if (start < 0 || start > order->size())
     return invalid_argument("resume position " + std::to_string(start) + " is outside this rank's epoch of " +
                             std::to_string(order->size()) + " samples");
+  if (fork_mark_.in_child()) return fork_mark_.child_error("loader");
   std::vector<BatchRing::Buffer> trimmed;  // freed after the lock (cudaFreeHost synchronises the device)
   {
     std::unique_lock<std::mutex> lock(shared_->mu);
@@ -320,7 +364,7 @@ Status Loader::begin_epoch(uint64_t epoch, int64_t start, std::unique_ptr<EpochO
 
 bool Loader::can_dispatch() const {
   const EpochState& e = *epoch_;
-  if (!e.active || e.fatal || e.next >= e.order->size()) return false;
+  if (!e.active || e.next >= e.order->size()) return false;
   const int64_t target = e.output_position(e.next);
   if (target <= e.max_target) return true;  // staged: bounded by the number of skipped samples
   const int64_t batch = target / options_.batch_size;
@@ -330,7 +374,7 @@ bool Loader::can_dispatch() const {
 
 bool Loader::needs_new_slot() const {
   const EpochState& e = *epoch_;
-  if (!e.active || e.fatal || e.next >= e.order->size()) return false;
+  if (!e.active || e.next >= e.order->size()) return false;
   const int64_t target = e.output_position(e.next);
   if (target <= e.max_target) return false;  // staged
   const int64_t batch = target / options_.batch_size;
@@ -486,16 +530,16 @@ bool Loader::complete(Task& task, Status status) {
       }
       shared_->ring.labels(slot)[pos % b] = source_->label(t.index);
       if (pos % b == b - 1) push_ready(pos / b, b, t.position + 1);
+    } else if (options_.on_error == ErrorPolicy::kRaise || t.status.code() == StatusCode::kEnvironment) {
+      // The error takes the place of its batch, as an exception in torch's fetch does: the batch's other
+      // samples are dropped, and the epoch goes on with the next batch, at its usual position. An
+      // environment failure (out of descriptors, memory, ...: retried already) is no bad sample: it is
+      // raised so under either policy, never skipped or recorded in errors().
+      const int64_t pos = e.output_position(t.position);
+      e.batch_errors.try_emplace(pos / b, SampleError{t.index, source_->name(t.index), t.status, e.epoch});
+      if (pos % b == b - 1) push_ready(pos / b, b, t.position + 1);
     } else {
-      SampleError err{t.index, source_->name(t.index), t.status, e.epoch};
-      // An environment failure (out of descriptors, memory, ...) is no bad sample: never skipped.
-      if (options_.on_error == ErrorPolicy::kRaise || t.status.code() == StatusCode::kEnvironment) {
-        e.fatal = std::move(err);
-        e.fatal_batch = e.output_position(t.position) / b;
-        e.tasks.erase(it);
-        return true;  // nothing after the error is delivered
-      }
-      e.errors.push_back(std::move(err));
+      e.errors.push_back(SampleError{t.index, source_->name(t.index), t.status, e.epoch});
       ++e.failures;
       shared_->work_cv.notify_all();  // later targets moved up: another batch may now be in the window
     }
@@ -514,7 +558,12 @@ void Loader::push_ready(int64_t batch, int64_t count, int64_t next_position) {
   EpochState& e = *epoch_;
   auto it = e.batch_slot.find(batch);
   CHUTE_CHECK(it != e.batch_slot.end());
-  e.ready.push_back({it->second, count, next_position});
+  std::optional<SampleError> error;
+  if (auto failed = e.batch_errors.find(batch); failed != e.batch_errors.end()) {
+    error = std::move(failed->second);
+    e.batch_errors.erase(failed);
+  }
+  e.ready.push_back({it->second, count, next_position, std::move(error)});
   e.batch_slot.erase(it);
 }
 
@@ -525,13 +574,16 @@ void Loader::finish_epoch() {
   // Buffers taken for positions that skipped samples left empty.
   for (auto& [batch, slot] : e.batch_slot) shared_->ring.release(slot);
   e.batch_slot.clear();
+  e.batch_errors.clear();  // errors in a last batch that drop_last drops: torch never fetches it either
   e.finished = true;
 }
 
 Result<std::shared_ptr<Batch>> Loader::next(std::optional<std::chrono::milliseconds> timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout.value_or(std::chrono::milliseconds(0));
+  if (fork_mark_.in_child()) return fork_mark_.child_error("loader");
   std::unique_lock<std::mutex> lock(shared_->mu);
   EpochState& e = *epoch_;
+  e.failed.reset();
   const bool timed = options_.collect_stats;
   const double entered = timed ? now_s() : 0;
   if (timed && e.last_delivery_s >= 0) {
@@ -555,6 +607,17 @@ Result<std::shared_ptr<Batch>> Loader::next(std::optional<std::chrono::milliseco
   for (;;) {
     if (e.stop) return Status(StatusCode::kCancelled, "the loader is closed");
     if (!e.active) return std::shared_ptr<Batch>();
+    if (!e.ready.empty() && e.ready.front().error) {
+      // kRaise: this batch failed. The consumer gets its error; a next call goes on with the next batch.
+      EpochState::Ready r = std::move(e.ready.front());
+      e.ready.pop_front();
+      ++e.delivered;  // its place in the prefetch window is used up, as a delivered batch's is
+      e.consumed = r.next_position;
+      shared_->ring.release(r.slot);
+      e.failed = std::move(r.error);
+      shared_->work_cv.notify_all();  // the prefetch window moved
+      return Status(e.failed->status.code(), e.failed->to_string());
+    }
     if (!e.ready.empty()) {
       const EpochState::Ready r = e.ready.front();
       e.totals.ready_sum += static_cast<int64_t>(e.ready.size());
@@ -573,11 +636,6 @@ Result<std::shared_ptr<Batch>> Loader::next(std::optional<std::chrono::milliseco
       lock.unlock();
       shared_->work_cv.notify_all();  // the prefetch window moved
       return batch;
-    }
-    if (e.fatal && e.delivered >= e.fatal_batch) {
-      e.failed = e.fatal;
-      cancel_epoch(lock);
-      return Status(e.failed->status.code(), e.failed->to_string());
     }
     if (e.finished) {
       e.active = false;
@@ -603,16 +661,19 @@ Result<std::shared_ptr<Batch>> Loader::next(std::optional<std::chrono::milliseco
 }
 
 std::optional<SampleError> Loader::failed_sample() const {
+  if (fork_mark_.in_child()) return std::nullopt;
   std::lock_guard<std::mutex> lock(shared_->mu);
   return epoch_->failed;
 }
 
 int64_t Loader::decode_warnings() const {
+  if (fork_mark_.in_child()) return 0;
   std::lock_guard<std::mutex> lock(shared_->mu);
   return epoch_->decode_warnings;
 }
 
 std::vector<SampleError> Loader::errors(size_t first) const {
+  if (fork_mark_.in_child()) return {};
   std::lock_guard<std::mutex> lock(shared_->mu);
   const auto& all = epoch_->errors;
   return {all.begin() + static_cast<std::ptrdiff_t>(std::min(first, all.size())), all.end()};
@@ -635,16 +696,19 @@ void Loader::tune(double now) {
 }
 
 int Loader::active_threads() const {
+  if (fork_mark_.in_child()) return 0;
   std::lock_guard<std::mutex> lock(shared_->mu);
   return tuner_.threads();
 }
 
 int Loader::prefetch() const {
+  if (fork_mark_.in_child()) return 0;
   std::lock_guard<std::mutex> lock(shared_->mu);
   return tuner_.prefetch();
 }
 
 LoaderStats Loader::stats() const {
+  if (fork_mark_.in_child()) return {};
   std::lock_guard<std::mutex> lock(shared_->mu);
   const EpochState& e = *epoch_;
   LoaderStats s = e.totals;
@@ -672,6 +736,7 @@ Loader::RingUsage Loader::ring_usage() const {
 }
 
 void Loader::reset_stats() {
+  if (fork_mark_.in_child()) return;
   std::lock_guard<std::mutex> lock(shared_->mu);
   EpochState& e = *epoch_;
   e.baseline = e.totals;

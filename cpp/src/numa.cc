@@ -10,6 +10,8 @@
 #include <sstream>
 #include <thread>
 
+#include "chute/thread.h"
+
 namespace chute {
 namespace {
 std::optional<std::string> read_file(const std::string& path) {
@@ -97,7 +99,7 @@ std::vector<int> pci_local_cpus(const std::string& sysfs_root, std::string_view 
 
 void run_on_cpus(const std::vector<int>& cpus, const std::function<void()>& fn) {
   if (cpus.empty()) return fn();
-  std::thread t([&] {
+  Result<std::thread> t = start_thread("chute-numa", [&] {
     cpu_set_t set;
     CPU_ZERO(&set);
     for (int c : cpus)
@@ -105,7 +107,8 @@ void run_on_cpus(const std::vector<int>& cpus, const std::function<void()>& fn) 
     pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort
     fn();
   });
-  t.join();
+  if (!t.is_ok()) return fn();  // placement is best effort; a thread limit is for the caller's own threads to meet
+  t->join();
 }
 
 }  // namespace chute

@@ -21,6 +21,7 @@
 #include "chute/environment.h"
 #include "chute/packed_format.h"
 #include "chute/packed_source.h"
+#include "chute/thread.h"
 
 namespace chute {
 namespace {
@@ -269,24 +270,14 @@ Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::s
       cv.notify_all();
     }
   };
-  Stopper stopper{mu, stop, space_cv};
-  // A thread limit (ulimit -u, a cgroup's pids.max, the address space for stacks) may refuse some
-  // readers: pack with those that started, or fail naming the limit when none did.
-  for (int t = 0; t < threads; ++t) {
-    try {
-      pool.emplace_back(reader);
-    } catch (const std::system_error& e) {
-      const int err = e.code().value();
-      if (pool.empty())
-        return Status(StatusCode::kEnvironment, "cannot start a reader thread to pack " + o.dst + ": " +
-                                                    std::string(std::strerror(err)) + " (this is " +
-                                                    environment_hint(err == 0 ? EAGAIN : err) + ")");
-      std::fprintf(stderr, "chute pack: started %zu of %d reader threads (%s: %s); packing with %zu\n",
-                   pool.size(), threads, std::strerror(err), environment_hint(err == 0 ? EAGAIN : err).c_str(),
-                   pool.size());
-      break;
-    }
+  // With fewer reader threads than asked (a pids limit, ulimit -u or -v) the pack is only slower; with none
+  // it fails, naming the limit: the machine's, not the data's (chute.ResourceError).
+  if (Status st = start_threads<std::jthread>("chute-pack", 0, threads, [&](int) { reader(); }, pool); !st.is_ok()) {
+    if (pool.empty())
+      return Status(StatusCode::kEnvironment, "cannot start a reader thread to pack " + o.dst + ": " + st.message());
+    std::fprintf(stderr, "chute pack: reading on %zu of %d threads: %s\n", pool.size(), threads, st.message().c_str());
   }
+  Stopper stopper{mu, stop, space_cv};
 
   std::vector<std::unique_ptr<TmpFile>> shards;
   std::vector<ShardInfo> infos;

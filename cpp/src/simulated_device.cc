@@ -5,6 +5,8 @@
 #include <cstring>
 #include <variant>
 
+#include "chute/thread.h"
+
 namespace chute {
 
 struct SimulatedDevice::EventState {
@@ -79,10 +81,10 @@ struct SimulatedDevice::Block {
   std::vector<std::pair<std::shared_ptr<EventState>, uint64_t>> events;  // recorded when it was freed
 };
 
-std::shared_ptr<SimulatedDevice> SimulatedDevice::create(uint64_t seed, int max_delay_us, int min_delay_us) {
+Result<std::shared_ptr<SimulatedDevice>> SimulatedDevice::create(uint64_t seed, int max_delay_us, int min_delay_us) {
   auto d = std::shared_ptr<SimulatedDevice>(new SimulatedDevice(seed, max_delay_us, min_delay_us));
   std::lock_guard<std::mutex> lock(d->mu_);
-  d->start_stream(d->min_delay_us_, d->max_delay_us_);
+  CHUTE_RETURN_IF_ERROR(d->start_stream(d->min_delay_us_, d->max_delay_us_));
   return d;
 }
 
@@ -90,23 +92,31 @@ SimulatedDevice::SimulatedDevice(uint64_t seed, int max_delay_us, int min_delay_
     : min_delay_us_(std::clamp(min_delay_us, 0, std::max(0, max_delay_us))), max_delay_us_(std::max(0, max_delay_us)),
       seed_(seed) {}
 
-void SimulatedDevice::start_stream(int min_delay_us, int max_delay_us) {
+Status SimulatedDevice::start_stream(int min_delay_us, int max_delay_us) {
   auto s = std::make_unique<Stream>();
   s->rng.seed(seed_ + streams_.size());
   s->max_delay_us = std::max(0, max_delay_us);
   s->min_delay_us = std::clamp(min_delay_us, 0, s->max_delay_us);
   Stream* raw = s.get();
+  CHUTE_ASSIGN_OR_RETURN(raw->thread, start_thread("chute-simdev", [this, raw] { run(*raw); }));
   streams_.push_back(std::move(s));
-  raw->thread = std::thread([this, raw] { run(*raw); });
+  return Status::ok();
 }
 
 SimulatedDevice::~SimulatedDevice() {
+  if (fork_mark_.in_child()) {  // the stream threads are the parent's: no join, no wait (fork.h)
+    for (auto& stream : streams_) new std::thread(std::move(stream->thread));  // NOLINT: leaked on purpose
+    new (&cv_) std::condition_variable();
+    new (&mu_) std::mutex();
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;  // the threads drain their queues first
   }
   cv_.notify_all();
-  for (auto& s : streams_) s->thread.join();
+  for (auto& s : streams_)
+    if (s->thread.joinable()) s->thread.join();
   for (auto& [p, n] : host_) std::free(reinterpret_cast<void*>(p));  // leaked by the caller: tests check
   for (auto& [p, n] : device_) std::free(reinterpret_cast<void*>(p));
 }
@@ -256,9 +266,9 @@ void SimulatedDevice::run(Stream& stream) {
   }
 }
 
-int SimulatedDevice::create_stream(int min_delay_us, int max_delay_us) {
+Result<int> SimulatedDevice::create_stream(int min_delay_us, int max_delay_us) {
   std::lock_guard<std::mutex> lock(mu_);
-  start_stream(min_delay_us, max_delay_us);
+  CHUTE_RETURN_IF_ERROR(start_stream(min_delay_us, max_delay_us));
   return static_cast<int>(streams_.size()) - 1;
 }
 

@@ -10,7 +10,7 @@ namespace chute {
 namespace {
 
 TEST(SimulatedDeviceTest, CopiesCompleteInOrderAndEventsSayWhen) {
-  auto dev = SimulatedDevice::create(/*seed=*/1, /*max_delay_us=*/2000);
+  auto dev = SimulatedDevice::create(/*seed=*/1, /*max_delay_us=*/2000).value();
   constexpr size_t n = 1 << 16;
   auto src = dev->allocate_host(n);
   auto dst = dev->allocate_device(n);
@@ -36,7 +36,7 @@ TEST(SimulatedDeviceTest, CopiesCompleteInOrderAndEventsSayWhen) {
 TEST(SimulatedDeviceTest, DetectsASourceReusedBeforeItsCopyCompleted) {
   // 10-20 ms before the copy reads: the overwrite lands first, ordered before the read by the device's
   // lock (so TSan sees no data race: the breach is one of protocol, which only the hash check can see).
-  auto dev = SimulatedDevice::create(2, 20000, 10000);
+  auto dev = SimulatedDevice::create(2, 20000, 10000).value();
   constexpr size_t n = 4096;
   void* src = *dev->allocate_host(n);
   void* dst = *dev->allocate_device(n);
@@ -53,7 +53,7 @@ TEST(SimulatedDeviceTest, DetectsASourceReusedBeforeItsCopyCompleted) {
 }
 
 TEST(SimulatedDeviceTest, RejectsPageableSourcesAndForeignFrees) {
-  auto dev = SimulatedDevice::create(3, 0);
+  auto dev = SimulatedDevice::create(3, 0).value();
   constexpr size_t n = 256;
   std::vector<uint8_t> pageable(n);
   void* dst = *dev->allocate_device(n);
@@ -67,7 +67,7 @@ TEST(SimulatedDeviceTest, RejectsPageableSourcesAndForeignFrees) {
 }
 
 TEST(SimulatedDeviceTest, TransferWaitHoldsCopiesUntilTheConsumerReleased) {
-  auto dev = SimulatedDevice::create(4, 100);
+  auto dev = SimulatedDevice::create(4, 100).value();
   constexpr size_t n = 1024;
   void* src = *dev->allocate_host(n);
   void* dst = *dev->allocate_device(n);
@@ -90,7 +90,7 @@ TEST(SimulatedDeviceTest, TransferWaitHoldsCopiesUntilTheConsumerReleased) {
 // frees what the caller left allocated.
 TEST(SimulatedDeviceTest, DestructionDrainsQueuedCopies) {
   constexpr size_t n = 1 << 12;
-  auto dev = SimulatedDevice::create(5, 1000, 500);  // each copy takes at least 1 ms
+  auto dev = SimulatedDevice::create(5, 1000, 500).value();  // each copy takes at least 1 ms
   void* src = *dev->allocate_host(n);
   void* dst = *dev->allocate_device(n);
   std::memset(src, 7, n);

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import warnings
 from collections.abc import Iterator, Sequence
 
@@ -121,14 +122,16 @@ class Loader:
     what the engine takes (e.g. ``batch_size`` in [1, 2**63 - 1], ``seed`` in [0, 2**64 - 1]) a
     ``ValueError``, each naming the argument and its range; so are non-integer ``RANK``/``WORLD_SIZE``.
 
-    ``on_error='raise'`` raises :class:`chute.SampleError` (index, path, reason) when the batch holding a
-    bad sample is reached; ``'skip'`` leaves the sample out, fills the batch from the next samples, and
-    records it in :meth:`errors`. Failures of the machine rather than the sample (out of file descriptors
-    or memory, EIO, a stale network mount) are retried with backoff, then raise :class:`chute.ResourceError`
-    naming the limit (``ulimit -n``, ...) under either policy; they are never skipped or quarantined.
-    ``quarantine="bad.jsonl"`` also appends each bad sample, once, to that file as a JSON line (index, path,
-    reason, epoch) as soon as the consumer's next batch reports it; the file is opened (created) when the
-    loader is built, so an unwritable path fails there.
+    ``on_error='raise'`` raises :class:`chute.SampleError` (index, path, reason) in place of the batch holding
+    a bad sample, when it is reached; as with torch's DataLoader, calling ``next()`` again goes on with the
+    following batch (that batch's other samples are not delivered). ``'skip'`` leaves the sample out, fills
+    the batch from the next samples, and records it in :meth:`errors`. Failures of the machine rather than
+    the sample (out of file descriptors or memory, EIO, a stale network mount) are retried with backoff,
+    then raise :class:`chute.ResourceError` naming the limit (``ulimit -n``, ...) in place of their batch
+    under either policy; they are never skipped or quarantined. ``quarantine="bad.jsonl"`` also appends each
+    bad sample, once, to that file as a JSON line (index, path, reason, epoch) as soon as the consumer's
+    next batch reports it; the file is opened (created) when the loader is built, so an unwritable path
+    fails there.
 
     GPU delivery: ``device='cuda'`` (or ``'cuda:N'``) yields batches already on that GPU. Samples are
     decoded into pinned buffers, copied as uint8 on a stream of chute's own while the model runs, and
@@ -198,6 +201,9 @@ class Loader:
         self._running: int | None = None  # the epoch of the iteration in progress
         self._resume_position = 0  # where the next iteration starts in its epoch (load_state_dict)
         self._iteration = 0
+        self._pid = os.getpid()  # in a forked child the native loader is inert (its threads are not there)
+        self._close_lock = threading.Lock()
+        self._closed = False
         self._quarantine = quarantine
         self._errors_seen = 0  # errors() already written to the quarantine file
         # GPU delivery (chute/delivery.py): uint8 crosses PCIe, Normalize and the dtype happen on the device.
@@ -284,34 +290,37 @@ class Loader:
         self._epoch, self._resume_position = _validate.integer("epoch", epoch, 0, _validate.INT64_MAX), 0
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        if self._native is None:
-            raise RuntimeError("the loader is closed")
+        if self._closed:
+            raise RuntimeError("the loader is closed: make a new chute.Loader to iterate again")
         self._iteration += 1
         epoch, start = self._epoch, self._resume_position
         self._epoch, self._resume_position, self._running = epoch + 1, 0, epoch
         self._driver.start_epoch(epoch, start)
-        return self._batches(self._iteration)
+        return _Epoch(self, self._iteration)
 
-    def _batches(self, iteration: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        native, driver = self._native, self._driver
-        while True:
-            if iteration != self._iteration:
-                raise RuntimeError("this iterator was superseded: a newer iter(loader) restarted the loader")
-            try:
-                batch = driver.next()
-            except _native.SampleError:
-                # No local names the error: the traceback holds this frame, and a frame that held its own
-                # exception would be a reference cycle keeping a batch buffer until the collector runs.
-                raise self._sample_error(native) from None
-            if self._quarantine is not None:
-                for e in native.errors(self._errors_seen):
-                    self._errors_seen += 1
-                    self._quarantine.add(SampleError(*e))
-            if batch is None:
-                self._running = None
-                return
-            yield batch
-            del batch  # not held by this frame while waiting for the next one (or by an error raised then)
+    def _next_batch(self, iteration: int):
+        """The epoch's next batch, or None at its end; raises SampleError in place of a bad sample's batch
+        (the epoch goes on), RuntimeError once the loader is closed or the iterator superseded."""
+        if iteration != self._iteration:
+            raise RuntimeError("this iterator was superseded: a newer iter(loader) restarted the loader")
+        native = self._native
+        try:
+            batch = self._driver.next()
+        except _native.SampleError:
+            # No local names the error: the traceback holds this frame, and a frame that held its own
+            # exception would be a reference cycle keeping a batch buffer until the collector runs.
+            raise self._sample_error(native) from None
+        except RuntimeError as e:
+            if self._closed:  # close() from another thread while this one waited: never a quiet epoch end
+                raise RuntimeError("the loader was closed during iteration") from e
+            raise
+        if self._quarantine is not None:
+            for e in native.errors(self._errors_seen):
+                self._errors_seen += 1
+                self._quarantine.add(SampleError(*e))
+        if batch is None:
+            self._running = None
+        return batch
 
     def _sample_error(self, native) -> SampleError:
         error = SampleError(*native.failed_sample())
@@ -367,9 +376,20 @@ class Loader:
         return [SampleError(*e) for e in self._native.errors()] if self._native is not None else []
 
     def close(self) -> None:
-        """Stops the threads. Batches already handed out stay valid. Safe to call twice."""
-        if self._native is not None:
-            self._driver.close()  # a DeviceLoader waits for its copies in flight, then closes the loader
+        """Stops the threads. Batches already handed out stay valid. Idempotent and thread-safe: each call
+        returns once the threads are gone. An iteration in progress (in another thread) then raises
+        RuntimeError; a closed loader cannot be iterated again."""
+        driver = getattr(self, "_driver", None)
+        if driver is None:  # __init__ failed before the native loader existed
+            return
+        if os.getpid() != self._pid:
+            # A forked child: the threads and locks are the parent's. The native loader is already inert
+            # here and close() on it returns at once; this lock may have been held by a parent thread.
+            self._closed = True
+            return
+        with self._close_lock:
+            self._closed = True
+            driver.close()  # a DeviceLoader waits for its copies in flight, then closes the loader
 
     def __enter__(self) -> "Loader":
         return self
@@ -378,10 +398,31 @@ class Loader:
         self.close()
 
     def __del__(self):
-        driver = getattr(self, "_driver", None)
-        if driver is not None:
-            driver.close()
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown may have torn down what close() uses: the native side
+            pass  # closes itself when the object goes
 
     def __repr__(self) -> str:
         return (f"chute.Loader({self.source!r}, batch_size={self.batch_size}, dtype={self.dtype}, "
                 f"num_threads={self.num_threads}, device={str(self.device)!r})")
+
+
+class _Epoch(Iterator):
+    """One epoch of a :class:`Loader` (``iter(loader)``). Unlike a generator, it survives an exception:
+    after a :class:`SampleError`, ``next()`` goes on with the batch after the failed one, as torch's
+    DataLoader iterator does."""
+
+    def __init__(self, loader: Loader, iteration: int):
+        self._loader = loader
+        self._iteration = iteration
+        self._done = False
+
+    def __next__(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if self._done:
+            raise StopIteration
+        batch = self._loader._next_batch(self._iteration)
+        if batch is None:
+            self._done = True
+            raise StopIteration
+        return batch

@@ -73,7 +73,7 @@ import torch
 
 import chute
 from chute import _native
-from chute.dataloader.fastpath import Fallback, Plan
+from chute.dataloader.fastpath import Fallback, Plan, RaiseInPlace
 from chute.errors import SampleError
 
 _log = logging.getLogger("chute.dataloader")
@@ -420,12 +420,13 @@ class FolderPlan(Plan):
             while True:
                 try:
                     batch = native.next()
-                except _native.SampleError:
+                except _native.SampleError:  # in place of its batch; the epoch goes on, as in torch
                     index, path, reason, _ = native.failed_sample()
                     if "(max_pixels" in reason:  # the limit the user sets here is PIL's
                         reason += ("; on the DataLoader fast path the limit is twice PIL.Image.MAX_IMAGE_PIXELS, "
                                    "as in PIL: set that (None: no limit) to change it")
-                    raise SampleError(index, path, reason, epoch) from None
+                    yield RaiseInPlace(SampleError(index, path, reason, epoch))
+                    continue
                 if batch is None:
                     break
                 images, labels = batch

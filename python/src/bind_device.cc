@@ -68,7 +68,7 @@ void register_device(nb::module_& m) {
       .def_static(
           "simulated",
           [](uint64_t seed, int max_delay_us) {
-            return PyDevice{std::static_pointer_cast<Device>(SimulatedDevice::create(seed, max_delay_us))};
+            return PyDevice{std::static_pointer_cast<Device>(unwrap(SimulatedDevice::create(seed, max_delay_us)))};
           },
           nb::arg("seed") = 0, nb::arg("max_delay_us") = 200)
       .def_prop_ro("name", [](const PyDevice& d) { return d.impl->name(); })
@@ -89,7 +89,7 @@ void register_device(nb::module_& m) {
              return nb::ndarray<nb::pytorch, uint8_t>(p, 1, shape, owner);
            }, nb::arg("nbytes"))
       .def("create_stream", [](const PyDevice& d, int min_delay_us, int max_delay_us) {
-             return simulated(d)->create_stream(min_delay_us, max_delay_us);
+             return unwrap(simulated(d)->create_stream(min_delay_us, max_delay_us));
            }, nb::arg("min_delay_us"), nb::arg("max_delay_us"))
       .def("copy_to_device", [](const PyDevice& d, uintptr_t src, size_t bytes, int stream) {
              return reinterpret_cast<uintptr_t>(unwrap(simulated(d)->copy_to_device(reinterpret_cast<void*>(src), bytes, stream)));

@@ -20,6 +20,7 @@
 #include "chute/packed_source.h"
 #include "chute/tar_source.h"
 #include "fs_path.h"
+#include "chute/thread.h"
 
 namespace chute::py {
 namespace {
@@ -169,16 +170,20 @@ void register_packed(nb::module_& m) {
         if (shuffle) std::shuffle(order.begin(), order.end(), std::mt19937_64(0));
         std::atomic<int64_t> next{0}, bytes{0}, failed{0};
         const auto start = std::chrono::steady_clock::now();
+        Status started;
         {
           std::vector<std::jthread> pool;
-          for (int t = 0; t < std::max(1, num_threads); ++t)
-            pool.emplace_back([&] {
-              std::vector<uint8_t> out;
-              for (int64_t k; (k = next.fetch_add(1)) < source->size();) {
-                if (source->read(order[static_cast<size_t>(k)], out).is_ok()) bytes += static_cast<int64_t>(out.size());
-                else ++failed;
-              }
-            });
+          started = start_threads<std::jthread>("chute-read", 0, std::max(1, num_threads), [&](int) {
+            std::vector<uint8_t> out;
+            for (int64_t k; (k = next.fetch_add(1)) < source->size();) {
+              if (source->read(order[static_cast<size_t>(k)], out).is_ok()) bytes += static_cast<int64_t>(out.size());
+              else ++failed;
+            }
+          }, pool);
+          if (pool.empty()) {
+            nb::gil_scoped_acquire acquire;
+            throw_status(started);
+          }
         }
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         return std::make_tuple(seconds, bytes.load(), failed.load());

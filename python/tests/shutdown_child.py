@@ -58,7 +58,7 @@ def make_loader(root: str) -> chute.Loader:
                         transforms=[chute.RandomResizedCrop(SIZE), chute.RandomHorizontalFlip()])
 
 
-def wait_for_workers_to_leave(deadline_s: float = 2.0) -> None:
+def wait_for_workers_to_leave(deadline_s: float = 10.0) -> None:
     """A joined thread leaves /proc/self/task a moment after join() returns."""
     end = time.perf_counter() + deadline_s
     while snapshot()["workers"] and time.perf_counter() < end:

@@ -169,12 +169,16 @@ def test_bad_file_raises_sample_error_naming_it(tmp_path):
     d.mkdir()
     Image.new("RGB", (20, 20)).save(d / "good.jpg")
     (d / "zbad.jpg").write_bytes(b"not a jpeg at all")
+    Image.new("RGB", (20, 20)).save(d / "zgood.jpg")
     ds = T.ImageFolder(tmp_path, transform=T.Compose([T.Resize((16, 16)), T.PILToTensor()]))
     loader = DataLoader(ds, batch_size=1)
     plan = fastpath.plan(loader)
     it = epoch(plan, loader)
     assert next(it)[0].shape == (1, 3, 16, 16)
     with pytest.raises(chute.SampleError, match="zbad.jpg"):
+        next(it)
+    assert next(it)[0].shape == (1, 3, 16, 16)  # as torch's iterator: the next call goes on
+    with pytest.raises(StopIteration):
         next(it)
     plan.close()
 

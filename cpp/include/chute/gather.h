@@ -18,7 +18,13 @@
 // BufferPool, which keeps up to `max_free_bytes` of freed buffers for reuse: a reused buffer is already
 // faulted in, where a fresh 40 MB allocation is mmap'ed and zero-filled by the kernel page by page.
 //
-// Thread-safety: submit()/wait()/close() from one consumer thread; buffers released on any thread.
+// Threads are named "chute-gather" before they copy anything (thread.h). When the kernel refuses some (a
+// pids limit, ulimit -v), the gatherer runs with those it got, even none, and says so once on stderr: the
+// waiting consumer copies the chunks no thread takes. In a process forked from the one that made it, the
+// gatherer is inert (fork.h): submit()/wait() fail, park()/close() return at once.
+//
+// Thread-safety: submit()/wait() from one consumer thread; park()/close() from any thread, also several
+// at once; buffers released on any thread.
 // The column memory must stay valid and unchanged until every job that reads it has been waited for
 // (or until close() returns).
 #pragma once
@@ -35,6 +41,7 @@
 #include <thread>
 #include <vector>
 
+#include "chute/fork.h"
 #include "chute/status.h"
 
 namespace chute {
@@ -90,7 +97,8 @@ class Gatherer {
 
   int64_t rows() const { return rows_; }
   int64_t row_bytes(size_t column) const { return columns_[column].row_bytes; }
-  int num_threads() const {  // running now (0 while parked)
+  int num_threads() const {  // running now (0 while parked, and in a forked child)
+    if (fork_mark_.in_child()) return 0;
     std::lock_guard<std::mutex> lock(threads_mu_);
     return static_cast<int>(threads_.size());
   }
@@ -133,6 +141,8 @@ class Gatherer {
   std::map<int64_t, std::shared_ptr<Job>> jobs_;  // ticket -> job, until waited for; guarded by mu_
   mutable std::mutex threads_mu_;  // start_threads/park/close: one at a time, from whichever thread calls them
   std::vector<std::thread> threads_;  // guarded by threads_mu_
+  bool warned_threads_ = false;       // guarded by threads_mu_: a shortfall of threads was reported
+  ForkMark fork_mark_;
 };
 
 }  // namespace chute

@@ -9,11 +9,19 @@
 // while the other threads work ahead, up to `prefetch` batches past the consumer.
 //
 // Errors travel with their sample. With ErrorPolicy::kRaise, the consumer receives every batch before the
-// bad sample's batch, then the error. With kSkip, the sample is recorded in errors() and the following
+// bad sample's batch, then the error in place of that batch (its other samples are dropped, as torch's
+// DataLoader drops a batch whose fetch raised); a next call goes on with the following batch. With kSkip, the sample is recorded in errors() and the following
 // samples move up to fill its place, so every batch but the epoch's last stays full.
 //
-// Thread-safety: one consumer thread calls start_epoch()/next()/close(); Batch objects may be released on
-// any thread, also after the loader is gone.
+// Thread-safety: one consumer thread calls start_epoch()/next(); close() may be called from any thread,
+// and from several at once (each returns once the threads are gone; a consumer waiting in next() gets
+// kCancelled "the loader is closed", never an end of epoch). Batch objects may be released on any thread,
+// also after the loader is gone. In a process forked from the one that made it, the loader is closed and
+// inert: its calls fail, close() and its destructor neither join nor lock (fork.h).
+//
+// Threads: the pool starts in create(). If the kernel refuses some (a pids limit, ulimit -v), the loader
+// runs with those it got and says so once on stderr; if it refuses the first, create() fails with
+// kResourceExhausted naming the limits (thread.h).
 #pragma once
 
 #include <chrono>
@@ -26,6 +34,7 @@
 #include <vector>
 
 #include "chute/autotune.h"
+#include "chute/fork.h"
 #include "chute/host_allocator.h"
 #include "chute/output.h"
 #include "chute/processor.h"
@@ -131,7 +140,8 @@ class Loader {
   // The epoch position after the last sample the consumer received: where a resumed run starts. It does
   // not count work prefetched but not yet delivered.
   int64_t position() const;
-  // The next batch of the epoch, nullptr after its last one, or the error that ends it. With a
+  // The next batch of the epoch, nullptr after its last one, or an error: kRaise's sample error (in place
+  // of its batch; the epoch goes on), kCancelled once the loader is closed, or a resource error. With a
   // `timeout`, a wait that outlasts it returns kDeadlineExceeded and can be retried (the Python binding
   // waits in slices so that Ctrl-C is handled while no batch is ready).
   Result<std::shared_ptr<Batch>> next(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
@@ -153,7 +163,7 @@ class Loader {
   };
   RingUsage ring_usage() const;
   void reset_stats();
-  // Stops the threads. Batches still held stay valid. Idempotent.
+  // Stops the threads. Batches still held stay valid. Idempotent and thread-safe.
   void close();
 
   // For a BlockPool host allocator: blocks of host_block_bytes() the pool should receive now, and the call
@@ -165,6 +175,7 @@ class Loader {
  private:
   Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWriter writer, LoaderOptions options);
   struct Task;
+  Status start_workers();
   Status begin_epoch(uint64_t epoch, int64_t start, std::unique_ptr<EpochOrder> order);
   void worker_main(int id);
   void tune(double now_s);  // with the lock held
@@ -183,6 +194,8 @@ class Loader {
   LoaderOptions options_;
   std::shared_ptr<SharedState> shared_;
   std::vector<std::thread> threads_;
+  ForkMark fork_mark_;
+  std::mutex close_mu_;  // held by close() while it stops and joins the threads
   struct EpochState;
   std::unique_ptr<EpochState> epoch_;  // guarded by shared_->mu
   Autotuner tuner_;                    // guarded by shared_->mu

@@ -33,13 +33,16 @@
 #include <vector>
 
 #include "chute/device.h"
+#include "chute/fork.h"
 
 namespace chute {
 
 class SimulatedDevice final : public Device, public std::enable_shared_from_this<SimulatedDevice> {
  public:
   // Each half of a copy waits a random time in [min_delay_us, max_delay_us].
-  static std::shared_ptr<SimulatedDevice> create(uint64_t seed = 0, int max_delay_us = 200, int min_delay_us = 0);
+  // Fails (kResourceExhausted) when its transfer thread cannot be started.
+  static Result<std::shared_ptr<SimulatedDevice>> create(uint64_t seed = 0, int max_delay_us = 200,
+                                                         int min_delay_us = 0);
   ~SimulatedDevice() override;
 
   DeviceKind kind() const override { return DeviceKind::kSimulated; }
@@ -60,7 +63,7 @@ class SimulatedDevice final : public Device, public std::enable_shared_from_this
   Status synchronize(DeviceEvent& event) override;
 
   // The consumer's side (see above). Stream ids start at 1 (0 is the transfer stream).
-  int create_stream(int min_delay_us, int max_delay_us);
+  Result<int> create_stream(int min_delay_us, int max_delay_us);
   Result<void*> allocate_block(size_t bytes);
   void free_block(void* p) noexcept;
   Result<void*> copy_to_device(const void* src, size_t bytes, int stream);
@@ -80,7 +83,7 @@ class SimulatedDevice final : public Device, public std::enable_shared_from_this
   struct Stream;
   struct Block;
   void run(Stream& stream);
-  void start_stream(int min_delay_us, int max_delay_us);  // with mu_ held
+  Status start_stream(int min_delay_us, int max_delay_us);  // with mu_ held; a refused thread is its Status
   void violation(std::string what);  // with mu_ held
   bool live(const std::map<uintptr_t, size_t>& allocations, const void* p, size_t bytes) const;
   Result<void*> allocate(std::map<uintptr_t, size_t>& allocations, size_t bytes);
@@ -97,6 +100,7 @@ class SimulatedDevice final : public Device, public std::enable_shared_from_this
   int64_t violations_ = 0;
   std::string first_violation_;
   int64_t copies_ = 0;
+  ForkMark fork_mark_;  // in a forked child, the destructor leaves the parent's threads alone
 };
 
 }  // namespace chute

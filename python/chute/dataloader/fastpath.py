@@ -12,8 +12,14 @@ Two paths:
   tensors / numpy arrays with one row per sample (then ``dataset[i]`` must be
   ``tuple(c[i] for c in chute_columns)``), or a single tensor / array (then ``dataset[i]`` must be
   ``chute_columns[i]``). Each batch is gathered natively (``chute._native.Gatherer``: memcpy of whole rows
-  on a pool of ``chute-gather`` threads, 2 to 8 batches (64 MB) ahead, without the GIL) into fresh buffers, so a
-  batch may be kept for as long as the caller likes. Columns must be C-contiguous, of a plain numeric or
+  on a pool of ``chute-gather`` threads, without the GIL) into fresh buffers, so a batch may be kept for as
+  long as the caller likes. The plan holds every column and its storage; before each batch it checks that
+  the dataset still has those columns, at the same address and size, and plans again (or, if they no longer
+  qualify, fetches in-process) when they changed: a column reallocated, replaced or ``resize_()``-d
+  mid-epoch gives torch's batches, never a read of freed memory. Gathering runs ahead of the consumer
+  (2 to 8 batches, 64 MB) only over storage that cannot be reallocated in place (numpy arrays, memmaps);
+  over a resizable torch storage each batch is gathered when asked for, as torch fetches it, because
+  ``resize_()`` in the consumer's code frees the old memory at once and no reference can keep it. Columns must be C-contiguous, of a plain numeric or
   bool dtype, without autograd history; anything else falls back, with the reason. ``plan`` also checks the
   promise: the batch of the first and last samples must equal ``default_collate`` of ``dataset[i]`` in
   type, dtype, shape, strides and bytes, or it falls back.
@@ -29,7 +35,8 @@ every worker, and a caller may rely on that (with ``num_workers=0`` torch never 
 ``CHUTE_FAST_PATHS=0`` in the environment turns the fast paths off (to compare, or to rule them out).
 
 The native copy threads run only during an epoch: between epochs a gatherer is parked, so a process that
-forks later (a generic DataLoader's workers) does not find chute threads running.
+forks later (a generic DataLoader's workers) does not find chute threads running. A plan used in a process
+forked from the one that made it starts a gatherer of its own there (the parent's is inert in the child).
 
 The caller (``chute.DataLoader.__iter__``) runs each epoch as torch's iterator would: it draws
 ``base_seed = torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item()``, then makes
@@ -41,6 +48,7 @@ torch's global RNG.
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import math
 import os
@@ -78,6 +86,35 @@ class Fallback:
         return f"Fallback({self.reason!r})"
 
 
+class RaiseInPlace:
+    """What a path's epoch yields in place of a batch whose fetch failed (a bad index, a bad file): the
+    epoch's iterator raises ``error`` there and, on the next call, goes on with the following batch, as
+    torch's DataLoader iterator does after an exception in a fetch. (A generator that raised would end.)"""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
+class _Epoch(Iterator):
+    """``Plan.batches``' iterator: the path's generator, with :class:`RaiseInPlace` items raised."""
+
+    def __init__(self, batches: Iterator):
+        self._batches = batches
+
+    def __next__(self):
+        item = next(self._batches)
+        if isinstance(item, RaiseInPlace):
+            error = item.error
+            del item
+            raise error
+        return item
+
+    def close(self) -> None:
+        self._batches.close()
+
+
 class Plan:
     """A native path for one DataLoader. ``kind`` names it (``loader.stats()`` shows ``fast:<kind>``).
 
@@ -93,6 +130,9 @@ class Plan:
         """Yields the collated batch of each index list, in order, exactly as torch's DataLoader would.
         ``base_seed``: the seed torch's iterator drew from ``loader.generator`` for this epoch; paths with
         random transforms key their RNG on it (others ignore it)."""
+        return _Epoch(self._epoch(index_batches, base_seed))
+
+    def _epoch(self, index_batches, base_seed):
         if self._closed():
             raise RuntimeError("the fast path is closed")
         if not _same_objects(self._fingerprint(), self._made_from):
@@ -104,8 +144,8 @@ class Plan:
             else:
                 _log.warning("chute: the dataset changed since its fast path was planned and no longer "
                              "qualifies (%s); this epoch runs torch's fetch and collate in-process", new)
-                return _in_process(self._dataset, index_batches)
-        return self._batches(index_batches, base_seed)
+                return (yield from _in_process(self._dataset, index_batches))
+        return (yield from self._batches(index_batches, base_seed))
 
     def close(self) -> None:
         """Stops native threads. Batches already yielded stay valid."""
@@ -140,7 +180,12 @@ def _same_objects(a: tuple, b: tuple) -> bool:
 def _in_process(dataset, index_batches):
     """torch's fetch and collate (num_workers=0), for an epoch no native path can run."""
     for indices in index_batches:
-        yield default_collate([dataset[i] for i in indices])
+        try:
+            batch = default_collate([dataset[i] for i in indices])
+        except Exception as e:  # as torch's iterator: this batch raises, the next call goes on
+            yield RaiseInPlace(e)
+            continue
+        yield batch
 
 
 def plan(loader) -> Plan | Fallback:
@@ -367,12 +412,22 @@ class TensorPlan(Plan):
         self._as_tuple = as_tuple
         self._row_shapes = [tuple(c.shape[1:]) for c in columns]
         self._row_bytes = [math.prod(shape) * c.element_size() for c, shape in zip(columns, self._row_shapes)]
-        spec = [(c.data_ptr(), rb, c.shape[0]) for c, rb in zip(columns, self._row_bytes)]
-        self._gatherer = _native.Gatherer(spec)
+        # The storages too: a column given new storage (set_, .data =) leaves the old one to this plan.
+        self._storages = [c.untyped_storage() for c in columns]
+        # Gathering ahead of the consumer only where the memory cannot be reallocated under it (see above).
+        self._ahead = not any(st.resizable() for st in self._storages)
+        self._spec = [(c.data_ptr(), rb, c.shape[0]) for c, rb in zip(columns, self._row_bytes)]
+        self._pid = os.getpid()
+        self._gatherer = _native.Gatherer(self._spec)
         self._made_from = self._fingerprint()
 
     def _fingerprint(self) -> tuple:
-        return _raw_columns(self._dataset) + tuple(c.data_ptr() for c in self._columns) + tuple(c.shape[0] for c in self._columns)
+        return (_raw_columns(self._dataset) + tuple(c.data_ptr() for c in self._columns)
+                + tuple(c.shape[0] for c in self._columns) + tuple(st.nbytes() for st in self._storages))
+
+    def _moved(self) -> bool:
+        """Whether the dataset's columns changed since planning: other objects, another address, another size."""
+        return not _same_objects(self._fingerprint(), self._made_from)
 
     def _replan(self) -> Plan | Fallback:
         columns = _tensor_columns(self._dataset)
@@ -384,6 +439,8 @@ class TensorPlan(Plan):
         return self._gatherer is None
 
     def _batches(self, index_batches, base_seed):
+        if self._pid != os.getpid():  # a forked child: the parent's gatherer is inert here
+            self._pid, self._gatherer = os.getpid(), _native.Gatherer(self._spec)
         gatherer = self._gatherer
         pending: collections.deque = collections.deque()
         source = iter(index_batches)
@@ -391,6 +448,20 @@ class TensorPlan(Plan):
         depth = 1  # until the first batch says how large batches are
         try:
             while True:
+                if self._moved():
+                    # Changed mid-epoch (the consumer's code ran since the last batch): plan again for the
+                    # rest of it, these batches gathered ahead included. (Nothing is in flight over a
+                    # resizable storage between batches; other storage is held, so still readable.)
+                    redo = []
+                    while pending:
+                        ticket, _, indices = pending.popleft()
+                        redo.append(indices)
+                        try:
+                            gatherer.wait(ticket)
+                        except Exception:  # its error comes again, in its turn, from the new plan
+                            pass
+                    yield from self._rest_replanned(itertools.chain(redo, source), base_seed)
+                    return
                 while not exhausted and len(pending) < depth:
                     try:
                         indices = next(source)
@@ -401,25 +472,42 @@ class TensorPlan(Plan):
                     if idx.size and idx.dtype.kind not in "iu":
                         raise TypeError(f"the batch sampler yielded non-integer indices: {list(indices)[:4]}")
                     idx = np.ascontiguousarray(idx, dtype=np.int64).reshape(-1)
-                    pending.append((gatherer.submit(idx), len(idx)))
-                    if len(idx) and depth == 1:
+                    pending.append((gatherer.submit(idx), len(idx), indices))
+                    if len(idx) and depth == 1 and self._ahead:
                         depth = max(2, min(8, _PREFETCH_BYTES // max(1, len(idx) * sum(self._row_bytes))))
                 if not pending:
                     return
-                ticket, n = pending[0]
-                buffers = gatherer.wait(ticket)  # on Ctrl-C the job stays pending, drained below
+                ticket, n, _ = pending[0]
+                try:
+                    buffers = gatherer.wait(ticket)  # on Ctrl-C the job stays pending, drained below
+                except IndexError as e:  # a bad index fails its own batch; the epoch goes on, as in torch
+                    pending.popleft()
+                    yield RaiseInPlace(e)
+                    continue
                 pending.popleft()
                 yield self._assemble(buffers, n)
                 del buffers
         finally:
             # The gatherer reads the columns until each queued batch is done: drain them before the
             # generator (and maybe the plan and its columns) goes.
-            for ticket, _ in pending:
+            for ticket, _, _ in pending:
                 try:
                     gatherer.wait(ticket)
                 except Exception:  # an error in a batch nobody will see, or one already reported
                     pass
             gatherer.park()  # no native thread between epochs
+
+    def _rest_replanned(self, source, base_seed):
+        new = self._replan()
+        if not isinstance(new, Plan):
+            _log.warning("chute: the dataset's columns changed during the epoch and no longer qualify for the "
+                         "fast path (%s); the rest of the epoch runs torch's fetch and collate in-process", new)
+            yield from _in_process(self._dataset, source)
+            return
+        self.close()
+        self.__dict__.update(new.__dict__)  # take over its native engine
+        new.__dict__.clear()
+        yield from self._batches(source, base_seed)
 
     def _assemble(self, buffers, n: int):
         out = [b.view(c.dtype).view((n, *shape)) for b, c, shape in zip(buffers, self._columns, self._row_shapes)]
