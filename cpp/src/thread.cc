@@ -58,7 +58,7 @@ Status thread_start_error(const std::string& name, int err) {
   rlimit lim{};
   if (getrlimit(RLIMIT_NPROC, &lim) == 0) m << " ulimit -u (RLIMIT_NPROC) " << limit_text(lim.rlim_cur, "");
   const std::string pids = cgroup_pids();
-  if (!pids.empty()) m << ", cgroup pids.max " << pids << " (docker --pids-limit)";
+  m << ", cgroup pids.max " << (pids.empty() ? "(none found for this process)" : pids) << " (docker --pids-limit)";
   const std::string threads_max = first_line("/proc/sys/kernel/threads-max");
   if (!threads_max.empty()) m << ", kernel.threads-max " << threads_max;
   if (getrlimit(RLIMIT_AS, &lim) == 0)

@@ -13,6 +13,7 @@ Each limit is set in a child process, so that this process keeps its descriptors
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -26,7 +27,9 @@ import pytest
 import bad_inputs
 
 HERE = Path(__file__).resolve().parent
-PYTHON_DIR = HERE.parent
+# Where the chute this test imports lives: the installed package (scripts/test.sh), or a source tree on
+# PYTHONPATH. Children import the same one.
+PYTHON_DIR = Path(importlib.util.find_spec("chute").origin).resolve().parent.parent
 CHILD_TIMEOUT = 300  # generous: a bound that fails a hung child, never a timing claim
 
 
