@@ -56,3 +56,15 @@ def make_folder(root: Path, classes: int, per_class: int, seed: int = 0) -> Path
 def folder(tmp_path_factory) -> Path:
     """3 classes x 12 images."""
     return make_folder(tmp_path_factory.mktemp("folder"), 3, 12)
+
+
+@pytest.fixture(scope="session")
+def tiny_folder(tmp_path_factory):
+    """960 small JPEGs: cheap to decode, so a consumer that sleeps is always the slower side."""
+    root = tmp_path_factory.mktemp("tiny")
+    rng = np.random.default_rng(1)
+    data = [jpeg_bytes(natural_image(rng, 40, 32)) for _ in range(16)]
+    (root / "a").mkdir()
+    for i in range(960):
+        (root / "a" / f"{i:04d}.jpg").write_bytes(data[i % 16])
+    return root

@@ -82,19 +82,6 @@ def test_fast_path_dataloader_is_diagnosed_as_chute_and_compared_with_torch(big_
     assert labels == ["torch DataLoader num_workers=2"], labels  # the alternative, not chute against itself
 
 
-@pytest.fixture(scope="module")
-def tiny_folder(tmp_path_factory):
-    """400 JPEGs of 40x32: a batch of 4 costs about a millisecond of CPU, two orders of magnitude under the
-    step below, so even a heavily loaded machine keeps the loader ahead."""
-    root = tmp_path_factory.mktemp("tiny")
-    rng = np.random.default_rng(2)
-    data = [jpeg_bytes(natural_image(rng, 40, 32)) for _ in range(8)]
-    (root / "a").mkdir()
-    for i in range(400):
-        (root / "a" / f"{i:04d}.jpg").write_bytes(data[i % 8])
-    return root
-
-
 def test_consumer_bound_verdict_is_stable_with_its_interval(tiny_folder):
     verdicts = []
     for _ in range(2):

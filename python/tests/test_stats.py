@@ -8,9 +8,6 @@ import time
 import pytest
 
 import chute
-from conftest import jpeg_bytes, natural_image
-
-import numpy as np
 
 
 def test_stats_count_what_the_epoch_did(folder):
@@ -51,18 +48,6 @@ def test_auto_defaults_use_every_allowed_thread_and_respect_max_threads(folder):
     assert loader.num_threads == 3 and s["threads"] == 3
     assert 1 <= loader.active_threads <= 3
     assert loader.prefetch >= 2
-
-
-@pytest.fixture(scope="module")
-def tiny_folder(tmp_path_factory):
-    """960 small JPEGs: cheap to decode, so a consumer that sleeps is always the slower side."""
-    root = tmp_path_factory.mktemp("tiny")
-    rng = np.random.default_rng(1)
-    data = [jpeg_bytes(natural_image(rng, 40, 32)) for _ in range(16)]
-    (root / "a").mkdir()
-    for i in range(960):
-        (root / "a" / f"{i:04d}.jpg").write_bytes(data[i % 16])
-    return root
 
 
 def test_auto_threads_shrink_for_a_slow_consumer(tiny_folder):
