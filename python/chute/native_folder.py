@@ -160,6 +160,15 @@ def _plan_dataset(dataset, batch_size: int) -> Plan | Fallback | None:
                             "PNG's alpha channel and 16-bit samples, chute's decoder makes 8-bit RGB)")
         if "\n" in str(path) or isinstance(target, bool) or not isinstance(target, (int, np.integer)):
             return Fallback(f"sample {path!r} has a label of type {type(target).__name__} or a newline in its path")
+    if source == "pil" and _load_truncated_images():
+        # chute decodes a truncated JPEG as PIL does under this flag, not yet a truncated PNG or WebP: such a
+        # dataset runs torch's path, which never fails where PIL would load the file.
+        other = next((path for path, _ in samples if str(path).lower().endswith((".png", ".webp"))), None)
+        if other is not None:
+            return Fallback(f"PIL.ImageFile.LOAD_TRUNCATED_IMAGES is set and {other} is a PNG or WebP file: chute "
+                            "loads truncated JPEGs as PIL does under that flag, not truncated PNG or WebP files",
+                            hint="leave LOAD_TRUNCATED_IMAGES unset (a truncated file then raises, naming it) to "
+                                 "take the fast path")
     if source == "decode_image_unchanged" and samples:
         mode = _jpeg_mode(samples[0][0])
         if mode != "RGB":

@@ -3,6 +3,7 @@ kept image batches on the fast path never raise, and every limit an error names 
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import subprocess
@@ -367,3 +368,24 @@ def test_fast_path_decompression_bomb_limit_is_pils_max_image_pixels(folder, mon
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", None)  # the user lifts it, between epochs
     assert sum(len(labels) for _, labels in loader) == 36
     assert loader.stats()["path"] == "fast:imagefolder"
+
+
+def test_load_truncated_images_with_png_files_runs_torchs_path_and_loads_them(tmp_path, load_truncated):
+    # chute loads truncated JPEGs as PIL does under the flag, not truncated PNGs: such a dataset falls back,
+    # so the drop-in loads what torch's DataLoader loads instead of failing mid-epoch.
+    buf = io.BytesIO()
+    natural_image(np.random.default_rng(3), 64, 48).save(buf, format="PNG")
+    data = buf.getvalue()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "whole.png").write_bytes(data)
+    (tmp_path / "a" / "cut.png").write_bytes(data[: len(data) * 2 // 3])
+    dataset = T.ImageFolder(tmp_path, transform=T.Compose([T.CenterCrop((40, 40)), T.PILToTensor()]))
+    load_truncated(True)
+    expected = list(DataLoader(dataset, batch_size=2))  # PIL loads the cut file under the flag
+    got = list(chute.DataLoader(dataset, batch_size=2))
+    assert len(got) == len(expected) == 1
+    assert torch.equal(got[0][0], expected[0][0]) and torch.equal(got[0][1], expected[0][1])
+    plan = fastpath.plan(chute.DataLoader(dataset, batch_size=2))
+    assert isinstance(plan, fastpath.Fallback) and "LOAD_TRUNCATED_IMAGES" in str(plan) and "cut.png" in str(plan)
+    load_truncated(False)
+    assert isinstance(fastpath.plan(chute.DataLoader(dataset, batch_size=2)), fastpath.Plan)
