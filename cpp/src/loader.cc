@@ -722,7 +722,7 @@ LoaderStats Loader::stats() const {
   s.auto_threads = options_.num_threads == 0;
   s.auto_prefetch = options_.prefetch == 0;
   s.slot_bytes = shared_->ring.slot_bytes();
-  s.ring_slots = shared_->ring.num_slots();
+  s.ring_slots = shared_->ring.slots_with_memory();  // buffers allocated (not slots whose memory went)
   s.cores = available_cores();
   s.process_cpu_s = process_cpu_s() - e.baseline_cpu_s;
   return s;

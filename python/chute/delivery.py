@@ -116,16 +116,14 @@ class HostBlocks:
         native_loader.host_blocks_added()
 
     def adopt(self, batch):
-        """(images, labels) over a handed-over block -> the same views, of torch's block."""
+        """(images, labels) over a handed-over block -> the images as the same view of torch's block, and the
+        labels in a small pinned block of their own, so that kept labels hold no image memory (the binding
+        copied them out of the ring) and still copy to the device asynchronously."""
         images, labels = batch
         block = self._blocks.pop(images.data_ptr())
-        storage, base = block.untyped_storage(), block.data_ptr()
-
-        def view(t):
-            offset = (t.data_ptr() - base) // t.element_size()
-            return torch.empty((0,), dtype=t.dtype).set_(storage, offset, t.shape, t.stride())
-
-        return view(images), view(labels)
+        view = torch.empty((0,), dtype=images.dtype).set_(block.untyped_storage(), 0, images.shape, images.stride())
+        pinned = self._allocate(max(labels.numel(), 1) * labels.element_size()).view(labels.dtype)[:labels.numel()]
+        return view, pinned.copy_(labels)
 
     def clear(self) -> None:
         """After the ring's threads stopped: blocks not handed over go back to torch."""

@@ -616,8 +616,10 @@ def test_invalid_assign_after_init():
 
 
 def test_excessive_thread_creation_warning():
+    # Adapted: over a dataset that runs torch's path (worker processes). A TensorDataset takes chute's native
+    # fast path, which starts no worker process, so it does not warn about them (test_dropin.py).
     with pytest.warns(UserWarning, match=r"excessive worker creation might get DataLoader running slow or even freeze"):
-        DataLoader(DATASET, batch_size=2, num_workers=1000)
+        DataLoader(CountingDataset(10), batch_size=2, num_workers=1000)
 
 
 def test_is_a_torch_dataloader():

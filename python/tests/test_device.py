@@ -229,8 +229,11 @@ def test_pinned_batches_are_torch_views_and_close_returns_unused_blocks(folder, 
     it = iter(loader)
     images, labels = next(it)
     blocks = loader._driver.blocks
-    # The batch is a view of the lent block (one storage for images and labels), not chute's memory.
-    assert images.untyped_storage().data_ptr() == labels.untyped_storage().data_ptr()
+    # The images are a view of the lent block, not chute's memory; the labels are pinned too, in a block of
+    # their own, so that keeping them holds no image memory.
+    assert images.data_ptr() == images.untyped_storage().data_ptr()
+    assert labels.untyped_storage().data_ptr() != images.untyped_storage().data_ptr()
+    assert labels.untyped_storage().nbytes() < images.untyped_storage().nbytes()
     kept = images.clone()
     loader.close()
     del it

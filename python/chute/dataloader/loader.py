@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import warnings
 
 import torch.utils.data
 
@@ -44,6 +45,15 @@ class DataLoader(torch.utils.data.DataLoader):
             self._chute_constructing = False
         self._chute_plan = None
         self._chute_stats = {"batches": 0, "arena_batches": 0, "shared_batches": 0, "arena_slots": 0}
+        if self.num_workers > 0:
+            # torch warns here when num_workers exceeds the CPUs it suggests: so does chute, unless a fast path
+            # will run (planned now, only in that case), which starts no worker processes.
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                super().check_worker_number_rationality()
+            if caught and not isinstance(self._plan(), fastpath.Plan):
+                for w in caught:
+                    warnings.warn(w.message, w.category, stacklevel=2)
 
     def check_worker_number_rationality(self) -> None:
         if not getattr(self, "_chute_constructing", False):
