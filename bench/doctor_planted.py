@@ -52,10 +52,10 @@ def _jpeg(rng, w, h, quality=92) -> bytes:
 
 
 def datasets(cache: Path) -> dict[str, Path]:
-    """Two ImageFolder trees, made once: big (96 of 1600x1200) and small (800 of 200x150)."""
+    """Two ImageFolder trees, made once: big (192 of 1600x1200) and small (800 of 200x150)."""
     out = {}
     rng = np.random.default_rng(0)
-    for name, (n, w, h, q) in {"big": (96, 1600, 1200, 95), "small": (800, 200, 150, 90)}.items():
+    for name, (n, w, h, q) in {"big": (192, 1600, 1200, 95), "small": (800, 200, 150, 90)}.items():
         root = cache / name
         out[name] = root
         if (root / ".done").exists():
