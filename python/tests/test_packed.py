@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -195,6 +196,11 @@ def test_a_corrupt_record_fails_its_sample_in_the_loader(folder, tmp_path):
     with pytest.raises(chute.SampleError, match=r"shard .*shard-00000.chute, record 4 .*checksum mismatch") as e:
         list(chute.Loader(chute.open(dst), batch_size=4, transforms=[chute.CenterCrop(16)]))
     assert e.value.index == 4
+    # The message shows two different values: the checksum stored in the record and the one computed.
+    found = re.search(r"checksum mismatch: stored (0x[0-9a-f]{16}), computed (0x[0-9a-f]{16})", str(e.value))
+    assert found, str(e.value)
+    stored, computed = found.groups()
+    assert stored != computed
     skipped = chute.Loader(chute.open(dst), batch_size=4, transforms=[chute.CenterCrop(16)], on_error="skip")
     assert sum(len(y) for _, y in skipped) == 35 and [err.index for err in skipped.errors()] == [4]
 
