@@ -52,11 +52,11 @@ def _jpeg(rng, w, h, quality=92) -> bytes:
 
 
 def datasets(cache: Path) -> dict[str, Path]:
-    """Two ImageFolder trees, made once: big (192 of 1600x1200) and small (800 of 200x150)."""
+    """Two ImageFolder trees, made once: big (480 of 1600x1200) and small (800 of 200x150)."""
     out = {}
     rng = np.random.default_rng(0)
-    for name, (n, w, h, q) in {"big": (192, 1600, 1200, 95), "small": (800, 200, 150, 90)}.items():
-        root = cache / name
+    for name, (n, w, h, q) in {"big": (480, 1600, 1200, 95), "small": (800, 200, 150, 90)}.items():
+        root = cache / (name if name == "small" else f"{name}{n}")  # a new size, a new tree
         out[name] = root
         if (root / ".done").exists():
             continue
@@ -69,15 +69,18 @@ def datasets(cache: Path) -> dict[str, Path]:
     return out
 
 
-def one_run(case: str, loader_kind: str, roots: dict[str, Path]) -> dict:
-    """In this process: build the case's loader and step, run chute.doctor, return its verdict."""
+def build(case: str, loader_kind: str, roots: dict[str, Path], **change):
+    """The case's loader and step. ``change`` applies a recommendation: prefetch (chute's ``prefetch``, the
+    DataLoaders' ``prefetch_factor``), threads (chute's ``num_threads``, the DataLoaders' ``num_workers``),
+    persistent_workers, kind (another loader kind) or root (another dataset: a pack of the same images)."""
     import torch
     from torch.utils.data import DataLoader
 
     import chute
 
+    loader_kind = change.get("kind", loader_kind)
     big = case in ("decode", "cores", "prefetch")
-    root = roots["big"] if big else roots["small"]
+    root = change.get("root") or (roots["big"] if big else roots["small"])
     geometry = {"transform": (1024, 1024)}.get(case, (224, 224) if big else (64, 64))
     resize = case == "transform"
     batch = 4 if case == "transform" else 8
@@ -92,8 +95,11 @@ def one_run(case: str, loader_kind: str, roots: dict[str, Path]) -> dict:
     if loader_kind == "chute":
         transforms = ([chute.Resize(geometry[0])] if resize else []) + [chute.CenterCrop(geometry[0])]
         kwargs = {"prefetch": 1, "num_threads": 2} if case == "prefetch" else {}
-        loader = chute.Loader(chute.ImageFolder(str(root)), batch_size=batch, shuffle=True, transforms=transforms,
-                              **kwargs)
+        if "prefetch" in change:
+            kwargs["prefetch"] = change["prefetch"]
+        if "threads" in change:
+            kwargs["num_threads"] = change["threads"]
+        loader = chute.Loader(str(root), batch_size=batch, shuffle=True, transforms=transforms, **kwargs)
     else:
         from torchvision import datasets as tv_datasets
         from torchvision import transforms as T
@@ -101,14 +107,66 @@ def one_run(case: str, loader_kind: str, roots: dict[str, Path]) -> dict:
         dataset = tv_datasets.ImageFolder(str(root), transform=tf)
         cls = chute.DataLoader if loader_kind == "dataloader" else DataLoader
         kwargs = {"prefetch_factor": 1} if case == "prefetch" else {}
-        loader = cls(dataset, batch_size=batch, shuffle=True, num_workers=2, **kwargs)
+        if "prefetch" in change:
+            kwargs["prefetch_factor"] = change["prefetch"]
+        if "persistent_workers" in change:
+            kwargs["persistent_workers"] = True
+        loader = cls(dataset, batch_size=batch, shuffle=True, num_workers=change.get("threads", 2), **kwargs)
     torch.set_num_threads(1)
-    d = chute.doctor(loader, step, steps=12, warmup=4, storage=case == "storage", compare=False)
+    return loader, step
+
+
+def applied(action: str, case: str, loader_kind: str, roots: dict[str, Path], cache: Path) -> dict | None:
+    """The change a recommendation names, as ``build`` arguments; None for one this bench cannot apply."""
+    import re
+
+    if action.startswith("raise prefetch"):
+        return {"prefetch": "auto" if loader_kind == "chute" else 2}  # chute's default; torch's default factor
+    m = re.match(r"raise threads to (\d+)", action) or re.match(r"set num_workers=(\d+)", action)
+    if m:
+        return {"threads": int(m.group(1))}
+    if action.startswith("set persistent_workers=True"):
+        return {"persistent_workers": True}
+    if action.startswith("switch to chute"):
+        return {"kind": "chute"}
+    if action.startswith("pack the dataset") and loader_kind == "chute":
+        import chute
+        big = case in ("decode", "cores", "prefetch")
+        packed = cache / f"packed-{'big' if big else 'small'}"  # outside the slow-read shim's prefix
+        if not (packed / "index.chidx").exists():
+            chute.pack(str(roots["big" if big else "small"]), str(packed))
+        return {"root": packed}
+    return None
+
+
+def one_run(case: str, loader_kind: str, roots: dict[str, Path], cache: Path) -> dict:
+    """In this process: build the case's loader and step, run chute.doctor, return its verdict and the top
+    recommendation's gain: the doctor's own figure when it measured it, else measured here by applying it
+    (the same step, a fresh loader with the change, rate against a fresh loader without it)."""
+    import chute
+
+    loader, step = build(case, loader_kind, roots)
+    d = chute.doctor(loader, step, steps=12, warmup=4, storage=case == "storage", compare=True)
     v = d.verdict
     lo, hi = d.run.stall_interval()
+    rec = v.recommendations[0] if v.recommendations else None
+    gain, how = None, ""
+    if rec is not None and rec.measured:
+        gain, how = rec.gain, "measured by the doctor"
+    elif rec is not None:
+        change = applied(rec.action, case, loader_kind, roots, cache)
+        if change is None:
+            how = "not applied by this bench"
+        else:
+            rates = []
+            for c in ({}, change):  # the same step and measurement, without and with the change
+                other, other_step = build(case, loader_kind, roots, **c)
+                rates.append(chute.doctor(other, other_step, steps=12, warmup=4, storage=False, compare=False,
+                                          profile=False).run.rate)
+            gain, how = rates[1] / rates[0], f"measured here: {rates[1]:.0f} vs {rates[0]:.0f} samples/s"
     return {"bound": v.bound, "stage": v.stage, "headline": v.headline, "stall": d.run.stall_fraction,
             "interval": [lo, hi], "steps": len(d.run.measured),
-            "recommendation": str(v.recommendations[0]) if v.recommendations else "",
+            "recommendation": str(rec) if rec else "", "gain": gain, "gain_basis": how,
             "path": d.dataloader.path if d.dataloader else None}
 
 
@@ -141,7 +199,7 @@ def main() -> int:
     args = p.parse_args()
     roots = datasets(args.cache)
     if args.one:
-        print(json.dumps(one_run(args.one[0], args.one[1], roots)))
+        print(json.dumps(one_run(args.one[0], args.one[1], roots, args.cache)))
         return 0
     try:
         import torchvision  # noqa: F401
@@ -165,9 +223,15 @@ def main() -> int:
                      f"{r['bound']}/{r['stage']} [{100 * r['interval'][0]:.0f}-{100 * r['interval'][1]:.0f}%, {r['steps']}]"
                      for r in results]
             print(f"{case:10} {kind:11} {'/'.join(want):20} {right}/{len(results)}  " + "; ".join(cells))
-            recs = {r.get("recommendation") for r in results if r.get("recommendation")}
-            for rec in sorted(recs)[:2]:
-                print(f"{'':43}top recommendation: {rec}")
+            recs = {r["recommendation"].split(":")[0] for r in results if r.get("recommendation")}
+            gains = sorted(r["gain"] for r in results if r.get("gain") is not None)
+            if recs:
+                spread = (f"gain median {gains[len(gains) // 2]:.2f}x, range {gains[0]:.2f}-{gains[-1]:.2f}x over "
+                          f"{len(gains)} runs" if gains else "gain not measured")
+                bases = sorted({r["gain_basis"].split(":")[0] for r in results if r.get("gain_basis")})
+                print(f"{'':43}top recommendation: {' | '.join(sorted(recs))}; {spread} ({', '.join(bases)})")
+            else:
+                print(f"{'':43}no recommendation")
     return 0
 
 
