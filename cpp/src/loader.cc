@@ -719,6 +719,7 @@ LoaderStats Loader::stats() const {
   s.threads = num_threads();
   s.active_threads = tuner_.threads();
   s.prefetch = tuner_.prefetch();
+  s.max_prefetch = tuner_.prefetch_limit();
   s.auto_threads = options_.num_threads == 0;
   s.auto_prefetch = options_.prefetch == 0;
   s.slot_bytes = shared_->ring.slot_bytes();

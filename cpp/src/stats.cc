@@ -67,11 +67,17 @@ Verdict diagnose(const LoaderStats& s) {
   if (share(stages[0].second) >= kStorageShare) {
     v.limit = "storage";
     why = printf_string("reads take %.0f%% of the workers' busy time", 100 * share(stages[0].second));
-  } else if (idle > kPrefetchIdle && cpu_known && spare >= kSpareCores) {
+  } else if (idle > kPrefetchIdle && cpu_known && spare >= kSpareCores &&
+             (!s.auto_prefetch || s.prefetch >= s.max_prefetch)) {
     v.limit = "prefetch";
-    why = printf_string("the active workers were idle %.0f%% of their time while the consumer waited, with %.2f "
-                        "cores to spare: a larger prefetch would let them run ahead",
-                        100 * idle, spare);
+    why = s.auto_prefetch
+              ? printf_string("the active workers were idle %.0f%% of their time while the consumer waited, with "
+                              "%.2f cores to spare, and auto prefetch is at the %d batches max_memory allows: more "
+                              "memory for batch buffers would let them run ahead",
+                              100 * idle, spare, s.max_prefetch)
+              : printf_string("the active workers were idle %.0f%% of their time while the consumer waited, with "
+                              "%.2f cores to spare: a larger prefetch would let them run ahead",
+                              100 * idle, spare);
   } else if (cpu_per_busy < kContendedCpu) {
     v.limit = "cores";
     why = printf_string("the workers got %.2f CPU-s per busy second: they were ready to run but other threads or "
@@ -84,6 +90,10 @@ Verdict diagnose(const LoaderStats& s) {
     v.limit = "unknown";
     why = "no stage times were measured";
   }
+  if (v.limit != "prefetch" && idle > kPrefetchIdle && s.auto_prefetch && s.prefetch < s.max_prefetch)
+    why += printf_string("; the workers idled %.0f%% of their time, and auto prefetch is growing on that (now %d, "
+                         "at most %d)",
+                         100 * idle, s.prefetch, s.max_prefetch);
   v.summary = "input-bound: " + waited + "; " + per_sample + ": " + v.limit + " is the limit (" + why + "). " +
               settings + ".";
   return v;

@@ -56,6 +56,23 @@ TEST(DiagnoseTest, PrefetchOnlyWithIdleWorkersAndSpareCores) {
   EXPECT_EQ(diagnose(s).limit, "decode");
 }
 
+TEST(DiagnoseTest, AutoPrefetchIsTheLimitOnlyAtItsMemoryCap) {
+  // The case `chute doctor` got wrong: idle workers under auto prefetch advised "raise prefetch", which the
+  // autotuner is already doing; setting it by hand was slower. Below the cap the busiest stage is the limit.
+  LoaderStats s = input_bound();
+  s.worker_idle_s = 8;
+  s.process_cpu_s = 12;  // 0.8 cores to spare
+  s.auto_prefetch = true;
+  s.prefetch = 3, s.max_prefetch = 10;
+  Verdict v = diagnose(s);
+  EXPECT_EQ(v.limit, "decode") << v.summary;
+  EXPECT_NE(v.summary.find("auto prefetch is growing on that (now 3, at most 10)"), std::string::npos) << v.summary;
+  s.prefetch = 10;  // at the cap max_memory allows: the buffers hold the workers back
+  v = diagnose(s);
+  EXPECT_EQ(v.limit, "prefetch") << v.summary;
+  EXPECT_NE(v.summary.find("auto prefetch is at the 10 batches max_memory allows"), std::string::npos) << v.summary;
+}
+
 TEST(DiagnoseTest, StorageWhenReadsDominate) {
   LoaderStats s = input_bound();
   s.stages.read_ns = 20'000'000'000;

@@ -30,6 +30,7 @@ nb::dict stats_dict(const LoaderStats& s) {
   d["threads"] = s.threads;
   d["active_threads"] = s.active_threads;
   d["prefetch"] = s.prefetch;
+  d["max_prefetch"] = s.max_prefetch;
   d["auto_threads"] = s.auto_threads;
   d["auto_prefetch"] = s.auto_prefetch;
   d["batch_buffer_bytes"] = s.slot_bytes;
@@ -65,6 +66,8 @@ LoaderStats stats_from_dict(const nb::dict& d) {
   s.threads = static_cast<int>(count("threads"));
   s.active_threads = static_cast<int>(count("active_threads"));
   s.prefetch = static_cast<int>(count("prefetch"));
+  s.max_prefetch = static_cast<int>(count("max_prefetch"));
+  s.auto_prefetch = d.contains("auto_prefetch") && nb::cast<bool>(d["auto_prefetch"]);
   s.cores = static_cast<int>(count("cores"));
   s.process_cpu_s = num("process_cpu_s");
   return s;

@@ -69,6 +69,8 @@ class Autotuner {
 
   int threads() const { return threads_; }
   int prefetch() const { return prefetch_; }
+  // The most prefetch() may become: max_prefetch for a tuned prefetch, else the fixed one.
+  int prefetch_limit() const { return settings_.tune_prefetch ? max_prefetch(settings_) : prefetch_; }
   int64_t decisions() const { return decisions_; }
 
  private:

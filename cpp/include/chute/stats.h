@@ -46,6 +46,7 @@ struct LoaderStats {
   int threads = 0;         // threads in the pool (max_threads)
   int active_threads = 0;  // threads allowed to work
   int prefetch = 0;        // batches prepared ahead of the consumer
+  int max_prefetch = 0;    // the most auto prefetch may grow to within max_memory (= prefetch when set by hand)
   bool auto_threads = false;
   bool auto_prefetch = false;
   size_t slot_bytes = 0;   // one batch buffer
@@ -70,7 +71,9 @@ struct LoaderStats {
 //   2. "prefetch" when the active workers were idle over kPrefetchIdle of their time while the consumer
 //      waited, and the process left at least kSpareCores of its cores unused: the window or the buffers,
 //      not a stage or the CPU, held the workers back. Without spare cores, idle workers are not the
-//      cause: the cores are.
+//      cause: the cores are. With auto prefetch only at its cap (max_prefetch, from max_memory): below
+//      it, the autotuner grows prefetch on this same evidence, so the window is not what to change and
+//      the rules below name the limit.
 //   3. "cores" when the workers got under kContendedCpu CPU-seconds per busy second: they were runnable
 //      but not running, because other threads or processes (the training step's, another job's) had the
 //      cores.

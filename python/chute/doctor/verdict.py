@@ -273,8 +273,10 @@ def _cpu_recs(d: "Diagnosis", recs: list[Recommendation], layer: str, stage: str
                                        f"{c.cores} cores allowed", False))
         if stage == "prefetch":
             idle = s["worker_idle_s"] / max(s["worker_idle_s"] + s["read_s"] + s["decode_s"] + s["transform_s"], 1e-9)
+            action = (f"raise max_memory (auto prefetch is at the {s.get('max_prefetch', s['prefetch'])} batches it "
+                      f"allows)" if s.get("auto_prefetch") else f"raise prefetch (it is {s['prefetch']}; or 'auto')")
             recs.append(Recommendation(
-                "raise prefetch", 1 / max(1 - run.stall_fraction, 0.05),
+                action, 1 / max(1 - run.stall_fraction, 0.05),
                 f"model: the step's whole wait ({100 * run.stall_fraction:.0f}% of its time) removed; the workers idled "
                 f"{100 * idle:.0f}% of their time with {c.cores - c.total_cores_used:.2f} cores to spare", False))
     if info is not None and info.num_workers_running > 0 and not info.persistent_workers:
