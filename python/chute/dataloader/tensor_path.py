@@ -1,48 +1,29 @@
-"""Native fast paths for ``chute.DataLoader``: datasets whose batches chute can make without per-sample Python.
+"""The ``"tensor"`` fast path of ``chute.DataLoader``: rows of in-memory tensors, gathered natively.
 
-``plan(loader)`` looks at a DataLoader once and returns a :class:`Plan` when a native path gives batches
-provably identical to what torch's DataLoader would yield, else a :class:`Fallback` whose ``str()`` is the
-one-line reason. Either way the DataLoader's own sampler decides the order: ``Plan.batches`` takes the
-batch sampler's index lists and yields the collated batches in that order.
+The dataset is a ``torch.utils.data.TensorDataset`` (its ``__getitem__`` not overridden), or follows the
+*columns protocol*: it has an attribute ``chute_columns``, a tuple or list of CPU tensors / numpy arrays
+with one row per sample (then ``dataset[i]`` must be ``tuple(c[i] for c in chute_columns)``), or a single
+tensor / array (then ``dataset[i]`` must be ``chute_columns[i]``). Each batch is gathered natively
+(``chute._native.Gatherer``: memcpy of whole rows on a pool of ``chute-gather`` threads, without the GIL)
+into fresh buffers, so a batch may be kept for as long as the caller likes.
 
-Two paths:
+The plan holds every column and its storage; before each batch it checks that the dataset still has those
+columns, at the same address and size, and plans again (or, if they no longer qualify, fetches in-process)
+when they changed: a column reallocated, replaced or ``resize_()``-d mid-epoch gives torch's batches, never
+a read of freed memory. Gathering runs ahead of the consumer (2 to 8 batches, 64 MB) only over storage that
+cannot be reallocated in place (numpy arrays, memmaps); over a resizable torch storage each batch is
+gathered when asked for, as torch fetches it, because ``resize_()`` in the consumer's code frees the old
+memory at once and no reference can keep it.
 
-* ``"tensor"``: the dataset is a ``torch.utils.data.TensorDataset`` (its ``__getitem__`` not overridden),
-  or follows the *columns protocol*: it has an attribute ``chute_columns``, a tuple or list of CPU
-  tensors / numpy arrays with one row per sample (then ``dataset[i]`` must be
-  ``tuple(c[i] for c in chute_columns)``), or a single tensor / array (then ``dataset[i]`` must be
-  ``chute_columns[i]``). Each batch is gathered natively (``chute._native.Gatherer``: memcpy of whole rows
-  on a pool of ``chute-gather`` threads, without the GIL) into fresh buffers, so a batch may be kept for as
-  long as the caller likes. The plan holds every column and its storage; before each batch it checks that
-  the dataset still has those columns, at the same address and size, and plans again (or, if they no longer
-  qualify, fetches in-process) when they changed: a column reallocated, replaced or ``resize_()``-d
-  mid-epoch gives torch's batches, never a read of freed memory. Gathering runs ahead of the consumer
-  (2 to 8 batches, 64 MB) only over storage that cannot be reallocated in place (numpy arrays, memmaps);
-  over a resizable torch storage each batch is gathered when asked for, as torch fetches it, because
-  ``resize_()`` in the consumer's code frees the old memory at once and no reference can keep it. Columns must be C-contiguous, of a plain numeric or
-  bool dtype, without autograd history; anything else falls back, with the reason. ``plan`` also checks the
-  promise: the batch of the first and last samples must equal ``default_collate`` of ``dataset[i]`` in
-  type, dtype, shape, strides and bytes, or it falls back.
-  Datasets with ``.data`` / ``.targets`` arrays (MNIST, CIFAR) are not taken on trust: their
-  ``__getitem__`` converts and transforms each sample, so only an explicit ``chute_columns`` opts in.
-* ``"imagefolder"``: a torchvision ``ImageFolder`` / ``DatasetFolder`` with the default PIL loader and a
-  ``Compose`` of supported transforms (see :mod:`chute.native_folder`).
-
-Fast paths need automatic batching (``batch_size`` not None) with the default collate, and a map-style
-dataset. ``num_workers``, ``prefetch_factor`` and ``persistent_workers`` are then only hints: no worker
-process is started. A ``worker_init_fn`` with ``num_workers > 0`` therefore falls back: torch calls it in
-every worker, and a caller may rely on that (with ``num_workers=0`` torch never calls it, nor does chute).
-``CHUTE_FAST_PATHS=0`` in the environment turns the fast paths off (to compare, or to rule them out).
+Columns must be C-contiguous, of a plain numeric or bool dtype, without autograd history; anything else
+falls back, with the reason. Planning also checks the promise: the batch of the first and last samples must
+equal ``default_collate`` of ``dataset[i]`` in type, dtype, shape, strides and bytes, or it falls back.
+Datasets with ``.data`` / ``.targets`` arrays (MNIST, CIFAR) are not taken on trust: their ``__getitem__``
+converts and transforms each sample, so only an explicit ``chute_columns`` opts in.
 
 The native copy threads run only during an epoch: between epochs a gatherer is parked, so a process that
 forks later (a generic DataLoader's workers) does not find chute threads running. A plan used in a process
 forked from the one that made it starts a gatherer of its own there (the parent's is inert in the child).
-
-The caller (``chute.DataLoader.__iter__``) runs each epoch as torch's iterator would: it draws
-``base_seed = torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item()``, then makes
-``iter(loader._index_sampler)``, then calls ``plan.batches(that_iterator, base_seed=base_seed)``. Passing
-``base_seed`` keeps random transforms reproducible with ``generator``; without it the plan draws one from
-torch's global RNG.
 """
 
 from __future__ import annotations
@@ -52,13 +33,13 @@ import itertools
 import logging
 import math
 import os
-from collections.abc import Iterable, Iterator
 
 import numpy as np
 import torch
-from torch.utils.data import IterableDataset, Subset, TensorDataset, default_collate
+from torch.utils.data import TensorDataset, default_collate
 
 from chute import _native
+from chute.dataloader.base import Fallback, Plan, RaiseInPlace, in_process, same_objects
 
 _log = logging.getLogger("chute.dataloader")
 
@@ -71,230 +52,13 @@ _PLAIN_DTYPES = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, 
 _PREFETCH_BYTES = 64 << 20
 
 
-class Fallback:
-    """Why no fast path applies; ``str()`` is the one-line explanation, ``hint`` what the user could change
-    to get one (None when nothing simple would)."""
-
-    def __init__(self, reason: str, hint: str | None = None):
-        self.reason = reason
-        self.hint = hint
-
-    def __str__(self) -> str:
-        return self.reason
-
-    def __repr__(self) -> str:
-        return f"Fallback({self.reason!r})"
-
-
-class RaiseInPlace:
-    """What a path's epoch yields in place of a batch whose fetch failed (a bad index, a bad file): the
-    epoch's iterator raises ``error`` there and, on the next call, goes on with the following batch, as
-    torch's DataLoader iterator does after an exception in a fetch. (A generator that raised would end.)"""
-
-    __slots__ = ("error",)
-
-    def __init__(self, error: BaseException):
-        self.error = error
-
-
-class _Epoch(Iterator):
-    """``Plan.batches``' iterator: the path's generator, with :class:`RaiseInPlace` items raised."""
-
-    def __init__(self, batches: Iterator):
-        self._batches = batches
-
-    def __next__(self):
-        item = next(self._batches)
-        if isinstance(item, RaiseInPlace):
-            error = item.error
-            del item
-            raise error
-        return item
-
-    def close(self) -> None:
-        self._batches.close()
-
-
-class Plan:
-    """A native path for one DataLoader. ``kind`` names it (``loader.stats()`` shows ``fast:<kind>``).
-
-    A plan is made once per DataLoader, but a dataset may change between epochs (a new ``transform`` for
-    progressive resizing, new tensors): each epoch first compares the attributes the plan was made from
-    (by identity) and plans again when they changed. If the dataset no longer qualifies, that epoch runs
-    torch's own fetch and collate in this process (same batches, Python speed) and says so in a warning."""
-
-    kind = ""
-    _dataset = None
-
-    def batches(self, index_batches: Iterable[list[int]], base_seed: int | None = None) -> Iterator:
-        """Yields the collated batch of each index list, in order, exactly as torch's DataLoader would.
-        ``base_seed``: the seed torch's iterator drew from ``loader.generator`` for this epoch; paths with
-        random transforms key their RNG on it (others ignore it)."""
-        return _Epoch(self._epoch(index_batches, base_seed))
-
-    def _epoch(self, index_batches, base_seed):
-        if self._closed():
-            raise RuntimeError("the fast path is closed")
-        if not _same_objects(self._fingerprint(), self._made_from):
-            new = self._replan()
-            if isinstance(new, Plan):
-                self.close()
-                self.__dict__.update(new.__dict__)  # take over its native engine
-                new.__dict__.clear()
-            else:
-                _log.warning("chute: the dataset changed since its fast path was planned and no longer "
-                             "qualifies (%s); this epoch runs torch's fetch and collate in-process", new)
-                return (yield from _in_process(self._dataset, index_batches))
-        return (yield from self._batches(index_batches, base_seed))
-
-    def close(self) -> None:
-        """Stops native threads. Batches already yielded stay valid."""
-
-    def stats(self) -> dict:
-        """The engine's figures (chute.LoaderStats names, with its verdict) where the path runs on chute's
-        decode engine; none for a path that only gathers."""
-        return {}
-
-    def __del__(self):
-        self.close()
-
-    # What a path implements: its epoch, whether it is closed, what it was planned from, planning again.
-    def _batches(self, index_batches, base_seed):
-        raise NotImplementedError
-
-    def _closed(self) -> bool:
-        raise NotImplementedError
-
-    def _fingerprint(self) -> tuple:
-        """The dataset's attributes this plan depends on, compared by identity each epoch."""
-        raise NotImplementedError
-
-    def _replan(self) -> Plan | Fallback:
-        raise NotImplementedError
-
-
-def _same_objects(a: tuple, b: tuple) -> bool:
-    return len(a) == len(b) and all(x is y or (isinstance(x, int) and x == y) for x, y in zip(a, b))
-
-
-def _in_process(dataset, index_batches):
-    """torch's fetch and collate (num_workers=0), for an epoch no native path can run."""
-    for indices in index_batches:
-        try:
-            batch = default_collate([dataset[i] for i in indices])
-        except Exception as e:  # as torch's iterator: this batch raises, the next call goes on
-            yield RaiseInPlace(e)
-            continue
-        yield batch
-
-
-def plan(loader) -> Plan | Fallback:
-    """The fast path for ``loader`` (a ``torch.utils.data.DataLoader``), or why there is none."""
-    if os.environ.get("CHUTE_FAST_PATHS", "1") == "0":
-        return Fallback("native fast paths are off (CHUTE_FAST_PATHS=0)")
-    if isinstance(loader.dataset, IterableDataset):
-        return Fallback("iterable-style dataset: its samples come from its own iterator, not from indices")
-    if not getattr(loader, "_auto_collation", True):
-        return Fallback("batch_size=None (no automatic batching): samples are converted one by one, not collated",
-                        "pass a batch_size")
-    import chute.dataloader as package  # its default_collate, if it has its own, counts as the default
-    if loader.collate_fn is not default_collate and loader.collate_fn is not getattr(package, "default_collate", None):
-        name = getattr(loader.collate_fn, "__qualname__", type(loader.collate_fn).__name__)
-        return Fallback(f"custom collate_fn {name}: only default_collate batches are made natively",
-                        "leave collate_fn unset and post-process each batch in the loop")
-    if loader.worker_init_fn is not None and loader.num_workers > 0:
-        return Fallback("worker_init_fn is set: torch calls it in each worker process, and a fast path starts none",
-                        "drop worker_init_fn if it only seeds RNGs (the fast path keys its randomness itself)")
-    return _plan_dataset(loader.dataset, loader.batch_size or 1)
-
-
-def _plan_dataset(dataset, batch_size: int) -> Plan | Fallback:
-    """The fast path for ``dataset`` batched by ``batch_size``, or why there is none."""
-    if _is_subset(dataset):
-        return SubsetPlan.create(dataset, batch_size)
-    if isinstance(dataset, IterableDataset):
-        return Fallback("iterable-style dataset: its samples come from its own iterator, not from indices")
-    if getattr(dataset, "__getitems__", None):
-        return Fallback(f"{type(dataset).__name__} defines __getitems__, which torch's fetcher calls instead of "
-                        "__getitem__")
+def plan_dataset(dataset) -> Plan | Fallback | None:
+    """The ``"tensor"`` plan for ``dataset``, a Fallback when it is a tensor dataset whose columns cannot be
+    gathered, None when it is no tensor dataset."""
     columns = _tensor_columns(dataset)
-    if isinstance(columns, Fallback) or columns is not None:
-        return columns if isinstance(columns, Fallback) else TensorPlan.create(dataset, *columns)
-    from chute import native_folder  # imports PIL-free code only; kept lazy for start-up time
-    folder = native_folder.plan_dataset(dataset, batch_size)
-    if folder is not None:
-        return folder
-    return Fallback(f"{type(dataset).__module__}.{type(dataset).__qualname__} has no native fast path "
-                    "(TensorDataset, chute_columns, torchvision ImageFolder/DatasetFolder have)",
-                    "give the dataset a chute_columns attribute if its samples are rows of tensors")
-
-
-# ---- Subset of a supported dataset -------------------------------------------------------------------
-
-
-def _is_subset(dataset) -> bool:
-    """A torch Subset whose indexing is torch's own (a subclass may change what an index means)."""
-    t = type(dataset)
-    return (isinstance(dataset, Subset) and t.__getitem__ is Subset.__getitem__
-            and getattr(t, "__getitems__", None) is getattr(Subset, "__getitems__", None))
-
-
-class SubsetPlan(Plan):
-    """``Subset(dataset, indices)`` of a dataset with a fast path: that path, with each batch's indices
-    mapped through ``indices`` first (what ``Subset.__getitem__`` does, sample by sample)."""
-
-    @classmethod
-    def create(cls, subset, batch_size: int) -> Plan | Fallback:
-        try:
-            indices = np.asarray(subset.indices)
-        except Exception as e:  # e.g. a list of mixed types
-            return Fallback(f"Subset.indices cannot be read as integers ({type(e).__name__}: {e})")
-        if indices.ndim != 1 or (indices.size and indices.dtype.kind not in "iu"):
-            return Fallback(f"Subset.indices is not a 1-d list of integers (dtype {indices.dtype}, "
-                            f"shape {indices.shape})")
-        inner = _plan_dataset(subset.dataset, batch_size)
-        if isinstance(inner, Fallback):
-            return Fallback(f"Subset of a dataset without a fast path: {inner}", inner.hint)
-        return cls(subset, inner, indices.astype(np.int64).tolist(), batch_size)
-
-    def __init__(self, subset, inner: Plan, indices: list[int], batch_size: int):
-        self._dataset = subset
-        self._inner = inner
-        self._indices = indices
-        self._batch_size = batch_size
-        self.kind = inner.kind
-        self._made_from = self._fingerprint()
-
-    def _map(self, index_batches):
-        indices, n = self._indices, len(self._indices)
-        # An index outside the subset becomes one outside the dataset: the inner path raises IndexError
-        # at that batch, after the batches before it (as torch's Subset raises at its own).
-        outside = len(self._inner._dataset)
-        for batch in index_batches:
-            yield [indices[i] if -n <= i < n else outside for i in map(int, batch)]
-
-    def _batches(self, index_batches, base_seed):
-        return self._inner.batches(self._map(index_batches), base_seed)
-
-    def _closed(self) -> bool:
-        return self._inner._closed()
-
-    def _fingerprint(self) -> tuple:
-        return (self._dataset.dataset, self._dataset.indices)
-
-    def _replan(self) -> Plan | Fallback:
-        return _plan_dataset(self._dataset, self._batch_size)
-
-    def stats(self) -> dict:
-        return self._inner.stats()
-
-    def close(self) -> None:
-        inner = getattr(self, "_inner", None)
-        if inner is not None:
-            inner.close()
-
-
-# ---- tensor datasets -----------------------------------------------------------------------------------
+    if columns is None or isinstance(columns, Fallback):
+        return columns
+    return TensorPlan.create(dataset, *columns)
 
 
 def _is_tensor_dataset(dataset) -> bool:
@@ -386,6 +150,9 @@ def _same(a, b) -> bool:
 
 class TensorPlan(Plan):
     kind = "tensor"
+    held_batches = ("gather buffers: each batch is its own buffers, taken from the Gatherer's BufferPool and "
+                    "back to it (up to 1 GiB kept free for reuse) when the batch dies; never reused while held, so "
+                    "keeping batches costs only their own memory")
 
     @classmethod
     def create(cls, dataset, columns: list[torch.Tensor], as_tuple: bool) -> Plan | Fallback:
@@ -427,7 +194,7 @@ class TensorPlan(Plan):
 
     def _moved(self) -> bool:
         """Whether the dataset's columns changed since planning: other objects, another address, another size."""
-        return not _same_objects(self._fingerprint(), self._made_from)
+        return not same_objects(self._fingerprint(), self._made_from)
 
     def _replan(self) -> Plan | Fallback:
         columns = _tensor_columns(self._dataset)
@@ -502,7 +269,7 @@ class TensorPlan(Plan):
         if not isinstance(new, Plan):
             _log.warning("chute: the dataset's columns changed during the epoch and no longer qualify for the "
                          "fast path (%s); the rest of the epoch runs torch's fetch and collate in-process", new)
-            yield from _in_process(self._dataset, source)
+            yield from in_process(self._dataset, source)
             return
         self.close()
         self.__dict__.update(new.__dict__)  # take over its native engine
@@ -517,3 +284,4 @@ class TensorPlan(Plan):
         g, self._gatherer = getattr(self, "_gatherer", None), None
         if g is not None:
             g.close()
+
