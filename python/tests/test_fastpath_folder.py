@@ -314,3 +314,21 @@ def test_paths_a_text_list_could_not_hold_take_the_fast_path(tmp_path):
     stats = loader.stats()
     assert stats["path"] == "fast:imagefolder" and "engine batch ring" in stats["held_batches"]
     assert sum(len(y) for _, y in loader) == 6
+
+
+def test_the_doctor_builds_its_chute_loader_with_the_fast_paths_translator(folder):
+    from chute.doctor.compare import chute_equivalent
+
+    no_tensor = T.ImageFolder(folder, transform=T.Compose(EVAL))
+    loader, why = chute_equivalent(DataLoader(no_tensor, batch_size=4))
+    assert loader is None and why == f"its transforms: {seam.choose(DataLoader(no_tensor, batch_size=4))}"
+
+    ds = T.ImageFolder(folder, transform=T.Compose(EVAL + [T.PILToTensor()]))
+    loader, why = chute_equivalent(DataLoader(ds, batch_size=4))
+    assert why == "", why
+    fast = chute.DataLoader(ds, batch_size=4)
+    assert fast.stats()["path"] == "fast:imagefolder"
+    pairs = list(zip(loader, fast))
+    assert len(pairs) == len(fast) > 0
+    for (a, la), (b, lb) in pairs:
+        assert torch.equal(a, b) and torch.equal(la, lb)  # the same pipeline on the same engine
