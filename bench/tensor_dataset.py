@@ -9,7 +9,7 @@ epoch counts. The consumer only receives each batch (the loader's own rate).
 
 * torch's DataLoader with num_workers 0 and 2 (pin_memory=False; workers persistent, so start-up is not
   counted against them), the best of which is the peer;
-* chute's fast path (chute.DataLoader when it is importable, else fastpath.plan + Plan.batches, which is
+* chute's fast path (chute.DataLoader when it is importable, else plan.choose + Plan.batches, which is
   what chute.DataLoader runs);
 * memcpy bandwidth, measured here: copying each batch's bytes from a contiguous slice of the dataset into
   a warm buffer with torch's copy_ (which uses all of torch's intra-op threads), and with index_select into

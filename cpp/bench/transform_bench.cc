@@ -23,14 +23,14 @@ void run_processor(benchmark::State& state, const Pipeline& pipeline) {
     state.SkipWithError(writer.status().to_string().c_str());
     return;
   }
-  SampleProcessor processor(*data.source, pipeline, *writer, /*seed=*/0);
+  SampleProcessor processor(*data.source, pipeline, *writer);
   std::vector<uint8_t> slot(writer->sample_bytes());
   const int64_t n = data.source->size();
   int64_t images = 0, bytes = 0, i = 0;
   uint64_t pass = 0;
   Meter meter;
   for (auto _ : state) {
-    const Status st = processor.process(i, pass, slot.data());
+    const Status st = processor.process(i, {.seed = 0, .epoch = pass}, slot.data());
     if (!st.is_ok()) {
       state.SkipWithError(st.to_string().c_str());
       break;

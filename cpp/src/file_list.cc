@@ -45,6 +45,27 @@ Result<std::shared_ptr<FileList>> FileList::open(const std::string& list_path) {
   return list;
 }
 
+Result<std::shared_ptr<FileList>> FileList::from_entries(std::string root, std::vector<std::string> paths,
+                                                         std::vector<int64_t> labels) {
+  if (paths.size() != labels.size())
+    return invalid_argument("file list: " + std::to_string(paths.size()) + " paths but " +
+                            std::to_string(labels.size()) + " labels");
+  if (paths.empty()) return invalid_argument("file list lists no sample");
+  if (root.empty()) root = ".";
+  for (size_t i = 0; i < paths.size(); ++i) {
+    std::string& path = paths[i];
+    if (path.empty()) return invalid_argument("file list entry " + std::to_string(i) + ": the path is empty");
+    if (path.find('\0') != std::string::npos)
+      return invalid_argument("file list entry " + std::to_string(i) + ": the path holds a NUL byte");
+    if (path.front() != '/') path = root + "/" + path;
+  }
+  auto list = std::make_shared<FileList>();
+  list->root_ = std::move(root);
+  list->paths_ = std::move(paths);
+  list->labels_ = std::move(labels);
+  return list;
+}
+
 Status FileList::read(int64_t index, std::vector<uint8_t>& out) const { return read_file(paths_[index], out); }
 
 Status FileList::read_capped(int64_t index, std::vector<uint8_t>& out, uint64_t max_bytes) const {

@@ -75,6 +75,7 @@ struct Loader::EpochState {
   uint64_t generation = 0;  // bumped when an epoch is cancelled: tasks of older ones are dropped
   bool active = false;
   uint64_t epoch = 0;
+  uint64_t seed = 0;  // keys this epoch's augmentation with `epoch` (start_epoch)
   std::unique_ptr<EpochOrder> order;
   int64_t next = 0;        // next epoch position to dispatch
   int64_t frontier = 0;    // next epoch position to finalise
@@ -318,11 +319,12 @@ void Loader::cancel_epoch(std::unique_lock<std::mutex>& lock) {
 }
 
 Status Loader::start_epoch(uint64_t epoch, int64_t start) {
-  return begin_epoch(epoch, start,
+  return begin_epoch({.seed = options_.seed, .epoch = epoch}, start,
                      std::make_unique<EpochOrder>(source_->size(), options_.shuffle, options_.seed, epoch, options_.shard));
 }
 
-Status Loader::start_epoch(uint64_t epoch, int64_t start, std::vector<int64_t> order) {
+Status Loader::start_epoch(uint64_t epoch, int64_t start, std::vector<int64_t> order,
+                           std::optional<uint64_t> seed) {
   const int64_t n = source_->size();
   for (size_t k = 0; k < order.size(); ++k) {
     if (order[k] < 0 || order[k] >= n)
@@ -330,10 +332,11 @@ Status Loader::start_epoch(uint64_t epoch, int64_t start, std::vector<int64_t> o
                               " of the epoch's order) is out of range for a source of " + std::to_string(n) +
                               " samples");
   }
-  return begin_epoch(epoch, start, std::make_unique<EpochOrder>(std::move(order)));
+  return begin_epoch({.seed = seed.value_or(options_.seed), .epoch = epoch}, start,
+                     std::make_unique<EpochOrder>(std::move(order)));
 }
 
-Status Loader::begin_epoch(uint64_t epoch, int64_t start, std::unique_ptr<EpochOrder> order) {
+Status Loader::begin_epoch(EpochKey key, int64_t start, std::unique_ptr<EpochOrder> order) {
   if (start < 0 || start > order->size())
     return invalid_argument("resume position " + std::to_string(start) + " is outside this rank's epoch of " +
                             std::to_string(order->size()) + " samples");
@@ -349,7 +352,8 @@ Status Loader::begin_epoch(uint64_t epoch, int64_t start, std::unique_ptr<EpochO
     trimmed = shared_->ring.take_retired();
     options_.decode.budget->set_reserved(shared_->ring.slots_with_memory() * shared_->ring.slot_bytes());
     EpochState& e = *epoch_;
-    e.epoch = epoch;
+    e.epoch = key.epoch;
+    e.seed = key.seed;
     e.order = std::move(order);
     e.next = e.frontier = e.start = e.consumed = start;
     e.failures = e.delivered = 0;
@@ -452,7 +456,7 @@ void Loader::worker_main(int id) {
     // Best effort: a CPU outside this process's cgroup makes it fail, and the thread then runs anywhere.
     pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
   }
-  SampleProcessor processor(*source_, pipeline_, writer_, options_.seed, options_.decode);
+  SampleProcessor processor(*source_, pipeline_, writer_, options_.decode);
   const bool timed = options_.collect_stats;
   // The thread's CPU clock is a system call (~1-4 us on VMs): read it every kCpuEvery samples, charging
   // everything the thread did since the last read (its waits use no CPU).
@@ -472,7 +476,7 @@ void Loader::worker_main(int id) {
       grow_ring(lock);  // then look again: the new slot may have gone to another thread
       continue;
     }
-    const uint64_t epoch = e.epoch;
+    const EpochKey key{.seed = e.seed, .epoch = e.epoch};
     Task& task = dispatch();
     const uint64_t generation = task.generation;
     const int64_t index = task.index;
@@ -481,7 +485,7 @@ void Loader::worker_main(int id) {
     lock.unlock();
     const int64_t warnings_before = processor.benign_warnings();
     StageTimes times;
-    Status status = dst != nullptr ? processor.process(index, epoch, dst, timed ? &times : nullptr)
+    Status status = dst != nullptr ? processor.process(index, key, dst, timed ? &times : nullptr)
                                    : out_of_memory("for a sample staged behind a skipped one",
                                                    writer_.sample_bytes());
     double cpu = 0;

@@ -510,6 +510,28 @@ TEST(LoaderTest, ExplicitOrderKeysAugmentationBySeedEpochAndIndex) {
   EXPECT_NE(drain(*b).pixels, da.pixels);  // another epoch key: other crops
 }
 
+TEST(LoaderTest, ExplicitOrderSeedKeysTheEpochInPlaceOfTheOptionsSeed) {
+  auto source = std::make_shared<MemorySource>(make_images(6, 64, 48), kClasses);
+  std::vector<Transform> t{RandomResizedCrop{24, 24}, RandomHorizontalFlip{}};
+  const std::vector<int64_t> order{0, 1, 2, 3, 4, 5};
+  // A loader made with seed 9, and one made with seed 0 given seed 9 for the epoch: the same crops.
+  auto own = make_loader(source, t, {.batch_size = 3, .seed = 9, .num_threads = 2});
+  auto given = make_loader(source, t, {.batch_size = 3, .seed = 0, .num_threads = 2});
+  ASSERT_TRUE(own->start_epoch(2, 0, order).is_ok());
+  const Drained d_own = drain(*own);
+  ASSERT_TRUE(given->start_epoch(2, 0, order, 9).is_ok());
+  EXPECT_EQ(drain(*given).pixels, d_own.pixels);
+  // All 64 bits of the seed count (a torch seed differs from another in its high half as often as not).
+  const uint64_t low = 0x12345678, high = low | (uint64_t{1} << 40);
+  ASSERT_TRUE(given->start_epoch(2, 0, order, low).is_ok());
+  const Drained d_low = drain(*given);
+  ASSERT_TRUE(given->start_epoch(2, 0, order, high).is_ok());
+  EXPECT_NE(drain(*given).pixels, d_low.pixels);
+  // And the epoch still counts beside it.
+  ASSERT_TRUE(given->start_epoch(3, 0, order, low).is_ok());
+  EXPECT_NE(drain(*given).pixels, d_low.pixels);
+}
+
 TEST(LoaderTest, ExplicitOrderRejectsIndicesOutsideTheSourceAndEmptyOrderEndsAtOnce) {
   auto source = std::make_shared<MemorySource>(make_images(5), kClasses);
   auto loader = make_loader(source, {CenterCrop{32, 32}}, {.batch_size = 2, .num_threads = 1});

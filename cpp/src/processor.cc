@@ -33,8 +33,8 @@ class StageClock {
 }  // namespace
 
 SampleProcessor::SampleProcessor(const Source& source, const Pipeline& pipeline, const OutputWriter& writer,
-                                 uint64_t seed, DecodeOptions decode)
-    : source_(source), pipeline_(pipeline), writer_(writer), seed_(seed), decode_(decode),
+                                 DecodeOptions decode)
+    : source_(source), pipeline_(pipeline), writer_(writer), decode_(decode),
       decoder_(decode.max_pixels) {
   decoder_.set_accept_truncation(decode.accept_truncated);
 }
@@ -64,10 +64,10 @@ void SampleProcessor::release_scratch() {
   decoder_.release_scratch();
 }
 
-Status SampleProcessor::process(int64_t index, uint64_t epoch, void* dst, StageTimes* times) {
+Status SampleProcessor::process(int64_t index, EpochKey key, void* dst, StageTimes* times) {
   return retry_environment([&] {
     try {
-      return process_once(index, epoch, dst, times);
+      return process_once(index, key, dst, times);
     } catch (const std::bad_alloc&) {
       release_scratch();  // what this thread kept is the first memory to give back
       return out_of_memory("reading, decoding or resizing this sample");
@@ -75,7 +75,7 @@ Status SampleProcessor::process(int64_t index, uint64_t epoch, void* dst, StageT
   });
 }
 
-Status SampleProcessor::process_once(int64_t index, uint64_t epoch, void* dst, StageTimes* times) {
+Status SampleProcessor::process_once(int64_t index, EpochKey key, void* dst, StageTimes* times) {
   StageClock clock(times);  // each stage is charged when the next begins, the last on return
   const Status read = source_.read_capped(index, bytes_, decode_.max_file_bytes);
   if (times && read.is_ok()) times->bytes_read += static_cast<int64_t>(bytes_.size());
@@ -85,7 +85,7 @@ Status SampleProcessor::process_once(int64_t index, uint64_t epoch, void* dst, S
   CHUTE_ASSIGN_OR_RETURN(const ImageInfo info, decoder_.read_info(bytes_));
   const int orientation = decode_.apply_exif_orientation ? ImageDecoder::orientation(bytes_) : 1;
   const bool swap = orientation_swaps_axes(orientation);
-  SampleRng rng(seed_, epoch, static_cast<uint64_t>(index));
+  SampleRng rng(key.seed, key.epoch, static_cast<uint64_t>(index));
   // Transforms see the image as displayed; the decoder reads the stored rectangle that holds it.
   const int max_reduction = decode_.scaled_decode ? ImageDecoder::max_reduction(bytes_) : 1;
   CHUTE_ASSIGN_OR_RETURN(const SamplePlan plan, pipeline_.plan(swap ? info.height : info.width,

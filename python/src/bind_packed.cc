@@ -142,6 +142,14 @@ void register_packed(nb::module_& m) {
           "open",
           [](const FsPath& path) { return open_without_gil<FileList>([&] { return FileList::open(path.value); }); },
           nb::arg("path"))
+      .def_static(
+          "from_entries",
+          [](const std::vector<FsPath>& paths, std::vector<int64_t> labels, const FsPath& root) {
+            // The samples in memory (chute.DataLoader's folder path): no text file to write and parse back.
+            return open_without_gil<FileList>(
+                [&] { return FileList::from_entries(root.value, fs_values(paths), std::move(labels)); });
+          },
+          nb::arg("paths"), nb::arg("labels"), nb::arg("root"))
       .def_prop_ro("root", [](const FileList& f) { return fs_str(f.root()); });
 
   m.def(

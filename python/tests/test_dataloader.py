@@ -18,7 +18,8 @@ from torch.utils.data import Dataset, TensorDataset
 
 import chute
 from chute import DataLoader
-from chute.dataloader import arena, fastpath
+from chute.dataloader import arena
+from chute.dataloader import plan as seam
 
 
 class Arange(Dataset):
@@ -342,7 +343,7 @@ def test_stats_and_log_line(caplog):
     assert stats["batches"] == 4
 
 
-class _ArangePlan(fastpath.Plan):
+class _ArangePlan(seam.Plan):
     kind = "test"
 
     def __init__(self, loader):
@@ -355,7 +356,7 @@ class _ArangePlan(fastpath.Plan):
 
 
 def test_a_plan_runs_behind_torchs_seed_and_sampler_protocol(monkeypatch, caplog):
-    monkeypatch.setattr(fastpath, "plan", lambda loader: _ArangePlan(loader))
+    monkeypatch.setattr(seam, "choose", lambda loader: _ArangePlan(loader))
     dataset = TensorDataset(torch.arange(50))
 
     def order(cls):
@@ -496,3 +497,42 @@ def test_shutdown_does_not_hang_on_a_queue_lock_left_held():
     assert time.monotonic() - t0 < 15
     worker.join(5)
     assert not worker.is_alive()
+
+
+def test_stats_report_each_paths_pinning_and_held_batches(monkeypatch):
+    from chute.dataloader.iterator import MultiProcessIter, SingleProcessIter
+    from chute.dataloader.tensor_path import TensorPlan
+
+    def loaders(**kwargs):
+        return {"generic, in process": DataLoader(Arange(8), batch_size=4, **kwargs),
+                "generic, workers": DataLoader(Arange(8), batch_size=4, num_workers=1, **kwargs),
+                "tensor": DataLoader(TensorDataset(torch.arange(8)), batch_size=4, **kwargs)}
+
+    held = {"generic, in process": SingleProcessIter.held_batches, "generic, workers": MultiProcessIter.held_batches,
+            "tensor": TensorPlan.held_batches}
+    assert len(set(held.values())) == 3 and all(held.values())  # each path states its own
+    for name, loader in loaders().items():
+        stats = loader.stats()
+        assert stats["path"] == ("fast:tensor" if name == "tensor" else "generic"), name
+        assert stats["held_batches"] == held[name], name
+        assert stats["pinning"] == "none", name
+        next(iter(loader))
+        assert loader.stats()["pinning"] == "none", name
+
+    # pin_memory=True with an accelerator (stood in for): torch's iterator base decides for every path, and
+    # every path copies each batch with torch's pin_memory().
+    pinned = []
+
+    def fake_pin(data, device=None):
+        pinned.append(device)
+        return data
+
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *a, **k: torch.device("cuda"))
+    monkeypatch.setattr(torch.utils.data._utils.pin_memory, "pin_memory", fake_pin)
+    for name, loader in loaders(pin_memory=True).items():
+        assert loader.stats()["pinning"] == "pin_memory=True: decided when iteration starts", name
+        pinned.clear()
+        batches = list(loader)
+        assert len(batches) == 2 and pinned == ["cuda", "cuda"], name
+        assert loader.stats()["pinning"] == seam.pinning("cuda") == f"{seam.PINNING}, for cuda", name

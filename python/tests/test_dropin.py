@@ -18,8 +18,8 @@ from PIL import Image, ImageFile
 from torch.utils.data import DataLoader, Subset, TensorDataset
 
 import chute
-from chute import native_folder
-from chute.dataloader import fastpath
+from chute.dataloader import folder_path
+from chute.dataloader import plan as seam
 
 import tv_standins as T
 from conftest import jpeg_bytes, natural_image
@@ -111,11 +111,11 @@ def test_fast_path_ring_shrinks_back_after_kept_batches_are_let_go(folder):
 
 
 def test_fast_path_keeps_every_image_batch_beyond_the_ring_limit(folder, monkeypatch, caplog):
-    monkeypatch.setattr(native_folder, "_RING_BYTES", 1)  # the ring keeps only its initial buffers
+    monkeypatch.setattr(folder_path, "_RING_BYTES", 1)  # the ring keeps only its initial buffers
     dataset = T.ImageFolder(folder, transform=T.Compose([T.Resize((48, 48)), T.PILToTensor()]))
     loader = DataLoader(dataset, batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(1))
-    plan = fastpath.plan(loader)
-    assert isinstance(plan, fastpath.Plan) and plan.kind == "imagefolder", str(plan)
+    plan = seam.choose(loader)
+    assert isinstance(plan, seam.Plan) and plan.kind == "imagefolder", str(plan)
     kept, copies = [], []
     with caplog.at_level(logging.WARNING, logger="chute.dataloader"):
         for _ in range(2):
@@ -385,7 +385,7 @@ def test_load_truncated_images_with_png_files_runs_torchs_path_and_loads_them(tm
     got = list(chute.DataLoader(dataset, batch_size=2))
     assert len(got) == len(expected) == 1
     assert torch.equal(got[0][0], expected[0][0]) and torch.equal(got[0][1], expected[0][1])
-    plan = fastpath.plan(chute.DataLoader(dataset, batch_size=2))
-    assert isinstance(plan, fastpath.Fallback) and "LOAD_TRUNCATED_IMAGES" in str(plan) and "cut.png" in str(plan)
+    plan = seam.choose(chute.DataLoader(dataset, batch_size=2))
+    assert isinstance(plan, seam.Fallback) and "LOAD_TRUNCATED_IMAGES" in str(plan) and "cut.png" in str(plan)
     load_truncated(False)
-    assert isinstance(fastpath.plan(chute.DataLoader(dataset, batch_size=2)), fastpath.Plan)
+    assert isinstance(seam.choose(chute.DataLoader(dataset, batch_size=2)), seam.Plan)

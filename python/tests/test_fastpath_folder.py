@@ -14,8 +14,8 @@ from PIL import Image
 from torch.utils.data import DataLoader, SubsetRandomSampler
 
 import chute
-from chute import native_folder
-from chute.dataloader import fastpath
+from chute.dataloader import translate
+from chute.dataloader import plan as seam
 
 import tv_standins
 
@@ -37,8 +37,8 @@ def fast_and_ref(dataset, make_sampler=None, **kwargs):
     if make_sampler is not None:
         kwargs["sampler"] = make_sampler()
     loader = DataLoader(dataset, generator=torch.Generator().manual_seed(3), **kwargs)
-    plan = fastpath.plan(loader)
-    assert isinstance(plan, fastpath.Plan), str(plan)
+    plan = seam.choose(loader)
+    assert isinstance(plan, seam.Plan), str(plan)
     assert plan.kind == "imagefolder"
     try:
         fast = list(epoch(plan, loader))
@@ -121,7 +121,7 @@ def test_uneven_batch_sampler_runs_torchs_path_in_process(folder):
 def test_out_of_range_index_raises_after_the_batches_before_it(folder):
     ds = T.ImageFolder(folder, transform=T.Compose(EVAL + [T.PILToTensor()]))
     loader = DataLoader(ds, batch_sampler=[[0, 1], [2, 36], [3, 4]])
-    plan = fastpath.plan(loader)
+    plan = seam.choose(loader)
     it = epoch(plan, loader)
     assert torch.equal(next(it)[1], torch.tensor([0, 0]))
     with pytest.raises(IndexError, match="index 36 is out of range for a dataset of 36 samples"):
@@ -135,7 +135,7 @@ def test_random_pipeline_is_reproducible_with_a_generator_and_right_in_shape(fol
 
     def run(seed):
         loader = DataLoader(ds, batch_size=6, shuffle=True, generator=torch.Generator().manual_seed(seed))
-        plan = fastpath.plan(loader)
+        plan = seam.choose(loader)
         try:
             return [list(epoch(plan, loader)) for _ in range(2)]
         finally:
@@ -172,7 +172,7 @@ def test_bad_file_raises_sample_error_naming_it(tmp_path):
     Image.new("RGB", (20, 20)).save(d / "zgood.jpg")
     ds = T.ImageFolder(tmp_path, transform=T.Compose([T.Resize((16, 16)), T.PILToTensor()]))
     loader = DataLoader(ds, batch_size=1)
-    plan = fastpath.plan(loader)
+    plan = seam.choose(loader)
     it = epoch(plan, loader)
     assert next(it)[0].shape == (1, 3, 16, 16)
     with pytest.raises(chute.SampleError, match="zbad.jpg"):
@@ -189,8 +189,8 @@ class Custom(T.ImageFolder):
 
 
 def reason(dataset, **kwargs) -> str:
-    p = fastpath.plan(DataLoader(dataset, batch_size=2, **kwargs))
-    assert isinstance(p, fastpath.Fallback), p
+    p = seam.choose(DataLoader(dataset, batch_size=2, **kwargs))
+    assert isinstance(p, seam.Fallback), p
     assert "\n" not in str(p)
     return str(p)
 
@@ -229,12 +229,12 @@ def test_dataset_level_fallbacks(folder, tmp_path):
 
 
 def test_translate_keeps_order_and_output_dtype():
-    ts, dtype = native_folder.translate(T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(0.3),
+    ts, dtype = translate.translate(T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(0.3),
                                                    T.ToTensor(), T.Normalize(MEAN, STD)]))
     assert dtype == torch.float32
     assert [type(t).__name__ for t in ts] == ["RandomResizedCrop", "RandomHorizontalFlip", "Normalize"]
     assert ts[1].p == 0.3
-    ts, dtype = native_folder.translate(T.Compose([T.Resize(256), T.CenterCrop(224), T.PILToTensor(),
+    ts, dtype = translate.translate(T.Compose([T.Resize(256), T.CenterCrop(224), T.PILToTensor(),
                                                    T.RandomHorizontalFlip()]))
     assert dtype == torch.uint8 and [type(t).__name__ for t in ts] == ["Resize", "CenterCrop", "RandomHorizontalFlip"]
 
@@ -242,7 +242,7 @@ def test_translate_keeps_order_and_output_dtype():
 def test_transform_swapped_between_epochs(folder, caplog):
     ds = T.ImageFolder(folder, transform=T.Compose(EVAL + [T.PILToTensor()]))
     loader = DataLoader(ds, batch_size=8)
-    plan = fastpath.plan(loader)
+    plan = seam.choose(loader)
     assert next(iter(epoch(plan, loader)))[0].shape == (8, 3, 56, 56)
     ds.transform = T.Compose([T.Resize(40), T.CenterCrop(32), T.ToTensor()])  # progressive resizing
     fast = list(epoch(plan, loader))
@@ -274,3 +274,61 @@ def test_chute_dataloader_runs_the_fast_path_keyed_by_its_generator(folder):
     check_structure(a, ref)
     assert all(torch.equal(x[0], y[0]) and torch.equal(x[1], y[1]) for x, y in zip(a, b))
     assert not torch.equal(a[0][0], c[0][0])
+
+
+def test_the_epoch_seed_counts_in_all_64_bits(folder):
+    """torch's base seed is 64 bits; it is the engine's seed for the epoch (once it rode in the epoch, whose
+    upper 32 bits the counter-based generator dropped: two seeds differing only there gave the same crops)."""
+    ds = T.ImageFolder(folder, transform=T.Compose([T.RandomResizedCrop(32), T.RandomHorizontalFlip(),
+                                                    T.PILToTensor()]))
+    loader = DataLoader(ds, batch_size=6)
+
+    def crops(base_seed):
+        plan = seam.choose(loader)
+        try:
+            return [b[0] for b in plan.batches(iter(loader._index_sampler), base_seed=base_seed)]
+        finally:
+            plan.close()
+
+    low = 0x1234_5678
+    a, b, high, negative = crops(low), crops(low), crops(low | (1 << 40)), crops(-low)
+    assert all(torch.equal(x, y) for x, y in zip(a, b))  # the same seed: the same crops
+    assert not all(torch.equal(x, y) for x, y in zip(a, high))
+    assert not all(torch.equal(x, y) for x, y in zip(a, negative))  # torch's seeds may be negative
+
+
+def test_paths_a_text_list_could_not_hold_take_the_fast_path(tmp_path):
+    """The samples reach the engine in memory: a newline in a name (which a text file list cannot hold) is
+    a name like any other, and the batches are torch's."""
+    for c, cls in enumerate(["plain", "new\nline"]):
+        d = tmp_path / cls
+        d.mkdir()
+        for k, name in enumerate(["a.jpg", "b\n.jpg", " c .png"]):
+            color = (40 * c + 10 * k, 90, 200 - 30 * k)
+            Image.new("RGB", (20 + k, 18), color).save(d / name, format="PNG" if name.endswith(".png") else "JPEG")
+    ds = T.ImageFolder(tmp_path, transform=T.Compose([T.Resize((12, 12)), T.PILToTensor()]))
+    fast, ref = fast_and_ref(ds, batch_size=4, shuffle=True)
+    check_structure(fast, ref)
+    assert pixel_error(fast, ref, 1.0)[1] <= 8
+    loader = chute.DataLoader(ds, batch_size=4)
+    stats = loader.stats()
+    assert stats["path"] == "fast:imagefolder" and "engine batch ring" in stats["held_batches"]
+    assert sum(len(y) for _, y in loader) == 6
+
+
+def test_the_doctor_builds_its_chute_loader_with_the_fast_paths_translator(folder):
+    from chute.doctor.compare import chute_equivalent
+
+    no_tensor = T.ImageFolder(folder, transform=T.Compose(EVAL))
+    loader, why = chute_equivalent(DataLoader(no_tensor, batch_size=4))
+    assert loader is None and why == f"its transforms: {seam.choose(DataLoader(no_tensor, batch_size=4))}"
+
+    ds = T.ImageFolder(folder, transform=T.Compose(EVAL + [T.PILToTensor()]))
+    loader, why = chute_equivalent(DataLoader(ds, batch_size=4))
+    assert why == "", why
+    fast = chute.DataLoader(ds, batch_size=4)
+    assert fast.stats()["path"] == "fast:imagefolder"
+    pairs = list(zip(loader, fast))
+    assert len(pairs) == len(fast) > 0
+    for (a, la), (b, lb) in pairs:
+        assert torch.equal(a, b) and torch.equal(la, lb)  # the same pipeline on the same engine

@@ -13,7 +13,7 @@ import torch
 from torch.utils.data import (BatchSampler, DataLoader, Dataset, IterableDataset, RandomSampler, SequentialSampler,
                               SubsetRandomSampler, TensorDataset, WeightedRandomSampler)
 
-from chute.dataloader import fastpath
+from chute.dataloader import plan as seam
 from chute.dataloader.iterator import _chute_threads
 
 
@@ -26,8 +26,8 @@ def epoch(plan, loader: DataLoader):
 
 def run_fast(loader: DataLoader) -> list:
     """What a DataLoader built on the fast path yields for one epoch."""
-    plan = fastpath.plan(loader)
-    assert isinstance(plan, fastpath.Plan), str(plan)
+    plan = seam.choose(loader)
+    assert isinstance(plan, seam.Plan), str(plan)
     assert plan.kind == "tensor"
     try:
         return list(epoch(plan, loader))
@@ -116,7 +116,7 @@ def test_large_batches_use_several_threads():
 def test_batches_are_fresh_memory_and_can_be_kept():
     ds = images_and_labels(20)
     loader = DataLoader(ds, batch_size=4, shuffle=True)
-    plan = fastpath.plan(loader)
+    plan = seam.choose(loader)
     kept = []
     for _ in range(3):
         kept += list(epoch(plan, loader))
@@ -174,7 +174,7 @@ def test_out_of_range_index_raises_index_error_in_its_batch():
     loader = DataLoader(ds, batch_sampler=[[0, 1], [2, 10], [3]])
     with pytest.raises(IndexError):  # torch's own behaviour: IndexError from tensor indexing
         list(DataLoader(ds, batch_sampler=[[0, 1], [2, 10], [3]]))
-    plan = fastpath.plan(loader)
+    plan = seam.choose(loader)
     it = epoch(plan, loader)
     first = next(it)
     assert torch.equal(first[1], ds.tensors[1][:2])
@@ -194,7 +194,7 @@ def test_out_of_range_index_raises_index_error_in_its_batch():
 def test_early_break_and_close_leave_no_thread():
     before = _gather_threads()
     loader = DataLoader(TensorDataset(torch.randn(400, 1000)), batch_size=8)
-    plan = fastpath.plan(loader)
+    plan = seam.choose(loader)
     it = epoch(plan, loader)
     for _ in zip(range(3), it):  # an early break with batches still queued, the epoch kept open
         pass
@@ -208,15 +208,15 @@ def test_early_break_and_close_leave_no_thread():
 
 def test_worker_init_fn_without_workers_keeps_the_fast_path():
     # torch calls worker_init_fn only in worker processes: with num_workers=0 it never runs, so nothing is lost.
-    p = fastpath.plan(DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2, worker_init_fn=print))
-    assert isinstance(p, fastpath.Plan), p
+    p = seam.choose(DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2, worker_init_fn=print))
+    assert isinstance(p, seam.Plan), p
     p.close()
 
 
 def test_fast_paths_can_be_turned_off(monkeypatch):
     monkeypatch.setenv("CHUTE_FAST_PATHS", "0")
-    p = fastpath.plan(DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2))
-    assert isinstance(p, fastpath.Fallback) and "CHUTE_FAST_PATHS=0" in str(p)
+    p = seam.choose(DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2))
+    assert isinstance(p, seam.Fallback) and "CHUTE_FAST_PATHS=0" in str(p)
 
 
 def test_no_native_thread_between_epochs_so_later_workers_fork(recwarn):
@@ -284,8 +284,8 @@ def test_empty_dataset_and_empty_epoch():
 ], ids=["noncontig", "collate", "nobatch", "iterable", "grad", "strings", "np-strided", "big-endian", "lengths",
         "list-column", "transformed", "plain-list", "worker-init"])
 def test_fallback_reasons(make, reason):
-    p = fastpath.plan(make())
-    assert isinstance(p, fastpath.Fallback), p
+    p = seam.choose(make())
+    assert isinstance(p, seam.Fallback), p
     assert reason in str(p)
     assert "\n" not in str(p)
 
@@ -305,15 +305,15 @@ def test_subclass_overriding_getitem_is_not_trusted():
         def __getitem__(self, i):
             return tuple(t[i] + 1 for t in self.tensors)
 
-    p = fastpath.plan(DataLoader(Scaled(torch.zeros(4, 2)), batch_size=2))
-    assert isinstance(p, fastpath.Fallback)
+    p = seam.choose(DataLoader(Scaled(torch.zeros(4, 2)), batch_size=2))
+    assert isinstance(p, seam.Fallback)
 
     class Batched(TensorDataset):  # torch's fetcher calls __getitems__ when a dataset has one
         def __getitems__(self, indices):
             return [tuple(t[i] * 0 for t in self.tensors) for i in indices]
 
-    p = fastpath.plan(DataLoader(Batched(torch.ones(4, 2)), batch_size=2))
-    assert isinstance(p, fastpath.Fallback) and "__getitems__" in str(p)
+    p = seam.choose(DataLoader(Batched(torch.ones(4, 2)), batch_size=2))
+    assert isinstance(p, seam.Fallback) and "__getitems__" in str(p)
 
 
 def test_plan_threads_run_while_consumer_holds_the_gil():
@@ -338,7 +338,7 @@ def test_plan_threads_run_while_consumer_holds_the_gil():
 def test_dataset_changed_between_epochs_is_planned_again_or_run_in_process(caplog):
     ds = images_and_labels(12)
     loader = DataLoader(ds, batch_size=5)
-    plan = fastpath.plan(loader)
+    plan = seam.choose(loader)
     list(epoch(plan, loader))
     ds.tensors = (torch.randn(12, 2), torch.arange(12) * 3)  # new tensors: planned again, natively
     assert_same_batches(list(epoch(plan, loader)), list(DataLoader(ds, batch_size=5)))

@@ -205,7 +205,7 @@ def test_the_dataloader_fast_path_takes_names_that_are_not_utf8(tmp_path):
     from torch.utils.data import DataLoader
 
     import tv_standins as T
-    from chute.dataloader import fastpath
+    from chute.dataloader import plan as seam
 
     d = os.path.join(os.fsencode(tmp_path), b"c\xe9")
     os.mkdir(d)
@@ -214,8 +214,8 @@ def test_the_dataloader_fast_path_takes_names_that_are_not_utf8(tmp_path):
         f.write(b"not a jpeg")
     ds = T.ImageFolder(tmp_path, transform=T.Compose([T.Resize((16, 16)), T.PILToTensor()]))
     loader = DataLoader(ds, batch_size=1)
-    plan = fastpath.plan(loader)
-    assert isinstance(plan, fastpath.Plan), str(plan)
+    plan = seam.choose(loader)
+    assert isinstance(plan, seam.Plan), str(plan)
     try:
         base_seed = torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item() \
             if loader.generator is not None else 0

@@ -22,8 +22,8 @@ from PIL import Image
 from torch.utils.data import DataLoader
 
 import chute
-from chute import native_folder
-from chute.dataloader import fastpath
+from chute.dataloader import translate
+from chute.dataloader import plan as seam
 
 try:
     import torchvision
@@ -164,8 +164,8 @@ def test_v2_train_pipeline_through_chute_dataloader(folder):
 
 
 def reason(dataset) -> str:
-    p = fastpath.plan(DataLoader(dataset, batch_size=2))
-    assert isinstance(p, fastpath.Fallback), p
+    p = seam.choose(DataLoader(dataset, batch_size=2))
+    assert isinstance(p, seam.Fallback), p
     return str(p)
 
 
@@ -209,10 +209,10 @@ def test_decode_image_fallbacks(rgb_folder, tmp_path):
 
 
 def test_translate_v2_keeps_order_and_dtype():
-    ts, dtype = native_folder.translate(v2.Compose([v2.RandomResizedCrop(224), v2.RandomHorizontalFlip(0.3),
+    ts, dtype = translate.translate(v2.Compose([v2.RandomResizedCrop(224), v2.RandomHorizontalFlip(0.3),
                                                     v2.ToImage(), v2.ToDtype(torch.float32, scale=True),
                                                     v2.Normalize(MEAN, STD)]))
     assert dtype == torch.float32
     assert [type(t).__name__ for t in ts] == ["RandomResizedCrop", "RandomHorizontalFlip", "Normalize"]
-    ts, dtype = native_folder.translate(v2.Compose([v2.Resize(256), v2.CenterCrop(224)]), "tensor")
+    ts, dtype = translate.translate(v2.Compose([v2.Resize(256), v2.CenterCrop(224)]), "tensor")
     assert dtype == torch.uint8 and [type(t).__name__ for t in ts] == ["Resize", "CenterCrop"]

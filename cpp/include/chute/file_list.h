@@ -1,6 +1,7 @@
-// FileList: samples listed in a text file, one "<path> <label>" per line (the label is the last
-// whitespace-separated field, so paths may hold spaces). Relative paths are relative to the list file's
-// directory. Blank lines and lines starting with '#' are skipped.
+// FileList: samples given as (path, label) pairs, either in a text file, one "<path> <label>" per line (the
+// label is the last whitespace-separated field, so paths may hold spaces; relative paths are relative to the
+// list file's directory; blank lines and lines starting with '#' are skipped), or in memory (any bytes but
+// NUL in a path, newlines and trailing spaces included).
 // Thread-safety: immutable after construction; read() may run on many threads.
 #pragma once
 
@@ -15,6 +16,10 @@ namespace chute {
 class FileList final : public Source {
  public:
   static Result<std::shared_ptr<FileList>> open(const std::string& list_path);
+  // The samples in memory: paths[i] with labels[i]; a relative path is relative to `root`. Errors name the
+  // entry: different lengths, no sample, an empty path or one holding a NUL byte.
+  static Result<std::shared_ptr<FileList>> from_entries(std::string root, std::vector<std::string> paths,
+                                                        std::vector<int64_t> labels);
 
   int64_t size() const override { return static_cast<int64_t>(paths_.size()); }
   int64_t label(int64_t index) const override { return labels_[index]; }
@@ -22,7 +27,7 @@ class FileList final : public Source {
   Status read(int64_t index, std::vector<uint8_t>& out) const override;
   Status read_capped(int64_t index, std::vector<uint8_t>& out, uint64_t max_bytes) const override;
 
-  // The list file's directory: relative paths start there.
+  // Where relative paths start: the list file's directory, or from_entries' root.
   const std::string& root() const { return root_; }
 
  private:

@@ -135,8 +135,11 @@ class Loader {
   Status start_epoch(uint64_t epoch, int64_t start = 0);
   // The same with an explicit order: these source indices, in this order, batched by batch_size (a short
   // last batch unless drop_last), instead of the shuffle/shard order the options describe. Augmentation
-  // stays keyed by (seed, epoch, source index). An index outside the source is kInvalidArgument.
-  Status start_epoch(uint64_t epoch, int64_t start, std::vector<int64_t> order);
+  // stays keyed by (seed, epoch, source index), where seed is `seed` when given (a torch DataLoader draws a
+  // new one each epoch: chute.DataLoader passes it here), else options().seed. An index outside the source
+  // is kInvalidArgument.
+  Status start_epoch(uint64_t epoch, int64_t start, std::vector<int64_t> order,
+                     std::optional<uint64_t> seed = std::nullopt);
   // The epoch position after the last sample the consumer received: where a resumed run starts. It does
   // not count work prefetched but not yet delivered.
   int64_t position() const;
@@ -176,7 +179,7 @@ class Loader {
   Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWriter writer, LoaderOptions options);
   struct Task;
   Status start_workers();
-  Status begin_epoch(uint64_t epoch, int64_t start, std::unique_ptr<EpochOrder> order);
+  Status begin_epoch(EpochKey key, int64_t start, std::unique_ptr<EpochOrder> order);
   void worker_main(int id);
   void tune(double now_s);  // with the lock held
   bool can_dispatch() const;

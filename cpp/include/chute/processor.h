@@ -46,26 +46,25 @@ size_t decode_scratch_bytes(const ImageInfo& info, bool png, size_t file_bytes, 
 
 class SampleProcessor {
  public:
-  SampleProcessor(const Source& source, const Pipeline& pipeline, const OutputWriter& writer, uint64_t seed,
+  SampleProcessor(const Source& source, const Pipeline& pipeline, const OutputWriter& writer,
                   DecodeOptions decode = {});
 
-  // Processes source sample `index` for `epoch` into `dst` (OutputWriter::sample_bytes() bytes). With
+  // Processes source sample `index`, its random draws keyed by (key.seed, key.epoch, index), into `dst` (OutputWriter::sample_bytes() bytes). With
   // `times`, adds the time spent in each stage (also when the sample fails). An environment failure (out
   // of descriptors or memory, std::bad_alloc included, or a transient I/O error) is retried with backoff
   // and then returned as kEnvironment (environment.h); nothing thrown escapes.
-  Status process(int64_t index, uint64_t epoch, void* dst, StageTimes* times = nullptr);
+  Status process(int64_t index, EpochKey key, void* dst, StageTimes* times = nullptr);
 
   int64_t benign_warnings() const { return decoder_.benign_warnings(); }
 
  private:
-  Status process_once(int64_t index, uint64_t epoch, void* dst, StageTimes* times);
+  Status process_once(int64_t index, EpochKey key, void* dst, StageTimes* times);
   void release_scratch();  // frees every buffer this processor keeps between samples
   void pad_zeros(const SamplePlan& plan);  // resized_ -> padded_
 
   const Source& source_;
   const Pipeline& pipeline_;
   const OutputWriter& writer_;
-  uint64_t seed_;
   DecodeOptions decode_;
   ImageDecoder decoder_;
   std::vector<uint8_t> bytes_;     // the encoded file

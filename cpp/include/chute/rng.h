@@ -10,6 +10,13 @@
 
 namespace chute {
 
+// What keys one epoch's augmentation: the seed (Philox's key) and the epoch number (a counter word). A
+// chute.Loader keeps its seed across epochs; a torch DataLoader draws a new seed each epoch.
+struct EpochKey {
+  uint64_t seed = 0;
+  uint64_t epoch = 0;
+};
+
 // One Philox4x32-10 block: 4 random 32-bit words for a 128-bit counter under a 64-bit key.
 std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
 

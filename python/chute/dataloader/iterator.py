@@ -6,7 +6,11 @@
   chute's workers (worker.py) and transport: each task carries an arena slot (arena.py) that the worker collates
   into, and the batch comes back as zero-copy views of that slot. With pin_memory the batch is then copied into
   torch's pinned blocks (torch's own pin_memory(), on this thread), whose reuse torch fences against every copy.
-* ``PlanIter``: a native fast path (fastpath.py) behind torch's seed and sampler protocol.
+* ``PlanIter``: a native fast path (plan.py chooses it) behind torch's seed and sampler protocol.
+
+Every one is a ``torch.utils.data.dataloader._BaseDataLoaderIter``: torch's base decides pinning (from
+``pin_memory`` and the current accelerator) for every path, and each records the decision for ``stats()``
+(:func:`record_pinning`).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from torch.utils.data.dataloader import (
 from torch.utils.data.datapipes.datapipe import IterDataPipe, MapDataPipe
 
 from chute.dataloader import arena as _arena
+from chute.dataloader import plan as _seam
 from chute.dataloader.worker import ArenaBatch, _fetch_map, _Where, worker_loop
 
 # Each live iterator's queues, held from outside the iterator. When the garbage collector frees an iterator caught
@@ -43,11 +48,19 @@ _LIVE_QUEUES: dict[int, tuple] = {}
 SPARE_SLOTS = 2
 
 
+def record_pinning(it: _BaseDataLoaderIter, loader) -> None:
+    """What torch's iterator base decided about pinning, for ``loader.stats()["pinning"]``."""
+    loader._chute_pinning = _seam.pinning(it._pin_memory_device if it._pin_memory else None)
+
+
 class SingleProcessIter(_SingleProcessDataLoaderIter):
     """torch's in-process iterator; an error from the dataset or collate_fn also gets a note naming the sample."""
 
+    held_batches = "fresh tensors: torch's collate makes each batch; nothing is recycled"
+
     def __init__(self, loader):
         super().__init__(loader)
+        record_pinning(self, loader)
         self._stats = loader._chute_stats
 
     def _next_data(self):
@@ -142,8 +155,12 @@ def start_workers(loader) -> "MultiProcessIter":
 
 
 class MultiProcessIter(_MultiProcessingDataLoaderIter):
+    held_batches = ("shared-memory arena: a batch views a reused slot, back to the arena when its tensors die; "
+                    "with every slot held, torch's per-tensor shared memory (freed with the batch)")
+
     def __init__(self, loader):
         _BaseDataLoaderIter.__init__(self, loader)  # torch's seed draw, sampler iterator and pin_memory warnings
+        record_pinning(self, loader)
         self._prefetch_factor = loader.prefetch_factor
         self._in_order = loader.in_order
         self._stats = loader._chute_stats
@@ -332,32 +349,22 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
                     arena.close()
 
 
-class PlanIter:
-    """A native fast path's batches, behind torch's protocol: seed draw and sampler iterator as torch does them."""
+class PlanIter(_BaseDataLoaderIter):
+    """A native fast path's batches, behind torch's protocol. torch's own iterator base makes the sampler
+    iterator, draws the epoch's seed from ``loader.generator`` (the same draws, in the same order, as torch's
+    DataLoader: shuffles and every later draw match) and decides pinning, as for the generic path."""
+
+    held_batches = ""  # the plan's (Plan.held_batches)
 
     def __init__(self, loader, plan):
-        # Same generator consumption, in the same order, as torch's _BaseDataLoaderIter.__init__, so shuffles
-        # (and every later draw from loader.generator) match torch's DataLoader exactly.
-        self._sampler_iter = iter(loader._index_sampler)
-        self._base_seed = torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item()
-        self._pin_memory = loader.pin_memory and torch.accelerator.is_available()
-        if loader.pin_memory and not self._pin_memory:
-            warnings.warn("'pin_memory' argument is set as true but no accelerator is found, "
-                          "then device pinned memory won't be used.", stacklevel=3)
-        self._device = torch.accelerator.current_accelerator().type if self._pin_memory else None
-        self._len = len(loader._index_sampler)
+        super().__init__(loader)
+        record_pinning(self, loader)
         self._stats = loader._chute_stats
         self._batches = plan.batches(self._sampler_iter, base_seed=self._base_seed)
 
-    def __iter__(self):
-        return self
-
-    def __len__(self):
-        return self._len
-
-    def __next__(self):
+    def _next_data(self):
         data = next(self._batches)
         if self._pin_memory:
-            data = _utils.pin_memory.pin_memory(data, self._device)
+            data = _utils.pin_memory.pin_memory(data, self._pin_memory_device)
         self._stats["batches"] += 1
         return data

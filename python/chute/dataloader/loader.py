@@ -3,11 +3,12 @@
 A subclass of ``torch.utils.data.DataLoader``: the constructor, its validation errors, ``len()``, the default
 samplers and batch sampler, and attribute rules are torch's own. Only iteration differs:
 
-1. ``fastpath.plan(self)`` (once per loader) picks a native fast path when the dataset allows it;
+1. ``plan.choose(self)`` (the seam, once per loader) picks a native fast path when the dataset allows it:
+   tensor_path.py or folder_path.py (with translate.py, shared with the doctor);
 2. otherwise the generic path: torch's in-process iterator for ``num_workers=0``, or chute's worker processes
    that collate into a reusable shared-memory arena (iterator.py, worker.py, arena.py).
 
-``loader.stats()`` says which path runs and why.
+``loader.stats()`` says which path runs and why, how batches are pinned and what a kept batch holds.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ import warnings
 
 import torch.utils.data
 
-from chute.dataloader import fastpath
-from chute.dataloader.iterator import PlanIter, SingleProcessIter, start_workers
+from chute.dataloader import plan as seam
+from chute.dataloader.base import Fallback, Plan
+from chute.dataloader.iterator import MultiProcessIter, PlanIter, SingleProcessIter, start_workers
 
 log = logging.getLogger("chute.dataloader")
 
@@ -44,6 +46,7 @@ class DataLoader(torch.utils.data.DataLoader):
         finally:
             self._chute_constructing = False
         self._chute_plan = None
+        self._chute_pinning: str | None = None  # stats()["pinning"], set by each iterator as torch decides it
         self._chute_stats = {"batches": 0, "arena_batches": 0, "shared_batches": 0, "arena_slots": 0}
         if self.num_workers > 0:
             # torch warns here when num_workers exceeds the CPUs it suggests: so does chute, unless a fast path
@@ -51,7 +54,7 @@ class DataLoader(torch.utils.data.DataLoader):
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 super().check_worker_number_rationality()
-            if caught and not isinstance(self._plan(), fastpath.Plan):
+            if caught and not isinstance(self._plan(), Plan):
                 for w in caught:
                     warnings.warn(w.message, w.category, stacklevel=2)
 
@@ -61,8 +64,8 @@ class DataLoader(torch.utils.data.DataLoader):
 
     def _plan(self):
         if self._chute_plan is None:
-            self._chute_plan = plan = fastpath.plan(self)
-            if isinstance(plan, fastpath.Fallback):
+            self._chute_plan = plan = seam.choose(self)
+            if isinstance(plan, Fallback):
                 if os.environ.get("CHUTE_FAST_PATHS", "1") == "0":  # the user's own choice: nothing to change
                     log.info("chute.DataLoader: generic path (%s)", plan)
                 else:  # once per DataLoader: the user expected chute's speed and gets torch's
@@ -75,7 +78,7 @@ class DataLoader(torch.utils.data.DataLoader):
 
     def __iter__(self):
         plan = self._plan()
-        if isinstance(plan, fastpath.Plan):
+        if isinstance(plan, Plan):
             return PlanIter(self, plan)
         return super().__iter__()  # torch's: persistent workers reuse self._iterator
 
@@ -86,19 +89,33 @@ class DataLoader(torch.utils.data.DataLoader):
         return start_workers(self)
 
     def stats(self) -> dict:
-        """Which path runs (``"generic"`` or ``"fast:<kind>"``), why not a fast one, and batch counters.
+        """Which path runs (``"generic"`` or ``"fast:<kind>"``), why not a fast one, its pinning and held-batch
+        policy, and batch counters.
 
         ``num_workers_requested`` is the argument given, ``num_workers`` the worker processes that run
         (none on a fast path: native threads do the work).
 
         ``arena_batches`` came through chute's shared-memory arena, ``shared_batches`` through torch's per-tensor
         sharing (all arena slots were held by live batches, or the platform has no memfd).
+
+        ``pinning``: how batches are pinned, as torch's iterator decided when iteration last started (the same
+        rule and the same copy on every path, ``plan.PINNING``); before any iteration, what ``pin_memory``
+        asks for. ``held_batches``: what a batch the consumer keeps holds, and who frees it (the table of
+        every recycler is in docs/ARCHITECTURE.md).
         """
         plan = self._plan()
-        fast = isinstance(plan, fastpath.Plan)
+        fast = isinstance(plan, Plan)
+        if fast:
+            held = plan.held_batches
+        else:
+            held = (MultiProcessIter if self.num_workers > 0 else SingleProcessIter).held_batches
+        pinning = self._chute_pinning or ("pin_memory=True: decided when iteration starts" if self.pin_memory
+                                          else "none")
         return {
             "path": f"fast:{plan.kind}" if fast else "generic",
             "fallback_reason": None if fast else str(plan),
+            "pinning": pinning,
+            "held_batches": held,
             "num_workers_requested": self.num_workers,
             "num_workers": 0 if fast else self.num_workers,  # worker processes that run
             **(plan.stats() if fast else {}),  # the engine's figures, where the path runs on it (chute.LoaderStats names)

@@ -11,6 +11,12 @@ import torch
 from torch.utils.data import DataLoader, RandomSampler
 
 import chute
+from chute.dataloader.base import Fallback
+from chute.dataloader.translate import V1, translate
+
+# The bench's PIL stand-ins for torchvision's ImageFolder and v1 transforms (same class names, attributes and
+# semantics), which the doctor takes as torchvision's.
+_PEER = "chute.bench.torch_peer"
 
 
 @dataclass
@@ -81,42 +87,9 @@ def _root_of(dataset) -> str | None:
     """The root of an ImageFolder-like dataset: torchvision's ImageFolder or the bench's PIL stand-in."""
     kind = type(dataset)
     known = (kind.__name__ == "ImageFolder" and kind.__module__.startswith("torchvision")) or (
-        kind.__name__ == "PilImageFolder" and kind.__module__ == "chute.bench.torch_peer")
+        kind.__name__ == "PilImageFolder" and kind.__module__ == _PEER)
     root = getattr(dataset, "root", None)
     return os.fspath(root) if known and root is not None else None
-
-
-def chute_transforms(transform) -> tuple[list, torch.dtype]:
-    """chute's equivalent of a torchvision-style pipeline (torchvision's classes or the bench's stand-ins,
-    recognised by name and arguments), and the output dtype; ``ValueError`` naming what has none."""
-    items = getattr(transform, "transforms", None)
-    items = list(items) if items is not None else ([transform] if transform is not None else [])
-    out, dtype = [], None
-    for t in items:
-        name = type(t).__name__
-        if dtype is not None and name != "Normalize":
-            raise ValueError(f"{name} after ToTensor has no chute equivalent")
-        if name == "RandomResizedCrop":
-            out.append(chute.RandomResizedCrop(t.size, scale=t.scale, ratio=t.ratio,
-                                               interpolation=getattr(t, "interpolation", "bilinear")))
-        elif name == "Resize":
-            out.append(chute.Resize(t.size, interpolation=getattr(t, "interpolation", "bilinear"),
-                                    max_size=getattr(t, "max_size", None)))
-        elif name == "CenterCrop":
-            out.append(chute.CenterCrop(t.size))
-        elif name == "RandomHorizontalFlip":
-            out.append(chute.RandomHorizontalFlip(t.p))
-        elif name == "ToTensor":
-            dtype = torch.float32
-        elif name == "PILToTensor":
-            dtype = torch.uint8
-        elif name == "Normalize" and dtype is torch.float32:
-            out.append(chute.Normalize(t.mean, t.std))
-        else:
-            raise ValueError(f"{name} has no chute equivalent")
-    if dtype is None:
-        raise ValueError("the transforms end in a PIL image, not a tensor")
-    return out, dtype
 
 
 def chute_equivalent(dl: DataLoader, *, max_threads: int | None = None) -> tuple[chute.Loader | None, str]:
@@ -132,10 +105,11 @@ def chute_equivalent(dl: DataLoader, *, max_threads: int | None = None) -> tuple
         return None, "the DataLoader uses a custom batch sampler"
     if getattr(dataset, "target_transform", None) is not None:
         return None, "the dataset has a target_transform"
-    try:
-        transforms, dtype = chute_transforms(getattr(dataset, "transform", None))
-    except (TypeError, ValueError) as e:  # chute's transforms name an argument they cannot take
-        return None, f"its transforms: {e}"
+    # The DataLoader fast path's translator: the same pipelines qualify, with the same reasons when not.
+    translated = translate(getattr(dataset, "transform", None), "pil", v1_modules=(V1, _PEER))
+    if isinstance(translated, Fallback):
+        return None, f"its transforms: {translated}"
+    transforms, dtype = translated
     source = chute.ImageFolder(root)
     if len(source) != len(dataset):
         return None, f"chute finds {len(source)} images under {root}, the dataset {len(dataset)}"

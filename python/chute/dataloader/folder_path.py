@@ -23,18 +23,19 @@ A ``torchvision.datasets.ImageFolder`` (or ``DatasetFolder``) qualifies when:
   pipeline gives after ``default_collate`` (a plain tensor, also for ``tv_tensors.Image`` samples), and
   labels are int64.
 
-Anything else returns a :class:`~chute.dataloader.fastpath.Fallback` with a one-line reason naming the
+Anything else returns a :class:`~chute.dataloader.base.Fallback` with a one-line reason naming the
 transform (or attribute) in the way. Detection is by class name and module (``torchvision.transforms.
 transforms``, ``torchvision.transforms.v2.*``, ``torchvision.datasets.folder``, ``torchvision.io.image``),
 so torchvision is never imported here.
 
 Order: the DataLoader's own sampler decides it. Each epoch's index batches are materialised and fed to the
-native loader as an explicit order (``Loader::start_epoch(epoch, start, order)``), so shuffling,
+native loader as an explicit order (``Loader::start_epoch(epoch, start, order, seed)``), so shuffling,
 ``generator``, samplers and ``drop_last`` behave as in torch.
 
 Randomness: ``RandomResizedCrop`` and ``RandomHorizontalFlip`` draw from chute's counter-based generator,
-keyed by (the epoch's ``base_seed``, sample index), where ``base_seed`` is the seed torch's iterator draws
-from ``loader.generator`` (or the global RNG) each epoch. So a ``generator`` (or ``torch.manual_seed``)
+keyed by (seed, epoch, sample index): the seed is the epoch's ``base_seed``, which torch's iterator draws
+from ``loader.generator`` (or the global RNG) each epoch, passed to the engine as that epoch's seed (all
+64 bits); the epoch is the plan's count of epochs. So a ``generator`` (or ``torch.manual_seed``)
 makes runs reproducible, whatever the thread count. The crops are *not* the same as torchvision's for a
 given seed -- they cannot be: torchvision draws from torch's global RNG in each worker, call by call -- but
 follow the same distribution (torchvision's ``get_params``: ten tries, then the clamped centre crop).
@@ -66,19 +67,17 @@ import functools
 import logging
 import os
 import sys
-import tempfile
 
 import numpy as np
 import torch
+from torch.utils.data import default_collate
 
-import chute
 from chute import _native
-from chute.dataloader.fastpath import Fallback, Plan, RaiseInPlace
+from chute.dataloader.base import Fallback, Plan, RaiseInPlace
+from chute.dataloader.translate import translate
 from chute.errors import SampleError
 
 _log = logging.getLogger("chute.dataloader")
-_TRANSFORMS = "torchvision.transforms.transforms"
-_V2 = "torchvision.transforms.v2"  # v2 classes live in its submodules (_geometry, _misc, ...)
 _FOLDER = "torchvision.datasets.folder"
 _IO = "torchvision.io.image"
 _NATIVE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp")
@@ -96,17 +95,6 @@ def _torchvision_base(dataset):
         if cls.__name__ == "DatasetFolder" and cls.__module__ == _FOLDER:
             return cls
     return None
-
-
-def plan_folder(loader) -> Plan | Fallback | None:
-    """The ``"imagefolder"`` plan for ``loader``; None when its dataset is no torchvision folder dataset."""
-    return plan_dataset(loader.dataset, loader.batch_size or 1)
-
-
-def plan_dataset(dataset, batch_size: int) -> Plan | Fallback | None:
-    """The ``"imagefolder"`` plan for ``dataset`` (e.g. the dataset of a ``Subset``); None when it is no
-    torchvision folder dataset."""
-    return _plan_dataset(dataset, batch_size)
 
 
 def _fingerprint(dataset) -> tuple:
@@ -131,7 +119,9 @@ def _load_truncated_images() -> bool:
     return bool(getattr(image_file, "LOAD_TRUNCATED_IMAGES", False))
 
 
-def _plan_dataset(dataset, batch_size: int) -> Plan | Fallback | None:
+def plan_dataset(dataset, batch_size: int) -> Plan | Fallback | None:
+    """The ``"imagefolder"`` plan for ``dataset`` (e.g. the dataset of a ``Subset``); None when it is no
+    torchvision folder dataset."""
     base = _torchvision_base(dataset)
     if base is None:
         return None
@@ -153,17 +143,17 @@ def _plan_dataset(dataset, batch_size: int) -> Plan | Fallback | None:
         return Fallback(f"len({name}) is {len(dataset)} but it has {len(samples)} samples")
     extensions = _NATIVE_EXTENSIONS if source == "pil" else _JPEG_EXTENSIONS
     for path, target in samples:
-        if not str(path).lower().endswith(extensions):
+        if not os.fsdecode(path).lower().endswith(extensions):
             if source == "pil":
                 return Fallback(f"{path}: only JPEG, PNG and WebP files are decoded natively")
             return Fallback(f"{path}: with loader=decode_image chute takes JPEG files only (decode_image keeps a "
                             "PNG's alpha channel and 16-bit samples, chute's decoder makes 8-bit RGB)")
-        if "\n" in str(path) or isinstance(target, bool) or not isinstance(target, (int, np.integer)):
-            return Fallback(f"sample {path!r} has a label of type {type(target).__name__} or a newline in its path")
+        if isinstance(target, bool) or not isinstance(target, (int, np.integer)):
+            return Fallback(f"sample {path!r} has a label of type {type(target).__name__}, not an integer")
     if source == "pil" and _load_truncated_images():
         # chute decodes a truncated JPEG as PIL does under this flag, not yet a truncated PNG or WebP: such a
         # dataset runs torch's path, which never fails where PIL would load the file.
-        other = next((path for path, _ in samples if str(path).lower().endswith((".png", ".webp"))), None)
+        other = next((path for path, _ in samples if os.fsdecode(path).lower().endswith((".png", ".webp"))), None)
         if other is not None:
             return Fallback(f"PIL.ImageFile.LOAD_TRUNCATED_IMAGES is set and {other} is a PNG or WebP file: chute "
                             "loads truncated JPEGs as PIL does under that flag, not truncated PNG or WebP files",
@@ -224,134 +214,13 @@ def _jpeg_mode(path) -> str:
         return f"unreadable ({type(e).__name__})"
 
 
-def _family(t) -> str | None:
-    """"v1" or "v2" for a torchvision transform, by module (torchvision is never imported here)."""
-    module = type(t).__module__
-    if module == _TRANSFORMS:
-        return "v1"
-    if module == _V2 or module.startswith(_V2 + "."):
-        return "v2"
-    return None
-
-
-def _flatten(transform) -> list:
-    """The transforms of a (v1 or v2) Compose, nested Composes (v2.Compose([v2.ToImage(), v2.ToDtype(...)]),
-    the ToTensor replacement torchvision suggests) flattened in order."""
-    out = []
-    for t in transform.transforms:
-        if type(t).__name__ == "Compose" and _family(t) is not None:
-            out.extend(_flatten(t))
-        else:
-            out.append(t)
-    return out
-
-
-# Stages of a sample through the Compose: "pil" (a PIL image), "uint8" (a CHW uint8 tensor, plain or
-# tv_tensors.Image), "float32" (values in [0, 1]) and "float255" (float32 holding 0..255: v2's
-# ToDtype(torch.float32, scale=False)).
-def translate(transform, source: str = "pil"):
-    """(chute transforms, output dtype) for a torchvision Compose (v1 or v2) of samples from `source`:
-    "pil" (PIL images: default_loader) or "tensor" (uint8 CHW tensors: torchvision.io.decode_image);
-    or a Fallback naming the culprit.
-
-    Geometry on PIL images is PIL's arithmetic, which chute reproduces exactly. v2 geometry on uint8
-    tensors (after ToImage/PILToTensor, or from decode_image) is torch's antialiased uint8 resize, which
-    rounds differently: chute stays within its stated tolerance (measured: max 1 level on ~0.2% of values,
-    test_torchvision_real.py)."""
-    if transform is None:
-        return Fallback("transform is None: samples are PIL images, which default_collate cannot batch"
-                        if source == "pil" else "transform is None: images of different sizes cannot be batched")
-    if type(transform).__name__ != "Compose" or _family(transform) is None:
-        return Fallback(f"transform {type(transform).__name__} is not a torchvision Compose (v1 or v2)")
-    stage = "pil" if source == "pil" else "uint8"
-    out: list = []
-    flip = normalize = None
-    for t in _flatten(transform):
-        name, family = type(t).__name__, _family(t)
-        if family is None:
-            return Fallback(f"transform {name} ({type(t).__module__}) is not a torchvision v1 or v2 transform")
-        try:
-            if name == "RandomHorizontalFlip":
-                if flip is not None:
-                    return Fallback("two RandomHorizontalFlip transforms: chute flips once")
-                flip = chute.RandomHorizontalFlip(t.p)
-            elif name in ("RandomResizedCrop", "Resize", "CenterCrop") and (
-                    stage == "pil" or (stage == "uint8" and family == "v2")):
-                if flip is not None:
-                    return Fallback(f"RandomHorizontalFlip before {name}: chute flips after cropping and resizing")
-                if stage == "uint8" and name != "CenterCrop" and getattr(t, "antialias", True) is not True:
-                    return Fallback(f"{name}(antialias={t.antialias}) on a uint8 tensor: torchvision resizes "
-                                    "it without antialiasing, chute only with")
-                out.append(_geometric(t, name))  # PIL images: bilinear is always antialiased
-            elif name == "Identity" and family == "v2":
-                pass
-            elif name in ("ToTensor", "PILToTensor", "ToImage") and stage != "pil":
-                if family == "v1":
-                    return Fallback(f"{name} on a {stage} tensor: torchvision raises on it")
-                # v2 passes tensors through these (ToImage wraps a plain tensor as an Image)
-            elif name == "ToTensor":
-                if torch.get_default_dtype() != torch.float32:
-                    return Fallback(f"ToTensor makes {torch.get_default_dtype()} (torch's default dtype): chute "
-                                    "makes float32")
-                stage = "float32"
-            elif name in ("PILToTensor", "ToImage"):
-                stage = "uint8"
-            elif name == "ToDtype" or (name == "ConvertImageDtype" and stage != "pil"):
-                scale = True if name == "ConvertImageDtype" else bool(t.scale)
-                if not isinstance(t.dtype, torch.dtype):
-                    return Fallback(f"{name} with a dict of dtypes: chute converts images to one dtype")
-                if stage == "pil":
-                    continue  # v2's ToDtype passes PIL images through
-                if t.dtype == torch.float32:
-                    if stage == "uint8":
-                        stage = "float32" if scale else "float255"
-                elif t.dtype != torch.uint8 or stage != "uint8":
-                    return Fallback(f"{name}({t.dtype}) from {stage}: chute converts uint8 to float32 only")
-            elif stage in ("float32", "float255") and name == "Normalize":
-                if normalize is not None:
-                    return Fallback("two Normalize transforms: chute normalises once")
-                unit = 255.0 if stage == "float255" else 1.0  # chute normalises x / 255
-                normalize = chute.Normalize([m / unit for m in _floats(t.mean)], [s / unit for s in _floats(t.std)])
-            elif name == "Normalize":
-                return Fallback(f"Normalize on a {stage} {'PIL image' if stage == 'pil' else 'tensor'}: "
-                                "torchvision raises on it")
-            else:
-                where = "on PIL images" if stage == "pil" else f"on {stage} tensors"
-                if stage == "uint8" and family == "v1" and name in ("RandomResizedCrop", "Resize", "CenterCrop"):
-                    where += " (v1 resizes tensors in float; its v2 twin or the PIL image is what chute matches)"
-                return Fallback(f"transform {name} {where} has no native equivalent")
-        except (TypeError, ValueError) as e:  # chute's transforms reject what they cannot reproduce exactly
-            return Fallback(f"transform {name}: {e}")
-    if stage == "pil":
-        return Fallback("the Compose has no ToTensor/PILToTensor/ToImage: samples stay PIL images, which "
-                        "default_collate cannot batch")
-    if stage == "float255" and normalize is None:
-        normalize = chute.Normalize((0.0, 0.0, 0.0), (1 / 255.0,) * 3)  # x / 255 / (1 / 255): back to 0..255
-    transforms = out + ([flip] if flip is not None else []) + ([normalize] if normalize is not None else [])
-    return transforms, torch.uint8 if stage == "uint8" else torch.float32
-
-
-def _floats(v) -> list[float]:
-    return [float(x) for x in (v.tolist() if isinstance(v, torch.Tensor) else v)]
-
-
-def _geometric(t, name: str):
-    """chute's twin of a torchvision geometric transform, antialiased bilinear (the caller checked that
-    torchvision antialiases too: always on PIL images; on tensors when antialias=True)."""
-    interpolation = getattr(t, "interpolation", "bilinear")
-    if name == "RandomResizedCrop":
-        return chute.RandomResizedCrop(tuple(t.size), tuple(t.scale), tuple(t.ratio), interpolation, True)
-    if name == "Resize":
-        if getattr(t, "max_size", None) is not None:
-            raise ValueError("max_size is not supported")
-        if t.size is None:
-            raise ValueError("size=None is not supported")
-        return chute.Resize(t.size if isinstance(t.size, int) else list(t.size), interpolation, antialias=True)
-    return chute.CenterCrop(tuple(t.size))
-
 
 class FolderPlan(Plan):
     kind = "imagefolder"
+    held_batches = (f"engine batch ring: an image batch is a ring buffer lent to torch without a copy, back to "
+                    f"the ring when the batch dies; the ring grows while the consumer keeps batches, up to "
+                    f"{_RING_BYTES >> 20} MiB, then further batches are copied into fresh tensors; labels are "
+                    f"their own tensors")
 
     def __init__(self, dataset, samples, transforms, dtype: torch.dtype, batch_size: int = 1, pil: bool = True):
         self._dataset = dataset
@@ -363,17 +232,11 @@ class FolderPlan(Plan):
         self._n = len(samples)
         self.dtype = dtype
         self.transforms = transforms
-        # The samples as a chute FileList: absolute paths, the dataset's own labels, in its own order.
-        # surrogateescape: a name that is not UTF-8 (os.fsdecode'd by os.scandir) is written as its bytes.
-        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False, encoding="utf-8",
-                                         errors="surrogateescape") as f:
-            for path, target in samples:
-                f.write(f"{os.path.abspath(path)} {int(target)}\n")
-            list_path = f.name
-        try:
-            self._source = _native.FileList.open(list_path) if self._n else None
-        finally:
-            os.unlink(list_path)
+        # The samples as a chute FileList, in memory: absolute paths, the dataset's own labels, in its own
+        # order. A name that is not UTF-8 (os.fsdecode'd by os.scandir, or bytes) crosses as its bytes.
+        self._source = _native.FileList.from_entries(
+            [os.path.abspath(path) for path, _ in samples], [int(target) for _, target in samples],
+            os.getcwd()) if self._n else None
         self._native_transforms = [t._to_native() for t in transforms]
         self._loaders: dict[int, object] = {}  # batch size -> native loader
         self._epochs = 0
@@ -386,7 +249,7 @@ class FolderPlan(Plan):
         if loader is None:
             loader = _native.Loader(
                 self._source, self._native_transforms, batch_size, False, 0, False, 0, 0, 0, 2 << 30,
-                "float32" if self.dtype == torch.float32 else "uint8", False, "raise", self._max_pixels,
+                "float32" if self.dtype == torch.float32 else "uint8", False, self.on_error, self._max_pixels,
                 False, False, 0, 1, False, max_ring_bytes=_RING_BYTES, accept_truncated=self._accept_truncated)
             self._loaders[batch_size] = loader
         return loader
@@ -395,7 +258,7 @@ class FolderPlan(Plan):
         return _fingerprint(self._dataset)
 
     def _replan(self) -> Plan | Fallback:
-        new = _plan_dataset(self._dataset, self._batch_size)
+        new = plan_dataset(self._dataset, self._batch_size)
         return Fallback("it is no longer a torchvision folder dataset") if new is None else new
 
     def _closed(self) -> bool:
@@ -415,7 +278,6 @@ class FolderPlan(Plan):
             # gets torch's own path, in this process: the same batches, at PIL speed.
             _log.warning("chute: the batch sampler yields batches of varying sizes; this epoch runs the "
                          "torchvision pipeline in-process instead of natively")
-            from torch.utils.data import default_collate
             for b in batches:
                 yield default_collate([self._dataset[i] for i in b])
             return
@@ -425,7 +287,7 @@ class FolderPlan(Plan):
         flat = np.where(flat < 0, flat + self._n, flat)[:stop]
         if stop:
             native = self._loader_for(size)
-            native.start_epoch(base_seed & (2**64 - 1), 0, np.ascontiguousarray(flat))
+            native.start_epoch(epoch, 0, np.ascontiguousarray(flat), seed=base_seed & (2**64 - 1))
             while True:
                 try:
                     batch = native.next()
