@@ -233,7 +233,7 @@ class Loader:
         if self.drop_last and len(self._native) == 0:  # legal, as in torch, but never what was meant
             warnings.warn(f"chute.Loader: this rank visits {self._native.epoch_size} of the source's {len(source)} "
                           f"samples per epoch (rank {self.rank} of world_size {self.world_size}), fewer than "
-                          f"batch_size={batch_size}: with drop_last=True every epoch yields no batch",
+                          f"batch_size={self.batch_size}: with drop_last=True every epoch yields no batch",
                           UserWarning, stacklevel=2)
         # What iteration drives: the host loader, or the DeviceLoader wrapping it.
         self._driver = self._native

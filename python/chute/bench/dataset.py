@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import multiprocessing
-import os
 import shutil
 import tempfile
 from pathlib import Path
