@@ -20,6 +20,9 @@ _DTYPES = {torch.uint8: "uint8", torch.float32: "float32", torch.float16: "float
 
 _STATE_VERSION = 1
 
+# Default options, as the C++ structs define them (loader.h, processor.h, delivery.h).
+_LOADER, _DECODE, _DELIVERY = _native.LoaderOptions(), _native.DecodeOptions(), _native.DeliveryOptions()
+
 
 def _resolve_distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
     """rank and world_size: as given, else from an initialised torch.distributed, else from torchrun's
@@ -147,17 +150,20 @@ class Loader:
     ``device='sim'`` is for chute's own tests (a simulated GPU in host memory).
     """
 
-    def __init__(self, source, batch_size: int = 1, *, shuffle: bool = False, seed: int = 0,
-                 drop_last: bool = False, transforms=(), dtype: torch.dtype = torch.uint8,
+    # The engine's defaults (its options structs), read from C++ rather than restated here.
+    def __init__(self, source, batch_size: int = _LOADER.batch_size, *, shuffle: bool = _LOADER.shuffle,
+                 seed: int = _LOADER.seed, drop_last: bool = _LOADER.drop_last, transforms=(),
+                 dtype: torch.dtype = torch.uint8,
                  memory_format: torch.memory_format = torch.contiguous_format, num_threads: int | str = "auto",
-                 prefetch: int | str = "auto", max_threads: int | None = None, max_memory: int = 2 << 30,
-                 on_error: str = "raise", max_pixels: int = 200_000_000,
-                 apply_exif_orientation: bool = False, scaled_decode: bool = False, validate: str = "window",
+                 prefetch: int | str = "auto", max_threads: int | None = None,
+                 max_memory: int = _LOADER.max_memory, on_error: str = _LOADER.on_error,
+                 max_pixels: int = _DECODE.max_pixels, apply_exif_orientation: bool = _DECODE.apply_exif_orientation,
+                 scaled_decode: bool = _DECODE.scaled_decode, validate: str = "window",
                  rank: int | None = None,
-                 world_size: int | None = None, even_split: bool = True,
+                 world_size: int | None = None, even_split: bool = _LOADER.even_split,
                  quarantine: str | os.PathLike | None = None, device="cpu", pin_memory: bool | None = None,
-                 device_prefetch: int = 2, max_device_memory: int = 4 << 30, max_file_bytes: int = 1 << 30,
-                 max_ring_bytes: int = 4 << 30):
+                 device_prefetch: int = _DELIVERY.device_prefetch, max_device_memory: int = _DELIVERY.max_device_memory,
+                 max_file_bytes: int = _DECODE.max_file_bytes, max_ring_bytes: int = _LOADER.max_ring_bytes):
         if isinstance(source, (str, os.PathLike)):
             source = source_from_path(source)  # an ImageFolder tree, packed shards or tar shards
         native_source = getattr(source, "_native", None)

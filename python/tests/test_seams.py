@@ -157,3 +157,17 @@ def test_a_bad_argument_is_a_value_error_not_a_sample_error(folder):
         finally:
             loader.close()
     assert not isinstance(e.value, chute.SampleError)
+
+
+def test_loader_defaults_are_the_engines():
+    import inspect
+    params = inspect.signature(chute.Loader).parameters
+    loader, decode, delivery = _native.LoaderOptions(), _native.DecodeOptions(), _native.DeliveryOptions()
+    for name in ("batch_size", "shuffle", "seed", "drop_last", "max_memory", "on_error", "even_split",
+                 "max_ring_bytes"):
+        assert params[name].default == getattr(loader, name), name
+    for name in ("max_pixels", "apply_exif_orientation", "scaled_decode", "max_file_bytes"):
+        assert params[name].default == getattr(decode, name), name
+    for name in ("device_prefetch", "max_device_memory"):
+        assert params[name].default == getattr(delivery, name), name
+    assert (params["max_memory"].default, params["max_ring_bytes"].default) == (2 << 30, 4 << 30)
