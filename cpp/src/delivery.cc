@@ -62,6 +62,11 @@ DeviceBatch::~DeviceBatch() {
   }
 }
 
+Status DeliveryOptions::validate() const {
+  CHUTE_RETURN_IF_ERROR(kDevicePrefetch.check(device_prefetch));
+  return kMaxDeviceMemory.check(max_device_memory);
+}
+
 void DeviceLoader::prepare(LoaderOptions& options, Device& device, const DeliveryOptions& delivery) {
   options.host_allocator = device.host_allocator();
   // One host batch per device slot can wait for its copy.
@@ -71,8 +76,7 @@ void DeviceLoader::prepare(LoaderOptions& options, Device& device, const Deliver
 Result<std::unique_ptr<DeviceLoader>> DeviceLoader::create(std::shared_ptr<Device> device,
                                                            std::shared_ptr<Loader> loader, DeliveryOptions options) {
   if (device == nullptr || loader == nullptr) return invalid_argument("device and loader are required");
-  if (options.device_prefetch < 1)
-    return invalid_argument("device_prefetch must be >= 1, got " + std::to_string(options.device_prefetch));
+  CHUTE_RETURN_IF_ERROR(options.validate());
   const LoaderOptions& lo = loader->options();
   if (lo.host_allocator == nullptr || !lo.host_allocator->pinned())
     return invalid_argument("the loader's batch buffers are not pinned memory: build it with options from "

@@ -1,5 +1,7 @@
 #include "chute/gather.h"
 
+#include "chute/cores.h"
+
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -19,12 +21,6 @@ constexpr size_t kAlign = 64;
 // Buffers of at least this size are aligned to and sized in huge pages, and marked MADV_HUGEPAGE: where
 // transparent huge pages are "madvise" (a common default), that turns 512 TLB entries into one.
 constexpr size_t kHugePage = size_t{2} << 20;
-
-int available_cores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
 
 size_t rounded(size_t bytes) {
   const size_t align = bytes >= 2 * kHugePage ? kHugePage : kAlign;

@@ -1,5 +1,7 @@
 #include "chute/loader.h"
 
+#include "chute/cores.h"
+
 #include <pthread.h>
 #include <sched.h>
 #include <time.h>
@@ -54,7 +56,7 @@ Batch::~Batch() {
   shared_->work_cv.notify_all();
 }
 
-std::string SampleError::to_string() const {
+std::string FailedSample::to_string() const {
   return "sample " + std::to_string(index) + " (" + path + "): " + status.to_string();
 }
 
@@ -92,15 +94,15 @@ struct Loader::EpochState {
     int slot;
     int64_t count;
     int64_t next_position;  // the epoch position after the batch's last sample
-    std::optional<SampleError> error;  // kRaise: a sample of this batch failed; the error replaces it
+    std::optional<FailedSample> error;  // kRaise: a sample of this batch failed; the error replaces it
   };
   // A sample's place in the output stream of this run: its position minus the resume point and the
   // skipped samples before it.
   int64_t output_position(int64_t position) const { return position - start - failures; }
   std::deque<Ready> ready;
-  std::map<int64_t, SampleError> batch_errors;  // kRaise: batch -> its first failed sample, until ready
-  std::optional<SampleError> failed;     // the error the last next() returned
-  std::vector<SampleError> errors;       // kSkip: every skipped sample
+  std::map<int64_t, FailedSample> batch_errors;  // kRaise: batch -> its first failed sample, until ready
+  std::optional<FailedSample> failed;     // the error the last next() returned
+  std::vector<FailedSample> errors;       // kSkip: every skipped sample
   int64_t decode_warnings = 0;           // benign decoder warnings, over the loader's life
   bool warned_growth = false;
   // Statistics over the loader's life (stats() reports them since the last reset_stats()).
@@ -113,12 +115,6 @@ struct Loader::EpochState {
 
 namespace {
 constexpr int kMaxThreads = 4096;
-
-int available_cores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -169,10 +165,7 @@ LoaderStats minus(LoaderStats a, const LoaderStats& b) {
 Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Source> source, Pipeline pipeline,
                                                LoaderOptions options) {
   if (source == nullptr) return invalid_argument("source is null");
-  if (options.batch_size <= 0) return invalid_argument("batch_size must be positive, got " + std::to_string(options.batch_size));
-  if (options.prefetch < 0) return invalid_argument("prefetch must be positive, or 0 for auto; got " + std::to_string(options.prefetch));
-  if (options.num_threads < 0) return invalid_argument("num_threads must be positive, or 0 for auto");
-  if (options.max_threads < 0) return invalid_argument("max_threads must be positive, or 0 for every core");
+  CHUTE_RETURN_IF_ERROR(options.validate());
   CHUTE_RETURN_IF_ERROR(EpochOrder::check_shard(source->size(), options.shard));
   // A pool of tens of thousands of threads would start (the kernel allows it), then crawl: not a budget.
   if (std::max(options.num_threads, options.max_threads) > kMaxThreads)
@@ -182,25 +175,14 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Source> sou
   CHUTE_ASSIGN_OR_RETURN(OutputWriter writer, OutputWriter::create(pipeline.out_height(), pipeline.out_width(),
                                                                    options.output, pipeline.normalize()));
   if (options.max_threads == 0) options.max_threads = options.num_threads > 0 ? options.num_threads : available_cores();
-  if (options.num_threads > options.max_threads)
-    return invalid_argument("num_threads (" + std::to_string(options.num_threads) + ") exceeds max_threads (" +
-                            std::to_string(options.max_threads) + ")");
-  if ((options.num_threads == 0 || options.prefetch == 0) && !options.collect_stats)
-    return invalid_argument("auto threads or prefetch need collect_stats: they tune from the statistics");
-  if (options.extra_buffers < 0) return invalid_argument("extra_buffers must be >= 0");
   // Auto prefetch (0) stays within max_memory, so only a given prefetch can overflow the ring's sizes.
   CHUTE_RETURN_IF_ERROR(BatchRing::check_size(options.batch_size, writer.sample_bytes(),
                                               int64_t{std::max(options.prefetch, 1)} + 2 + options.extra_buffers));
   const size_t slot_bytes = slot_bytes_for(options.batch_size, writer.sample_bytes());
-  if (options.cpu_affinity) {
-    for (int cpu : *options.cpu_affinity)
-      if (cpu < 0 || cpu >= CPU_SETSIZE) return invalid_argument("cpu_affinity: no CPU " + std::to_string(cpu));
-  }
   if (options.prefetch == 0 && options.max_memory / slot_bytes < 3)
     return invalid_argument("max_memory of " + std::to_string(options.max_memory >> 20) +
                             " MiB holds fewer than 3 batch buffers of " + std::to_string(slot_bytes >> 20) +
                             " MiB (prefetch 1 and 2 more): raise max_memory, lower batch_size or set prefetch");
-  if (options.decode.max_file_bytes == 0) return invalid_argument("max_file_bytes must be positive");
   // An explicit prefetch is bounded by max_memory too: prefetch + 2 buffers must fit, down to prefetch 1.
   // (Python warns when it was lowered: Loader::prefetch() is then below the requested value.)
   if (options.prefetch > 0) {
@@ -540,10 +522,10 @@ bool Loader::complete(Task& task, Status status) {
       // environment failure (out of descriptors, memory, ...: retried already) is no bad sample: it is
       // raised so under either policy, never skipped or recorded in errors().
       const int64_t pos = e.output_position(t.position);
-      e.batch_errors.try_emplace(pos / b, SampleError{t.index, source_->name(t.index), t.status, e.epoch});
+      e.batch_errors.try_emplace(pos / b, FailedSample{t.index, source_->name(t.index), t.status, e.epoch});
       if (pos % b == b - 1) push_ready(pos / b, b, t.position + 1);
     } else {
-      e.errors.push_back(SampleError{t.index, source_->name(t.index), t.status, e.epoch});
+      e.errors.push_back(FailedSample{t.index, source_->name(t.index), t.status, e.epoch});
       ++e.failures;
       shared_->work_cv.notify_all();  // later targets moved up: another batch may now be in the window
     }
@@ -562,7 +544,7 @@ void Loader::push_ready(int64_t batch, int64_t count, int64_t next_position) {
   EpochState& e = *epoch_;
   auto it = e.batch_slot.find(batch);
   CHUTE_CHECK(it != e.batch_slot.end());
-  std::optional<SampleError> error;
+  std::optional<FailedSample> error;
   if (auto failed = e.batch_errors.find(batch); failed != e.batch_errors.end()) {
     error = std::move(failed->second);
     e.batch_errors.erase(failed);
@@ -654,7 +636,8 @@ Result<std::shared_ptr<Batch>> Loader::next(std::optional<std::chrono::milliseco
                     "all " + std::to_string(shared_->ring.num_slots()) + " batch buffers are in use and " +
                         std::to_string(held) +
                         " of them are held by batches the consumer still references (e.g. stored in a list); "
-                        "release them, keep copies (tensor.clone()), or raise max_ring_bytes");
+                        "release them, keep copies (tensor.clone()), or raise max_ring_bytes (chute.Loader(..., "
+                        "max_ring_bytes=...), " + std::to_string(options_.max_ring_bytes) + " bytes now)");
     }
     if (!timeout) {
       shared_->consumer_cv.wait(lock);
@@ -664,7 +647,7 @@ Result<std::shared_ptr<Batch>> Loader::next(std::optional<std::chrono::milliseco
   }
 }
 
-std::optional<SampleError> Loader::failed_sample() const {
+std::optional<FailedSample> Loader::failed_sample() const {
   if (fork_mark_.in_child()) return std::nullopt;
   std::lock_guard<std::mutex> lock(shared_->mu);
   return epoch_->failed;
@@ -676,7 +659,7 @@ int64_t Loader::decode_warnings() const {
   return epoch_->decode_warnings;
 }
 
-std::vector<SampleError> Loader::errors(size_t first) const {
+std::vector<FailedSample> Loader::errors(size_t first) const {
   if (fork_mark_.in_child()) return {};
   std::lock_guard<std::mutex> lock(shared_->mu);
   const auto& all = epoch_->errors;

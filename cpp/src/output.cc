@@ -1,5 +1,8 @@
 #include "chute/output.h"
 
+#include <string>
+#include <utility>
+
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -17,6 +20,23 @@ size_t dtype_size(DType dtype) {
     case DType::kFloat32: return 4;
   }
   return 0;
+}
+
+namespace {
+constexpr std::pair<DType, const char*> kDTypeNames[] = {
+    {DType::kUInt8, "uint8"}, {DType::kFloat32, "float32"}, {DType::kFloat16, "float16"}, {DType::kBFloat16, "bfloat16"}};
+}  // namespace
+
+const char* dtype_name(DType dtype) {
+  for (const auto& [d, name] : kDTypeNames)
+    if (d == dtype) return name;
+  return "?";
+}
+
+Result<DType> parse_dtype(std::string_view name) {
+  for (const auto& [d, n] : kDTypeNames)
+    if (name == n) return d;
+  return invalid_argument("dtype must be one of uint8, float32, float16, bfloat16, got '" + std::string(name) + "'");
 }
 
 namespace {

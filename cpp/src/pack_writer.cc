@@ -1,5 +1,7 @@
 #include "chute/pack_writer.h"
 
+#include "chute/cores.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -206,7 +208,7 @@ Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::s
   const std::string index_path = o.dst + "/" + (o.parts == 1 ? std::string(kIndexFileName) : part_index_name(o.part, o.parts));
   if (std::filesystem::exists(index_path))
     return invalid_argument(o.dst + " already holds a packed dataset (" + index_path + "); remove it or pack elsewhere");
-  const int threads = o.num_threads > 0 ? o.num_threads : std::max(1u, std::thread::hardware_concurrency());
+  const int threads = o.num_threads > 0 ? o.num_threads : available_cores();
   const int64_t window = std::max<int64_t>(16, 8 * threads);
 
   std::vector<Slot> slots(static_cast<size_t>(window));

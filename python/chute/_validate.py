@@ -3,9 +3,13 @@ nanobind's "incompatible function arguments" or a comparison that fails halfway.
 
 The rule: a value of the wrong type is a ``TypeError``, a number out of range a ``ValueError``; both name
 the argument, the accepted range and the value given. The ranges here are those of the native types the
-arguments cross into (``int``, ``int64_t``, ``uint64_t``, ``size_t``). Checks that need more than one
-argument, or the dataset, stay with the C++ options (``Loader::create``, ``Pipeline::create``), which also
-keep the defaults.
+arguments cross into (``int``, ``int64_t``, ``uint64_t``, ``size_t``).
+
+The loader's own options are not checked here: ``chute._native.LoaderOptions``/``DecodeOptions``/
+``DeliveryOptions`` convert each keyword against the range stated beside its C++ field (``OptionRange``,
+the same text as this module's), and their ``validate()`` and ``Loader::create`` check the rest, with the
+defaults. This module serves what stays in Python: transforms, ``set_epoch``, torchrun's variables, paths,
+``chute.pack``'s arguments.
 """
 
 from __future__ import annotations

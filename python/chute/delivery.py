@@ -168,11 +168,11 @@ class Delivery:
     """Drives a native DeviceLoader and turns its uint8 device batches into the requested dtype."""
 
     def __init__(self, native_loader, device, kind: str, index: int, dtype: torch.dtype,
-                 normalize: Normalize | None, device_prefetch: int, max_device_memory: int):
+                 normalize: Normalize | None, options):
         self.kind = kind
         self.torch_device = torch.device("cuda", index) if kind == "cuda" else torch.device("cpu")
         self.device = device
-        self.native = _native.DeviceLoader(native_loader, device, device_prefetch, max_device_memory)
+        self.native = _native.DeviceLoader(native_loader, device, options)  # options: _native.DeliveryOptions
         self.dtype = dtype
         self.mean = self.std = None
         if normalize is not None and dtype != torch.uint8:

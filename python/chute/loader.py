@@ -20,6 +20,9 @@ _DTYPES = {torch.uint8: "uint8", torch.float32: "float32", torch.float16: "float
 
 _STATE_VERSION = 1
 
+# Default options, as the C++ structs define them (loader.h, processor.h, delivery.h).
+_LOADER, _DECODE, _DELIVERY = _native.LoaderOptions(), _native.DecodeOptions(), _native.DeliveryOptions()
+
 
 def _resolve_distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
     """rank and world_size: as given, else from an initialised torch.distributed, else from torchrun's
@@ -147,56 +150,55 @@ class Loader:
     ``device='sim'`` is for chute's own tests (a simulated GPU in host memory).
     """
 
-    def __init__(self, source, batch_size: int = 1, *, shuffle: bool = False, seed: int = 0,
-                 drop_last: bool = False, transforms=(), dtype: torch.dtype = torch.uint8,
+    # The engine's defaults (its options structs), read from C++ rather than restated here.
+    def __init__(self, source, batch_size: int = _LOADER.batch_size, *, shuffle: bool = _LOADER.shuffle,
+                 seed: int = _LOADER.seed, drop_last: bool = _LOADER.drop_last, transforms=(),
+                 dtype: torch.dtype = torch.uint8,
                  memory_format: torch.memory_format = torch.contiguous_format, num_threads: int | str = "auto",
-                 prefetch: int | str = "auto", max_threads: int | None = None, max_memory: int = 2 << 30,
-                 on_error: str = "raise", max_pixels: int = 200_000_000,
-                 apply_exif_orientation: bool = False, scaled_decode: bool = False, validate: str = "window",
+                 prefetch: int | str = "auto", max_threads: int | None = None,
+                 max_memory: int = _LOADER.max_memory, on_error: str = _LOADER.on_error,
+                 max_pixels: int = _DECODE.max_pixels, apply_exif_orientation: bool = _DECODE.apply_exif_orientation,
+                 scaled_decode: bool = _DECODE.scaled_decode, validate: str = "window",
                  rank: int | None = None,
-                 world_size: int | None = None, even_split: bool = True,
+                 world_size: int | None = None, even_split: bool = _LOADER.even_split,
                  quarantine: str | os.PathLike | None = None, device="cpu", pin_memory: bool | None = None,
-                 device_prefetch: int = 2, max_device_memory: int = 4 << 30, max_file_bytes: int = 1 << 30,
-                 max_ring_bytes: int = 4 << 30):
+                 device_prefetch: int = _DELIVERY.device_prefetch, max_device_memory: int = _DELIVERY.max_device_memory,
+                 max_file_bytes: int = _DECODE.max_file_bytes, max_ring_bytes: int = _LOADER.max_ring_bytes):
         if isinstance(source, (str, os.PathLike)):
             source = source_from_path(source)  # an ImageFolder tree, packed shards or tar shards
         native_source = getattr(source, "_native", None)
         if not isinstance(native_source, _native.Source):
             raise TypeError(f"source must be a chute source (chute.ImageFolder, ...), got {type(source).__name__}")
-        batch_size = _validate.integer("batch_size", batch_size, 1, _validate.INT64_MAX)
         if dtype not in _DTYPES:
             raise ValueError(f"dtype must be one of {list(_DTYPES)}, got {dtype}")
         if memory_format not in (torch.contiguous_format, torch.channels_last):
             raise ValueError("memory_format must be torch.contiguous_format or torch.channels_last")
-        num_threads = _validate.integer("num_threads", num_threads, 1, _validate.INT32_MAX, alternatives=("auto",))
-        prefetch = _validate.integer("prefetch", prefetch, 1, _validate.INT32_MAX, alternatives=("auto",))
-        max_threads = _validate.integer("max_threads", max_threads, 1, _validate.INT32_MAX, alternatives=(None,))
-        if isinstance(num_threads, int) and max_threads is not None and num_threads > max_threads:
-            raise ValueError(f"num_threads={num_threads} exceeds max_threads={max_threads}")
-        max_memory = _validate.integer("max_memory", max_memory, 1, _validate.UINT64_MAX)
-        max_ring_bytes = _validate.integer("max_ring_bytes", max_ring_bytes, 1, _validate.UINT64_MAX)
-        if on_error not in ("raise", "skip"):
-            raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
-        max_pixels = _validate.integer("max_pixels", max_pixels, 1, _validate.INT64_MAX)
-        max_file_bytes = _validate.integer("max_file_bytes", max_file_bytes, 1, _validate.UINT64_MAX)
         if validate not in ("window", "full"):
             raise ValueError(f"validate must be 'window' (check what each crop decodes) or 'full' (decode every "
                              f"pixel of every image), got {validate!r}")
-        seed = _validate.integer("seed", seed, 0, _validate.UINT64_MAX)
+        # The engine's options, by name: their defaults, ranges and checks are the C++ structs' (loader.h,
+        # processor.h, delivery.h); a bad value is a TypeError/ValueError naming it, raised here.
+        decode = _native.DecodeOptions(max_pixels=max_pixels, max_file_bytes=max_file_bytes,
+                                       apply_exif_orientation=apply_exif_orientation, scaled_decode=scaled_decode,
+                                       validate_full=validate == "full")
+        options = _native.LoaderOptions(batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last,
+                                        num_threads=num_threads, max_threads=max_threads, prefetch=prefetch,
+                                        max_memory=max_memory, max_ring_bytes=max_ring_bytes, on_error=on_error,
+                                        channels_last=memory_format == torch.channels_last, decode=decode)
+        delivery = _native.DeliveryOptions(device_prefetch=device_prefetch, max_device_memory=max_device_memory)
+        options.validate()  # num_threads against max_threads, ... (Loader::create checks again, with the source)
         device_kind, device_index = _delivery.parse_device(device)
-        # The ring holds device_prefetch + 1 extra buffers (a C int).
-        device_prefetch = _validate.integer("device_prefetch", device_prefetch, 1, _validate.INT32_MAX - 1)
-        max_device_memory = _validate.integer("max_device_memory", max_device_memory, 1, _validate.UINT64_MAX)
         if quarantine is not None:
             quarantine = Quarantine(_validate.path("quarantine", quarantine))  # opened once here: fails now
         self.rank, self.world_size = _resolve_distributed(rank, world_size)
+        options.rank, options.world_size, options.even_split = self.rank, self.world_size, even_split
         self.source = source
-        self.batch_size = batch_size
+        self.batch_size = options.batch_size
         self.dtype = dtype
-        self.seed = int(seed)
-        self.shuffle = bool(shuffle)
-        self.drop_last = bool(drop_last)
-        self.even_split = bool(even_split)
+        self.seed = options.seed
+        self.shuffle = options.shuffle
+        self.drop_last = options.drop_last
+        self.even_split = options.even_split
         self._epoch = 0  # the epoch the next iteration runs
         self._running: int | None = None  # the epoch of the iteration in progress
         self._resume_position = 0  # where the next iteration starts in its epoch (load_state_dict)
@@ -207,40 +209,37 @@ class Loader:
         self._quarantine = quarantine
         self._errors_seen = 0  # errors() already written to the quarantine file
         # GPU delivery (chute/delivery.py): uint8 crosses PCIe, Normalize and the dtype happen on the device.
-        host_dtype, normalize, native_device, affinity, host_blocks = dtype, None, None, None, None
+        normalize, native_device, host_blocks = None, None, None
+        options.dtype = _DTYPES[dtype]
         if device_kind != "cpu":
             transforms, normalize = _delivery.split_normalize(transforms)
-            host_dtype = torch.uint8
-            native_device = _delivery.open_device(device_kind, device_index, int(seed))
+            options.dtype = "uint8"
+            native_device = _delivery.open_device(device_kind, device_index, options.seed)
+            options.prepare_delivery(native_device, delivery)  # pinned ring buffers, room for copies in flight
             if device_kind == "cuda":
-                affinity = _native.cuda_local_cpus(device_index) or None
-                if affinity and max_threads is None and not (isinstance(num_threads, int)
-                                                              and num_threads > len(affinity)):
-                    max_threads = len(affinity)  # a thread per CPU of the GPU's node
+                options.cpu_affinity = _native.cuda_local_cpus(device_index) or None
+                cpus = len(options.cpu_affinity or ())
+                if cpus and options.max_threads == 0 and options.num_threads <= cpus:
+                    options.max_threads = cpus  # a thread per CPU of the GPU's node
         else:  # pinned buffers lent by torch's host allocator, handed over with each batch (delivery.py)
             host_blocks = _delivery.host_pinning(pin_memory)
+            if host_blocks is not None:
+                options.lend_blocks(host_blocks.pool)
         self.device = "sim" if device_kind == "sim" else torch.device(device_kind, device_index) \
             if device_kind == "cuda" else torch.device("cpu")
-        self._native = _native.Loader(
-            native_source, _native_transforms(transforms), batch_size, bool(shuffle), int(seed), bool(drop_last),
-            0 if num_threads == "auto" else num_threads, max_threads or 0, 0 if prefetch == "auto" else prefetch,
-            max_memory, _DTYPES[host_dtype], memory_format == torch.channels_last, on_error, max_pixels,
-            bool(apply_exif_orientation), bool(scaled_decode), self.rank, self.world_size, self.even_split,
-            pinned_by=host_blocks.pool if host_blocks is not None else native_device,
-            extra_buffers=device_prefetch + 1 if device_kind != "cpu" else 0,
-            cpu_affinity=affinity, validate_full=validate == "full", max_file_bytes=max_file_bytes,
-            max_ring_bytes=max_ring_bytes)
-        if isinstance(prefetch, int) and self._native.prefetch < prefetch:
+        self._native = _native.Loader(native_source, _native_transforms(transforms), options)
+        prefetch = options.prefetch  # 0: auto
+        if prefetch and self._native.prefetch < prefetch:
             buffer = self._native.stats()["batch_buffer_bytes"]
             warnings.warn(f"prefetch={prefetch} needs {(prefetch + 2) * buffer / 2**20:,.0f} MiB of batch buffers "
-                          f"({prefetch} + 2 of {buffer / 2**20:,.1f} MiB), more than max_memory={max_memory:,} "
+                          f"({prefetch} + 2 of {buffer / 2**20:,.1f} MiB), more than max_memory={options.max_memory:,} "
                           f"bytes allows: using prefetch={self._native.prefetch}. Raise max_memory to keep it.",
                           stacklevel=2)
         self.pin_memory = self._native.pinned
         if self.drop_last and len(self._native) == 0:  # legal, as in torch, but never what was meant
             warnings.warn(f"chute.Loader: this rank visits {self._native.epoch_size} of the source's {len(source)} "
                           f"samples per epoch (rank {self.rank} of world_size {self.world_size}), fewer than "
-                          f"batch_size={batch_size}: with drop_last=True every epoch yields no batch",
+                          f"batch_size={self.batch_size}: with drop_last=True every epoch yields no batch",
                           UserWarning, stacklevel=2)
         # What iteration drives: the host loader, or the DeviceLoader wrapping it.
         self._driver = self._native
@@ -248,7 +247,7 @@ class Loader:
             self._driver = _delivery.HandOver(self._native, host_blocks)
         if device_kind != "cpu":
             self._driver = _delivery.Delivery(self._native, native_device, device_kind, device_index, dtype,
-                                              normalize, device_prefetch, max_device_memory)
+                                              normalize, delivery)
 
     @property
     def num_threads(self) -> int:
@@ -306,10 +305,10 @@ class Loader:
         native = self._native
         try:
             batch = self._driver.next()
-        except _native.SampleError:
-            # No local names the error: the traceback holds this frame, and a frame that held its own
-            # exception would be a reference cycle keeping a batch buffer until the collector runs.
-            raise self._sample_error(native) from None
+        except SampleError as e:  # made by the binding from the engine's record of the sample (index, path, reason)
+            if self._quarantine is not None:
+                self._quarantine.add(e)
+            raise
         except RuntimeError as e:
             if self._closed:  # close() from another thread while this one waited: never a quiet epoch end
                 raise RuntimeError("the loader was closed during iteration") from e
@@ -322,18 +321,12 @@ class Loader:
             self._running = None
         return batch
 
-    def _sample_error(self, native) -> SampleError:
-        error = SampleError(*native.failed_sample())
-        if self._quarantine is not None:
-            self._quarantine.add(error)
-        return error
-
     def state_dict(self) -> dict:
         """Where the loader is, as a small JSON-serialisable dict: loading it into a loader built the same
         way resumes with exactly the batches an uninterrupted run would yield next, whatever the thread
         count and however many batches were prefetched when it was taken. Positions count the samples this
         rank's consumer has received, not those prepared ahead."""
-        if self._running is not None and self._native is not None:
+        if self._running is not None:
             epoch, position = self._running, self._driver.position()
             if position >= self.num_samples:
                 epoch, position = epoch + 1, 0
@@ -373,7 +366,7 @@ class Loader:
 
     def errors(self) -> list[SampleError]:
         """Samples skipped so far (``on_error='skip'``), oldest first."""
-        return [SampleError(*e) for e in self._native.errors()] if self._native is not None else []
+        return [SampleError(*e) for e in self._native.errors()]
 
     def close(self) -> None:
         """Stops the threads. Batches already handed out stay valid. Idempotent and thread-safe: each call

@@ -288,8 +288,9 @@ def pack(src, dst: str | os.PathLike, *, shard_size: str | int = "1GB", num_thre
     dst = _validate.path("dst", dst)
     source, classes = _source_for(src)
     start = time.perf_counter()
-    result = _native.pack(source, classes, dst, shard_bytes, num_threads or 0, part, parts, progress, validate,
-                          max_pixels, bool(skip_bad), max_file_bytes)
+    result = _native.pack(source, classes, dst, shard_size=shard_bytes, num_threads=num_threads or 0, part=part,
+                          parts=parts, progress=progress, validate=validate, max_pixels=max_pixels,
+                          skip_bad=bool(skip_bad), max_file_bytes=max_file_bytes)
     return PackSummary(result["samples"], result["payload_bytes"], result["file_bytes"], result["shards"],
                        time.perf_counter() - start, [tuple(k) for k in result["skipped"]])
 
@@ -313,7 +314,7 @@ def verify(dataset: PackedDataset, *, num_threads: int | None = None,
     chunk = 4096
     ranges = [(b, min(b + chunk, n)) for b in range(0, n, chunk)]
     bad: list[tuple[int, str]] = []
-    with ThreadPoolExecutor(num_threads or len(os.sched_getaffinity(0))) as pool:
+    with ThreadPoolExecutor(num_threads or _native.available_cores()) as pool:
         for (b, e), found in zip(ranges, pool.map(lambda r: dataset._native.verify(*r), ranges)):
             bad.extend(found)
             if progress is not None:
@@ -330,7 +331,7 @@ def check_images(dataset, *, validate: str = "full", num_threads: int | None = N
     chunk = 256
     ranges = [(b, min(b + chunk, n)) for b in range(0, n, chunk)]
     bad: list[tuple[int, str]] = []
-    with ThreadPoolExecutor(num_threads or len(os.sched_getaffinity(0))) as pool:
+    with ThreadPoolExecutor(num_threads or _native.available_cores()) as pool:
         for (b, e), found in zip(ranges, pool.map(
                 lambda r: _native.check_images(dataset._native, r[0], r[1], validate), ranges)):
             bad.extend(found)

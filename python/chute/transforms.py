@@ -50,7 +50,9 @@ class RandomResizedCrop:
         self.ratio = ratio
 
     def _to_native(self):
-        return _native.RandomResizedCrop(self.size[0], self.size[1], *self.scale, *self.ratio)
+        (scale_min, scale_max), (ratio_min, ratio_max) = self.scale, self.ratio
+        return _native.RandomResizedCrop(self.size[0], self.size[1], scale_min=scale_min, scale_max=scale_max,
+                                         ratio_min=ratio_min, ratio_max=ratio_max)
 
     def __repr__(self) -> str:
         return f"RandomResizedCrop(size={self.size}, scale={self.scale}, ratio={tuple(round(r, 4) for r in self.ratio)})"
@@ -85,7 +87,7 @@ class CenterCrop:
         self.size = _size_pair(size, "CenterCrop")
 
     def _to_native(self):
-        return _native.CenterCrop(*self.size)
+        return _native.CenterCrop(self.size[0], self.size[1])
 
     def __repr__(self) -> str:
         return f"CenterCrop(size={self.size})"

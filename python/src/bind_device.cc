@@ -111,12 +111,10 @@ void register_device(nb::module_& m) {
   nb::class_<PyDeviceLoader>(m, "DeviceLoader")
       .def(
           "__init__",
-          [](PyDeviceLoader* self, const PyLoader& loader, const PyDevice& device, int device_prefetch,
-             size_t max_device_memory) {
-            DeliveryOptions o{.device_prefetch = device_prefetch, .max_device_memory = max_device_memory};
-            new (self) PyDeviceLoader{unwrap(DeviceLoader::create(device.impl, loader.impl, o)), loader.impl};
+          [](PyDeviceLoader* self, const PyLoader& loader, const PyDevice& device, const DeliveryOptions& options) {
+            new (self) PyDeviceLoader{unwrap(DeviceLoader::create(device.impl, loader.impl, options)), loader.impl};
           },
-          nb::arg("loader"), nb::arg("device"), nb::arg("device_prefetch"), nb::arg("max_device_memory"))
+          nb::arg("loader"), nb::arg("device"), nb::arg("options"))
       .def_prop_ro("num_slots", [](const PyDeviceLoader& l) { return l.impl->num_slots(); })
       .def(
           "start_epoch",
@@ -135,32 +133,20 @@ void register_device(nb::module_& m) {
           "next",
           [](PyDeviceLoader& l, uintptr_t stream) -> nb::object {
             DeviceLoader& d = *l.impl;
-            for (;;) {
-              Result<std::shared_ptr<DeviceBatch>> next = [&] {
-                nb::gil_scoped_release release;
-                return d.next(stream, std::chrono::milliseconds(50));
-              }();
-              if (!next.is_ok() && next.status().code() == StatusCode::kDeadlineExceeded) {
-                if (PyErr_CheckSignals() != 0) throw nb::python_error();
-                continue;
-              }
-              if (!next.is_ok()) {
-                if (l.loader->failed_sample() && next.status().code() != StatusCode::kEnvironment)
-                  throw std::invalid_argument(next.status().message());  // a SampleError; the machine: ResourceError
-                throw_status(next.status());
-              }
-              const std::shared_ptr<DeviceBatch>& b = *next;
-              if (!b) return nb::none();
-              const bool cuda = d.device().kind() == DeviceKind::kCuda;
-              auto owner = [&] {
-                return nb::capsule(new std::shared_ptr<DeviceBatch>(b), [](void* p) noexcept {
-                  delete static_cast<std::shared_ptr<DeviceBatch>*>(p);
-                });
-              };
-              return batch_tensors(b->images(), b->labels(), b->size(), *l.loader, l.loader->options().output.dtype,
-                                   owner, cuda ? nb::device::cuda::value : nb::device::cpu::value,
-                                   cuda ? d.device().index() : 0);
-            }
+            Result<std::shared_ptr<DeviceBatch>> next =
+                wait_interruptibly([&](std::chrono::milliseconds slice) { return d.next(stream, slice); });
+            if (!next.is_ok()) throw_next_error(next.status(), *l.loader);  // chute.SampleError for a bad sample
+            const std::shared_ptr<DeviceBatch>& b = *next;
+            if (!b) return nb::none();
+            const bool cuda = d.device().kind() == DeviceKind::kCuda;
+            auto owner = [&] {
+              return nb::capsule(new std::shared_ptr<DeviceBatch>(b), [](void* p) noexcept {
+                delete static_cast<std::shared_ptr<DeviceBatch>*>(p);
+              });
+            };
+            return batch_tensors(b->images(), b->labels(), b->size(), *l.loader, l.loader->options().output.dtype,
+                                 owner, cuda ? nb::device::cuda::value : nb::device::cpu::value,
+                                 cuda ? d.device().index() : 0);
           },
           nb::arg("stream"))
       .def(

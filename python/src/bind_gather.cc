@@ -61,27 +61,19 @@ void register_gather(nb::module_& m) {
       .def(
           "wait",
           [](PyGatherer& g, int64_t ticket) {
-            // Wait in slices without the GIL; between slices, let Python handle signals (Ctrl-C).
-            for (;;) {
-              Result<GatherBatch> r = [&] {
-                nb::gil_scoped_release release;
-                return g.impl->wait(ticket, std::chrono::milliseconds(50));
-              }();
-              if (r.is_ok()) {
-                GatherBatch& b = r.value();
-                if (b.bad_index) {
-                  PyErr_SetString(PyExc_IndexError, b.status.message().c_str());
-                  throw nb::python_error();
-                }
-                if (!b.status.is_ok()) throw_status(b.status);
-                nb::list out;
-                for (size_t c = 0; c < b.columns.size(); ++c)
-                  out.append(to_tensor(b.columns[c], static_cast<size_t>(b.rows) * g.impl->row_bytes(c)));
-                return out;
-              }
-              if (r.status().code() != StatusCode::kDeadlineExceeded) throw_status(r.status());
-              if (PyErr_CheckSignals() != 0) throw nb::python_error();
+            Result<GatherBatch> r =
+                wait_interruptibly([&](std::chrono::milliseconds slice) { return g.impl->wait(ticket, slice); });
+            if (!r.is_ok()) throw_status(r.status());
+            GatherBatch& b = r.value();
+            if (b.bad_index) {
+              PyErr_SetString(PyExc_IndexError, b.status.message().c_str());
+              throw nb::python_error();
             }
+            if (!b.status.is_ok()) throw_status(b.status);
+            nb::list out;
+            for (size_t c = 0; c < b.columns.size(); ++c)
+              out.append(to_tensor(b.columns[c], static_cast<size_t>(b.rows) * g.impl->row_bytes(c)));
+            return out;
           },
           nb::arg("ticket"),
           "The batch's columns as 1-D uint8 tensors (view them as the dataset's dtype and row shape); "

@@ -92,73 +92,25 @@ nb::tuple to_tensors(const std::shared_ptr<Batch>& batch, const Loader& loader) 
                        [&] { return owner_of(batch); }, nb::device::cpu::value, 0, /*copy_labels=*/true);
 }
 
-nb::object error_tuple(const SampleError& e) {
+nb::object error_tuple(const FailedSample& e) {
   return nb::make_tuple(e.index, fs_str(e.path), fs_str(e.status.to_string()), e.epoch);
 }
 
 }  // namespace
 
 void register_loader(nb::module_& m) {
-  static nb::exception<std::invalid_argument> sample_error(m, "SampleError", PyExc_RuntimeError);
-
   nb::class_<PyLoader>(m, "Loader")
       .def(
           "__init__",
-          [](PyLoader* self, std::shared_ptr<Source> source, const nb::list& transforms, int64_t batch_size,
-             bool shuffle, uint64_t seed, bool drop_last, int num_threads, int max_threads, int prefetch,
-             size_t max_memory, const std::string& dtype,
-             bool channels_last, const std::string& on_error, int64_t max_pixels, bool apply_exif_orientation, bool scaled_decode, int64_t rank, int64_t world_size,
-             bool even_split, nb::handle pinned_by, int extra_buffers, std::optional<std::vector<int>> cpu_affinity,
-             bool validate_full, uint64_t max_file_bytes,
-             std::optional<size_t> max_ring_bytes, bool accept_truncated) {
-            LoaderOptions o;
-            o.batch_size = batch_size;
-            o.shuffle = shuffle;
-            o.seed = seed;
-            o.drop_last = drop_last;
-            o.num_threads = num_threads;
-            o.max_threads = max_threads;
-            o.prefetch = prefetch;
-            o.max_memory = max_memory;
-            if (dtype == "uint8") o.output.dtype = DType::kUInt8;
-            else if (dtype == "float32") o.output.dtype = DType::kFloat32;
-            else if (dtype == "float16") o.output.dtype = DType::kFloat16;
-            else if (dtype == "bfloat16") o.output.dtype = DType::kBFloat16;
-            else throw nb::value_error(("unsupported dtype " + dtype).c_str());
-            o.output.layout = channels_last ? Layout::kNHWC : Layout::kNCHW;
-            o.decode.max_pixels = max_pixels;
-            o.decode.apply_exif_orientation = apply_exif_orientation;
-            o.decode.scaled_decode = scaled_decode;
-            o.decode.validate_full = validate_full;
-            o.decode.max_file_bytes = max_file_bytes;
-            o.shard = {rank, world_size, even_split};
-            if (on_error == "raise") o.on_error = ErrorPolicy::kRaise;
-            else if (on_error == "skip") o.on_error = ErrorPolicy::kSkip;
-            else throw nb::value_error("on_error must be 'raise' or 'skip'");
-            // GPU delivery (bind_device.cc): pinned ring buffers from that device, room for copies in flight;
-            // or blocks lent by torch's caching host allocator, handed over with each batch (pin_memory).
-            if (nb::isinstance<PyDevice>(pinned_by)) o.host_allocator = nb::cast<PyDevice&>(pinned_by).impl->host_allocator();
-            else if (nb::isinstance<PyBlockPool>(pinned_by)) o.host_allocator = nb::cast<PyBlockPool&>(pinned_by).impl;
-            else if (!pinned_by.is_none()) throw nb::type_error("pinned_by: a Device or a BlockPool");
-            o.extra_buffers = extra_buffers;
-            o.cpu_affinity = std::move(cpu_affinity);
-            if (max_ring_bytes) o.max_ring_bytes = *max_ring_bytes;
-            o.decode.accept_truncated = accept_truncated;
+          [](PyLoader* self, std::shared_ptr<Source> source, const nb::list& transforms, const LoaderOptions& options) {
             Pipeline pipeline = make_pipeline(transforms);
             std::optional<Result<std::unique_ptr<Loader>>> made;
             // Built on the CPUs its workers will use, so that its pinned buffers are allocated on their node.
-            run_on_cpus(o.cpu_affinity.value_or(std::vector<int>{}),
-                        [&] { made.emplace(Loader::create(std::move(source), std::move(pipeline), o)); });
+            run_on_cpus(options.cpu_affinity.value_or(std::vector<int>{}),
+                        [&] { made.emplace(Loader::create(std::move(source), std::move(pipeline), options)); });
             new (self) PyLoader{unwrap(std::move(*made))};
           },
-          nb::arg("source"), nb::arg("transforms"), nb::arg("batch_size"), nb::arg("shuffle"), nb::arg("seed"),
-          nb::arg("drop_last"), nb::arg("num_threads"), nb::arg("max_threads"), nb::arg("prefetch"),
-          nb::arg("max_memory"), nb::arg("dtype"),
-          nb::arg("channels_last"), nb::arg("on_error"), nb::arg("max_pixels"), nb::arg("apply_exif_orientation"), nb::arg("scaled_decode"),
-          nb::arg("rank"), nb::arg("world_size"), nb::arg("even_split"), nb::arg("pinned_by").none() = nb::none(),
-          nb::arg("extra_buffers") = 0, nb::arg("cpu_affinity").none() = nb::none(),
-          nb::arg("validate_full") = false, nb::arg("max_file_bytes") = kDefaultMaxFileBytes,
-          nb::arg("max_ring_bytes").none() = nb::none(), nb::arg("accept_truncated") = false)
+          nb::arg("source"), nb::arg("transforms"), nb::arg("options"))
       .def("__len__", [](const PyLoader& l) { return l.impl->num_batches(); })
       .def_prop_ro("num_threads", [](const PyLoader& l) { return l.impl->num_threads(); })
       .def_prop_ro("active_threads", [](const PyLoader& l) { return l.impl->active_threads(); })
@@ -196,43 +148,21 @@ void register_loader(nb::module_& m) {
       .def("next",
            [](PyLoader& l, bool hand_over) -> nb::object {
              Loader& loader = *l.impl;
-             auto finish = [&](Result<std::shared_ptr<Batch>>& next) -> nb::object {
-               if (!next.is_ok()) {
-                 // A bad sample is a SampleError; the machine failing (kEnvironment) is chute.ResourceError.
-                 // The message may name a file that is not UTF-8.
-                 if (loader.failed_sample() && next.status().code() != StatusCode::kEnvironment) {
-                   PyErr_SetObject(sample_error.ptr(), fs_str(next.status().message()).ptr());
-                   throw nb::python_error();
-                 }
-                 throw_status(next.status());
-               }
-               if (!*next) return nb::none();
-               if (hand_over) (*next)->hand_over();
-               return to_tensors(*next, loader);
-             };
-             // Wait in slices without the GIL; between slices, let Python handle signals (Ctrl-C).
-             for (;;) {
-               Result<std::shared_ptr<Batch>> next = [&] {
-                 nb::gil_scoped_release release;
-                 return loader.next(std::chrono::milliseconds(50));
-               }();
-               if (next.is_ok() || next.status().code() != StatusCode::kDeadlineExceeded) return finish(next);
-               if (PyErr_CheckSignals() != 0) throw nb::python_error();
-             }
+             Result<std::shared_ptr<Batch>> next =
+                 wait_interruptibly([&](std::chrono::milliseconds slice) { return loader.next(slice); });
+             if (!next.is_ok()) throw_next_error(next.status(), loader);  // chute.SampleError for a bad sample
+             if (!*next) return nb::none();
+             if (hand_over) (*next)->hand_over();
+             return to_tensors(*next, loader);
            }, nb::arg("hand_over") = false)
       .def("host_blocks_wanted", [](const PyLoader& l) { return l.impl->host_blocks_wanted(); })
       .def_prop_ro("host_block_bytes", [](const PyLoader& l) { return l.impl->host_block_bytes(); })
       .def("host_blocks_added", [](PyLoader& l) { l.impl->host_blocks_added(); })
-      .def("failed_sample",
-           [](const PyLoader& l) -> nb::object {
-             auto e = l.impl->failed_sample();
-             return e ? error_tuple(*e) : nb::none();
-           })
       .def(
           "errors",
           [](const PyLoader& l, size_t first) {
             nb::list out;
-            for (const SampleError& e : l.impl->errors(first)) out.append(error_tuple(e));
+            for (const FailedSample& e : l.impl->errors(first)) out.append(error_tuple(e));
             return out;
           },
           nb::arg("first") = 0)

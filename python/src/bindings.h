@@ -4,6 +4,8 @@
 
 #include <nanobind/nanobind.h>
 
+#include <chrono>
+#include <exception>
 #include <functional>
 #include <memory>
 
@@ -22,6 +24,38 @@ namespace nb = nanobind;
 // Unsupported -> ValueError, Environment -> chute.ResourceError (an OSError and a RuntimeError),
 // everything else -> RuntimeError.
 [[noreturn]] void throw_status(const Status& status);
+
+// A sample's error (ErrorPolicy::kRaise), as the engine recorded it. Thrown under a binding, it is raised
+// in Python as chute.SampleError(index, path, reason, epoch) (the translator in module.cc): the one Python
+// class for a bad sample. Nothing else becomes a SampleError; std::invalid_argument stays a ValueError.
+class SampleException : public std::exception {
+ public:
+  explicit SampleException(FailedSample sample) : sample_(std::move(sample)) {}
+  const FailedSample& sample() const { return sample_; }
+  const char* what() const noexcept override { return "a sample failed"; }
+
+ private:
+  FailedSample sample_;
+};
+
+// The error a loader's next() returned, raised: SampleException when it is the sample's fault (the loader
+// names it in failed_sample()), chute.ResourceError for the machine (kEnvironment), else as throw_status.
+[[noreturn]] void throw_next_error(const Status& status, const Loader& loader);
+
+// Calls `wait(timeout)` (a Result that is kDeadlineExceeded while nothing is ready) in slices without the
+// GIL; between slices Python handles signals, so Ctrl-C interrupts a wait for a batch.
+template <typename Wait>
+auto wait_interruptibly(Wait&& wait) -> decltype(wait(std::chrono::milliseconds(0))) {
+  constexpr std::chrono::milliseconds kSlice(50);
+  for (;;) {
+    auto result = [&] {
+      nb::gil_scoped_release release;
+      return wait(kSlice);
+    }();
+    if (result.is_ok() || result.status().code() != StatusCode::kDeadlineExceeded) return result;
+    if (PyErr_CheckSignals() != 0) throw nb::python_error();
+  }
+}
 
 template <typename T>
 T unwrap(Result<T> result) {
@@ -70,6 +104,7 @@ nb::tuple batch_tensors(void* images, int64_t* labels, int64_t size, const Loade
 // chute.LoaderStats presents them.
 nb::dict stats_dict(const LoaderStats& s);
 
+void register_options(nb::module_& m);
 void register_sources(nb::module_& m);
 void register_transforms(nb::module_& m);
 void register_loader(nb::module_& m);

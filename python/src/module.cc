@@ -1,6 +1,8 @@
 #include "bindings.h"
 #include "fs_path.h"
 
+#include <optional>
+
 namespace chute::py {
 
 void throw_status(const Status& status) {
@@ -31,10 +33,36 @@ void throw_status(const Status& status) {
   throw nb::python_error();
 }
 
+void throw_next_error(const Status& status, const Loader& loader) {
+  std::optional<FailedSample> failed = loader.failed_sample();
+  if (failed && status.code() != StatusCode::kEnvironment) throw SampleException(std::move(*failed));
+  throw_status(status);
+}
+
+namespace {
+
+void translate_sample_exception(const std::exception_ptr& p, void*) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const SampleException& e) {
+    try {
+      const FailedSample& s = e.sample();
+      nb::object type = nb::module_::import_("chute.errors").attr("SampleError");
+      nb::object error = type(s.index, fs_str(s.path), fs_str(s.status.to_string()), s.epoch);
+      PyErr_SetObject(type.ptr(), error.ptr());
+    } catch (nb::python_error& failed) {  // building the exception failed: raise that instead
+      failed.restore();
+    }
+  }
+}
+
+}  // namespace
 }  // namespace chute::py
 
 NB_MODULE(_native, m) {
   m.doc() = "chute's native engine. Use the chute package, not this module.";
+  nanobind::register_exception_translator(chute::py::translate_sample_exception);
+  chute::py::register_options(m);
   chute::py::register_sources(m);
   chute::py::register_transforms(m);
   chute::py::register_loader(m);

@@ -38,6 +38,11 @@ namespace chute {
 struct DeliveryOptions {
   int device_prefetch = 2;                      // batches copied ahead of the consumer
   size_t max_device_memory = size_t{4} << 30;  // bytes of device batch buffers, at most
+
+  // device_prefetch + 1 ring slots must stay a C int.
+  static constexpr OptionRange kDevicePrefetch{"device_prefetch", 1, kInt32Max - 1};
+  static constexpr OptionRange kMaxDeviceMemory{"max_device_memory", 1, kUInt64Max};
+  Status validate() const;  // DeviceLoader::create runs it
 };
 
 struct DeviceRing;

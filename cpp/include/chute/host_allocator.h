@@ -38,7 +38,7 @@ class HostAllocator {
   virtual void handed_over(void* /*p*/, size_t /*bytes*/) noexcept {}
 };
 
-// Page-aligned heap memory (aligned_alloc): the default.
+// Page-aligned anonymous mappings (mmap, marked MADV_WIPEONFORK so a fork does not share them): the default.
 std::shared_ptr<HostAllocator> heap_allocator();
 
 // BlockPool: pinned blocks lent by the consumer's framework (for torch: torch.empty(n, pin_memory=True),

@@ -30,12 +30,14 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "chute/autotune.h"
 #include "chute/fork.h"
 #include "chute/host_allocator.h"
+#include "chute/option_range.h"
 #include "chute/output.h"
 #include "chute/processor.h"
 #include "chute/sampler.h"
@@ -46,6 +48,13 @@
 namespace chute {
 
 enum class ErrorPolicy { kRaise, kSkip };
+// "raise", "skip", and back.
+const char* error_policy_name(ErrorPolicy policy);
+Result<ErrorPolicy> parse_error_policy(std::string_view name);
+
+// Everything a Loader is built from. The defaults are here and nowhere else; validate() is the one check
+// (Loader::create runs it; the Python binding converts arguments against the same OptionRanges), and
+// chute._native.LoaderOptions is this struct, constructed by keyword.
 
 struct LoaderOptions {
   int64_t batch_size = 1;
@@ -76,9 +85,25 @@ struct LoaderOptions {
   // Buffers added to the ring for batches the consumer holds beyond the usual one: a DeviceLoader holds
   // each host batch until its copy to the device has completed.
   int extra_buffers = 0;
+
+  static constexpr OptionRange kBatchSize{"batch_size", 1, kInt64Max};
+  static constexpr OptionRange kSeed{"seed", 0, kUInt64Max};
+  static constexpr OptionRange kNumThreads{"num_threads", 1, kInt32Max, "'auto'"};
+  static constexpr OptionRange kMaxThreads{"max_threads", 1, kInt32Max, "None"};
+  static constexpr OptionRange kPrefetch{"prefetch", 1, kInt32Max, "'auto'"};
+  static constexpr OptionRange kMaxMemory{"max_memory", 1, kUInt64Max};
+  static constexpr OptionRange kMaxRingBytes{"max_ring_bytes", 1, kUInt64Max};
+  static constexpr OptionRange kExtraBuffers{"extra_buffers", 0, kInt32Max};
+  static constexpr OptionRange kRank{"rank", 0, kInt64Max};
+  static constexpr OptionRange kWorldSize{"world_size", 1, kInt64Max};
+  // Ok, or kInvalidArgument naming the first option out of range or in conflict with another. Checks that
+  // need the source or the pipeline (the shard against the dataset, buffer sizes) are Loader::create's.
+  Status validate() const;
 };
 
-struct SampleError {
+// A sample that failed: which one, where, why, in which epoch. The Python binding raises it as
+// chute.SampleError (index, path, reason = status.to_string(), epoch).
+struct FailedSample {
   int64_t index = 0;  // index in the source
   std::string path;
   Status status;
@@ -149,9 +174,9 @@ class Loader {
   // waits in slices so that Ctrl-C is handled while no batch is ready).
   Result<std::shared_ptr<Batch>> next(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   // With kRaise, the sample whose error next() returned.
-  std::optional<SampleError> failed_sample() const;
+  std::optional<FailedSample> failed_sample() const;
   // Samples skipped so far (kSkip), oldest first; from the `first`-th on (to fetch only new ones).
-  std::vector<SampleError> errors(size_t first = 0) const;
+  std::vector<FailedSample> errors(size_t first = 0) const;
   // Decoder warnings that left their image intact (e.g. libjpeg's "extraneous bytes before marker",
   // common in ImageNet), counted over the loader's life.
   int64_t decode_warnings() const;

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 #include "chute/transforms.h"
 
@@ -16,6 +17,9 @@ enum class DType { kUInt8, kFloat32, kFloat16, kBFloat16 };
 enum class Layout { kNCHW, kNHWC };
 
 size_t dtype_size(DType dtype);
+// "uint8", "float32", "float16", "bfloat16" (torch's names), and back.
+const char* dtype_name(DType dtype);
+Result<DType> parse_dtype(std::string_view name);
 
 struct OutputFormat {
   DType dtype = DType::kUInt8;

@@ -10,6 +10,7 @@
 
 #include "chute/decode_budget.h"
 #include "chute/image_decoder.h"
+#include "chute/option_range.h"
 #include "chute/output.h"
 #include "chute/resample.h"
 #include "chute/source.h"
@@ -36,6 +37,11 @@ struct DecodeOptions {
   std::shared_ptr<DecodeBudget> budget;
   // Decode JPEGs whose data ends early, the rest gray, as PIL does with ImageFile.LOAD_TRUNCATED_IMAGES.
   bool accept_truncated = false;
+
+  static constexpr OptionRange kMaxPixels{"max_pixels", 1, kInt64Max};
+  static constexpr OptionRange kMaxFileBytes{"max_file_bytes", 1, kUInt64Max};
+  // Ok, or kInvalidArgument naming the first option out of range (the message Python shows as ValueError).
+  Status validate() const;
 };
 
 // The scratch memory a sample's decode and resample will use at most: the encoded file, the decoded

@@ -5,13 +5,14 @@ from __future__ import annotations
 import io
 import json
 import multiprocessing
-import os
 import shutil
 import tempfile
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
+
+from chute import _native
 
 VERSION = 1
 DATASET_NAME = f"bench-imagenet-like-v{VERSION}"
@@ -129,7 +130,7 @@ def _read_manifest(root: Path) -> dict | None:
 
 def _generate(tmp: Path, tasks: list[tuple[Path, int, int]], progress: bool) -> None:
     """Write all images of ``tasks`` in parallel, with an optional progress bar."""
-    processes = max(1, min(len(os.sched_getaffinity(0)), len(tasks)))
+    processes = max(1, min(_native.available_cores(), len(tasks)))
     with multiprocessing.Pool(processes) as pool:
         results = pool.imap_unordered(_write_image, tasks, chunksize=8)
         if not progress:

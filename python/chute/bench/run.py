@@ -11,7 +11,6 @@ DataLoader ran (seen on this workplace's machines, which run proactive memory re
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -21,11 +20,8 @@ from typing import Callable, Iterable
 import torch
 
 import chute
+from chute._native import available_cores  # affinity within the cgroup's CPU quota (chute/cores.h)
 from chute.bench import torch_peer
-
-
-def available_cores() -> int:
-    return len(os.sched_getaffinity(0))
 
 
 @dataclass

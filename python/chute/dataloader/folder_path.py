@@ -86,7 +86,7 @@ _JPEG_EXTENSIONS = (".jpg", ".jpeg")
 # by the consumer beyond it are copied out instead (FolderPlan._own_if_ring_full).
 _RING_BYTES = 2 << 30
 _PIL_MAX_IMAGE_PIXELS = int(1024 * 1024 * 1024 // 4 // 3)  # PIL.Image.MAX_IMAGE_PIXELS's default
-_DEFAULT_MAX_PIXELS = 200_000_000  # chute.Loader's max_pixels default
+_DEFAULT_MAX_PIXELS = _native.DecodeOptions().max_pixels  # chute.Loader's max_pixels default
 
 
 def _torchvision_base(dataset):
@@ -247,10 +247,11 @@ class FolderPlan(Plan):
     def _loader_for(self, batch_size: int):
         loader = self._loaders.get(batch_size)
         if loader is None:
-            loader = _native.Loader(
-                self._source, self._native_transforms, batch_size, False, 0, False, 0, 0, 0, 2 << 30,
-                "float32" if self.dtype == torch.float32 else "uint8", False, self.on_error, self._max_pixels,
-                False, False, 0, 1, False, max_ring_bytes=_RING_BYTES, accept_truncated=self._accept_truncated)
+            decode = _native.DecodeOptions(max_pixels=self._max_pixels, accept_truncated=self._accept_truncated)
+            options = _native.LoaderOptions(batch_size=batch_size, max_ring_bytes=_RING_BYTES, decode=decode,
+                                            dtype="float32" if self.dtype == torch.float32 else "uint8",
+                                            on_error=self.on_error)
+            loader = _native.Loader(self._source, self._native_transforms, options)
             self._loaders[batch_size] = loader
         return loader
 
@@ -291,12 +292,12 @@ class FolderPlan(Plan):
             while True:
                 try:
                     batch = native.next()
-                except _native.SampleError:  # in place of its batch; the epoch goes on, as in torch
-                    index, path, reason, _ = native.failed_sample()
+                except SampleError as e:  # in place of its batch; the epoch goes on, as in torch
+                    reason = e.reason
                     if "(max_pixels" in reason:  # the limit the user sets here is PIL's
                         reason += ("; on the DataLoader fast path the limit is twice PIL.Image.MAX_IMAGE_PIXELS, "
                                    "as in PIL: set that (None: no limit) to change it")
-                    yield RaiseInPlace(SampleError(index, path, reason, epoch))
+                    yield RaiseInPlace(SampleError(e.index, e.path, reason, epoch))
                     continue
                 if batch is None:
                     break

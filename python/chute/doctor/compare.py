@@ -11,6 +11,7 @@ import torch
 from torch.utils.data import DataLoader, RandomSampler
 
 import chute
+from chute import _native
 from chute.dataloader.base import Fallback
 from chute.dataloader.translate import V1, translate
 
@@ -77,7 +78,7 @@ def torch_equivalent(dl: DataLoader) -> DataLoader | None:
     chute.DataLoader fast path. None when it was built from a custom batch sampler."""
     if dl.batch_size is None:
         return None
-    workers = dl.num_workers or len(os.sched_getaffinity(0))
+    workers = dl.num_workers or _native.available_cores()
     return DataLoader(dl.dataset, batch_size=dl.batch_size, shuffle=isinstance(dl.sampler, RandomSampler),
                       num_workers=workers, collate_fn=dl.collate_fn, pin_memory=dl.pin_memory,
                       drop_last=dl.drop_last, prefetch_factor=dl.prefetch_factor or 2)

@@ -52,7 +52,9 @@ def child_pids(pid: int | str = "self") -> list[int]:
 
 
 def available_cores() -> int:
-    return len(os.sched_getaffinity(0))
+    """The engine's count (chute/cores.h): the affinity mask, within the cgroup's CPU quota."""
+    from chute import _native
+    return _native.available_cores()
 
 
 def _parse_cpulist(text: str) -> set[int]:
