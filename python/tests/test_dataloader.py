@@ -50,8 +50,26 @@ def _fd_count() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+def _our_pids() -> set[int]:
+    """This process and its children (the DataLoader's workers)."""
+    pids = {os.getpid()}
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/children") as f:
+                pids.update(int(p) for p in f.read().split())
+        except OSError:
+            pass
+    return pids
+
+
 def _shm_files() -> int:
-    return len(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else 0
+    """/dev/shm entries this process and its workers made (torch names them torch_<pid>_...; others' entries,
+    from tests running beside this one, do not count)."""
+    if not os.path.isdir("/dev/shm"):
+        return 0
+    pids = _our_pids()
+    return sum(1 for name in os.listdir("/dev/shm")
+               if name.startswith("torch_") and name.split("_")[1].isdigit() and int(name.split("_")[1]) in pids)
 
 
 def _check(batch, first):
