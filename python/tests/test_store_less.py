@@ -223,3 +223,25 @@ def test_cli_pack_flags_and_inspect_report_kinds_size_and_error(folder, tmp_path
     with pytest.raises(SystemExit):  # argparse: not allowed together
         cli_main(["pack", str(folder), str(tmp_path / "x"), "--max-side", "5", "--max-shorter-side", "5"])
     assert "not allowed with argument --max-side" in capsys.readouterr().err
+
+
+def test_raw_and_reencoded_records_keep_the_exif_orientation(tmp_path):
+    # Stored pixels stay as the source stored them, with its orientation recorded: apply_exif_orientation
+    # turns a raw record exactly as it turns the source JPEG, and a re-encoded one the same way.
+    rng = np.random.default_rng(3)
+    src = tmp_path / "src"
+    (src / "a").mkdir(parents=True)
+    for k, orientation in enumerate((1, 3, 6, 8)):
+        exif = Image.Exif()
+        exif[0x0112] = orientation
+        natural_image(rng, 90, 60).save(src / "a" / f"{k}.jpg", quality=92, exif=exif.tobytes())
+    chute.pack(src, tmp_path / "raw", raw=True)
+    chute.pack(src, tmp_path / "small", max_side=45, raw=True)
+    kwargs = dict(batch_size=4, transforms=[chute.Resize(40), chute.CenterCrop(32)], apply_exif_orientation=True)
+    (want, _), = collect(chute.Loader(chute.ImageFolder(src), **kwargs))
+    (got, _), = collect(chute.Loader(chute.open(tmp_path / "raw"), **kwargs))
+    assert torch.equal(want, got)
+    (small, _), = collect(chute.Loader(chute.open(tmp_path / "small"), **kwargs))
+    assert small.shape == want.shape
+    for k in range(4):  # upright: the downscaled copy is close to the original's pixels, not their rotation
+        assert (small[k].float() - want[k].float()).abs().mean() < 12, k
