@@ -35,8 +35,9 @@ RecordKind original_kind(std::span<const uint8_t> data) {
     case ImageFormat::kJpeg: return RecordKind::kJpeg;
     case ImageFormat::kPng: return RecordKind::kPng;
     case ImageFormat::kWebp: return RecordKind::kWebp;
-    case ImageFormat::kRaw: return RawDecoder::is_raw(data) && data.size() > 17 && data[17] == 0 ? RecordKind::kRaw
-                                                                                                   : RecordKind::kRawZstd;
+    case ImageFormat::kRaw:  // byte 17: the compression (raw_image.h)
+      return data.size() > 17 && data[17] == static_cast<uint8_t>(RawCompression::kNone) ? RecordKind::kRaw
+                                                                                          : RecordKind::kRawZstd;
     case ImageFormat::kUnknown: break;
   }
   return RecordKind::kUnknown;

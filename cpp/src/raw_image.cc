@@ -129,7 +129,7 @@ int RawDecoder::orientation(std::span<const uint8_t> data) {
 
 Result<ImageView> RawDecoder::decode(std::span<const uint8_t> data, Window win, std::vector<uint8_t>& buffer,
                                      size_t padding) {
-  CHUTE_ASSIGN_OR_RETURN(const ImageInfo info, read_info(data));
+  CHUTE_ASSIGN_OR_RETURN(const ImageInfo info, read_info(data));  // the header, checked, and the pixel cap
   const Header h = parse_header(data).value();
   CHUTE_CHECK(win.x >= 0 && win.y >= 0 && win.width > 0 && win.height > 0 && win.x + win.width <= info.width &&
               win.y + win.height <= info.height);

@@ -306,25 +306,21 @@ void register_packed(nb::module_& m) {
         // The whole image as the loader decodes it (any format chute reads, raw records included), as
         // (RGB bytes, width, height): what `chute inspect` compares against the source's pixels.
         const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(data.data()), data.size());
-        std::vector<uint8_t> buffer;
-        Result<ImageView> view = unsupported("");
+        std::string rgb;
         ImageInfo info;
-        {
+        const Status st = [&]() -> Status {
           nb::gil_scoped_release release;
           ImageDecoder decoder(max_pixels);
-          Result<ImageInfo> header = decoder.read_info(bytes);
-          if (header.is_ok()) {
-            info = header.value();
-            view = decoder.decode(bytes, Window{0, 0, info.width, info.height}, buffer);
-          } else {
-            view = header.status();
-          }
-        }
-        if (!view.is_ok()) throw_status(view.status());
-        std::string rgb(static_cast<size_t>(info.width) * info.height * 3, '\0');
-        for (int y = 0; y < info.height; ++y)
-          std::memcpy(rgb.data() + static_cast<size_t>(y) * info.width * 3, view.value().pixels + y * view.value().pitch,
-                      static_cast<size_t>(info.width) * 3);
+          std::vector<uint8_t> buffer;
+          CHUTE_ASSIGN_OR_RETURN(info, decoder.read_info(bytes));
+          CHUTE_ASSIGN_OR_RETURN(const ImageView view,
+                                 decoder.decode(bytes, Window{0, 0, info.width, info.height}, buffer));
+          const size_t row = static_cast<size_t>(info.width) * 3;
+          rgb.resize(row * static_cast<size_t>(info.height));
+          for (int y = 0; y < info.height; ++y) std::memcpy(rgb.data() + y * row, view.pixels + y * view.pitch, row);
+          return Status::ok();
+        }();
+        if (!st.is_ok()) throw_status(st);
         return nb::make_tuple(nb::bytes(rgb.data(), rgb.size()), info.width, info.height);
       },
       nb::arg("data"), nb::arg("max_pixels") = kDefaultMaxPixels);
