@@ -38,4 +38,12 @@ if(NOT XXHASH_INCLUDE_DIR)
   chute_missing_dependency("the xxHash header (xxhash.h)" libxxhash-dev xxhash-devel)
 endif()
 
+# zstd: compression of the raw-pixel records of packed datasets (`chute pack --raw`). Linked; the wheel
+# bundles libzstd.so.1 like the image libraries.
+find_path(ZSTD_INCLUDE_DIR zstd.h DOC "zstd header")
+find_library(ZSTD_LIBRARY NAMES zstd DOC "libzstd")
+if(NOT ZSTD_INCLUDE_DIR OR NOT ZSTD_LIBRARY)
+  chute_missing_dependency("zstd (headers and library)" libzstd-dev libzstd-devel)
+endif()
+
 find_package(Threads REQUIRED)

@@ -6,7 +6,7 @@ small packed datasets written by chute.pack (so the chute package must be import
 .venv/bin/python), as control byte + index length + index + first shard; tar_fuzz gets tar files
 (ustar, GNU long names, pax) laid out as WebDataset shards.
 
-    .venv/bin/python scripts/make_fuzz_corpus.py OUT_DIR   # OUT_DIR/{decode,png,webp,exif,shard,tar}
+    .venv/bin/python scripts/make_fuzz_corpus.py OUT_DIR   # OUT_DIR/{decode,png,webp,raw,exif,shard,tar}
 """
 
 from __future__ import annotations
@@ -116,15 +116,35 @@ def tar_seeds() -> dict[str, bytes]:
     return out
 
 
+def raw_seeds() -> dict[str, bytes]:
+    """Raw-pixel payloads (raw_image.h), uncompressed and zstd, as `chute pack --raw` writes them: the
+    uncompressed one built here from the layout, the zstd one packed by chute (none without chute)."""
+    rng = np.random.default_rng(1)
+    pixels = rng.integers(0, 256, (12, 20, 3), dtype=np.uint8)
+    header = b"CHUTEPIX" + struct.pack("<IIBBB5xQ", 20, 12, 3, 0, 1, pixels.size)
+    out = {"plain.raw": header + pixels.tobytes()}
+    try:
+        import chute
+    except ImportError:
+        return out
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        (tmp / "a").mkdir()
+        Image.fromarray(pixels).save(tmp / "a" / "x.png")
+        chute.pack(tmp, tmp / "raw", raw=True)
+        out["zstd.raw"] = chute.open(tmp / "raw")[0][0]
+    return out
+
+
 def main() -> None:
     root = Path(sys.argv[1])
     for target, seeds in (("shard", packed_seeds()), ("tar", tar_seeds())):
         (root / target).mkdir(parents=True, exist_ok=True)
         for name, data in seeds.items():
             (root / target / name).write_bytes(data)
-    for target in ("decode", "png", "webp", "exif"):
+    for target in ("decode", "png", "webp", "exif", "raw"):
         (root / target).mkdir(parents=True, exist_ok=True)
-    for name, data in images().items():
+    for name, data in {**images(), **raw_seeds()}.items():
         for control in (0x00, 0x3D, 0x40):  # whole image; a window at reduction 2; the whole-file check
             (root / "decode" / f"{control:02x}_{name}").write_bytes(bytes([control]) + data)
         if name.endswith(".jpg"):

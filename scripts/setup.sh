@@ -14,10 +14,10 @@ dev=""
 [ "${1:-}" = "--dev" ] && dev=1
 
 # --- system packages (Debian) ---------------------------------------------------------------------
-# To build chute: a C++20 compiler, libjpeg-turbo, libpng (+ zlib), libwebp (WebP decoding) and the xxHash
-# header (the packed format's checksums, header-only). cmake/ChuteDependencies.cmake names the same
+# To build chute: a C++20 compiler, libjpeg-turbo, libpng (+ zlib), libwebp (WebP decoding), zstd (raw
+# records of packed datasets) and the xxHash header (the packed format's checksums, header-only). cmake/ChuteDependencies.cmake names the same
 # packages when one is missing.
-apt_pkgs=(g++ make libjpeg62-turbo-dev libpng-dev libwebp-dev libxxhash-dev)
+apt_pkgs=(g++ make libjpeg62-turbo-dev libpng-dev libwebp-dev libzstd-dev libxxhash-dev)
 # Developer tools: gtest and google/benchmark (C++ tests and microbenchmarks), clang and its runtime
 # libraries (libFuzzer, sanitizers), chromium + fonts (the doctor's HTML report rendered headless in a test).
 [ -n "$dev" ] && apt_pkgs+=(libgtest-dev libbenchmark-dev clang libclang-rt-14-dev chromium fonts-dejavu-core)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds a self-contained wheel in dist/: `pip wheel`, then `auditwheel repair`, which copies the shared
-# libraries chute links (libjpeg-turbo, libpng, libwebp, zlib) into the wheel (chute.libs/) and retags it manylinux_*.
+# libraries chute links (libjpeg-turbo, libpng, libwebp, libzstd, zlib) into the wheel (chute.libs/) and retags it manylinux_*.
 #   scripts/wheel.sh            # build dist/chute-*-manylinux_*.whl
 #   scripts/wheel.sh --check    # then install it into a new venv beside torch and check it (below)
 # The check: `auditwheel show` names a manylinux tag; ldd of the installed extension, with LD_LIBRARY_PATH

@@ -30,6 +30,7 @@ ImageFormat detect_format(std::span<const uint8_t> data) {
   if (JpegDecoder::is_jpeg(data)) return ImageFormat::kJpeg;
   if (PngDecoder::is_png(data)) return ImageFormat::kPng;
   if (WebpDecoder::is_webp(data)) return ImageFormat::kWebp;
+  if (RawDecoder::is_raw(data)) return ImageFormat::kRaw;
   return ImageFormat::kUnknown;
 }
 
@@ -38,6 +39,7 @@ Result<ImageInfo> ImageDecoder::read_info(std::span<const uint8_t> data) {
     case ImageFormat::kJpeg: return jpeg_.read_info(data);
     case ImageFormat::kPng: return png_.read_info(data);
     case ImageFormat::kWebp: return webp_.read_info(data);
+    case ImageFormat::kRaw: return raw_.read_info(data);
     case ImageFormat::kUnknown: break;
   }
   return unsupported_format(data);
@@ -53,6 +55,9 @@ Result<ImageView> ImageDecoder::decode(std::span<const uint8_t> data, Window win
     case ImageFormat::kWebp:
       CHUTE_CHECK(reduction == 1);
       return webp_.decode(data, window, buffer, padding);
+    case ImageFormat::kRaw:
+      CHUTE_CHECK(reduction == 1);
+      return raw_.decode(data, window, buffer, padding);
     case ImageFormat::kUnknown: break;
   }
   return unsupported_format(data);
@@ -76,7 +81,11 @@ int ImageDecoder::max_reduction(std::span<const uint8_t> data) {
 }
 
 int ImageDecoder::orientation(std::span<const uint8_t> data) {
-  return detect_format(data) == ImageFormat::kJpeg ? jpeg_exif_orientation(data) : 1;
+  switch (detect_format(data)) {
+    case ImageFormat::kJpeg: return jpeg_exif_orientation(data);
+    case ImageFormat::kRaw: return RawDecoder::orientation(data);
+    default: return 1;
+  }
 }
 
 }  // namespace chute

@@ -153,6 +153,7 @@ struct Slot {
   std::vector<uint8_t> header;
   std::string key;
   int64_t label = 0;
+  IndexEntry meta;  // source_bytes, kind, width and height of the record
   Status status;
   bool rejected = false;  // status is the image check's verdict, not a read error
   bool ready = false;
@@ -201,6 +202,9 @@ Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::s
   if (o.shard_size < 4096) return invalid_argument("shard_size must be at least 4096 bytes");
   const int64_t n = source.size();
   if (n == 0) return invalid_argument("nothing to pack: the source is empty");
+  CHUTE_RETURN_IF_ERROR(o.store.validate());
+  if (o.store.active() && o.check == ImageCheck::kNone)
+    return invalid_argument("storing less (resize, re-encode, raw) decodes every image: it needs an image check");
   const int64_t begin = n * o.part / o.parts, end = n * (o.part + 1) / o.parts;
   std::error_code ec;
   std::filesystem::create_directories(o.dst, ec);
@@ -217,9 +221,29 @@ Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::s
   int64_t written = begin;  // guarded by mu: the next sample the writer appends
   bool stop = false;        // guarded by mu
   std::atomic<int64_t> next{begin};
+  // The record's kind and stored size in s.meta; under o.store, its payload replaced by what is stored.
+  auto describe_or_transform = [&](Slot& s, ImageDecoder& decoder, RecordTransformer& transformer,
+                                   std::vector<uint8_t>& stored) -> Status {
+    s.meta = IndexEntry{.source_bytes = s.payload.size(), .kind = original_kind(s.payload)};
+    if (o.store.active()) {
+      Result<bool> transformed = transformer.transform(s.payload, o.store, stored, &s.meta);
+      if (!transformed.is_ok()) {
+        s.rejected = transformed.status().code() != StatusCode::kEnvironment;  // the image's fault
+        return transformed.status();
+      }
+      if (transformed.value()) s.payload.swap(stored);
+    } else if (o.check != ImageCheck::kNone) {
+      CHUTE_ASSIGN_OR_RETURN(const ImageInfo info, decoder.read_info(s.payload));
+      s.meta.width = static_cast<uint32_t>(info.width);
+      s.meta.height = static_cast<uint32_t>(info.height);
+    }
+    return Status::ok();
+  };
   auto reader = [&] {
     ImageDecoder decoder(o.max_pixels);  // one per thread
+    RecordTransformer transformer(o.max_pixels);
     std::vector<uint8_t> pixels;         // a kFull check's output, reused
+    std::vector<uint8_t> stored;         // a transformed record's payload
     for (;;) {
       const int64_t i = next.fetch_add(1);
       if (i >= end) return;
@@ -238,6 +262,7 @@ Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::s
             st = decoder.check(s.payload, o.check, pixels);
             s.rejected = !st.is_ok();
           }
+          if (st.is_ok()) st = describe_or_transform(s, decoder, transformer, stored);
           if (st.is_ok()) {
             s.key = o.key ? o.key(i) : source.name(i);
             s.label = source.label(i);
@@ -248,6 +273,7 @@ Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::s
         } catch (const std::bad_alloc&) {  // a reader thread must not terminate the process
           std::vector<uint8_t>().swap(s.payload);
           std::vector<uint8_t>().swap(pixels);
+          std::vector<uint8_t>().swap(stored);
           return out_of_memory("reading this sample for packing");
         }
       });
@@ -287,6 +313,7 @@ Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::s
   std::string keys;
   std::vector<PackSkipped> skipped;
   PackProgress state{0, 0, end - begin};
+  uint64_t source_bytes = 0;
   static constexpr uint8_t kZeros[kAlignment] = {};
   auto close_shard = [&]() -> Status {
     TmpFile& f = *shards.back();
@@ -336,7 +363,10 @@ Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::s
     }
     TmpFile& f = *shards.back();
     entries.push_back({.offset = f.size(), .payload_len = s.payload.size(), .label = s.label, .key_offset = keys.size(),
-                       .shard = static_cast<uint32_t>(shards.size() - 1), .key_len = static_cast<uint32_t>(s.key.size())});
+                       .shard = static_cast<uint32_t>(shards.size() - 1), .key_len = static_cast<uint32_t>(s.key.size()),
+                       .source_bytes = s.meta.source_bytes, .kind = s.meta.kind, .width = s.meta.width,
+                       .height = s.meta.height});
+    source_bytes += s.meta.source_bytes;
     keys += s.key;
     CHUTE_RETURN_IF_ERROR(f.append(s.header));
     CHUTE_RETURN_IF_ERROR(f.append({reinterpret_cast<const uint8_t*>(s.key.data()), s.key.size()}));
@@ -358,7 +388,7 @@ Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::s
     return invalid_argument("nothing to pack: all " + std::to_string(skipped.size()) +
                             " samples failed the image check, e.g. sample " + std::to_string(skipped.front().index) +
                             " (" + skipped.front().name + "): " + skipped.front().status.message());
-  PackSummary summary{state.samples, state.bytes, 0, static_cast<int>(shards.size()), std::move(skipped)};
+  PackSummary summary{state.samples, state.bytes, source_bytes, 0, static_cast<int>(shards.size()), std::move(skipped)};
   for (auto& f : shards) {
     CHUTE_RETURN_IF_ERROR(f->rename_into_place());
     summary.file_bytes += f->size();
@@ -424,6 +454,7 @@ Result<PackSummary> merge_parts(const std::string& dst) {
       e.shard += shard_base;
       keys += key;
       summary.payload_bytes += e.payload_len;
+      summary.source_bytes += e.source_bytes;
       entries.push_back(e);
     }
   }

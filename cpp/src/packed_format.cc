@@ -31,12 +31,14 @@ std::string hex64(uint64_t v) {
 
 bool mul_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_overflow(a, b, out); }
 
+bool version_known(uint32_t version) { return version >= kOldestFormatVersion && version <= kFormatVersion; }
+
 Status version_error(uint32_t version, const std::string& what) {
+  const std::string reads = "versions " + std::to_string(kOldestFormatVersion) + " to " + std::to_string(kFormatVersion);
   if (version > kFormatVersion)
-    return unsupported(what + ": format version " + std::to_string(version) + " was written by a newer chute; this chute reads version " +
-                       std::to_string(kFormatVersion) + " (upgrade chute)");
-  return unsupported(what + ": unknown format version " + std::to_string(version) + " (this chute reads version " +
-                     std::to_string(kFormatVersion) + ")");
+    return unsupported(what + ": format version " + std::to_string(version) + " was written by a newer chute; this chute reads " +
+                       reads + " (upgrade chute)");
+  return unsupported(what + ": unknown format version " + std::to_string(version) + " (this chute reads " + reads + ")");
 }
 
 // A name taken from an index: non-empty, one path component, so that it cannot point outside the dataset.
@@ -48,6 +50,19 @@ bool safe_file_name(std::string_view name) {
 }  // namespace
 
 uint64_t checksum(std::span<const uint8_t> bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
+
+const char* record_kind_name(RecordKind kind) {
+  switch (kind) {
+    case RecordKind::kJpeg: return "jpeg";
+    case RecordKind::kPng: return "png";
+    case RecordKind::kWebp: return "webp";
+    case RecordKind::kReencodedJpeg: return "jpeg-reencoded";
+    case RecordKind::kRawZstd: return "raw-zstd";
+    case RecordKind::kRaw: return "raw";
+    case RecordKind::kUnknown: break;
+  }
+  return "unknown";
+}
 
 std::vector<uint8_t> encode_shard_header(const ShardHeader& h) {
   std::vector<uint8_t> out(kShardHeaderSize, 0);
@@ -69,7 +84,7 @@ Result<ShardHeader> parse_shard_header(std::span<const uint8_t> file, const std:
   if (std::memcmp(file.data(), kShardMagic, 8) != 0) return corrupt_data(what + ": not a chute shard (wrong magic)");
   ShardHeader h;
   h.version = load<uint32_t>(file.data() + 16);
-  if (h.version != kFormatVersion) return version_error(h.version, what);
+  if (!version_known(h.version)) return version_error(h.version, what);
   if (load<uint32_t>(file.data() + 20) != kShardHeaderSize) return corrupt_data(what + ": bad shard header size");
   if (load<uint64_t>(file.data() + 8) != checksum(file.subspan(16, kShardHeaderSize - 16)))
     return corrupt_data(what + ": shard header checksum mismatch");
@@ -145,9 +160,18 @@ Result<std::span<const uint8_t>> parse_record_copy(std::span<const uint8_t> reco
 }
 
 IndexEntry IndexView::entry(uint64_t i) const {
-  const uint8_t* p = bytes_.data() + entries_offset_ + i * kIndexEntrySize;
-  return {load<uint64_t>(p), load<uint64_t>(p + 8), load<int64_t>(p + 16), load<uint64_t>(p + 24),
-          load<uint32_t>(p + 32), load<uint32_t>(p + 36)};
+  const uint8_t* p = bytes_.data() + entries_offset_ + i * entry_size_;
+  IndexEntry e{load<uint64_t>(p), load<uint64_t>(p + 8), load<int64_t>(p + 16), load<uint64_t>(p + 24),
+               load<uint32_t>(p + 32), load<uint32_t>(p + 36)};
+  if (version_ >= 2) {  // parse() checked the kind
+    e.source_bytes = load<uint64_t>(p + 40);
+    e.kind = static_cast<RecordKind>(load<uint32_t>(p + 48));
+    e.width = load<uint32_t>(p + 52);
+    e.height = load<uint32_t>(p + 56);
+  } else {
+    e.source_bytes = e.payload_len;
+  }
+  return e;
 }
 
 std::string_view IndexView::key(const IndexEntry& e) const {
@@ -159,7 +183,7 @@ Result<IndexView> IndexView::parse(std::span<const uint8_t> b, const std::string
     return corrupt_data(what + ": " + std::to_string(b.size()) + " bytes, shorter than an index header (truncated?)");
   if (std::memcmp(b.data(), kIndexMagic, 8) != 0) return corrupt_data(what + ": not a chute index (wrong magic)");
   const uint32_t version = load<uint32_t>(b.data() + 16);
-  if (version != kFormatVersion) return version_error(version, what);
+  if (!version_known(version)) return version_error(version, what);
   if (load<uint32_t>(b.data() + 20) != kIndexHeaderSize) return corrupt_data(what + ": bad index header size");
   if (load<uint64_t>(b.data() + 8) != checksum(b.subspan(16)))
     return corrupt_data(what + ": index checksum mismatch (truncated or modified after packing)");
@@ -170,7 +194,9 @@ Result<IndexView> IndexView::parse(std::span<const uint8_t> b, const std::string
     return corrupt_data(what + ": unknown index kind " + std::to_string(kind));
   v.kind_ = static_cast<IndexKind>(kind);
   v.tar_identity_ = {load<uint64_t>(b.data() + 96), load<int64_t>(b.data() + 104), load<uint64_t>(b.data() + 112)};
-  if (load<uint32_t>(b.data() + 28) != kIndexEntrySize) return corrupt_data(what + ": bad index entry size");
+  v.version_ = version;
+  v.entry_size_ = version >= 2 ? kIndexEntrySize : kIndexEntrySizeV1;
+  if (load<uint32_t>(b.data() + 28) != v.entry_size_) return corrupt_data(what + ": bad index entry size");
   v.num_samples_ = load<uint64_t>(b.data() + 32);
   const uint64_t num_shards = load<uint64_t>(b.data() + 40), num_classes = load<uint64_t>(b.data() + 48);
   const uint64_t shards_off = load<uint64_t>(b.data() + 56), classes_off = load<uint64_t>(b.data() + 64);
@@ -181,7 +207,7 @@ Result<IndexView> IndexView::parse(std::span<const uint8_t> b, const std::string
   uint64_t shards_end, classes_end, entries_end, strings_end, n;
   if (num_shards > UINT32_MAX || mul_overflows(num_shards, kShardEntrySize, &n) ||
       add_overflows(shards_off, n, &shards_end) || mul_overflows(num_classes, kClassEntrySize, &n) ||
-      add_overflows(classes_off, n, &classes_end) || mul_overflows(v.num_samples_, kIndexEntrySize, &n) ||
+      add_overflows(classes_off, n, &classes_end) || mul_overflows(v.num_samples_, v.entry_size_, &n) ||
       add_overflows(entries_off, n, &entries_end) || add_overflows(strings_off, strings_size, &strings_end) ||
       shards_off < kIndexHeaderSize || classes_off < shards_end || entries_off < classes_end ||
       strings_off < entries_end || strings_end != b.size() || (shards_off | classes_off | entries_off) % kAlignment)
@@ -235,6 +261,8 @@ Result<IndexView> IndexView::parse(std::span<const uint8_t> b, const std::string
       return corrupt_data(what + ": record " + std::to_string(i) + " (shard " + info.name + "): " + why);
     };
     if (e.shard != shard) return bad("listed in shard " + std::to_string(e.shard) + ", out of order");
+    if (version >= 2 && load<uint32_t>(b.data() + entries_off + i * v.entry_size_ + 48) > kLastRecordKind)
+      return bad("unknown record kind " + std::to_string(static_cast<uint32_t>(e.kind)));
     uint64_t end, key_end;
     if (add_overflows(e.key_offset, e.key_len, &key_end) || key_end > strings_size) return bad("key out of bounds");
     const uint64_t body = packed ? uint64_t{kRecordHeaderSize} + e.key_len : 0;
@@ -284,6 +312,10 @@ std::vector<uint8_t> encode_index(IndexKind kind, const std::vector<ShardInfo>& 
     store<uint64_t>(out, p + 24, e.key_offset);
     store<uint32_t>(out, p + 32, e.shard);
     store<uint32_t>(out, p + 36, e.key_len);
+    store<uint64_t>(out, p + 40, e.source_bytes);
+    store<uint32_t>(out, p + 48, static_cast<uint32_t>(e.kind));
+    store<uint32_t>(out, p + 52, e.width);
+    store<uint32_t>(out, p + 56, e.height);
   }
   out.insert(out.end(), strings.begin(), strings.end());
   std::memcpy(out.data(), kIndexMagic, 8);

@@ -65,17 +65,81 @@ TEST(PackedFormatTest, RoundTripsIndexAndRecords) {
 
 TEST(PackedFormatTest, NewerVersionIsAClearError) {
   Built b = build();
-  const uint32_t v2 = 2;
-  std::memcpy(b.index.data() + 16, &v2, 4);
+  const uint32_t newer = kFormatVersion + 1;
+  std::memcpy(b.index.data() + 16, &newer, 4);
   reseal_index(b.index);
   auto view = IndexView::parse(b.index, "idx");
   ASSERT_FALSE(view.is_ok());
   EXPECT_EQ(view.status().code(), StatusCode::kUnsupported);
   EXPECT_NE(message(view.status()).find("newer chute"), std::string::npos) << message(view.status());
-  std::memcpy(b.shard.data() + 16, &v2, 4);
+  std::memcpy(b.shard.data() + 16, &newer, 4);
   auto shard = parse_shard_header(b.shard, "s");
   ASSERT_FALSE(shard.is_ok());
-  EXPECT_NE(message(shard.status()).find("format version 2"), std::string::npos);
+  EXPECT_NE(message(shard.status()).find("format version " + std::to_string(newer)), std::string::npos);
+}
+
+// The index as chute's version 1 wrote it: 40-byte entries (no kind, stored size or source bytes).
+std::vector<uint8_t> as_version1(const std::vector<uint8_t>& v2) {
+  uint64_t n, entries_off, strings_off;
+  std::memcpy(&n, v2.data() + 32, 8);
+  std::memcpy(&entries_off, v2.data() + 72, 8);
+  std::memcpy(&strings_off, v2.data() + 80, 8);
+  std::vector<uint8_t> v1(v2.begin(), v2.begin() + static_cast<std::ptrdiff_t>(entries_off));
+  for (uint64_t i = 0; i < n; ++i) {
+    const auto e = v2.begin() + static_cast<std::ptrdiff_t>(entries_off + i * kIndexEntrySize);
+    v1.insert(v1.end(), e, e + kIndexEntrySizeV1);
+  }
+  const uint64_t new_strings = v1.size();
+  v1.insert(v1.end(), v2.begin() + static_cast<std::ptrdiff_t>(strings_off), v2.end());
+  const uint32_t version = 1, entry_size = kIndexEntrySizeV1;
+  std::memcpy(v1.data() + 16, &version, 4);
+  std::memcpy(v1.data() + 28, &entry_size, 4);
+  std::memcpy(v1.data() + 80, &new_strings, 8);
+  reseal_index(v1);
+  return v1;
+}
+
+TEST(PackedFormatTest, Version1IndexesStillRead) {
+  Built b = build();
+  const std::vector<uint8_t> v1 = as_version1(b.index);
+  auto view = IndexView::parse(v1, "idx");
+  ASSERT_TRUE(view.is_ok()) << view.status().to_string();
+  EXPECT_EQ(view->version(), 1u);
+  for (uint64_t i = 0; i < 3; ++i) {
+    const IndexEntry e = view->entry(i);
+    EXPECT_EQ(view->key(e), "k" + std::to_string(i));
+    EXPECT_EQ(e.kind, RecordKind::kUnknown);
+    EXPECT_EQ(e.source_bytes, e.payload_len);  // nothing was transformed before version 2
+    EXPECT_TRUE(parse_record(b.shard, e, true).is_ok());
+  }
+  const uint32_t v1_shard = 1;  // a version 1 shard header
+  std::memcpy(b.shard.data() + 16, &v1_shard, 4);
+  const uint64_t sum = checksum(std::span(b.shard).subspan(16, kShardHeaderSize - 16));
+  std::memcpy(b.shard.data() + 8, &sum, 8);
+  EXPECT_TRUE(parse_shard_header(b.shard, "s").is_ok());
+}
+
+TEST(PackedFormatTest, RecordKindAndStoredSizeRoundTrip) {
+  std::vector<IndexEntry> entries = {{.offset = kShardHeaderSize, .payload_len = 8, .source_bytes = 1000,
+                                      .kind = RecordKind::kRawZstd, .width = 7, .height = 9}};
+  ShardInfo info{.name = "s.chute", .file_size = kShardHeaderSize + kRecordHeaderSize + 8, .record_count = 1};
+  std::vector<uint8_t> index = encode_index(IndexKind::kPacked, {info}, entries, "", {});
+  auto view = IndexView::parse(index, "idx");
+  ASSERT_TRUE(view.is_ok()) << view.status().to_string();
+  const IndexEntry e = view->entry(0);
+  EXPECT_EQ(e.kind, RecordKind::kRawZstd);
+  EXPECT_EQ(e.source_bytes, 1000u);
+  EXPECT_EQ(e.width, 7u);
+  EXPECT_EQ(e.height, 9u);
+  EXPECT_STREQ(record_kind_name(e.kind), "raw-zstd");
+  const uint32_t bogus = kLastRecordKind + 1;
+  uint64_t entries_off;
+  std::memcpy(&entries_off, index.data() + 72, 8);
+  std::memcpy(index.data() + entries_off + 48, &bogus, 4);
+  reseal_index(index);
+  auto bad = IndexView::parse(index, "idx");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(message(bad.status()).find("unknown record kind"), std::string::npos) << message(bad.status());
 }
 
 TEST(PackedFormatTest, EveryTruncationOfTheIndexIsRejected) {

@@ -101,8 +101,12 @@ Status SampleProcessor::process_once(int64_t index, EpochKey key, void* dst, Sta
   // A large decode waits for its memory; its scratch is freed before the lease returns it (declared in
   // this order, the guard runs first on every return).
   DecodeBudget::Lease lease;
-  const size_t scratch = decode_scratch_bytes(info, detect_format(bytes_) == ImageFormat::kPng, bytes_.size(),
-                                              decoded.width, decoded.height, orientation != 1, plan.xs.out_size);
+  // A PNG decodes whole rows; a raw record's rows [0, window bottom) are decompressed, whole rows too.
+  const ImageFormat format = detect_format(bytes_);
+  const bool whole_rows = format == ImageFormat::kPng || format == ImageFormat::kRaw;
+  const int rows = format == ImageFormat::kRaw ? decoded.y + decoded.height : decoded.height;
+  const size_t scratch = decode_scratch_bytes(info, whole_rows, bytes_.size(), decoded.width, rows, orientation != 1,
+                                              plan.xs.out_size);
   if (decode_.budget && scratch > kUnchargedDecodeBytes) lease = decode_.budget->acquire(scratch);
   struct FreeAfterLargeDecode {
     SampleProcessor* self;

@@ -74,7 +74,7 @@ std::vector<uint8_t> encode_tar_index(const MappedFile& file, const TarScan& sca
   std::string keys;
   for (const TarSample& s : scan.samples) {
     entries.push_back({.offset = s.offset, .payload_len = s.size, .label = s.label, .key_offset = keys.size(),
-                       .shard = 0, .key_len = static_cast<uint32_t>(s.member.size())});
+                       .shard = 0, .key_len = static_cast<uint32_t>(s.member.size()), .source_bytes = s.size});
     offsets.push_back(s.offset);
     keys += s.member;
   }

@@ -42,6 +42,13 @@ def _positive(text: str) -> int:
     return value
 
 
+def _quality(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"must be in [1, 100], got {value}")
+    return value
+
+
 def add_parsers(sub) -> None:
     p = sub.add_parser(
         "pack", help="pack a dataset into chute's shard format",
@@ -67,6 +74,25 @@ def add_parsers(sub) -> None:
     p.add_argument("--max-file-bytes", type=_max_file_bytes, default=1 << 30,
                    help="refuse sample files larger than this: 1GB, 512MB, ... (default 1GiB)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    less = p.add_argument_group(
+        "store less", "trade exactness for speed, knowingly (docs/STORE_LESS.md): resize to a cap with PIL's "
+                      "BILINEAR resize, re-encode, or store raw pixels the loader reads with no decode")
+    cap = less.add_mutually_exclusive_group()
+    cap.add_argument("--max-side", type=_positive, metavar="N",
+                     help="resize images whose longer side exceeds N to longer side N (shorter side int(N*s/l))")
+    cap.add_argument("--max-shorter-side", type=_positive, metavar="N",
+                     help="resize images whose shorter side exceeds N to shorter side N, as Resize(N)")
+    less.add_argument("--quality", type=_quality, metavar="Q", help="JPEG quality of re-encoded images (default 90)")
+    less.add_argument("--subsampling", choices=("420", "444"), help="chroma subsampling of re-encoded JPEGs "
+                                                                    "(default 420)")
+    less.add_argument("--keep-original", action=argparse.BooleanOptionalAction, default=True,
+                      help="store an image that needs no resize as its source bytes: no added loss (default); "
+                           "--no-keep-original re-encodes every image at --quality")
+    less.add_argument("--raw", action="store_true", help="store every image as raw RGB pixels (no decode when read)")
+    less.add_argument("--raw-below", type=_positive, metavar="PIXELS",
+                      help="store raw the images whose stored size has fewer than PIXELS pixels")
+    less.add_argument("--raw-compression", choices=("zstd", "none"),
+                      help="compression of raw records (default zstd)")
 
     m = sub.add_parser("merge", help="write the index of a pack split with --part/--parts",
                        description="Writes DST/index.chidx from the part indexes of `chute pack --part i --parts n`, "
@@ -88,6 +114,10 @@ def add_parsers(sub) -> None:
     s.add_argument("--verify", action="store_true")
     s.add_argument("--threads", type=_positive, help="threads for --verify (default: all cores)")
     s.add_argument("--json", action="store_true")
+    s.add_argument("--compare", metavar="SRC",
+                   help="the source the pack was written from: report PSNR and max error of the stored pixels "
+                        "against the source's (decoded with PIL, resized with BILINEAR to the stored size)")
+    s.add_argument("--sample", type=_positive, default=64, help="records compared by --compare (default 64)")
 
 
 def _printable(name: str) -> str:
@@ -121,8 +151,12 @@ def _pack(args, console) -> int:
 
         summary = packed.pack(args.src, args.dst, shard_size=args.shard_size, num_threads=args.threads,
                               part=args.part, parts=args.parts, progress=progress, validate=args.validate,
-                              skip_bad=args.skip_bad, max_pixels=args.max_pixels, max_file_bytes=args.max_file_bytes)
-    result = {"samples": summary.samples, "payload_bytes": summary.payload_bytes, "file_bytes": summary.file_bytes,
+                              skip_bad=args.skip_bad, max_pixels=args.max_pixels, max_file_bytes=args.max_file_bytes,
+                              max_side=args.max_side, max_shorter_side=args.max_shorter_side, quality=args.quality,
+                              keep_original=args.keep_original, raw=args.raw, raw_below=args.raw_below,
+                              raw_compression=args.raw_compression, subsampling=args.subsampling)
+    result = {"samples": summary.samples, "payload_bytes": summary.payload_bytes,
+              "source_bytes": summary.source_bytes, "file_bytes": summary.file_bytes,
               "shards": summary.shards, "seconds": round(summary.seconds, 3),
               "mb_per_s": round(summary.mb_per_s, 1), "img_per_s": round(summary.img_per_s, 1),
               "validate": args.validate,
@@ -134,6 +168,9 @@ def _pack(args, console) -> int:
         console.print(f"packed {what}: {summary.samples:,} samples, {summary.payload_bytes / 1e6:,.1f} MB in "
                       f"{summary.shards} shards, {summary.seconds:.2f} s: {summary.mb_per_s:,.1f} MB/s, "
                       f"{summary.img_per_s:,.0f} img/s -> {args.dst}")
+        if summary.source_bytes != summary.payload_bytes:
+            console.print(f"stored {summary.payload_bytes / 1e6:,.1f} MB of images from {summary.source_bytes / 1e6:,.1f} MB "
+                          f"of source files ({summary.payload_bytes / max(summary.source_bytes, 1):.1%})")
         if args.parts:
             console.print(f"after every part: chute merge {args.dst}")
         if summary.skipped:
@@ -208,6 +245,10 @@ def _inspect(args, console) -> int:
             found.setdefault(i, error)
         bad = sorted(found.items())
         info["verified"] = {"records": len(dataset), "bad": [{"index": i, "error": e} for i, e in bad]}
+    if args.compare is not None:
+        if not isinstance(dataset, packed.PackedDataset):
+            raise ValueError("--compare compares a packed dataset with its source; this is not a packed dataset")
+        info["compared"] = packed.compare(dataset, args.compare, sample=args.sample)
     if args.json:
         print(json.dumps(info, indent=2))
         return 1 if bad else 0
@@ -223,6 +264,18 @@ def _inspect(args, console) -> int:
     table.add_row("shards", f"{len(info['shards']):,}")
     table.add_row("bytes", f"{info['bytes']:,} on disk, {info['payload_bytes']:,} of images")
     table.add_row("image bytes", "  ".join(f"{k} {v:,.0f}" for k, v in sizes.items()))
+    if "records" in info:
+        table.add_row("records", "  ".join(f"{kind} {count:,}" for kind, count in info["records"].items()))
+        if info["size_ratio"] is not None and info["source_bytes"] != info["payload_bytes"]:
+            table.add_row("vs source", f"{info['payload_bytes']:,} bytes of images from {info['source_bytes']:,} "
+                                       f"of source files: {info['size_ratio']:.1%} ({info['size_ratio'] - 1:+.1%})")
+    if "compared" in info:
+        c = info["compared"]
+        psnr = "identical" if c["psnr_db"] is None else (
+            f"PSNR {c['psnr_db']:.2f} dB (lowest record " +
+            ("identical" if c["min_psnr_db"] is None else f"{c['min_psnr_db']:.2f} dB") + ")")
+        table.add_row("vs source pixels", f"{c['records']} records: {psnr}, mean abs error "
+                                          f"{c['mean_abs_error']:.3f}, max error {c['max_error']}")
     for skip in info.get("skipped", []):
         examples = ", ".join(_printable(e) for e in skip["examples"])
         table.add_row("skipped", f"{skip['count']:,} {skip['reason']}: {examples}"

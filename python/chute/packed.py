@@ -232,6 +232,7 @@ class PackSummary:
     shards: int
     seconds: float
     skipped: list[tuple[int, str, str]] = field(default_factory=list)  # (index, path, reason), skip_bad
+    source_bytes: int = 0  # the packed samples' source files (payload_bytes when none was transformed)
 
     @property
     def mb_per_s(self) -> float:
@@ -245,7 +246,10 @@ class PackSummary:
 def pack(src, dst: str | os.PathLike, *, shard_size: str | int = "1GB", num_threads: int | None = None,
          part: int | None = None, parts: int | None = None,
          progress: Callable[[int, int, int], None] | None = None, validate: str = "header",
-         skip_bad: bool = False, max_pixels: int = 200_000_000, max_file_bytes: int = 1 << 30) -> PackSummary:
+         skip_bad: bool = False, max_pixels: int = 200_000_000, max_file_bytes: int = 1 << 30,
+         max_side: int | None = None, max_shorter_side: int | None = None, quality: int | None = None,
+         keep_original: bool = True, raw: bool = False, raw_below: int | None = None,
+         raw_compression: str | None = None, subsampling: str | None = None) -> PackSummary:
     """Writes ``src`` (an ImageFolder directory or object, a file list, tar / WebDataset shards, or a
     packed dataset) to ``dst`` as packed shards of about ``shard_size`` bytes, in the source's order.
 
@@ -265,6 +269,16 @@ def pack(src, dst: str | os.PathLike, *, shard_size: str | int = "1GB", num_thre
     A sample file larger than ``max_file_bytes`` stops the pack with an error naming it. Every failure
     removes the pack's temporary files; running out of memory, descriptors or threads raises
     :class:`chute.ResourceError` naming the limit.
+
+    Storing less (docs/STORE_LESS.md), for training at low resolution: ``max_side=N`` (the longer side at
+    most N) or ``max_shorter_side=N`` (the shorter side at most N, as ``Resize(N)``) resizes larger
+    images with PIL's ``Image.resize(size, BILINEAR)``, pixel for pixel, and encodes them again as JPEG
+    at ``quality`` (default 90) with ``subsampling`` '420' (default) or '444'. An image within the cap
+    keeps its source bytes (``keep_original=True``, the default: no added loss); ``keep_original=False``
+    re-encodes every image at ``quality``. ``raw=True`` stores every image as uint8 RGB pixels, which the
+    loader reads with no decode; ``raw_below=P`` only those whose stored size has fewer than P pixels;
+    ``raw_compression`` 'zstd' (default) or 'none'. The index records what each record holds
+    (:func:`describe`, ``chute inspect``).
     """
     import time
 
@@ -285,14 +299,49 @@ def pack(src, dst: str | os.PathLike, *, shard_size: str | int = "1GB", num_thre
                          f"pixel) or 'none', got {validate!r}")
     max_pixels = _validate.integer("max_pixels", max_pixels, 1, _validate.INT64_MAX)
     max_file_bytes = _validate.integer("max_file_bytes", max_file_bytes, 1, _validate.UINT64_MAX)
+    store = _store_options(validate, max_side, max_shorter_side, quality, keep_original, raw, raw_below,
+                           raw_compression, subsampling)
     dst = _validate.path("dst", dst)
     source, classes = _source_for(src)
     start = time.perf_counter()
     result = _native.pack(source, classes, dst, shard_size=shard_bytes, num_threads=num_threads or 0, part=part,
                           parts=parts, progress=progress, validate=validate, max_pixels=max_pixels,
-                          skip_bad=bool(skip_bad), max_file_bytes=max_file_bytes)
+                          skip_bad=bool(skip_bad), max_file_bytes=max_file_bytes, **store)
     return PackSummary(result["samples"], result["payload_bytes"], result["file_bytes"], result["shards"],
-                       time.perf_counter() - start, [tuple(k) for k in result["skipped"]])
+                       time.perf_counter() - start, [tuple(k) for k in result["skipped"]], result["source_bytes"])
+
+
+def _store_options(validate, max_side, max_shorter_side, quality, keep_original, raw, raw_below, raw_compression,
+                   subsampling) -> dict:
+    """pack()'s store-less arguments, checked, as the native pack takes them."""
+    max_side = _validate.integer("max_side", max_side, 1, _validate.INT32_MAX, alternatives=(None,))
+    max_shorter_side = _validate.integer("max_shorter_side", max_shorter_side, 1, _validate.INT32_MAX,
+                                         alternatives=(None,))
+    if max_side is not None and max_shorter_side is not None:
+        raise ValueError("give max_side or max_shorter_side, not both")
+    capped = max_side is not None or max_shorter_side is not None
+    quality = _validate.integer("quality", quality, 1, 100, alternatives=(None,))
+    raw_below = _validate.integer("raw_below", raw_below, 1, _validate.INT64_MAX, alternatives=(None,))
+    if not isinstance(keep_original, bool) or not isinstance(raw, bool):
+        raise TypeError("keep_original and raw must be bools")
+    if quality is not None and (raw or (keep_original and not capped)):
+        raise ValueError(f"quality={quality} re-encodes nothing here: "
+                         + ("raw=True stores every image as pixels" if raw else
+                            "without max_side or max_shorter_side every image is within the cap and "
+                            "keep_original=True keeps it; pass keep_original=False to re-encode every image"))
+    if raw_compression is not None and not raw and raw_below is None:
+        raise ValueError("raw_compression applies to raw records: give raw=True or raw_below")
+    if raw_compression not in (None, "zstd", "none"):
+        raise ValueError(f"raw_compression must be 'zstd' or 'none', got {raw_compression!r}")
+    subsampling = None if subsampling is None else str(subsampling)
+    if subsampling not in (None, "420", "444"):
+        raise ValueError(f"subsampling must be '420' or '444', got {subsampling!r}")
+    active = capped or raw or raw_below is not None or not keep_original
+    if active and validate == "none":
+        raise ValueError("storing less decodes every image: it needs validate='header' or 'full', not 'none'")
+    return {"max_side": max_side or 0, "max_shorter_side": max_shorter_side or 0, "quality": quality or 90,
+            "subsampling": subsampling or "420", "keep_original": keep_original, "raw": raw,
+            "raw_below": raw_below or 0, "raw_compression": raw_compression or "zstd"}
 
 
 def merge(dst: str | os.PathLike) -> PackSummary:
@@ -301,7 +350,8 @@ def merge(dst: str | os.PathLike) -> PackSummary:
 
     start = time.perf_counter()
     r = _native.merge_parts(_validate.path("dst", dst))
-    return PackSummary(r["samples"], r["payload_bytes"], r["file_bytes"], r["shards"], time.perf_counter() - start)
+    return PackSummary(r["samples"], r["payload_bytes"], r["file_bytes"], r["shards"], time.perf_counter() - start,
+                       source_bytes=r["source_bytes"])
 
 
 def verify(dataset: PackedDataset, *, num_threads: int | None = None,
@@ -358,6 +408,15 @@ def describe(dataset: PackedDataset | TarDataset) -> dict:
                   for p, index in zip(dataset._native.tar_paths(), dataset._native.index_paths())]
         index_bytes = 0  # indexes are cached apart from the dataset (or held in memory)
         kind, version = "tar / WebDataset", None
+    stored: dict = {}
+    if isinstance(dataset, PackedDataset):
+        version = dataset._native.format_version
+        kinds, _, _, source_bytes = dataset._native.records()
+        counts = np.bincount(np.asarray(kinds, dtype=np.int64), minlength=len(_native.RECORD_KINDS))
+        source_total = int(np.asarray(source_bytes, dtype=np.int64).sum())
+        stored = {"records": {name: int(c) for name, c in zip(_native.RECORD_KINDS, counts) if c},
+                  "source_bytes": source_total,
+                  "size_ratio": float(sizes.sum() / source_total) if source_total else None}
     percentiles = (0, 10, 50, 90, 99, 100)
     values = np.percentile(sizes, percentiles).round().astype(int).tolist() if len(sizes) else [0] * len(percentiles)
     labelled = labels[labels >= 0]
@@ -375,4 +434,62 @@ def describe(dataset: PackedDataset | TarDataset) -> dict:
         "image_bytes": {"mean": float(sizes.mean()) if len(sizes) else 0.0,
                         **{("min" if p == 0 else "max" if p == 100 else f"p{p}"): v
                            for p, v in zip(percentiles, values)}},
+        **stored,
     }
+
+
+def _source_keys(source) -> list[str]:
+    """The key ``pack`` stores for each sample of a native source (bind_packed.cc's key_function)."""
+    if isinstance(source, _native.TarSource):
+        return [source.member(i) for i in range(len(source))]
+    names = list(source.names())
+    root = getattr(source, "root", None)
+    if root is None:
+        return names
+    prefix = os.path.join(root, "")
+    return [n[len(prefix):] if n.startswith(prefix) else n for n in names]
+
+
+def compare(dataset: PackedDataset, src, *, sample: int = 64, seed: int = 0) -> dict:
+    """How far the stored pixels of ``dataset`` are from its source ``src`` (what :func:`pack` read), on
+    ``sample`` records drawn at random (``seed``): each record's source is decoded with PIL
+    (``Image.open(...).convert("RGB")``), resized to the record's size with ``Image.resize(size,
+    BILINEAR)`` when it differs, and compared with the record decoded as the loader decodes it. Records
+    are matched to source samples by key. Returns the pooled PSNR in dB (None when every pixel is equal),
+    the lowest per-record PSNR, the mean and the largest absolute error, and the records compared (their
+    count and indices)."""
+    import io
+    import math
+
+    import numpy as np
+    from PIL import Image
+
+    source, _ = _source_for(src)
+    by_key = {k: i for i, k in enumerate(_source_keys(source))}
+    n = len(dataset)
+    picks = sorted(np.random.default_rng(seed).choice(n, size=min(n, sample), replace=False).tolist())
+    squared, count, abs_sum, worst, lowest = 0.0, 0, 0.0, 0, math.inf
+    compared = []
+    for i in picks:
+        key = dataset._native.name(i)
+        if key not in by_key:
+            raise ValueError(f"record {i} ({key!r}) has no sample with that key in {src!r}: is it the source "
+                             "this dataset was packed from?")
+        rgb, w, h = _native.decode_rgb(_native.read_sample(dataset._native, i))
+        stored = np.frombuffer(rgb, dtype=np.uint8).reshape(h, w, 3).astype(np.int32)
+        with Image.open(io.BytesIO(_native.read_sample(source, by_key[key]))) as im:
+            ref = im.convert("RGB")
+        if ref.size != (w, h):
+            ref = ref.resize((w, h), Image.BILINEAR)
+        diff = stored - np.asarray(ref, dtype=np.int32)
+        mse = float((diff * diff).mean())
+        squared += float((diff * diff).sum())
+        count += diff.size
+        abs_sum += float(np.abs(diff).sum())
+        worst = max(worst, int(np.abs(diff).max()))
+        lowest = min(lowest, 10 * math.log10(255**2 / mse) if mse else math.inf)
+        compared.append(i)
+    pooled = squared / count if count else 0.0
+    return {"records": len(compared), "indices": compared, "psnr_db": 10 * math.log10(255**2 / pooled) if pooled else None,
+            "min_psnr_db": lowest if lowest != math.inf else None,
+            "mean_abs_error": abs_sum / count if count else 0.0, "max_error": worst}

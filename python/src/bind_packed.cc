@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstring>
 #include <chrono>
 #include <numeric>
 #include <optional>
@@ -51,6 +52,7 @@ nb::dict summary_dict(const PackSummary& s) {
   nb::dict d;
   d["samples"] = s.samples;
   d["payload_bytes"] = s.payload_bytes;
+  d["source_bytes"] = s.source_bytes;
   d["file_bytes"] = s.file_bytes;
   d["shards"] = s.shards;
   nb::list skipped;
@@ -66,10 +68,29 @@ ImageCheck image_check(const std::string& level) {
   throw nb::value_error(("validate must be 'header', 'full' or 'none', got '" + level + "'").c_str());
 }
 
+StoreOptions store_options(int max_side, int max_shorter_side, int quality, const std::string& subsampling,
+                           bool keep_original, bool raw, int64_t raw_below, const std::string& raw_compression) {
+  StoreOptions o{.max_side = max_side, .max_shorter_side = max_shorter_side, .quality = quality,
+                 .keep_original = keep_original, .raw = raw, .raw_below = raw_below};
+  if (subsampling == "420") o.subsampling = ChromaSubsampling::k420;
+  else if (subsampling == "444") o.subsampling = ChromaSubsampling::k444;
+  else throw nb::value_error(("subsampling must be '420' or '444', got '" + subsampling + "'").c_str());
+  if (raw_compression == "zstd") o.raw_compression = RawCompression::kZstd;
+  else if (raw_compression == "none") o.raw_compression = RawCompression::kNone;
+  else throw nb::value_error(("raw_compression must be 'zstd' or 'none', got '" + raw_compression + "'").c_str());
+  if (Status st = o.validate(); !st.is_ok()) throw nb::value_error(st.message().c_str());
+  return o;
+}
+
 }  // namespace
 
 void register_packed(nb::module_& m) {
   m.attr("FORMAT_VERSION") = kFormatVersion;
+  {
+    nb::list kinds;  // RECORD_KINDS[k]: the name of record kind k
+    for (uint32_t k = 0; k <= kLastRecordKind; ++k) kinds.append(record_kind_name(static_cast<RecordKind>(k)));
+    m.attr("RECORD_KINDS") = kinds;
+  }
   m.def(
       "checksum", [](nb::bytes data) { return checksum({static_cast<const uint8_t*>(data.data()), data.size()}); },
       nb::arg("data"), "XXH3-64 of the bytes: the checksum of the packed format's records, headers and index.");
@@ -85,6 +106,22 @@ void register_packed(nb::module_& m) {
       .def_prop_ro("classes", [](const PackedSource& p) { return fs_list(p.classes()); })
       .def_prop_ro("directory", [](const PackedSource& p) { return fs_str(p.directory()); })
       .def("payload_sizes", &payload_sizes_of<PackedSource>)
+      .def_prop_ro("format_version", &PackedSource::format_version)
+      .def("records",
+           [](const PackedSource& p) {
+             // Per record, as the index records it: kind (an index into RECORD_KINDS), stored width and
+             // height (0 when not recorded) and the source file's bytes.
+             std::vector<uint32_t> kind, width, height;
+             std::vector<uint64_t> source_bytes;
+             for (int64_t i = 0; i < p.size(); ++i) {
+               const IndexEntry e = p.entry(i);
+               kind.push_back(static_cast<uint32_t>(e.kind));
+               width.push_back(e.width);
+               height.push_back(e.height);
+               source_bytes.push_back(e.source_bytes);
+             }
+             return nb::make_tuple(kind, width, height, source_bytes);
+           })
       .def("shards",
            [](const PackedSource& p) {
              nb::list out;
@@ -202,9 +239,13 @@ void register_packed(nb::module_& m) {
       "pack",
       [](const std::shared_ptr<Source>& source, const std::vector<FsPath>& class_names, const FsPath& dst,
          uint64_t shard_size, int num_threads, int part, int parts, nb::object progress, const std::string& validate,
-         int64_t max_pixels, bool skip_bad, uint64_t max_file_bytes) {
+         int64_t max_pixels, bool skip_bad, uint64_t max_file_bytes, int max_side, int max_shorter_side, int quality,
+         const std::string& subsampling, bool keep_original, bool raw, int64_t raw_below,
+         const std::string& raw_compression) {
         const std::vector<std::string> classes = fs_values(class_names);
         PackOptions o;
+        o.store = store_options(max_side, max_shorter_side, quality, subsampling, keep_original, raw, raw_below,
+                                raw_compression);
         o.check = image_check(validate);
         o.max_pixels = max_pixels;
         o.skip_bad = skip_bad;
@@ -238,7 +279,9 @@ void register_packed(nb::module_& m) {
       nb::arg("source"), nb::arg("classes"), nb::arg("dst"), nb::arg("shard_size"), nb::arg("num_threads"),
       nb::arg("part"), nb::arg("parts"), nb::arg("progress").none(), nb::arg("validate") = "header",
       nb::arg("max_pixels") = kDefaultMaxPixels, nb::arg("skip_bad") = false,
-      nb::arg("max_file_bytes") = kDefaultMaxFileBytes);
+      nb::arg("max_file_bytes") = kDefaultMaxFileBytes, nb::arg("max_side") = 0, nb::arg("max_shorter_side") = 0,
+      nb::arg("quality") = 90, nb::arg("subsampling") = "420", nb::arg("keep_original") = true, nb::arg("raw") = false,
+      nb::arg("raw_below") = 0, nb::arg("raw_compression") = "zstd");
 
   m.def(
       "check_images",
@@ -264,6 +307,31 @@ void register_packed(nb::module_& m) {
       },
       nb::arg("source"), nb::arg("begin"), nb::arg("end"), nb::arg("validate") = "full",
       nb::arg("max_pixels") = kDefaultMaxPixels);
+
+  m.def(
+      "decode_rgb",
+      [](nb::bytes data, int64_t max_pixels) {
+        // The whole image as the loader decodes it (any format chute reads, raw records included), as
+        // (RGB bytes, width, height): what `chute inspect` compares against the source's pixels.
+        const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(data.data()), data.size());
+        std::string rgb;
+        ImageInfo info;
+        const Status st = [&]() -> Status {
+          nb::gil_scoped_release release;
+          ImageDecoder decoder(max_pixels);
+          std::vector<uint8_t> buffer;
+          CHUTE_ASSIGN_OR_RETURN(info, decoder.read_info(bytes));
+          CHUTE_ASSIGN_OR_RETURN(const ImageView view,
+                                 decoder.decode(bytes, Window{0, 0, info.width, info.height}, buffer));
+          const size_t row = static_cast<size_t>(info.width) * 3;
+          rgb.resize(row * static_cast<size_t>(info.height));
+          for (int y = 0; y < info.height; ++y) std::memcpy(rgb.data() + y * row, view.pixels + y * view.pitch, row);
+          return Status::ok();
+        }();
+        if (!st.is_ok()) throw_status(st);
+        return nb::make_tuple(nb::bytes(rgb.data(), rgb.size()), info.width, info.height);
+      },
+      nb::arg("data"), nb::arg("max_pixels") = kDefaultMaxPixels);
 
   m.def(
       "merge_parts",

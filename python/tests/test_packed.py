@@ -167,7 +167,7 @@ def test_cli_pack_inspect_and_verify_name_the_bad_record(folder, tmp_path, capsy
     assert summary["samples"] == 36 and summary["mb_per_s"] > 0
     assert cli_main(["inspect", str(dst), "--json", "--verify"]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert info["samples"] == 36 and info["classes"] == 3 and info["format_version"] == 1
+    assert info["samples"] == 36 and info["classes"] == 3 and info["format_version"] == 2  # written by this chute
     assert info["verified"]["bad"] == []
     sizes = [len(Path(p).read_bytes()) for p, _ in chute.ImageFolder(folder).samples]
     assert info["image_bytes"]["min"] == min(sizes) and info["image_bytes"]["max"] == max(sizes)

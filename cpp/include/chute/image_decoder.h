@@ -1,6 +1,7 @@
 // ImageDecoder: one entry point for every supported format. It recognises the format from the bytes
 // (magic numbers), never from the file name, so a PNG named .jpg decodes as a PNG, and names what it
-// cannot decode (GIF, BMP, TIFF, ...). It decodes JPEG, PNG and still WebP.
+// cannot decode (GIF, BMP, TIFF, ...). It decodes JPEG, PNG and still WebP, and reads the raw pixels of a
+// packed dataset's raw records (raw_image.h) with no decode.
 // Thread-safety: one decoder per thread, like the decoders it holds.
 #pragma once
 
@@ -11,12 +12,13 @@
 #include "chute/image.h"
 #include "chute/jpeg_decoder.h"
 #include "chute/png_decoder.h"
+#include "chute/raw_image.h"
 #include "chute/status.h"
 #include "chute/webp_decoder.h"
 
 namespace chute {
 
-enum class ImageFormat { kJpeg, kPng, kWebp, kUnknown };
+enum class ImageFormat { kJpeg, kPng, kWebp, kRaw, kUnknown };
 
 // How much of a file is checked before it is trusted (ImageDecoder::check).
 //   kNone    nothing
@@ -32,7 +34,7 @@ ImageFormat detect_format(std::span<const uint8_t> data);
 class ImageDecoder {
  public:
   explicit ImageDecoder(int64_t max_pixels = kDefaultMaxPixels)
-      : max_pixels_(max_pixels), jpeg_(max_pixels), png_(max_pixels), webp_(max_pixels) {}
+      : max_pixels_(max_pixels), jpeg_(max_pixels), png_(max_pixels), webp_(max_pixels), raw_(max_pixels) {}
 
   Result<ImageInfo> read_info(std::span<const uint8_t> data);
   // Like JpegDecoder::decode, for any supported format; `reduction` > 1 only for JPEG (max_reduction()).
@@ -40,7 +42,7 @@ class ImageDecoder {
                            size_t padding = 0, int reduction = 1);
   // The largest reduction the format can decode at: 8 for JPEG (scaled IDCT), 1 otherwise.
   static int max_reduction(std::span<const uint8_t> data);
-  // The EXIF orientation (1..8) of a JPEG; 1 for other formats.
+  // The EXIF orientation (1..8) of a JPEG, or the one a raw record kept from its source; 1 otherwise.
   static int orientation(std::span<const uint8_t> data);
   int64_t benign_warnings() const { return jpeg_.benign_warnings() + png_.benign_warnings(); }
   // Whether the loader can decode the file, to `level` (see ImageCheck): the Status decode() would
@@ -57,6 +59,7 @@ class ImageDecoder {
   JpegDecoder jpeg_;
   PngDecoder png_;
   WebpDecoder webp_;
+  RawDecoder raw_;
 };
 
 }  // namespace chute

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "chute/image_decoder.h"
+#include "chute/pack_transform.h"
 #include "chute/source.h"
 
 namespace chute {
@@ -37,6 +38,9 @@ struct PackOptions {
   bool skip_bad = false;
   // A sample file larger than this stops the pack with an error naming it (Source::read_capped).
   uint64_t max_file_bytes = kDefaultMaxFileBytes;
+  // Store less (pack_transform.h): resize to a cap, re-encode, or store raw pixels. Needs a check other
+  // than kNone (the images are decoded anyway; a failed decode is the image's error, as a failed check).
+  StoreOptions store;
 };
 
 struct PackProgress {
@@ -55,7 +59,8 @@ struct PackSkipped {
 struct PackSummary {
   int64_t samples = 0;
   uint64_t payload_bytes = 0;
-  uint64_t file_bytes = 0;  // shards + index
+  uint64_t source_bytes = 0;  // the packed samples' source files (payload_bytes when nothing was transformed)
+  uint64_t file_bytes = 0;    // shards + index
   int shards = 0;
   std::vector<PackSkipped> skipped;  // in source order
 };

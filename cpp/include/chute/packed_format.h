@@ -24,11 +24,15 @@ static_assert(std::endian::native == std::endian::little, "the packed format is 
 inline constexpr char kShardMagic[8] = {'C', 'H', 'U', 'T', 'E', 'S', 'H', 'D'};
 inline constexpr char kIndexMagic[8] = {'C', 'H', 'U', 'T', 'E', 'I', 'D', 'X'};
 inline constexpr uint32_t kRecordMagic = 0x31434552;  // "REC1"
-inline constexpr uint32_t kFormatVersion = 1;         // the only version this chute reads and writes
+// The version this chute writes. It reads every version from kOldestFormatVersion on: version 1's index
+// entries lack what version 2 records per record (kind, stored size, source bytes), read as unknown.
+inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kOldestFormatVersion = 1;
 inline constexpr size_t kShardHeaderSize = 64;
 inline constexpr size_t kIndexHeaderSize = 128;
 inline constexpr size_t kRecordHeaderSize = 32;
-inline constexpr size_t kIndexEntrySize = 40;
+inline constexpr size_t kIndexEntrySize = 64;    // version 2
+inline constexpr size_t kIndexEntrySizeV1 = 40;
 inline constexpr size_t kShardEntrySize = 56;
 inline constexpr size_t kClassEntrySize = 16;
 inline constexpr size_t kAlignment = 8;
@@ -61,6 +65,21 @@ struct RecordHeader {
   int64_t label = 0;
 };
 
+// What a record's payload holds (`chute pack`'s choice for it). kUnknown: not recorded (a version 1
+// index, a tar member, or a pack that did not check its images).
+enum class RecordKind : uint32_t {
+  kUnknown = 0,
+  kJpeg = 1,           // the source's JPEG bytes, unchanged
+  kPng = 2,            // the source's PNG bytes, unchanged
+  kWebp = 3,           // the source's WebP bytes, unchanged
+  kReencodedJpeg = 4,  // decoded, resized (maybe) and encoded again as JPEG
+  kRawZstd = 5,        // raw RGB pixels (raw_image.h), zstd-compressed
+  kRaw = 6,            // raw RGB pixels, uncompressed
+};
+inline constexpr uint32_t kLastRecordKind = 6;
+// "jpeg", "png", "webp", "jpeg-reencoded", "raw-zstd", "raw", "unknown".
+const char* record_kind_name(RecordKind kind);
+
 // One sample in the index. For packed shards `offset` is the record's start; for tar, the payload's.
 struct IndexEntry {
   uint64_t offset = 0;
@@ -69,6 +88,12 @@ struct IndexEntry {
   uint64_t key_offset = 0;  // into the index's string section
   uint32_t shard = 0;
   uint32_t key_len = 0;
+  // Version 2: the source file's size in bytes (payload_len when not recorded), what the payload holds,
+  // and the stored image's size (0 x 0 when not recorded).
+  uint64_t source_bytes = 0;
+  RecordKind kind = RecordKind::kUnknown;
+  uint32_t width = 0;
+  uint32_t height = 0;
 };
 
 struct ShardInfo {
@@ -117,6 +142,7 @@ class IndexView {
   static Result<IndexView> parse(std::span<const uint8_t> bytes, const std::string& what);
 
   IndexKind kind() const { return kind_; }
+  uint32_t version() const { return version_; }
   uint64_t size() const { return num_samples_; }
   IndexEntry entry(uint64_t i) const;
   std::string_view key(const IndexEntry& e) const;
@@ -127,6 +153,8 @@ class IndexView {
  private:
   std::span<const uint8_t> bytes_;
   IndexKind kind_ = IndexKind::kPacked;
+  uint32_t version_ = kFormatVersion;
+  size_t entry_size_ = kIndexEntrySize;
   uint64_t num_samples_ = 0;
   size_t entries_offset_ = 0;
   size_t strings_offset_ = 0;

@@ -38,6 +38,9 @@ class PackedSource final : public Source {
   const std::vector<ShardInfo>& shards() const { return index_.shards(); }
   const std::string& directory() const { return dir_; }
   uint64_t payload_size(int64_t index) const { return index_.entry(index).payload_len; }
+  // What the index records of the record: kind, stored size and source bytes (version 2; unknown in 1).
+  IndexEntry entry(int64_t index) const { return index_.entry(static_cast<uint64_t>(index)); }
+  uint32_t format_version() const { return index_.version(); }
   // Checks the record of every sample in [begin, end) and its checksum; returns the bad ones as
   // (index, error naming shard and record), in order. `progress(done)` is called every 4096 records and
   // stops the check early when it returns false.
