@@ -1,6 +1,7 @@
-"""decode='reduced' against decode='exact': pixel error and speed, for reducing_gap 3 (the default), 2 and 1.5.
+"""decode='reduced' against decode='exact': pixel error and speed, for reducing_gap 3 (the default), 2 and 1.5,
+and 1.0 (reduce as far as the resize allows: the old scaled_decode=True, the most DCT scaling can buy).
 
-    .venv/bin/python bench/reduced_decode.py [--images 400] [--large 48] [--rounds 3] [--threads N]
+    .venv/bin/python bench/reduced_decode.py [--images 300] [--large 32] [--rounds 3] [--threads N]
 
 Two sets of photos, both made by chute's bench generator (chute/bench/dataset.py, cached once):
   - the bench's photos (about 500x375, ImageNet's typical size), the first --images of them;
@@ -29,7 +30,7 @@ from chute.bench.dataset import ensure_dataset, ensure_large_dataset
 from chute.bench.run import available_cores
 from chute.bench.storage import compare, interleaved_rates, outputs
 
-GAPS = (3.0, 2.0, 1.5)
+GAPS = (3.0, 2.0, 1.5, 1.0)
 PIPELINES = {
     "eval": lambda: [chute.Resize(256), chute.CenterCrop(224)],
     "train": lambda: [chute.RandomResizedCrop(224), chute.RandomHorizontalFlip()],
@@ -46,8 +47,8 @@ def first(root: Path, count: int, directory: Path) -> chute.FileList:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--images", type=int, default=400, help="bench photos to use (default 400)")
-    parser.add_argument("--large", type=int, default=48, help="large originals to use, at most 64 (default 48)")
+    parser.add_argument("--images", type=int, default=300, help="bench photos to use (default 300)")
+    parser.add_argument("--large", type=int, default=32, help="large originals to use, at most 64 (default 32)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=available_cores())
     parser.add_argument("--batch-size", type=int, default=32)

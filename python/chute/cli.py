@@ -328,13 +328,12 @@ def _sweep_storage(args: argparse.Namespace, root: Path, console) -> int:
     table = Table(title=f"chute bench --sweep-storage: {result.images} images, {result.pipeline} pipeline "
                         f"(uint8), batch {result.batch_size}, {result.threads} threads, median of "
                         f"{result.rounds} epochs, hot cache")
-    for column in ("source", "MB on disk", "img/s", "img/s per core", "vs originals", "MAE", "p99", "max",
-                   "images changed"):
+    for column in ("source", "MB on disk", "img/s", "per core", "vs originals", "MAE", "p99", "max", "changed"):
         table.add_column(column, justify="left" if column == "source" else "right")
     base = result.rows[0].per_core
     for row in result.rows:
         if row.unavailable is not None:
-            table.add_row(row.name, "", "", "", "", "", "", "", "", style="dim")
+            table.add_row(row.name, "unavailable", "", "", "", "", "", "", "", style="dim")
             continue
         e = row.error
         table.add_row(row.name, f"{row.bytes / 1e6:,.1f}", f"{row.rate:,.0f}", f"{row.per_core:,.0f}",

@@ -102,6 +102,7 @@ def test_sweep_storage_cli_json_and_plot(photos, tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--sweep-storage", "--sweep"], "separate runs"),
     (["--ffcv-python", "python3"], "go with --sweep-storage"),
+    (["--images", "5"], "go with --sweep-storage"),
     (["--sweep-storage", "--reducing-gap", "0.5"], "must be >= 1.0"),
     (["--plot", "x.png"], "--plot goes with"),
 ])

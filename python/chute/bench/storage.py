@@ -371,7 +371,9 @@ def plot(result: StorageSweep, path: Path) -> None:
         label = f"{row.name}\n{row.bytes / 1e6:,.0f} MB" if row.bytes else row.name
         ax.annotate(label, (row.error.mae, row.per_core), textcoords="offset points", xytext=(6, 4), fontsize=7)
     ax.set_xlabel("pixel error against exact decoding of the originals (MAE, Resize(256)+CenterCrop(224), uint8)")
-    ax.set_ylabel(f"img/s per core ({result.pipeline} pipeline)")
+    ax.set_ylabel(f"images per CPU-second, per core ({result.pipeline} pipeline)")
+    ax.set_ylim(bottom=0)
+    ax.margins(x=0.3)
     ax.set_title(f"chute bench --sweep-storage: {result.images} images, {result.threads} threads, "
                  f"median of {result.rounds} epochs")
     ax.grid(alpha=0.3)
