@@ -337,7 +337,10 @@ def _ffcv_row(samples: list, tmp: Path, ffcv_python: str | None, pipeline: str, 
     command = [ffcv_python, str(script), "--samples", str(listing), "--beton", str(beton), "--eval-out", str(out),
                "--pipeline", pipeline, "--batch-size", str(batch_size), "--rounds", str(rounds),
                "--threads", str(threads), "--max-resolution", "256"]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    except OSError as e:  # no such interpreter, not executable
+        return Row(FFCV_NAME, unavailable=f"--ffcv-python {ffcv_python}: {e.strerror or e}")
     if done.returncode != 0:
         lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
         return Row(FFCV_NAME, unavailable=lines[-1] if lines else f"exited with status {done.returncode}")
