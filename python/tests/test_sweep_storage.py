@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import numpy as np
@@ -126,3 +127,15 @@ def test_sweep_on_the_first_images_packs_and_compares_only_those(photos):
         assert by_name[name].error.images == 5 and by_name[name].error.max == 0  # gap 3: nothing reduced
     with pytest.raises(ValueError, match=r"images must be in \[1, 12\]"):
         storage.run_storage_sweep(photos, images=13)
+
+
+@pytest.mark.skipif(not os.environ.get("CHUTE_FFCV_PYTHON"),
+                    reason="set CHUTE_FFCV_PYTHON to a Python with ffcv (scripts/setup_ffcv.sh) to run FFCV's row")
+def test_ffcv_row_writes_reads_and_compares(photos):
+    result = storage.run_storage_sweep(photos, batch_size=4, rounds=1, threads=1, pack_rows=(),
+                                       ffcv_python=os.environ["CHUTE_FFCV_PYTHON"])
+    ffcv = next(r for r in result.rows if r.name == storage.FFCV_NAME)
+    assert ffcv.unavailable is None, ffcv.unavailable
+    assert ffcv.bytes > 0 and ffcv.rate > 0 and ffcv.per_core > 0
+    # Stored at 256 px, re-encoded, resampled by OpenCV: close to the originals, never identical.
+    assert ffcv.error.images == 12 and 0 < ffcv.error.mae < 10
