@@ -65,7 +65,7 @@ def main() -> None:
     parser.add_argument("--pipeline", choices=("train", "eval"), default="train")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--threads", type=int, required=True)  # chute passes its available_cores()
     parser.add_argument("--max-resolution", type=int, default=256)
     args = parser.parse_args()
     with open(args.samples) as f:
