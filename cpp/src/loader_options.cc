@@ -1,6 +1,8 @@
 // The options' one check (LoaderOptions::validate, DecodeOptions::validate) and their names.
 #include <sched.h>
 
+#include <cmath>
+#include <sstream>
 #include <string>
 
 #include "chute/loader.h"
@@ -16,8 +18,26 @@ Result<ErrorPolicy> parse_error_policy(std::string_view name) {
   return invalid_argument("on_error must be 'raise' or 'skip', got '" + std::string(name) + "'");
 }
 
+const char* decode_mode_name(DecodeMode mode) { return mode == DecodeMode::kReduced ? "reduced" : "exact"; }
+
+Result<DecodeMode> parse_decode_mode(std::string_view name) {
+  if (name == "exact") return DecodeMode::kExact;
+  if (name == "reduced") return DecodeMode::kReduced;
+  return invalid_argument("decode must be 'exact' (PIL's pixels) or 'reduced' (a JPEG's scaled IDCT while the "
+                          "resize still shrinks by reducing_gap), got '" + std::string(name) + "'");
+}
+
+Status DecodeOptions::check_reducing_gap(double gap) {
+  // Pillow refuses a reducing_gap below 1.0 too: the reduction would leave the resize enlarging.
+  if (gap >= 1.0 && std::isfinite(gap)) return Status::ok();
+  std::ostringstream shown;
+  shown << gap;
+  return invalid_argument("reducing_gap must be a finite number >= 1.0, as in Pillow; got " + shown.str());
+}
+
 Status DecodeOptions::validate() const {
   CHUTE_RETURN_IF_ERROR(kMaxPixels.check(max_pixels));
+  CHUTE_RETURN_IF_ERROR(check_reducing_gap(reducing_gap));
   return kMaxFileBytes.check(max_file_bytes);
 }
 

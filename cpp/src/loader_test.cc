@@ -4,8 +4,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <future>
+#include <limits>
 #include <map>
 #include <set>
 #include <thread>
@@ -541,6 +543,22 @@ TEST(LoaderTest, ExplicitOrderRejectsIndicesOutsideTheSourceAndEmptyOrderEndsAtO
   EXPECT_EQ(loader->start_epoch(0, 0, {-1}).code(), StatusCode::kInvalidArgument);
   ASSERT_TRUE(loader->start_epoch(0, 0, {}).is_ok());
   EXPECT_TRUE(drain(*loader).labels.empty());
+}
+
+TEST(LoaderTest, RejectsAReducingGapPillowWouldRefuse) {
+  auto source = std::make_shared<MemorySource>(make_images(2), kClasses);
+  for (double gap : {0.99, 0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    LoaderOptions options{.batch_size = 1, .num_threads = 1};
+    options.decode.mode = DecodeMode::kReduced;
+    options.decode.reducing_gap = gap;
+    auto loader = Loader::create(source, *Pipeline::create({Resize{8}, CenterCrop{8, 8}}), options);
+    ASSERT_FALSE(loader.is_ok()) << gap;
+    EXPECT_EQ(loader.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(loader.status().message().find("reducing_gap must be a finite number >= 1.0"), std::string::npos);
+  }
+  LoaderOptions options{.batch_size = 1, .num_threads = 1};
+  options.decode.reducing_gap = 1.0;  // Pillow's smallest
+  EXPECT_TRUE(Loader::create(source, *Pipeline::create({Resize{8}, CenterCrop{8, 8}}), options).is_ok());
 }
 
 }  // namespace

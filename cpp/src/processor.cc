@@ -87,9 +87,10 @@ Status SampleProcessor::process_once(int64_t index, EpochKey key, void* dst, Sta
   const bool swap = orientation_swaps_axes(orientation);
   SampleRng rng(key.seed, key.epoch, static_cast<uint64_t>(index));
   // Transforms see the image as displayed; the decoder reads the stored rectangle that holds it.
-  const int max_reduction = decode_.scaled_decode ? ImageDecoder::max_reduction(bytes_) : 1;
-  CHUTE_ASSIGN_OR_RETURN(const SamplePlan plan, pipeline_.plan(swap ? info.height : info.width,
-                                                               swap ? info.width : info.height, rng, max_reduction));
+  const int max_reduction = decode_.mode == DecodeMode::kReduced ? ImageDecoder::max_reduction(bytes_) : 1;
+  CHUTE_ASSIGN_OR_RETURN(const SamplePlan plan,
+                         pipeline_.plan(swap ? info.height : info.width, swap ? info.width : info.height, rng,
+                                        max_reduction, decode_.reducing_gap));
   // The stored image as the decoder outputs it: reduced, sizes rounded up like libjpeg's.
   const int d = plan.reduction;
   const int stored_w = (info.width + d - 1) / d, stored_h = (info.height + d - 1) / d;

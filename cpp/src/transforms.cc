@@ -152,7 +152,9 @@ Result<Pipeline> Pipeline::create(std::vector<Transform> transforms) {
   return p;
 }
 
-Result<SamplePlan> Pipeline::plan(int image_width, int image_height, SampleRng& rng, int max_reduction) const {
+Result<SamplePlan> Pipeline::plan(int image_width, int image_height, SampleRng& rng, int max_reduction,
+                                  double reducing_gap) const {
+  CHUTE_CHECK(reducing_gap >= 1.0);  // checked where the options are made (Loader::create)
   if (image_width <= 0 || image_height <= 0) return corrupt_data("image has no pixels");
   Axis x(image_width), y(image_height);
   for (const Transform& t : geometric_) {
@@ -204,9 +206,14 @@ Result<SamplePlan> Pipeline::plan(int image_width, int image_height, SampleRng& 
   SamplePlan plan;
   plan.pad_left = x.pad_before, plan.pad_right = x.pad_after;
   plan.pad_top = y.pad_before, plan.pad_bottom = y.pad_after;
-  if (x.resized >= 0) {  // a scaled IDCT pays only when both axes shrink by at least 2
+  if (x.resized >= 0) {
+    // Pillow's Image.resize: factor = int(length / size / reducing_gap) per axis. libjpeg scales both axes
+    // alike, by a power of two: the largest one within both axes' factors.
+    const auto factor = [reducing_gap](const Axis& a) {
+      return static_cast<double>(a.length) / a.resized / reducing_gap;
+    };
     for (int d = 8; d >= 2; d /= 2) {
-      if (d <= max_reduction && x.length >= d * x.resized && y.length >= d * y.resized) {
+      if (d <= max_reduction && factor(x) >= d && factor(y) >= d) {
         plan.reduction = d;
         break;
       }
@@ -229,9 +236,8 @@ Result<SamplePlan> Pipeline::plan(int image_width, int image_height, SampleRng& 
                                        y.resized, y.out_offset, y.out_length);
     plan.window_x = plan.xs.input_begin();
     plan.window_y = plan.ys.input_begin();
-    // Order the passes as PIL would for the full-size image it resizes.
-    plan.xs.shrink = x.length - x.resized;
-    plan.ys.shrink = y.length - y.resized;
+    // The passes are ordered by the reduced box's shrink (bilinear_box), as Pillow orders them when it
+    // resizes from draft()'s box: the pixels are those of Image.draft + Image.resize(box=...).
   }
   plan.window_width = plan.xs.input_end() - plan.xs.input_begin();
   plan.window_height = plan.ys.input_end() - plan.ys.input_begin();

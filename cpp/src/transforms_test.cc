@@ -32,6 +32,35 @@ TEST(RandomResizedCropTest, FallbackIsCentreCropClampedToRatio) {
   EXPECT_EQ(b.y, 0);
 }
 
+TEST(PipelineTest, ReductionLeavesTheResizeAtLeastTheReducingGap) {
+  // 2048x1536 -> Resize(256): 341x256 from the whole image, a shrink of 6 on both axes. Pillow's
+  // factor int(6 / gap), rounded down to what libjpeg scales by (8, 4, 2), on both axes.
+  auto p = Pipeline::create({Resize{256}, CenterCrop{224, 224}});
+  ASSERT_TRUE(p.is_ok());
+  const auto reduction = [&](int max_reduction, double gap, int width = 2048, int height = 1536) {
+    SampleRng rng(0, 0, 0);
+    auto plan = p->plan(width, height, rng, max_reduction, gap);
+    EXPECT_TRUE(plan.is_ok());
+    return plan->reduction;
+  };
+  EXPECT_EQ(reduction(8, 1.0), 4);   // 6 / 1 = 6: 4 (the old scaled_decode)
+  EXPECT_EQ(reduction(8, 1.5), 4);   // 6 / 1.5 = 4: exactly 4 is allowed (remaining shrink 1.5)
+  EXPECT_EQ(reduction(8, 1.51), 2);  // just above: 2
+  EXPECT_EQ(reduction(8, 3.0), 2);   // 6 / 3 = 2
+  EXPECT_EQ(reduction(8, 3.01), 1);  // below 2: no reduction
+  EXPECT_EQ(reduction(1, 1.0), 1);   // a decoder that cannot scale (PNG, WebP, or decode='exact')
+  EXPECT_EQ(reduction(2, 1.0), 2);
+  // Both axes must allow it: 4096x1536 becomes int(256 * 4096 / 1536) = 682 x 256, a shrink of 6.006
+  // across and 6 down: d = 2 at gap 3, either way round.
+  EXPECT_EQ(reduction(8, 3.0, 4096, 1536), 2);
+  EXPECT_EQ(reduction(8, 3.0, 1536, 4096), 2);
+  // A CenterCrop alone resizes nothing: never reduced.
+  auto crop = Pipeline::create({CenterCrop{224, 224}});
+  ASSERT_TRUE(crop.is_ok());
+  SampleRng rng(0, 0, 0);
+  EXPECT_EQ(crop->plan(4000, 3000, rng, 8, 1.0)->reduction, 1);
+}
+
 TEST(PipelineTest, RejectsListsWithoutOneOutputSize) {
   EXPECT_FALSE(Pipeline::create({Resize{256}}).is_ok());
   EXPECT_FALSE(Pipeline::create({RandomResizedCrop{}, Resize{256, 256}}).is_ok());

@@ -63,7 +63,18 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--chute-only", action="store_true",
                        help="--sweep: leave the DataLoader half out (e.g. for a quick --consumer-ms check)")
     bench.add_argument("--plot", type=Path, metavar="PNG",
-                       help="--sweep: draw throughput against workers to this file (needs matplotlib)")
+                       help="--sweep: draw throughput against workers to this file; --sweep-storage: throughput "
+                            "against pixel error (needs matplotlib)")
+    bench.add_argument("--sweep-storage", action="store_true",
+                       help="one run over the same photos: the originals, `chute pack --max-side` 512/320/256, raw "
+                            "at 256, decode='reduced', (with --ffcv-python) FFCV at max_resolution=256: img/s per "
+                            "core, bytes on disk, pixel error against exact decoding of the originals")
+    bench.add_argument("--reducing-gap", type=float, default=3.0,
+                       help="--sweep-storage: the reducing_gap of the decode='reduced' row (default 3.0)")
+    bench.add_argument("--images", type=_positive,
+                       help="--sweep-storage: only the first N photos of the dataset (default: all)")
+    bench.add_argument("--ffcv-python", metavar="PYTHON",
+                       help="--sweep-storage: a Python interpreter with ffcv installed, for the FFCV row")
     doctor = sub.add_parser(
         "doctor", help="find where a training job's input pipeline stalls, and say what to change",
         description="Runs SCRIPT (with its arguments) in this process and watches the first DataLoader or "
@@ -173,8 +184,20 @@ def _bench(args: argparse.Namespace) -> int:
     # Piped output (CI logs, `| tee`) gets room for the tables instead of rich's 80-column default.
     stream = sys.stderr if args.json else sys.stdout
     console = Console(stderr=args.json, width=None if stream.isatty() else 120)
-    if not args.sweep and (args.plot or args.consumer_ms or args.chute_only):
-        console.print("chute bench: --plot, --consumer-ms and --chute-only go with --sweep")
+    if args.sweep and args.sweep_storage:
+        console.print("chute bench: --sweep and --sweep-storage are separate runs; give one")
+        return 2
+    if not args.sweep and (args.consumer_ms or args.chute_only):
+        console.print("chute bench: --consumer-ms and --chute-only go with --sweep")
+        return 2
+    if not (args.sweep or args.sweep_storage) and args.plot:
+        console.print("chute bench: --plot goes with --sweep or --sweep-storage")
+        return 2
+    if not args.sweep_storage and (args.ffcv_python or args.reducing_gap != 3.0 or args.images):
+        console.print("chute bench: --ffcv-python, --reducing-gap and --images go with --sweep-storage")
+        return 2
+    if not args.reducing_gap >= 1.0:
+        console.print(f"chute bench: --reducing-gap must be >= 1.0, as in Pillow; got {args.reducing_gap}")
         return 2
     if args.plot:
         try:
@@ -185,6 +208,8 @@ def _bench(args: argparse.Namespace) -> int:
     root = args.root if args.root is not None else ensure_dataset(progress=not args.json)
     if args.sweep:
         return _sweep(args, root, console)
+    if args.sweep_storage:
+        return _sweep_storage(args, root, console)
     with console.status("benchmarking") as status:
         result = run_bench(root, pipeline=args.pipeline, batch_size=args.batch_size, rounds=args.rounds,
                            workers=args.workers, threads=args.threads, packed_path=args.source,
@@ -283,6 +308,57 @@ def _sweep(args: argparse.Namespace, root: Path, console) -> int:
     if args.plot:
         console.print(f"plot: {args.plot}")
     return 0
+
+
+def _sweep_storage(args: argparse.Namespace, root: Path, console) -> int:
+    from rich.table import Table
+
+    from chute.bench.storage import plot, run_storage_sweep
+
+    with console.status("sweep-storage") as status:
+        result = run_storage_sweep(root, pipeline=args.pipeline, batch_size=args.batch_size, rounds=args.rounds,
+                                   threads=args.threads, reducing_gap=args.reducing_gap, images=args.images,
+                                   ffcv_python=args.ffcv_python,
+                                   on_step=lambda step: status.update(f"sweep-storage: {step}"))
+    if args.plot:
+        plot(result, args.plot)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+        return 0
+    table = Table(title=f"chute bench --sweep-storage: {result.images} images, {result.pipeline} pipeline "
+                        f"(uint8), batch {result.batch_size}, {result.threads} threads, median of "
+                        f"{result.rounds} epochs, hot cache")
+    for column in ("source", "MB on disk", "img/s", "per core", "vs originals", "MAE", "p99", "max", "changed"):
+        table.add_column(column, justify="left" if column == "source" else "right")
+    base = result.rows[0].per_core
+    for row in result.rows:
+        if row.unavailable is not None:
+            table.add_row(row.name, "unavailable", "", "", "", "", "", "", "", style="dim")
+            continue
+        e = row.error
+        table.add_row(row.name, f"{row.bytes / 1e6:,.1f}", f"{row.rate:,.0f}", f"{row.per_core:,.0f}",
+                      f"{row.per_core / base:.2f}x", f"{e.mae:.3f}", str(e.p99), str(e.max), f"{e.changed}/{e.images}")
+    console.print(table)
+    for row in result.rows:
+        if row.unavailable is not None:
+            console.print(f"{row.name}: unavailable: {row.unavailable}")
+        elif row.note:
+            console.print(f"{row.name}: {row.note}")
+    console.print(f"dataset: {root}. per core: images per CPU-second of the loading process (its threads' CPU "
+                  "time; holds when other work shares the cores). vs originals: ratio of that. Pixel error: "
+                  "|row - exact decoding of the originals| per channel value, through Resize(256) + "
+                  "CenterCrop(224) (deterministic), uint8, sample by sample; changed: images not bit-identical.")
+    if args.plot:
+        console.print(f"plot: {args.plot}")
+    elif not _have_matplotlib():
+        console.print("no plot: matplotlib is not installed (pip install 'chute[plot]', then --plot PNG)")
+    return 0
+
+
+def _have_matplotlib() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def main(argv: list[str] | None = None) -> int:

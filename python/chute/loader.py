@@ -105,8 +105,11 @@ class Loader:
     cost of a whole-image decode per sample (crop-on-decode's savings are lost; the pixels are the same).
     ``chute pack --validate full`` and ``chute inspect --verify`` run that check once, ahead of training.
 
-    ``scaled_decode=True`` lets JPEGs whose window shrinks at least 2x decode at 1/2, 1/4 or 1/8 scale
-    (libjpeg's scaled IDCT): much faster on large photos, with pixels close to, not equal to, PIL's.
+    ``decode='exact'`` (the default) gives PIL's pixels. ``decode='reduced'`` lets a JPEG decode at 1/2, 1/4
+    or 1/8 scale (libjpeg's scaled IDCT) as long as the resize still shrinks the reduced window by at least
+    ``reducing_gap`` (default 3.0, at least 1.0) on both axes: Pillow's ``reducing_gap`` of
+    ``Image.resize``/``thumbnail``. Faster on large originals (an eval pipeline, a first pass of
+    progressive resizing), with pixels close to, not equal to, the exact ones; docs/DECODE.md measures both.
 
     Parallelism tunes itself by default: ``num_threads='auto'`` starts ``max_threads`` threads (default:
     every core this process may use; lower it to leave cores to the training process) and keeps as many of
@@ -158,7 +161,8 @@ class Loader:
                  prefetch: int | str = "auto", max_threads: int | None = None,
                  max_memory: int = _LOADER.max_memory, on_error: str = _LOADER.on_error,
                  max_pixels: int = _DECODE.max_pixels, apply_exif_orientation: bool = _DECODE.apply_exif_orientation,
-                 scaled_decode: bool = _DECODE.scaled_decode, validate: str = "window",
+                 decode: str = _DECODE.decode, reducing_gap: float = _DECODE.reducing_gap,
+                 validate: str = "window",
                  rank: int | None = None,
                  world_size: int | None = None, even_split: bool = _LOADER.even_split,
                  quarantine: str | os.PathLike | None = None, device="cpu", pin_memory: bool | None = None,
@@ -178,13 +182,13 @@ class Loader:
                              f"pixel of every image), got {validate!r}")
         # The engine's options, by name: their defaults, ranges and checks are the C++ structs' (loader.h,
         # processor.h, delivery.h); a bad value is a TypeError/ValueError naming it, raised here.
-        decode = _native.DecodeOptions(max_pixels=max_pixels, max_file_bytes=max_file_bytes,
-                                       apply_exif_orientation=apply_exif_orientation, scaled_decode=scaled_decode,
-                                       validate_full=validate == "full")
+        decode_options = _native.DecodeOptions(max_pixels=max_pixels, max_file_bytes=max_file_bytes,
+                                               apply_exif_orientation=apply_exif_orientation, decode=decode,
+                                               reducing_gap=reducing_gap, validate_full=validate == "full")
         options = _native.LoaderOptions(batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last,
                                         num_threads=num_threads, max_threads=max_threads, prefetch=prefetch,
                                         max_memory=max_memory, max_ring_bytes=max_ring_bytes, on_error=on_error,
-                                        channels_last=memory_format == torch.channels_last, decode=decode)
+                                        channels_last=memory_format == torch.channels_last, decode=decode_options)
         delivery = _native.DeliveryOptions(device_prefetch=device_prefetch, max_device_memory=max_device_memory)
         options.validate()  # num_threads against max_threads, ... (Loader::create checks again, with the source)
         device_kind, device_index = _delivery.parse_device(device)

@@ -54,6 +54,18 @@ V to_int(nb::handle v, const OptionRange& r) {
   raise(PyExc_ValueError, r.message(nb::cast<std::string>(nb::str(i))));
 }
 
+// `v` as a real option: an int or a float (numpy's too), not a bool or a str.
+double to_real(nb::handle v, const char* name) {
+  if (PyBool_Check(v.ptr()) || nb::isinstance<nb::str>(v) || !PyNumber_Check(v.ptr())) {
+    const std::string type = nb::cast<std::string>(nb::getattr(v.type(), "__name__"));
+    raise(PyExc_TypeError, std::string(name) + " must be a number, got " + nb::cast<std::string>(nb::repr(v)) +
+                               " (" + type + ")");
+  }
+  const double d = PyFloat_AsDouble(v.ptr());
+  if (d == -1.0 && PyErr_Occurred() != nullptr) throw nb::python_error();
+  return d;
+}
+
 bool to_bool(nb::handle v) {
   const int truth = PyObject_IsTrue(v.ptr());
   if (truth < 0) throw nb::python_error();
@@ -146,7 +158,15 @@ void register_options(nb::module_& m) {
       .integer(DecodeOptions::kMaxPixels, [](DecodeOptions& o) -> int64_t& { return o.max_pixels; })
       .integer(DecodeOptions::kMaxFileBytes, [](DecodeOptions& o) -> uint64_t& { return o.max_file_bytes; })
       .boolean("apply_exif_orientation", [](DecodeOptions& o) -> bool& { return o.apply_exif_orientation; })
-      .boolean("scaled_decode", [](DecodeOptions& o) -> bool& { return o.scaled_decode; })
+      .field(
+          "decode", [](DecodeOptions& o) { return std::string(decode_mode_name(o.mode)); },
+          [](DecodeOptions& o, nb::handle v) { o.mode = to_choice(v, parse_decode_mode); })
+      .field(
+          "reducing_gap", [](DecodeOptions& o) { return o.reducing_gap; },
+          [](DecodeOptions& o, nb::handle v) {
+            o.reducing_gap = to_real(v, "reducing_gap");
+            if (const Status st = DecodeOptions::check_reducing_gap(o.reducing_gap); !st.is_ok()) throw_status(st);
+          })
       .boolean("validate_full", [](DecodeOptions& o) -> bool& { return o.validate_full; })
       .boolean("accept_truncated", [](DecodeOptions& o) -> bool& { return o.accept_truncated; });
 

@@ -48,6 +48,12 @@ LOADER_CASES = [
     ("device_prefetch", 2**40, ValueError, "device_prefetch must be an int in [1, 2147483646]"),
     ("max_device_memory", 2**70, ValueError, "max_device_memory must be an int in [1, 2**64 - 1]"),
     ("quarantine", 5, TypeError, "quarantine must be a path (str, bytes or os.PathLike), got 5 (int)"),
+    ("decode", "fast", ValueError, "decode must be 'exact' (PIL's pixels) or 'reduced'"),
+    ("decode", True, ValueError, "decode must be 'exact' (PIL's pixels) or 'reduced'"),
+    ("reducing_gap", 0.5, ValueError, "reducing_gap must be a finite number >= 1.0, as in Pillow; got 0.5"),
+    ("reducing_gap", float("nan"), ValueError, "reducing_gap must be a finite number >= 1.0, as in Pillow; got nan"),
+    ("reducing_gap", float("inf"), ValueError, "reducing_gap must be a finite number >= 1.0, as in Pillow; got inf"),
+    ("reducing_gap", "3", TypeError, "reducing_gap must be a number, got '3' (str)"),
 ]
 
 
@@ -266,3 +272,9 @@ def test_pin_memory_without_cuda_warns_like_torch_and_carries_on_unpinned(folder
     assert all(torch.equal(a, c) and torch.equal(b, d) for (a, b), (c, d) in zip(batches, expected, strict=True))
 
 
+
+def test_scaled_decode_is_gone_for_decode_reduced(folder):
+    """One generation: decode='reduced' (with reducing_gap=1.0 for the old behaviour) replaced it."""
+    with pytest.raises(TypeError, match="scaled_decode"):
+        make(folder, scaled_decode=True)
+    make(folder, decode="reduced", reducing_gap=1.0).close()

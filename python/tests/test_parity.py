@@ -190,34 +190,117 @@ def large_folder(tmp_path_factory):
     return root
 
 
-def test_scaled_decode_stays_within_tolerance_of_pil(large_folder):
+def test_reduced_decode_at_gap_one_stays_within_tolerance_of_pil(large_folder):
+    """reducing_gap=1.0 reduces as far as the resize allows (the old scaled_decode=True)."""
     source = chute.ImageFolder(large_folder)
     rrc = chute.RandomResizedCrop(224, scale=(0.5, 1.0))
     out = {}
-    for scaled in (False, True):
-        (x, _), = list(chute.Loader(source, batch_size=len(source), seed=3, transforms=[rrc], scaled_decode=scaled))
-        out[scaled] = as_hwc(x)
+    for decode in ("exact", "reduced"):
+        (x, _), = list(chute.Loader(source, batch_size=len(source), seed=3, transforms=[rrc], decode=decode,
+                                    reducing_gap=1.0))
+        out[decode] = as_hwc(x)
     diffs_rrc, diffs_exact = [], []
     for index, (path, _) in enumerate(source.samples):
         img = pil_rgb(path)
         bx, by, bw, bh = _native.random_resized_crop_box(img.width, img.height, rrc._to_native(), 3, 0, index)
         ref = np.asarray(img.crop((bx, by, bx + bw, by + bh)).resize((224, 224), Image.BILINEAR)).astype(np.int16)
-        diffs_exact.append(np.abs(out[False][index].astype(np.int16) - ref))
-        diffs_rrc.append(np.abs(out[True][index].astype(np.int16) - ref))
+        diffs_exact.append(np.abs(out["exact"][index].astype(np.int16) - ref))
+        diffs_rrc.append(np.abs(out["reduced"][index].astype(np.int16) - ref))
     assert report("RandomResizedCrop, full decode", diffs_exact) == (0.0, 0)
     # The scaled IDCT averages before the triangle filter does: close on average, but a sharp edge can move
-    # a pixel by more than the default tolerance's 8, which is why scaled_decode is opt-in.
-    mae, mx = report("RandomResizedCrop, scaled IDCT", diffs_rrc)
-    assert mae < 1.0 and mx < 32
+    # a pixel by more than the default tolerance's 8, which is why decode='exact' is the default.
+    mae, mx = report("RandomResizedCrop, scaled IDCT, reducing_gap=1", diffs_rrc)
+    assert 0 < mae < 1.0 and mx < 32
 
     t = [chute.Resize(256), chute.CenterCrop(224)]
-    (x, _), = list(chute.Loader(source, batch_size=len(source), transforms=t, scaled_decode=True))
+    (x, _), = list(chute.Loader(source, batch_size=len(source), transforms=t, decode="reduced", reducing_gap=1.0))
     diffs = []
     for got, (path, _) in zip(as_hwc(x), source.samples):
         ref = np.asarray(pil_center_crop(pil_resize_short(pil_rgb(path), 256), 224))
         diffs.append(np.abs(got.astype(np.int16) - ref.astype(np.int16)))
-    mae, mx = report("Resize(256)+CenterCrop(224), scaled IDCT", diffs)
-    assert mae < 1.0 and mx < 32
+    mae, mx = report("Resize(256)+CenterCrop(224), scaled IDCT, reducing_gap=1", diffs)
+    assert 0 < mae < 1.0 and mx < 32
+
+
+# Small outputs, so that the 1200x900 photos shrink by more than 2 x the default gap of 3.
+SMALL_EVAL = [chute.Resize(128), chute.CenterCrop(112)]
+SMALL_TRAIN = [chute.RandomResizedCrop(112, scale=(0.5, 1.0))]
+
+
+@pytest.mark.parametrize("transforms", [SMALL_EVAL, SMALL_TRAIN], ids=["eval", "train"])
+def test_reduced_decode_at_the_default_gap_is_within_one_level_of_exact(large_folder, transforms):
+    source = chute.ImageFolder(large_folder)
+    out = {}
+    for decode in ("exact", "reduced"):
+        (x, _), = list(chute.Loader(source, batch_size=len(source), seed=4, transforms=transforms, decode=decode))
+        out[decode] = as_hwc(x).astype(np.int16)
+    diffs = list(np.abs(out["reduced"] - out["exact"]))
+    mae, mx = report(f"reduced (gap 3) against exact, {len(transforms)} transforms", diffs)
+    assert mae > 0, "nothing was reduced: the test no longer tests the reduction"
+    assert mae <= 1.0 and mx < 32
+
+
+def test_reduced_decode_with_a_gap_that_allows_no_reduction_is_exact(large_folder):
+    source = chute.ImageFolder(large_folder)
+    t = SMALL_EVAL + [chute.RandomHorizontalFlip()]
+    batches = {}
+    for decode, gap in (("exact", 3.0), ("reduced", 7.1)):  # 900 / 128 = 7.03 < 7.1 * 1
+        (x, _), = list(chute.Loader(source, batch_size=len(source), seed=2, transforms=t, decode=decode,
+                                    reducing_gap=gap))
+        batches[decode] = x
+    assert torch.equal(batches["exact"], batches["reduced"])
+    (x, _), = list(chute.Loader(source, batch_size=len(source), seed=2, transforms=t, decode="reduced",
+                                reducing_gap=3.5))  # 7.03 / 3.5 >= 2: reduced, so not equal
+    assert not torch.equal(batches["exact"], x)
+
+
+@pytest.mark.parametrize("gap", [2, 3])
+def test_reduced_decode_follows_pillows_draft_and_reducing_gap(large_folder, gap):
+    """Pillow's own reduction of a JPEG (Image.thumbnail's way: draft() at size * reducing_gap, then resize
+    from the box it returns) against chute's, for Resize + CenterCrop."""
+    source = chute.ImageFolder(large_folder)
+    (x, _), = list(chute.Loader(source, batch_size=len(source), transforms=SMALL_EVAL, decode="reduced",
+                                reducing_gap=gap))
+    diffs, reduced = [], 0
+    for got, (path, _) in zip(as_hwc(x), source.samples):
+        with Image.open(path) as im:
+            w, h = im.size
+            short, long = min(w, h), max(w, h)
+            new_w, new_h = (128, int(128 * long / short)) if w <= h else (int(128 * long / short), 128)
+            _, box = im.draft("RGB", (int(new_w * gap), int(new_h * gap)))
+            reduced += im.size != (w, h)
+            ref = pil_center_crop(im.convert("RGB").resize((new_w, new_h), Image.BILINEAR, box=box), 112)
+        diffs.append(np.abs(got.astype(np.int16) - np.asarray(ref).astype(np.int16)))
+    assert reduced == len(source)  # Pillow reduced every one as well
+    # Bit-exact here (the same libjpeg-turbo scaled IDCT, Pillow's box arithmetic and pass order); one level
+    # is allowed for a Pillow built on another libjpeg.
+    mae, mx = report(f"reduced against Pillow draft + resize, gap {gap}", diffs)
+    assert mae <= 0.01 and mx <= 1
+
+
+def test_reduced_random_crops_follow_pillows_draft_and_resize_box(large_folder):
+    """RandomResizedCrop: the box drawn on the full image, divided by the reduction in the drafted image
+    (Pillow's resize rule for the factor: int(box / size / reducing_gap), a power of two on both axes)."""
+    source = chute.ImageFolder(large_folder)
+    gap, rrc = 2.0, SMALL_TRAIN[0]
+    (x, _), = list(chute.Loader(source, batch_size=len(source), seed=6, transforms=[rrc], decode="reduced",
+                                reducing_gap=gap))
+    diffs, reductions = [], []
+    for index, (got, (path, _)) in enumerate(zip(as_hwc(x), source.samples)):
+        with Image.open(path) as im:
+            w, h = im.size
+            bx, by, bw, bh = _native.random_resized_crop_box(w, h, rrc._to_native(), 6, 0, index)
+            factor = min(int(bw / 112 / gap), int(bh / 112 / gap), 8)
+            d = max(f for f in (1, 2, 4, 8) if f <= max(factor, 1))
+            im.draft("RGB", (w // d, h // d))
+            assert im.size == (-(-w // d), -(-h // d))
+            box = (bx / d, by / d, min(im.width, (bx + bw) / d), min(im.height, (by + bh) / d))
+            ref = im.convert("RGB").resize((112, 112), Image.BILINEAR, box=box)
+        reductions.append(d)
+        diffs.append(np.abs(got.astype(np.int16) - np.asarray(ref).astype(np.int16)))
+    assert max(reductions) > 1
+    mae, mx = report(f"reduced RandomResizedCrop against Pillow draft + resize, reductions {reductions}", diffs)
+    assert mae <= 0.01 and mx <= 1
 
 
 @pytest.fixture(scope="module")

@@ -56,10 +56,10 @@ def test_options_take_keywords_and_keep_the_cxx_defaults():
     assert _native.DeliveryOptions().device_prefetch == 2
     o = _native.LoaderOptions(batch_size=8, num_threads="auto", max_threads=None, prefetch=3, on_error="skip",
                               dtype="float16", channels_last=True, rank=1, world_size=2,
-                              decode=_native.DecodeOptions(max_pixels=5, scaled_decode=True))
+                              decode=_native.DecodeOptions(max_pixels=5, decode="reduced", reducing_gap=1.5))
     assert (o.batch_size, o.num_threads, o.max_threads, o.prefetch) == (8, 0, 0, 3)
     assert (o.on_error, o.dtype, o.channels_last, o.rank, o.world_size) == ("skip", "float16", True, 1, 2)
-    assert (o.decode.max_pixels, o.decode.scaled_decode) == (5, True)
+    assert (o.decode.max_pixels, o.decode.decode, o.decode.reducing_gap) == (5, "reduced", 1.5)
     o.decode.max_pixels = 7  # the nested struct itself, not a copy
     assert o.decode.max_pixels == 7
     assert "batch_size=8" in repr(o)
@@ -166,7 +166,7 @@ def test_loader_defaults_are_the_engines():
     for name in ("batch_size", "shuffle", "seed", "drop_last", "max_memory", "on_error", "even_split",
                  "max_ring_bytes"):
         assert params[name].default == getattr(loader, name), name
-    for name in ("max_pixels", "apply_exif_orientation", "scaled_decode", "max_file_bytes"):
+    for name in ("max_pixels", "apply_exif_orientation", "decode", "reducing_gap", "max_file_bytes"):
         assert params[name].default == getattr(decode, name), name
     for name in ("device_prefetch", "max_device_memory"):
         assert params[name].default == getattr(delivery, name), name

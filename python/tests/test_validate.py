@@ -59,8 +59,8 @@ def test_bottom_damage_escapes_a_top_crop_by_default_and_fails_with_validate_ful
     assert [e.index for e in skip.errors()] == [1]
 
 
-@pytest.mark.parametrize("options", [{}, {"scaled_decode": True}, {"apply_exif_orientation": True}],
-                         ids=["plain", "scaled", "exif"])
+@pytest.mark.parametrize("options", [{}, {"decode": "reduced", "reducing_gap": 1.0},
+                                     {"apply_exif_orientation": True}], ids=["plain", "reduced", "exif"])
 def test_validate_full_delivers_the_same_pixels(folder, options):
     tf = [chute.RandomResizedCrop(64), chute.RandomHorizontalFlip()]
     runs = []

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "chute/decode_budget.h"
@@ -19,13 +20,21 @@
 
 namespace chute {
 
+enum class DecodeMode { kExact, kReduced };
+inline constexpr double kDefaultReducingGap = 3.0;
+const char* decode_mode_name(DecodeMode mode);           // "exact", "reduced"
+Result<DecodeMode> parse_decode_mode(std::string_view name);
+
 // How images are decoded, whatever the transforms.
 struct DecodeOptions {
   int64_t max_pixels = kDefaultMaxPixels;  // decompression-bomb guard
   bool apply_exif_orientation = false;     // turn JPEGs upright by their EXIF tag, like PIL.ImageOps.exif_transpose
-  // Decode JPEGs 2, 4 or 8 times smaller when the resize shrinks the window at least that much (libjpeg's
-  // scaled IDCT). Faster on large images; pixels then differ slightly from PIL's full decode + resize.
-  bool scaled_decode = false;
+  // kExact decodes every pixel at full size: PIL's full decode + resize, bit for bit. kReduced lets a JPEG
+  // decode 2, 4 or 8 times smaller (libjpeg's scaled IDCT) while the resize still shrinks the reduced
+  // window by at least `reducing_gap` on both axes: Pillow's reducing_gap (Image.resize, thumbnail +
+  // draft). Faster on large images; pixels then differ slightly from the exact ones (docs/DECODE.md).
+  DecodeMode mode = DecodeMode::kExact;
+  double reducing_gap = kDefaultReducingGap;  // kReduced only; at least 1.0, as in Pillow
   // Decode every pixel of every image, not only the window the transforms keep, so that damage anywhere
   // in a file fails its sample in every epoch, whatever the random crop. Costs a whole-image decode per
   // sample (crop-on-decode's savings are lost); the pixels delivered are the same.
@@ -42,6 +51,8 @@ struct DecodeOptions {
   static constexpr OptionRange kMaxFileBytes{"max_file_bytes", 1, kUInt64Max};
   // Ok, or kInvalidArgument naming the first option out of range (the message Python shows as ValueError).
   Status validate() const;
+  // reducing_gap must be finite and >= 1.0, as Pillow requires.
+  static Status check_reducing_gap(double gap);
 };
 
 // The scratch memory a sample's decode and resample will use at most: the encoded file, the decoded

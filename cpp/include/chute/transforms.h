@@ -72,10 +72,12 @@ class Pipeline {
   const std::optional<Normalize>& normalize() const { return normalize_; }
 
   // Draws this sample's random parameters from `rng` and plans its decode for an image of the given size.
-  // With max_reduction > 1 (a decoder that can scale while decoding), a window that shrinks by at least
-  // 2, 4 or 8 on both axes is decoded that many times smaller, never below the resize's output size; the
-  // random draws and the window are the same either way.
-  Result<SamplePlan> plan(int image_width, int image_height, SampleRng& rng, int max_reduction = 1) const;
+  // With max_reduction > 1 (a decoder that can scale while decoding), the window is decoded d = 2, 4 or 8
+  // times smaller, the largest d <= max_reduction that leaves the resize a shrink of at least
+  // `reducing_gap` on both axes (window / d / output >= reducing_gap: Pillow's reducing_gap, which must be
+  // >= 1); the random draws and the window are the same either way.
+  Result<SamplePlan> plan(int image_width, int image_height, SampleRng& rng, int max_reduction = 1,
+                          double reducing_gap = 1.0) const;
 
  private:
   std::vector<Transform> geometric_;  // RandomResizedCrop, Resize, CenterCrop, in order

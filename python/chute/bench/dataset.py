@@ -16,6 +16,10 @@ from chute import _native
 
 VERSION = 1
 DATASET_NAME = f"bench-imagenet-like-v{VERSION}"
+# Large originals (shorter side 1000-2000 px, 4:3), for pipelines that shrink them a lot (evaluation from
+# full-size photos, decode='reduced').
+LARGE_DATASET_NAME = f"bench-large-photos-v{VERSION}"
+LARGE_SHORTER_SIDE = (1000, 2000)
 MARKER = "COMPLETE"
 
 # Texture strength giving files of about 100 KB at quality 93 with 4:4:4 chroma.
@@ -103,12 +107,18 @@ def _detail_for(quality: int, subsampling: int) -> float:
     return detail * 1.5 if subsampling == _SUBSAMPLING_420 else detail
 
 
-def _write_image(task: tuple[Path, int, int]) -> int:
-    """Generate and save image ``index`` of the dataset seeded ``seed``; return its byte size."""
-    path, seed, index = task
+def _write_image(task: tuple[Path, int, int, tuple[int, int] | None]) -> int:
+    """Generate and save image ``index`` of the dataset seeded ``seed``; return its byte size. With
+    ``shorter_side`` (lo, hi), the shorter side is drawn from it and the longer one is 4/3 of it; else
+    the image is about 500x375."""
+    path, seed, index, shorter_side = task
     rng = np.random.default_rng((seed, index))
-    width = int(rng.integers(480, 521))
-    height = int(rng.integers(360, 391))
+    if shorter_side is None:
+        width = int(rng.integers(480, 521))
+        height = int(rng.integers(360, 391))
+    else:
+        height = int(rng.integers(shorter_side[0], shorter_side[1] + 1))
+        width = height * 4 // 3
     if rng.random() < _PORTRAIT_FRACTION:
         width, height = height, width
     quality = int(rng.integers(90, 97))
@@ -146,16 +156,19 @@ def _generate(tmp: Path, tasks: list[tuple[Path, int, int]], progress: bool) -> 
 
 
 def ensure_dataset(root: Path | None = None, *, num_images: int = 2000, num_classes: int = 10,
-                   seed: int = 0, progress: bool = True) -> Path:
+                   seed: int = 0, progress: bool = True, shorter_side: tuple[int, int] | None = None) -> Path:
     """Return an ImageFolder tree of synthetic JPEGs at ``root``, generating it if needed.
 
     The tree is built in a temporary sibling directory and renamed into place once its
     ``COMPLETE`` manifest is written, so an interrupted run never leaves a tree that looks
     complete. Image ``i`` goes to ``class_{i % num_classes}`` and depends only on ``seed``
-    and ``i``.
+    and ``i``. Images are about 500x375 (ImageNet's typical size), or with ``shorter_side=(lo, hi)``
+    4:3 photos whose shorter side is drawn from [lo, hi].
     """
     root = Path(root) if root is not None else default_cache_dir() / DATASET_NAME
     manifest = {"version": VERSION, "count": num_images, "classes": num_classes, "seed": seed}
+    if shorter_side is not None:
+        manifest["shorter_side"] = list(shorter_side)
     existing = _read_manifest(root)
     if existing == manifest:
         return root
@@ -172,7 +185,7 @@ def ensure_dataset(root: Path | None = None, *, num_images: int = 2000, num_clas
         class_dirs = [tmp / f"class_{c:02d}" for c in range(num_classes)]
         for class_dir in class_dirs:
             class_dir.mkdir()
-        tasks = [(class_dirs[i % num_classes] / f"img_{i:05d}.jpg", seed, i)
+        tasks = [(class_dirs[i % num_classes] / f"img_{i:05d}.jpg", seed, i, shorter_side)
                  for i in range(num_images)]
         _generate(tmp, tasks, progress)
         (tmp / MARKER).write_text(json.dumps(manifest))
@@ -189,3 +202,11 @@ def ensure_dataset(root: Path | None = None, *, num_images: int = 2000, num_clas
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return root
+
+
+def ensure_large_dataset(root: Path | None = None, *, num_images: int = 64, seed: int = 0,
+                         progress: bool = True) -> Path:
+    """Return (generating it once) a tree of large photos: 4:3, shorter side 1000-2000 px."""
+    root = Path(root) if root is not None else default_cache_dir() / LARGE_DATASET_NAME
+    return ensure_dataset(root, num_images=num_images, num_classes=1, seed=seed, progress=progress,
+                          shorter_side=LARGE_SHORTER_SIDE)
