@@ -332,3 +332,16 @@ def test_the_doctor_builds_its_chute_loader_with_the_fast_paths_translator(folde
     assert len(pairs) == len(fast) > 0
     for (a, la), (b, lb) in pairs:
         assert torch.equal(a, b) and torch.equal(la, lb)  # the same pipeline on the same engine
+
+
+def test_fast_path_stats_keep_the_engines_auto_prefetch_for_the_verdict(folder):
+    """The fast path runs auto prefetch: its merged stats say so (and its cap), so the verdict never advises
+    'raise prefetch', a knob this path does not have (prefetch_factor is a hint)."""
+    ds = T.ImageFolder(folder, transform=T.Compose([T.Resize((16, 16)), T.PILToTensor()]))
+    loader = chute.DataLoader(ds, batch_size=2)
+    for _ in loader:
+        pass
+    stats = loader.stats()
+    assert stats["path"] == "fast:imagefolder"
+    assert stats["auto_prefetch"] is True and stats["auto_threads"] is True
+    assert stats["max_prefetch"] >= stats["prefetch"] >= 1

@@ -327,12 +327,16 @@ class FolderPlan(Plan):
 
     def stats(self) -> dict:
         """The native loaders' statistics (chute.LoaderStats fields): counters summed over batch sizes,
-        settings (threads, prefetch, cores, ...) the largest, and chute's verdict on the sums."""
-        settings = ("threads", "active_threads", "prefetch", "cores", "batch_buffer_bytes", "batch_buffers")
+        settings (threads, prefetch, cores, ...) the largest, auto flags only where every engine is auto, and
+        chute's verdict on the sums."""
+        settings = ("threads", "active_threads", "prefetch", "max_prefetch", "cores", "batch_buffer_bytes",
+                    "batch_buffers")
         out: dict = {}
         for loader in (self._loaders or {}).values():
             for k, v in loader.stats().items():
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                if isinstance(v, bool):  # auto_threads, auto_prefetch: auto only if every engine is
+                    out[k] = out.get(k, True) and v
+                elif isinstance(v, (int, float)):
                     out[k] = max(out.get(k, 0), v) if k in settings else out.get(k, 0) + v
         if out:
             total = out["wait_s"] + out["consumer_s"]
