@@ -1,4 +1,4 @@
-"""Tests of the benchmark dataset generator and the PIL stand-ins for torchvision."""
+"""Tests of the benchmark dataset generator, the DataLoader peer, and the PIL reference for torchvision."""
 
 import json
 import os
@@ -8,8 +8,8 @@ import pytest
 import torch
 from PIL import Image
 
-from chute.bench import dataset, torch_peer
-from chute.bench.torch_peer import CenterCrop, RandomResizedCrop, Resize, ToTensor
+from chute.bench import dataset, pil_reference, torch_peer
+from chute.bench.pil_reference import CenterCrop, RandomResizedCrop, Resize, ToTensor
 
 W, H = 500, 375
 
@@ -73,7 +73,7 @@ def test_random_resized_crop_resamples_window():
 
 def test_horizontal_flip_follows_torch_rng():
     img = coordinate_image(4, 2)
-    flip = torch_peer.RandomHorizontalFlip()
+    flip = pil_reference.RandomHorizontalFlip()
     torch.manual_seed(0)  # torch.rand(1) < 0.5 gives True, False after this seed.
     flipped, kept = flip(img), flip(img)
     assert np.array_equal(np.asarray(flipped), np.asarray(img)[:, ::-1])
@@ -155,7 +155,7 @@ def test_pil_image_folder_listing(tmp_path):
         "dog/b.JPG", "dog/sub/a.png", "dog/sub/z/c.jpeg", "dog/notes.txt", "dog/x.jpg.bak",
         "cat/2.jpg", "cat/10.Jpg", "Zebra/deep/er/k.webp", "Zebra/a.BMP", "stray.jpg",
     ])
-    folder = torch_peer.PilImageFolder(tmp_path)
+    folder = pil_reference.ImageFolder(tmp_path)
     assert folder.classes == ["Zebra", "cat", "dog"]
     assert folder.class_to_idx == {"Zebra": 0, "cat": 1, "dog": 2}
     relative = [(os.path.relpath(path, tmp_path), target) for path, target in folder.samples]
@@ -172,7 +172,7 @@ def test_pil_image_folder_listing(tmp_path):
 def test_pil_image_folder_rejects_empty_class(tmp_path):
     make_tree(tmp_path, ["a/1.jpg", "b/readme.txt"])
     with pytest.raises(FileNotFoundError, match="b"):
-        torch_peer.PilImageFolder(tmp_path)
+        pil_reference.ImageFolder(tmp_path)
 
 
 @pytest.fixture(scope="module")

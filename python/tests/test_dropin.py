@@ -21,7 +21,9 @@ import chute
 from chute.dataloader import folder_path
 from chute.dataloader import plan as seam
 
-import tv_standins as T
+from chute.bench.pil_reference import as_torchvision
+
+T = as_torchvision()
 from conftest import jpeg_bytes, natural_image
 
 HERE = Path(__file__).resolve().parent
