@@ -87,6 +87,20 @@ class Summary:
         return f"{self.low:{fmt}}-{self.high:{fmt}}"
 
 
+class Rated:
+    """For a dataclass with a ``rates`` list (a report row): the median rate and the range."""
+    rates: list[float]
+
+    @property
+    def summary(self) -> Summary:
+        return Summary.of(self.rates)
+
+    @property
+    def rate(self) -> float:
+        """The median rate, 0 before any was measured."""
+        return self.summary.median if self.rates else 0.0
+
+
 def time_epoch(batches: Iterable, *, max_batches: int | None = None, count: Callable[[Any], int] = batch_samples,
                on_batch: Callable[[Any], None] | None = None, clock: Clock = time.perf_counter,
                cpu_clock: Clock | None = None) -> Timing:

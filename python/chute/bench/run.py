@@ -20,24 +20,15 @@ import torch
 import chute
 from chute._native import available_cores  # affinity within the cgroup's CPU quota (chute/cores.h)
 from chute.bench import torch_peer
-from chute.bench.harness import Contender, Summary, Timing, interleave, time_epoch
+from chute.bench.harness import Contender, Rated, Timing, interleave, time_epoch
 
 
 @dataclass
-class Measurement:
+class Measurement(Rated):
     name: str
     kind: str  # "chute", "dataloader" or "reference"
     cores: int  # cores the configuration may use: threads or worker processes, at most the machine's
     rates: list[float] = field(default_factory=list)
-
-    @property
-    def summary(self) -> Summary:
-        """Median and range of the rates."""
-        return Summary.of(self.rates)
-
-    @property
-    def rate(self) -> float:
-        return self.summary.median if self.rates else 0.0
 
     @property
     def per_core(self) -> float:

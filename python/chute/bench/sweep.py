@@ -23,14 +23,14 @@ import torch
 
 import chute
 from chute.bench import torch_peer
-from chute.bench.harness import Contender, Summary, Timing, interleave, time_epoch
+from chute.bench.harness import Contender, Rated, Summary, Timing, interleave, time_epoch
 from chute.bench.run import available_cores, chute_transforms
 
 KNEE_FRACTION = 0.95
 
 
 @dataclass
-class Config:
+class Config(Rated):
     family: str               # "dataloader" or "chute"
     workers: int | str        # DataLoader num_workers or chute num_threads ("auto")
     pin_memory: bool | None = None
@@ -38,15 +38,6 @@ class Config:
     rates: list[float] = field(default_factory=list)
     cpu_per_image_ms: list[float] = field(default_factory=list)
     active_threads: int | None = None  # chute: threads working at the end
-
-    @property
-    def summary(self) -> Summary:
-        """Median and range of the rates."""
-        return Summary.of(self.rates)
-
-    @property
-    def rate(self) -> float:
-        return self.summary.median if self.rates else 0.0
 
     @property
     def name(self) -> str:
