@@ -72,9 +72,9 @@ def report(args: argparse.Namespace, shuffle: bool) -> None:
           f"{args.rounds} (open = directory scan or index open)")
     rates = {}
     for c in contenders:
-        rates[c.name] = c.rate.median
-        mb = c.summary(lambda t: t.extra["bytes"] / 1e6 / t.seconds).median
-        print(f"  {c.name:12s} open {c.summary(lambda t: t.extra['open_s']).median * 1000:7.1f} ms  "
+        rates[c.name] = c.rate
+        mb = c.summarize(lambda t: t.extra["bytes"] / 1e6 / t.seconds).median
+        print(f"  {c.name:12s} open {c.summarize(lambda t: t.extra['open_s']).median * 1000:7.1f} ms  "
               f"open+read {c.seconds.median:6.2f} s  {rates[c.name]:8.0f} img/s  {mb:7.1f} MB/s  "
               f"runs: {', '.join(f'{t.seconds:.2f}' for t in c.timings)}")
     print(f"  packed / ImageFolder: {rates['packed'] / rates['ImageFolder']:.2f}x")

@@ -46,7 +46,7 @@ def run(cls, dataset, batch_size: int, num_workers: int, batches: int, warmup: i
 
 
 def per_batch_us(c: Contender) -> float:
-    return 1e6 * c.summary(lambda t: t.seconds / t.batches).median
+    return 1e6 * c.summarize(lambda t: t.seconds / t.batches).median
 
 
 def main() -> None:

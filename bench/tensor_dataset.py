@@ -94,9 +94,9 @@ def main(argv=None) -> None:
           f"torch threads: {torch.get_num_threads()}, torch {torch.__version__}")
 
     def row(name, c):
-        rate = c.rate.median
+        rate = c.rate
         print(f"  {name:<44} {rate:10.0f} img/s  {rate * sample_bytes / 1e9:6.2f} GB/s  "
-              f"(range {c.rate.range_text()} img/s)")
+              f"(range {c.summary.range_text()} img/s)")
 
     runs = {f"torch DataLoader num_workers={w}": torch_epochs(ds, args.batch_size, w) for w in args.workers}
     chute_run, how = chute_epochs(ds, args.batch_size)
@@ -108,7 +108,7 @@ def main(argv=None) -> None:
     # the warm-up round starts workers and faults buffers in; the median later round counts.
     contenders = {name: Contender(name, run) for name, run in runs.items()}
     interleave(list(contenders.values()), rounds=args.epochs)
-    median = {name: c.rate.median for name, c in contenders.items()}
+    median = {name: c.rate for name, c in contenders.items()}
     for name, c in contenders.items():
         row(name, c)
     torch_rates = {w: median[f"torch DataLoader num_workers={w}"] for w in args.workers}

@@ -143,10 +143,10 @@ def run_pipeline(name: str, ds, which: str, args) -> float:
                 iterator._shutdown_workers()
 
     def per_cpu(c: Contender) -> float:
-        return c.summary(lambda t: t.rate_per_cpu_second).median
+        return c.summarize(lambda t: t.rate_per_cpu_second).median
 
     for c in contenders:
-        print(f"  {c.name}            {c.rate.median:8.0f} img/s ({c.rate.range_text()})  "
+        print(f"  {c.name}            {c.rate:8.0f} img/s ({c.summary.range_text()})  "
               f"{per_cpu(c):6.0f} img/CPU-s")
     stats = fast_loader._plan().stats()  # the native engine's counters, all epochs
     how = f"chute.DataLoader, {int(stats.get('threads', 0))} native threads"
@@ -154,10 +154,10 @@ def run_pipeline(name: str, ds, which: str, args) -> float:
     print("  fast path, per sample in its worker threads (all epochs): "
           f"read {1e3 * stats['read_s'] / n:.2f} ms, decode {1e3 * stats['decode_s'] / n:.2f} ms, "
           f"transform {1e3 * stats['transform_s'] / n:.2f} ms; CPU {1e3 * stats['worker_cpu_s'] / n:.2f} ms")
-    fast, fast_cpu = fast_contender.rate.median, per_cpu(fast_contender)
-    print(f"  chute fast path ({how}) {fast:8.0f} img/s ({fast_contender.rate.range_text()})  "
+    fast, fast_cpu = fast_contender.rate, per_cpu(fast_contender)
+    print(f"  chute fast path ({how}) {fast:8.0f} img/s ({fast_contender.summary.range_text()})  "
           f"{fast_cpu:6.0f} img/CPU-s")
-    rates = {w: c.rate.median for w, c in zip(args.workers, contenders)}
+    rates = {w: c.rate for w, c in zip(args.workers, contenders)}
     cpu_rates = {w: per_cpu(c) for w, c in zip(args.workers, contenders)}
     best = max(rates, key=rates.get)
     best_cpu = max(cpu_rates, key=cpu_rates.get)

@@ -88,7 +88,7 @@ class Summary:
 
 
 class Rated:
-    """For a dataclass with a ``rates`` list (a report row): the median rate and the range."""
+    """For a class with ``rates`` (a contender, a report row): the median rate and the range."""
     rates: list[float]
 
     @property
@@ -132,7 +132,7 @@ def time_call(fn: Callable[[], float], *, clock: Clock = time.perf_counter) -> T
 
 
 @dataclass
-class Contender:
+class Contender(Rated):
     """One configuration under measurement: ``measure()`` times one unit of it (an epoch, a call)."""
     name: str
     measure: Callable[[], Timing]
@@ -142,19 +142,15 @@ class Contender:
 
     @property
     def rates(self) -> list[float]:
+        """Items per second of each timing (``rate`` is their median, ``summary`` adds the range)."""
         return [t.rate for t in self.timings]
-
-    @property
-    def rate(self) -> Summary:
-        """Median and range of the rates (items per second)."""
-        return Summary.of(self.rates)
 
     @property
     def seconds(self) -> Summary:
         """Median and range of the wall times."""
         return Summary.of(t.seconds for t in self.timings)
 
-    def summary(self, figure: Callable[[Timing], float]) -> Summary:
+    def summarize(self, figure: Callable[[Timing], float]) -> Summary:
         """Median and range of any figure of the timings."""
         return Summary.of(figure(t) for t in self.timings)
 
