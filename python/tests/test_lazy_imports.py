@@ -12,7 +12,7 @@ import sys
 import pytest
 
 LAZY = ("chute.doctor", "chute.doctor.api", "chute.dataloader", "chute.dataloader.worker",
-        "chute.dataloader.iterator", "chute.bench", "chute.native_folder")
+        "chute.dataloader.iterator", "chute.dataloader.plan", "chute.dataloader.folder_path", "chute.bench")
 
 
 def _child(code: str, **env) -> dict:
