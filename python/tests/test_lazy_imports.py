@@ -68,3 +68,12 @@ def test_chute_doctor_environment_variable_installs_the_hook():
                  " 'hooked': torch.utils.data.DataLoader.__iter__.__name__ == 'patched'}))",
                  CHUTE_DOCTOR="1")
     assert out == {"doctor": True, "hooked": True}
+
+
+def test_the_doctor_loads_the_dataloader_before_it_measures():
+    """The doctor's measured loops ask isinstance(loader, chute.DataLoader): importing the drop-in there
+    would be charged to a batch's wait."""
+    out = _child("import json, sys, chute\n"
+                 "chute.doctor.watch\n"
+                 "print(json.dumps({'dataloader': 'chute.dataloader.loader' in sys.modules}))")
+    assert out == {"dataloader": True}

@@ -13,6 +13,9 @@ import system binds to this package) is both ``chute.doctor(loader, step_fn)`` a
 import sys
 import types
 
+# The doctor asks isinstance(loader, chute.DataLoader) inside its measured loops (engine_stats at the first
+# measured batch): the drop-in, which `import chute` loads lazily, loads with the doctor, not during a measurement.
+import chute.dataloader  # noqa: F401
 from chute.doctor.api import Watch, doctor, run_script, watch
 from chute.doctor.report import Diagnosis
 from chute.doctor.verdict import Recommendation, Verdict
