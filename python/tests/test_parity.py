@@ -249,11 +249,10 @@ def test_reduced_decode_follows_pillows_draft_and_reducing_gap(large_folder, gap
     for got, (path, _) in zip(as_hwc(x), source.samples):
         with Image.open(path) as im:
             w, h = im.size
-            short, long = min(w, h), max(w, h)
-            new_w, new_h = (128, int(128 * long / short)) if w <= h else (int(128 * long / short), 128)
+            new_w, new_h = R.resized_output_size(w, h, 128)  # torchvision's Resize(128) rule
             _, box = im.draft("RGB", (int(new_w * gap), int(new_h * gap)))
             reduced += im.size != (w, h)
-            ref = pil_center_crop(im.convert("RGB").resize((new_w, new_h), Image.BILINEAR, box=box), 112)
+            ref = R.CenterCrop(112)(im.convert("RGB").resize((new_w, new_h), Image.BILINEAR, box=box))
         diffs.append(np.abs(got.astype(np.int16) - np.asarray(ref).astype(np.int16)))
     assert reduced == len(source)  # Pillow reduced every one as well
     # Bit-exact here (the same libjpeg-turbo scaled IDCT, Pillow's box arithmetic and pass order); one level
