@@ -1,5 +1,6 @@
 """Cold-cache read rate: every sample's bytes read once (no decode), ImageFolder against a packed copy of
-it, each from a fresh process after dropping its files from the page cache, interleaved, medians.
+it, each from a fresh process after dropping its files from the page cache, interleaved (chute.bench.harness),
+medians.
 
     .venv/bin/python bench/cold_read.py PACKED_DIR [--root DIR] [--rounds 3] [--threads N]
 
@@ -15,10 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+from chute.bench.harness import Contender, Timing, interleave
 
 CHILD = r"""
 import json, os, sys, time, random
@@ -39,10 +41,12 @@ print(json.dumps({"open_s": opened, "read_s": seconds, "samples": len(source) - 
 """.replace("import json, os", "from pathlib import Path\nimport json, os")
 
 
-def measure(kind: str, path: Path, threads: int, shuffle: bool) -> dict:
+def measure(kind: str, path: Path, threads: int, shuffle: bool) -> Timing:
+    """One cold read in a fresh process: samples over open + read seconds (open_s and bytes in extra)."""
     out = subprocess.run([sys.executable, "-c", CHILD, kind, str(path), str(threads), str(int(shuffle))], check=True,
                          capture_output=True, text=True).stdout
-    return json.loads(out)
+    r = json.loads(out)
+    return Timing(r["samples"], r["open_s"] + r["read_s"], extra={"open_s": r["open_s"], "bytes": r["bytes"]})
 
 
 def main() -> None:
@@ -61,20 +65,18 @@ def main() -> None:
 
 
 def report(args: argparse.Namespace, shuffle: bool) -> None:
-    runs: dict[str, list[dict]] = {"ImageFolder": [], "packed": []}
-    for _ in range(args.rounds):
-        runs["ImageFolder"].append(measure("folder", args.root, args.threads, shuffle))
-        runs["packed"].append(measure("packed", args.packed, args.threads, shuffle))
+    contenders = [Contender("ImageFolder", lambda: measure("folder", args.root, args.threads, shuffle)),
+                  Contender("packed", lambda: measure("packed", args.packed, args.threads, shuffle))]
+    interleave(contenders, rounds=args.rounds, warmup=0)  # cold on purpose: each run drops the cache first
     print(f"cold page cache, {'shuffled' if shuffle else 'sequential'} order, {args.threads} threads, median of "
           f"{args.rounds} (open = directory scan or index open)")
     rates = {}
-    for name, rs in runs.items():
-        total = [r["open_s"] + r["read_s"] for r in rs]
-        rates[name] = statistics.median(r["samples"] / t for r, t in zip(rs, total))
-        mb = statistics.median(r["bytes"] / 1e6 / t for r, t in zip(rs, total))
-        print(f"  {name:12s} open {statistics.median(r['open_s'] for r in rs) * 1000:7.1f} ms  "
-              f"open+read {statistics.median(total):6.2f} s  {rates[name]:8.0f} img/s  {mb:7.1f} MB/s  "
-              f"runs: {', '.join(f'{t:.2f}' for t in total)}")
+    for c in contenders:
+        rates[c.name] = c.rate
+        mb = c.summarize(lambda t: t.extra["bytes"] / 1e6 / t.seconds).median
+        print(f"  {c.name:12s} open {c.summarize(lambda t: t.extra['open_s']).median * 1000:7.1f} ms  "
+              f"open+read {c.seconds.median:6.2f} s  {rates[c.name]:8.0f} img/s  {mb:7.1f} MB/s  "
+              f"runs: {', '.join(f'{t.seconds:.2f}' for t in c.timings)}")
     print(f"  packed / ImageFolder: {rates['packed'] / rates['ImageFolder']:.2f}x")
 
 

@@ -2,8 +2,9 @@
 
 The dataset's __getitem__ is trivial (a small tensor and an int), so the time per batch is the loader's own
 overhead: fetching indices, collating, moving the batch from worker to parent, rebuilding it. For each
-num_workers and batch size, torch and chute run alternately (interleaved repeats, after warm-up batches on a
-started iterator); the figure is the median wall time per batch the consumer received, in microseconds.
+num_workers and batch size, torch and chute run alternately (interleaved repeats, chute.bench.harness, after
+warm-up batches on a started iterator); the figure is the median wall time per batch the consumer received,
+in microseconds.
 
     python bench/dataloader_overhead.py                     # num_workers 0, 2, 4; batch sizes 1, 64, 256
     python bench/dataloader_overhead.py --shape 3 64 64     # a bigger sample, where per-tensor shm costs show
@@ -12,13 +13,13 @@ started iterator); the figure is the median wall time per batch the consumer rec
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
+import functools
 
 import torch
 from torch.utils.data import Dataset
 
 from chute import DataLoader as ChuteDataLoader
+from chute.bench.harness import Contender, Timing, interleave, time_epoch
 
 
 class Trivial(Dataset):
@@ -33,18 +34,19 @@ class Trivial(Dataset):
         return self.sample, i
 
 
-def per_batch_us(cls, dataset, batch_size: int, num_workers: int, batches: int, warmup: int) -> float:
+def run(cls, dataset, batch_size: int, num_workers: int, batches: int, warmup: int) -> Timing:
+    """A fresh loader and iterator, ``warmup`` batches untimed, then ``batches`` timed (items = batches)."""
     loader = cls(dataset, batch_size=batch_size, num_workers=num_workers)
     it = iter(loader)
     for _ in range(warmup):
         next(it)
-    t0 = time.perf_counter()
-    for _ in range(batches):
-        batch = next(it)
-        del batch
-    dt = time.perf_counter() - t0
+    timing = time_epoch(it, max_batches=batches, count=lambda _: 1)  # counting costs nothing per batch
     del it
-    return dt / batches * 1e6
+    return timing
+
+
+def per_batch_us(c: Contender) -> float:
+    return 1e6 * c.summarize(lambda t: t.seconds / t.batches).median
 
 
 def main() -> None:
@@ -66,11 +68,12 @@ def main() -> None:
         for bs in args.batch_sizes:
             n = (args.batches + args.warmup + 2 * nw * 2) * bs
             dataset = Trivial(n, shape)
-            t, c = [], []
-            for _ in range(args.repeats):
-                t.append(per_batch_us(torch.utils.data.DataLoader, dataset, bs, nw, args.batches, args.warmup))
-                c.append(per_batch_us(ChuteDataLoader, dataset, bs, nw, args.batches, args.warmup))
-            tm, cm = statistics.median(t), statistics.median(c)
+            measure = functools.partial(run, dataset=dataset, batch_size=bs, num_workers=nw, batches=args.batches,
+                                        warmup=args.warmup)
+            t = Contender("torch", functools.partial(measure, torch.utils.data.DataLoader))
+            c = Contender("chute", functools.partial(measure, ChuteDataLoader))
+            interleave([t, c], rounds=args.repeats, warmup=0)  # each run warms its own fresh iterator up
+            tm, cm = per_batch_us(t), per_batch_us(c)
             print(f"{nw:>7} {bs:>6} {tm:>15.1f} {cm:>15.1f} {tm / cm:>11.2f}x", flush=True)
 
 

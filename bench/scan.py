@@ -4,19 +4,18 @@ PIL peer's identical re-implementation when torchvision is absent) on a 100k-fil
     .venv/bin/python bench/scan.py [--files 100000] [--classes 100]
 
 The tree (empty files: a scan reads names, not contents) is made once in a temporary directory. Each
-scan runs 3 times, interleaved; medians are printed, hot dentry cache.
+scan runs 3 times, interleaved (chute.bench.harness); medians and ranges are printed, hot dentry cache.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import chute
 from chute.bench import torch_peer
+from chute.bench.harness import Contender, interleave, time_call
 
 
 def main() -> None:
@@ -31,19 +30,15 @@ def main() -> None:
         for i in range(args.files):
             (root / f"n{i % args.classes:08d}" / f"img_{i:08d}.JPEG").touch()
         peer_name = "torchvision.datasets.ImageFolder" if torch_peer.uses_torchvision() else "PIL peer (os.walk)"
-        times: dict[str, list[float]] = {"chute.ImageFolder": [], peer_name: []}
-        for _ in range(3):
-            t = time.perf_counter()
-            n_chute = len(chute.ImageFolder(root))
-            times["chute.ImageFolder"].append(time.perf_counter() - t)
-            t = time.perf_counter()
-            n_peer = len(torch_peer.make_peer_dataset(root))
-            times[peer_name].append(time.perf_counter() - t)
-        assert n_chute == n_peer == args.files
-        med = {k: statistics.median(v) for k, v in times.items()}
-        for name, seconds in med.items():
-            print(f"{name:40s} {seconds * 1000:8.1f} ms for {args.files} files")
-        print(f"ratio: chute is {med[peer_name] / med['chute.ImageFolder']:.1f}x faster")
+        ours = Contender("chute.ImageFolder", lambda: time_call(lambda: len(chute.ImageFolder(root))))
+        peer = Contender(peer_name, lambda: time_call(lambda: len(torch_peer.make_peer_dataset(root))))
+        interleave([ours, peer], rounds=3, warmup=0)
+        assert all(t.items == args.files for c in (ours, peer) for t in c.timings)
+        for c in (ours, peer):
+            s = c.seconds
+            print(f"{c.name:40s} {s.median * 1000:8.1f} ms for {args.files} files "
+                  f"(range {s.low * 1000:.1f}-{s.high * 1000:.1f} ms)")
+        print(f"ratio: chute is {peer.seconds.median / ours.seconds.median:.1f}x faster")
 
 
 if __name__ == "__main__":

@@ -10,22 +10,21 @@ once); the first --images of them are packed four ways into a temporary director
 runs one epoch of each (RandomResizedCrop(size), RandomHorizontalFlip, batches of 64, shuffled, --threads
 decode threads), delivering float32 normalised (chute bench's training pipeline) and uint8, after a warm-up
 epoch, everything in the page cache (hot). Throughput is images per second at the consumer; the ratios are
-against the originals in the same round.
+against the originals in the same round (chute.bench.harness times and interleaves the epochs).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 
 import chute
 from chute.bench.dataset import ensure_dataset
+from chute.bench.harness import Contender, Summary, Timing, interleave, time_epoch
 from chute.bench.torch_peer import IMAGENET_MEAN, IMAGENET_STD
 
 VARIANTS = {
@@ -39,15 +38,12 @@ VARIANTS = {
 OUTPUTS = {"float32 normalised": torch.float32, "uint8": torch.uint8}
 
 
-def epoch_rate(dataset, size: int, threads: int, dtype: torch.dtype) -> float:
+def epoch(dataset, size: int, threads: int, dtype: torch.dtype) -> Timing:
     transforms = [chute.RandomResizedCrop(size), chute.RandomHorizontalFlip()]
     if dtype == torch.float32:
         transforms.append(chute.Normalize(IMAGENET_MEAN, IMAGENET_STD))
     loader = chute.Loader(dataset, 64, shuffle=True, transforms=transforms, dtype=dtype, num_threads=threads)
-    start, images = time.perf_counter(), 0
-    for x, _ in loader:
-        images += x.shape[0]
-    return images / (time.perf_counter() - start)
+    return time_epoch(loader)
 
 
 def main() -> None:
@@ -70,17 +66,16 @@ def main() -> None:
             print(f"{name:22s} {summary.payload_bytes / 1e6:7.1f} MB stored "
                   f"({summary.payload_bytes / summary.source_bytes:6.1%} of the source), "
                   f"records {chute.packed.describe(datasets[name])['records']}")
-        rates = {(out, name): [] for out in OUTPUTS for name in VARIANTS}
-        for (out, name) in rates:
-            epoch_rate(datasets[name], args.size, args.threads, OUTPUTS[out])  # warm-up: cache, allocator
-        for _ in range(args.rounds):
-            for (out, name), r in rates.items():
-                r.append(epoch_rate(datasets[name], args.size, args.threads, OUTPUTS[out]))
+        contenders = {(out, name): Contender(f"{out} {name}", lambda d=datasets[name], t=OUTPUTS[out]:
+                                             epoch(d, args.size, args.threads, t))
+                      for out in OUTPUTS for name in VARIANTS}
+        interleave(list(contenders.values()), rounds=args.rounds)  # the warm-up fills the cache and allocator
+        rates = {key: c.rates for key, c in contenders.items()}
     print(f"\ntraining pipeline (RandomResizedCrop({args.size}), flip) on {args.images} images, {args.threads} "
           f"threads, {args.rounds} interleaved rounds, medians (hot cache):")
     for (out, name), r in rates.items():
         per_round = [x / o for x, o in zip(r, rates[(out, "originals")])]
-        print(f"{out:19s} {name:27s} {statistics.median(r):7.0f} img/s  {statistics.median(per_round):5.2f}x "
+        print(f"{out:19s} {name:27s} {Summary.of(r).median:7.0f} img/s  {Summary.of(per_round).median:5.2f}x "
               f"originals (per round: {', '.join(f'{x:.2f}' for x in per_round)})")
 
 

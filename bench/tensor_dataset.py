@@ -4,8 +4,9 @@
 
 A TensorDataset of N x 3 x 224 x 224 float32 images (10000: 6.0 GB) and int64 labels, batch 64, shuffled
 (a random row per sample: what training reads). Every loader runs one warm-up epoch, then --epochs timed
-epochs, interleaved round by round with the others (a shared machine's load falls on all alike); the best
-epoch counts. The consumer only receives each batch (the loader's own rate).
+epochs, interleaved round by round with the others (chute.bench.harness: a shared machine's load falls on
+all alike); the median epoch counts, its range is printed. The consumer only receives each batch (the
+loader's own rate).
 
 * torch's DataLoader with num_workers 0 and 2 (pin_memory=False; workers persistent, so start-up is not
   counted against them), the best of which is the peer;
@@ -29,6 +30,8 @@ import time
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from chute.bench.harness import Contender, interleave, time_call, time_epoch
+
 
 def make_dataset(n: int) -> TensorDataset:
     # Every page written (resident, not the shared zero page), rows distinct, cheaper than randn.
@@ -38,18 +41,10 @@ def make_dataset(n: int) -> TensorDataset:
     return TensorDataset(x, torch.arange(n))
 
 
-def epoch_rate(batches) -> float:
-    start = time.perf_counter()
-    images = 0
-    for b in batches:
-        images += len(b[1])
-    return images / (time.perf_counter() - start)
-
-
 def torch_epochs(ds, batch_size: int, workers: int):
     loader = DataLoader(ds, batch_size=batch_size, shuffle=True, num_workers=workers, pin_memory=False,
                         persistent_workers=workers > 0)
-    return lambda: epoch_rate(loader)
+    return lambda: time_epoch(loader)
 
 
 def chute_epochs(ds, batch_size: int):
@@ -59,37 +54,35 @@ def chute_epochs(ds, batch_size: int):
     path = loader.stats()["path"]
     if path != "fast:tensor":
         raise SystemExit(f"chute.DataLoader took the {path} path ({loader.stats()['fallback_reason']})")
-    return (lambda: epoch_rate(loader)), "chute.DataLoader"
+    return (lambda: time_epoch(loader)), "chute.DataLoader"
 
 
 def memcpy_epochs(ds, batch_size: int):
-    """Images/s of a contiguous copy_ and of index_select of random rows, each into a warm buffer."""
+    """Timings of a contiguous copy_ and of index_select of random rows, each into a warm buffer."""
     x = ds.tensors[0]
     n = x.shape[0] // batch_size * batch_size
     dst = torch.empty(batch_size, *x.shape[1:])
     dst.fill_(0)
 
-    def contiguous():
-        start = time.perf_counter()
+    def contiguous() -> int:
         for i in range(0, n, batch_size):
             dst.copy_(x[i:i + batch_size])
-        return n / (time.perf_counter() - start)
+        return n
 
-    def gather():
-        perm = torch.randperm(x.shape[0])[:n]
-        start = time.perf_counter()
+    def gather() -> int:
         for i in range(0, n, batch_size):
             torch.index_select(x, 0, perm[i:i + batch_size], out=dst)
-        return n / (time.perf_counter() - start)
+        return n
 
-    return contiguous, gather
+    perm = torch.randperm(x.shape[0])[:n]  # drawn once (outside the timed span): the rows a shuffle reads
+    return (lambda: time_call(contiguous)), (lambda: time_call(gather))
 
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--samples", type=int, default=10000)
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--epochs", type=int, default=3, help="timed epochs per loader (the best counts), after one warm-up")
+    p.add_argument("--epochs", type=int, default=3, help="timed epochs per loader (median), after one warm-up")
     p.add_argument("--workers", type=int, nargs="*", default=[0, 2])
     args = p.parse_args(argv)
 
@@ -100,8 +93,10 @@ def main(argv=None) -> None:
           f"{time.perf_counter() - t0:.1f} s; batch {args.batch_size}, shuffle=True; cores: {len(os.sched_getaffinity(0))}, "
           f"torch threads: {torch.get_num_threads()}, torch {torch.__version__}")
 
-    def row(name, rate):
-        print(f"  {name:<44} {rate:10.0f} img/s  {rate * sample_bytes / 1e9:6.2f} GB/s")
+    def row(name, c):
+        rate = c.rate
+        print(f"  {name:<44} {rate:10.0f} img/s  {rate * sample_bytes / 1e9:6.2f} GB/s  "
+              f"(range {c.summary.range_text()} img/s)")
 
     runs = {f"torch DataLoader num_workers={w}": torch_epochs(ds, args.batch_size, w) for w in args.workers}
     chute_run, how = chute_epochs(ds, args.batch_size)
@@ -109,20 +104,17 @@ def main(argv=None) -> None:
     runs[chute_name] = chute_run
     runs["memcpy: contiguous copy_ into a warm buffer"], runs["memcpy: index_select of the rows, warm buffer"] = (
         memcpy_epochs(ds, args.batch_size))
-    # Rounds interleave the loaders, so that load from other processes on a shared machine falls on all of
-    # them alike; round 0 warms up (workers started, buffers faulted in); the best later round counts.
-    best = dict.fromkeys(runs, 0.0)
-    for r in range(args.epochs + 1):
-        for name, run in runs.items():
-            rate = run()
-            if r > 0:
-                best[name] = max(best[name], rate)
-    for name, rate in best.items():
-        row(name, rate)
-    torch_rates = {w: best[f"torch DataLoader num_workers={w}"] for w in args.workers}
-    chute_rate = best[chute_name]
-    copy_rate = best["memcpy: contiguous copy_ into a warm buffer"]
-    select_rate = best["memcpy: index_select of the rows, warm buffer"]
+    # Interleaved rounds, so that load from other processes on a shared machine falls on all of them alike;
+    # the warm-up round starts workers and faults buffers in; the median later round counts.
+    contenders = {name: Contender(name, run) for name, run in runs.items()}
+    interleave(list(contenders.values()), rounds=args.epochs)
+    median = {name: c.rate for name, c in contenders.items()}
+    for name, c in contenders.items():
+        row(name, c)
+    torch_rates = {w: median[f"torch DataLoader num_workers={w}"] for w in args.workers}
+    chute_rate = median[chute_name]
+    copy_rate = median["memcpy: contiguous copy_ into a warm buffer"]
+    select_rate = median["memcpy: index_select of the rows, warm buffer"]
     best_w = max(torch_rates, key=torch_rates.get)
     memcpy = max(copy_rate, select_rate)
     print(f"ratio vs best DataLoader (num_workers={best_w}): {chute_rate / torch_rates[best_w]:.2f}x (target >= 10x)")

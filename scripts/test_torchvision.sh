@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The real-torchvision test tier: chute's DataLoader fast path against the torchvision and Pillow that users
-# have (torch 2.14.1, torchvision 0.29.1, Pillow 13), not only against the stand-ins in
-# python/tests/tv_standins.py that the main venv (torch 2.13, no torchvision) tests with.
+# have (torch 2.14.1, torchvision 0.29.1, Pillow 13), not only against the PIL reference
+# (python/chute/bench/pil_reference.py) that the main venv (torch 2.13, no torchvision) tests with.
 #
 #   bash scripts/test_torchvision.sh            # set up .venv-tv (idempotent), install chute into it, test
 #   CHUTE_TV_VENV=/path bash scripts/test_torchvision.sh

@@ -14,7 +14,10 @@ Packed shards: ``chute.pack("/data/imagenet/train", "/data/train.chute")`` once,
 
 __version__ = "0.1.0"  # the one place: pyproject.toml reads it from here
 
-from chute.dataloader import DataLoader, get_worker_info
+import os as _os
+
+from torch.utils.data import get_worker_info  # torch's own (chute's workers set it); torch imports it anyway
+
 from chute.errors import ResourceError, SampleError
 from chute.loader import Loader
 from chute.packed import FileList, PackedDataset, TarDataset, open, pack
@@ -22,12 +25,33 @@ from chute.sources import ImageFolder
 from chute.stats import LoaderStats
 from chute.transforms import CenterCrop, Normalize, RandomHorizontalFlip, RandomResizedCrop, Resize
 
-# chute.doctor is the function (chute.doctor.watch hangs off it); its package stays importable as
-# chute.doctor.<module> through sys.modules ("from chute.doctor.storage import probe_storage").
-from chute.doctor import doctor  # noqa: E402  (needs Loader and the sources above)
-from chute.doctor.api import watch_from_environment as _watch_from_environment  # noqa: E402
 
-_watch_from_environment()  # CHUTE_DOCTOR=1: watch the first loader this process iterates
+def __getattr__(name: str):
+    """The drop-in DataLoader and the doctor load on first use (PEP 562): ``import chute`` for
+    ``chute.Loader`` alone does not pay for them. ``chute.doctor`` is the package, and it is callable:
+    ``chute.doctor(loader, step_fn)``, ``chute.doctor.watch(loader)``."""
+    if name == "DataLoader":
+        from chute.dataloader import DataLoader
+
+        globals()["DataLoader"] = DataLoader
+        return DataLoader
+    if name == "doctor":
+        import importlib
+
+        return importlib.import_module("chute.doctor")  # which also binds it here, as any submodule
+    raise AttributeError(f"module 'chute' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | {"DataLoader", "doctor"})
+
+
+# CHUTE_DOCTOR=1: watch the first loader this process iterates (for jobs the CLI cannot wrap, such as
+# torchrun). Only then is the doctor imported and the hook installed; unset, import chute installs nothing.
+if _os.environ.get("CHUTE_DOCTOR", "").strip() not in ("", "0"):
+    from chute.doctor.api import watch_from_environment as _watch_from_environment
+
+    _watch_from_environment()
 
 
 __all__ = [

@@ -233,8 +233,7 @@ def _bench(args: argparse.Namespace) -> int:
     best = result.best_dataloader()
     for m in result.measurements:
         style = "bold green" if m.kind == "chute" else ("bold" if m is best else None)
-        spread = f"{min(m.rates):,.0f}-{max(m.rates):,.0f}"
-        table.add_row(m.name, f"{m.rate:,.0f}", spread, f"{m.per_core:,.0f}", f"{result.ratio(m):.2f}x", style=style)
+        table.add_row(m.name, f"{m.rate:,.0f}", m.summary.range_text(",.0f"), f"{m.per_core:,.0f}", f"{result.ratio(m):.2f}x", style=style)
     console.print(table)
     console.print(f"dataset: {root}\nDataLoader peer: ImageFolder + PIL + {result.peer} transforms.\n"
                   "range: slowest and fastest epoch. per core: img/s divided by the threads or worker "
@@ -247,12 +246,12 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace, root: Path, console) -> int:
-    import statistics
     import warnings
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
     from rich.table import Table
 
+    from chute.bench.harness import Summary
     from chute.bench.run import available_cores
     from chute.bench.sweep import grid, plot, run_sweep
 
@@ -286,11 +285,11 @@ def _sweep(args: argparse.Namespace, root: Path, console) -> int:
     for column in ("loader", "workers", "pin_memory", "prefetch", "img/s", "range", "CPU ms/img", "threads at end"):
         table.add_column(column, justify="left" if column == "loader" else "right")
     for c in result.configs:
-        cpu = f"{statistics.median(c.cpu_per_image_ms):.2f}" if c.cpu_per_image_ms else ""
+        cpu = f"{Summary.of(c.cpu_per_image_ms).median:.2f}" if c.cpu_per_image_ms else ""
         style = "bold green" if c.workers == "auto" else None
         table.add_row("DataLoader" if c.family == "dataloader" else "chute", str(c.workers),
                       "" if c.pin_memory is None else str(c.pin_memory), "" if c.prefetch is None else str(c.prefetch),
-                      f"{c.rate:,.0f}", f"{min(c.rates):,.0f}-{max(c.rates):,.0f}", cpu,
+                      f"{c.rate:,.0f}", c.summary.range_text(",.0f"), cpu,
                       "" if c.active_threads is None else str(c.active_threads), style=style)
     console.print(table)
     h = result.head_to_head

@@ -14,7 +14,9 @@ import sys
 import torch
 
 import chute
-import tv_standins as T
+from chute.bench.pil_reference import as_torchvision
+
+T = as_torchvision()
 
 BATCH, SIZE, EPOCHS = 4, 384, 3
 

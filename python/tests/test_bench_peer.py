@@ -1,4 +1,4 @@
-"""Tests of the benchmark dataset generator and the PIL stand-ins for torchvision."""
+"""Tests of the benchmark dataset generator, the DataLoader peer, and the PIL reference for torchvision."""
 
 import json
 import os
@@ -8,8 +8,8 @@ import pytest
 import torch
 from PIL import Image
 
-from chute.bench import dataset, torch_peer
-from chute.bench.torch_peer import CenterCrop, RandomResizedCrop, Resize, ToTensor
+from chute.bench import dataset, pil_reference, torch_peer
+from chute.bench.pil_reference import CenterCrop, RandomResizedCrop, Resize, ToTensor
 
 W, H = 500, 375
 
@@ -73,7 +73,7 @@ def test_random_resized_crop_resamples_window():
 
 def test_horizontal_flip_follows_torch_rng():
     img = coordinate_image(4, 2)
-    flip = torch_peer.RandomHorizontalFlip()
+    flip = pil_reference.RandomHorizontalFlip()
     torch.manual_seed(0)  # torch.rand(1) < 0.5 gives True, False after this seed.
     flipped, kept = flip(img), flip(img)
     assert np.array_equal(np.asarray(flipped), np.asarray(img)[:, ::-1])
@@ -155,7 +155,7 @@ def test_pil_image_folder_listing(tmp_path):
         "dog/b.JPG", "dog/sub/a.png", "dog/sub/z/c.jpeg", "dog/notes.txt", "dog/x.jpg.bak",
         "cat/2.jpg", "cat/10.Jpg", "Zebra/deep/er/k.webp", "Zebra/a.BMP", "stray.jpg",
     ])
-    folder = torch_peer.PilImageFolder(tmp_path)
+    folder = pil_reference.ImageFolder(tmp_path)
     assert folder.classes == ["Zebra", "cat", "dog"]
     assert folder.class_to_idx == {"Zebra": 0, "cat": 1, "dog": 2}
     relative = [(os.path.relpath(path, tmp_path), target) for path, target in folder.samples]
@@ -172,7 +172,7 @@ def test_pil_image_folder_listing(tmp_path):
 def test_pil_image_folder_rejects_empty_class(tmp_path):
     make_tree(tmp_path, ["a/1.jpg", "b/readme.txt"])
     with pytest.raises(FileNotFoundError, match="b"):
-        torch_peer.PilImageFolder(tmp_path)
+        pil_reference.ImageFolder(tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -264,3 +264,79 @@ def test_make_dataloader_delivers_the_epoch(tiny_dataset):
     assert sorted(labels.tolist()) == sorted(torch_peer.make_peer_dataset(root).targets)
     x, _ = next(iter(loader))
     assert x.shape[1:] == (3, 224, 224) and x.dtype == torch.float32
+
+
+def test_center_crop_pads_each_side_like_torchvision():
+    """(crop - image) // 2 zeros on the left/top, the rest right/bottom; a dimension large enough is cropped."""
+    img = coordinate_image(7, 20).convert("RGB")
+    out = np.asarray(CenterCrop((10, 10))(img))
+    assert out.shape == (10, 10, 3)
+    assert not out[:, :1].any() and not out[:, 8:].any()  # 3 columns of padding: 1 left, 2 right
+    top = int(round((20 - 10) / 2))
+    assert np.array_equal(out[:, 1:8], np.asarray(img)[top:top + 10])
+
+
+@pytest.mark.parametrize("size, max_size, expected", [
+    (256, None, (341, 256)), (256, 300, (300, 225)), ([256], 400, (341, 256)), ((100, 60), None, (60, 100))])
+def test_resize_output_size_follows_torchvision(size, max_size, expected):
+    assert Resize(size, max_size=max_size)(Image.new("RGB", (500, 375))).size == expected
+
+
+def test_resize_rejects_what_torchvision_rejects():
+    with pytest.raises(ValueError, match="max_size"):
+        Resize(256, max_size=256)(Image.new("RGB", (500, 375)))
+    with pytest.raises(ValueError, match="max_size should only be passed"):
+        Resize((10, 10), max_size=20)
+    with pytest.raises(ValueError, match="1 or 2 values"):
+        Resize((1, 2, 3))
+
+
+def test_color_jitter_brightness_draws_like_torchvision():
+    from PIL import ImageEnhance
+
+    img = coordinate_image(6, 4).convert("RGB")
+    torch.manual_seed(3)
+    out = pil_reference.ColorJitter(0.4)(img)
+    torch.manual_seed(3)
+    torch.randperm(4)
+    factor = float(torch.empty(1).uniform_(0.6, 1.4))
+    assert np.array_equal(np.asarray(out), np.asarray(ImageEnhance.Brightness(img).enhance(factor)))
+    assert pil_reference.ColorJitter()(img) is img
+    with pytest.raises(NotImplementedError, match="brightness only"):
+        pil_reference.ColorJitter(contrast=0.2)
+
+
+def test_image_folder_allow_empty_and_argument_rules(tmp_path):
+    make_tree(tmp_path, ["a/1.jpg", "b/readme.txt"])
+    folder = pil_reference.ImageFolder(tmp_path, allow_empty=True)
+    assert folder.classes == ["a", "b"] and folder.targets == [0]
+    with pytest.raises(FileNotFoundError, match="class folder"):
+        pil_reference.ImageFolder(tmp_path / "a")
+    with pytest.raises(ValueError, match="Both extensions and is_valid_file"):
+        pil_reference.DatasetFolder(tmp_path, pil_reference.pil_loader)
+
+
+def test_as_torchvision_is_what_the_fast_path_recognises_and_the_plain_reference_is_not(tmp_path):
+    """The reference's own classes keep their module (they pickle, and are never taken for torchvision);
+    as_torchvision() presents the same classes under torchvision's modules, which chute.DataLoader takes."""
+    import pickle
+
+    import chute
+
+    make_tree(tmp_path, ["a/1.png", "a/2.png", "b/3.png"])
+    T = pil_reference.as_torchvision()
+    assert T is pil_reference.as_torchvision()
+    assert T.Resize.__module__ == "torchvision.transforms.transforms" and T.Resize.__name__ == "Resize"
+    assert issubclass(T.Resize, pil_reference.Resize)
+    assert (T.ImageFolder.__module__, T.DatasetFolder.__module__) == ("torchvision.datasets.folder",) * 2
+    assert T.default_loader.__module__ == "torchvision.datasets.folder" and T.default_loader.__name__ == "default_loader"
+    tv = T.ImageFolder(tmp_path, transform=T.Compose([T.CenterCrop(2), T.PILToTensor()]))
+    assert tv.loader is T.default_loader
+    assert chute.DataLoader(tv, batch_size=3).stats()["path"] == "fast:imagefolder"
+    plain = pil_reference.ImageFolder(tmp_path, transform=pil_reference.Compose([pil_reference.CenterCrop(2),
+                                                                                pil_reference.PILToTensor()]))
+    assert chute.DataLoader(plain, batch_size=3).stats()["path"] == "generic"
+    again = pickle.loads(pickle.dumps(plain))
+    assert again.samples == plain.samples and torch.equal(again[0][0], plain[0][0])
+    x, y = next(iter(chute.DataLoader(tv, batch_size=3)))
+    assert torch.equal(x, torch.stack([plain[i][0] for i in range(3)])) and y.tolist() == [0, 0, 1]

@@ -24,7 +24,7 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 import chute
-from chute.bench import torch_peer
+from chute.bench import pil_reference as R
 from conftest import jpeg_bytes, natural_image
 
 READ_LATENCY_S = 0.004
@@ -108,8 +108,8 @@ def decode_diagnosis(tmp_path_factory):
         (root / f"class_{c}").mkdir()
         for i in range(24):
             (root / f"class_{c}" / f"{i:03d}.jpg").write_bytes(images[(c + i) % 4])
-    transform = torch_peer.Compose([torch_peer.CenterCrop(224), torch_peer.ToTensor()])
-    loader = DataLoader(torch_peer.PilImageFolder(root, transform=transform), batch_size=8, shuffle=True,
+    transform = R.Compose([R.CenterCrop(224), R.ToTensor()])
+    loader = DataLoader(R.ImageFolder(root, transform=transform), batch_size=8, shuffle=True,
                         num_workers=0)
     # One torch thread, as in a DataLoader worker. With torch's default (every core) on a busy shared
     # machine, ToTensor's two-thread ops were measured at 48 ms instead of 0.3 ms: a second, unplanted

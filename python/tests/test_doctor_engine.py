@@ -21,7 +21,9 @@ from chute import _native
 from chute.doctor import verdict as verdict_module
 from conftest import jpeg_bytes, natural_image
 
-import tv_standins as T
+from chute.bench.pil_reference import as_torchvision
+
+T = as_torchvision()
 
 
 def test_doctor_thresholds_are_the_engines():

@@ -21,7 +21,9 @@ import chute
 from chute.dataloader import folder_path
 from chute.dataloader import plan as seam
 
-import tv_standins as T
+from chute.bench.pil_reference import as_torchvision
+
+T = as_torchvision()
 from conftest import jpeg_bytes, natural_image
 
 HERE = Path(__file__).resolve().parent
@@ -208,30 +210,6 @@ def test_fast_path_starts_no_worker_and_says_what_was_asked():
 # ---- CenterCrop larger than the image -----------------------------------------------------------------
 
 
-def tv_center_crop(img: Image.Image, height: int, width: int) -> Image.Image:
-    """torchvision's functional center_crop on a PIL image: pad with zeros (left/top get (crop - size) // 2,
-    right/bottom the rest), then crop at round((size - crop) / 2)."""
-    w, h = img.size
-    if width > w or height > h:
-        left, top = max(width - w, 0) // 2, max(height - h, 0) // 2
-        right, bottom = max(width - w + 1, 0) // 2, max(height - h + 1, 0) // 2
-        padded = Image.new(img.mode, (w + left + right, h + top + bottom), 0)
-        padded.paste(img, (left, top))
-        img, (w, h) = padded, padded.size
-        if (w, h) == (width, height):
-            return img
-    top, left = int(round((h - height) / 2.0)), int(round((w - width) / 2.0))
-    return img.crop((left, top, left + width, top + height))
-
-
-def _forward(self, img):
-    return tv_center_crop(img, *self.size)
-
-
-# torchvision's CenterCrop as the fast path detects it (name and module), padding as torchvision does.
-PaddingCenterCrop = type("CenterCrop", (T.CenterCrop,), {"forward": _forward, "__module__": T.CenterCrop.__module__})
-
-
 def test_center_crop_larger_than_the_image_pads_with_zeros_like_torchvision(folder):
     paths = sorted(folder.glob("*/*.jpg"))
     size = (277, 301)  # (h, w): images are 150-330 pixels a side, so some axes pad (odd and even) and some crop
@@ -242,8 +220,9 @@ def test_center_crop_larger_than_the_image_pads_with_zeros_like_torchvision(fold
         with Image.open(path) as im:
             rgb = im.convert("RGB")
         padded_axes += (rgb.width < size[1]) + (rgb.height < size[0])
-        ref = torch.from_numpy(np.array(tv_center_crop(rgb, *size))).permute(2, 0, 1)
-        zeros = torch.from_numpy(np.asarray(tv_center_crop(Image.new("L", rgb.size, 255), *size)) == 0)
+        crop = T.CenterCrop(size)  # torchvision's: pads with zeros, (crop - size) // 2 on the left/top
+        ref = torch.from_numpy(np.array(crop(rgb))).permute(2, 0, 1)
+        zeros = torch.from_numpy(np.asarray(crop(Image.new("L", rgb.size, 255))) == 0)
         assert out.shape == ref.shape
         assert torch.equal(out[:, zeros], ref[:, zeros]) and bool((out[:, zeros] == 0).all()), path
         diff = (out[:, ~zeros].int() - ref[:, ~zeros].int()).abs()
@@ -253,7 +232,7 @@ def test_center_crop_larger_than_the_image_pads_with_zeros_like_torchvision(fold
 
 def test_fast_path_pads_center_crop_after_resize_then_normalises_and_flips_the_zeros(folder):
     mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-    transform = T.Compose([T.Resize(60), PaddingCenterCrop((75, 81)), T.RandomHorizontalFlip(1.0), T.ToTensor(),
+    transform = T.Compose([T.Resize(60), T.CenterCrop((75, 81)), T.RandomHorizontalFlip(1.0), T.ToTensor(),
                            T.Normalize(mean, std)])
     dataset = T.ImageFolder(folder, transform=transform)
     loader = chute.DataLoader(dataset, batch_size=6)

@@ -2,8 +2,8 @@
 batches have torchvision's dtype, shape, labels and order, with pixels within the stated tolerance.
 
 Where torchvision imports (.venv-tv, scripts/test_torchvision.sh) the tests run against its real classes;
-elsewhere (the main venv's torch 2.13) tv_standins.py stands in for it: the same class names, modules and
-attributes, with torchvision's semantics implemented on PIL (the reference here)."""
+elsewhere (the main venv's torch 2.13) chute.bench.pil_reference stands in for it (as_torchvision(): the same
+class names, modules and attributes, with torchvision's semantics implemented on PIL, the reference here)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ import chute
 from chute.dataloader import translate
 from chute.dataloader import plan as seam
 
-import tv_standins
+from chute.bench.pil_reference import as_torchvision, real_torchvision
 
-T = tv_standins.real_torchvision() or tv_standins
+T = real_torchvision() or as_torchvision()
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 EVAL = [T.Resize(64), T.CenterCrop(56)]

@@ -14,28 +14,14 @@ from PIL import Image
 
 import chute
 from chute import _native
+from chute.bench import pil_reference as R
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
-def pil_rgb(path) -> Image.Image:
-    with open(path, "rb") as f:
-        return Image.open(f).convert("RGB")
-
-
-def pil_resize_short(img: Image.Image, size: int) -> Image.Image:
-    w, h = img.size
-    short, long = min(w, h), max(w, h)
-    new_short, new_long = size, int(size * long / short)
-    new_w, new_h = (new_short, new_long) if w <= h else (new_long, new_short)
-    return img.resize((new_w, new_h), Image.BILINEAR)
-
-
-def pil_center_crop(img: Image.Image, height: int, width: int | None = None) -> Image.Image:
-    """torchvision's CenterCrop on a PIL image (no padding needed here)."""
-    width = height if width is None else width
-    top, left = int(round((img.height - height) / 2.0)), int(round((img.width - width) / 2.0))
-    return img.crop((left, top, left + width, top + height))
+def eval_reference(path, resize: int, crop: int) -> np.ndarray:
+    """torchvision's Resize(resize) + CenterCrop(crop) on the PIL image (chute.bench.pil_reference)."""
+    return np.asarray(R.CenterCrop(crop)(R.Resize(resize)(R.pil_loader(path))))
 
 
 def as_hwc(batch: torch.Tensor) -> np.ndarray:
@@ -55,7 +41,7 @@ def test_eval_pipeline_matches_pil(folder):
     (images, _), = list(loader)
     diffs = []
     for out, (path, _) in zip(as_hwc(images), source.samples):
-        ref = np.asarray(pil_center_crop(pil_resize_short(pil_rgb(path), 64), 56))
+        ref = eval_reference(path, 64, 56)
         diffs.append(np.abs(out.astype(np.int16) - ref.astype(np.int16)))
     mae, mx = report("Resize(64)+CenterCrop(56)", diffs)
     assert mae < 1.0 and mx < 8
@@ -71,9 +57,9 @@ def test_random_resized_crop_matches_pil_for_the_same_window(folder, flip):
     (images, _), = list(loader)
     diffs = []
     for index, (out, (path, _)) in enumerate(zip(as_hwc(images), source.samples)):
-        img = pil_rgb(path)
+        img = R.pil_loader(path)
         x, y, w, h = _native.random_resized_crop_box(img.width, img.height, rrc._to_native(), 11, 0, index)
-        ref = img.crop((x, y, x + w, y + h)).resize((48, 48), Image.BILINEAR)
+        ref = R.resized_crop(img, y, x, h, w, (48, 48))
         if flip:
             ref = ref.transpose(Image.FLIP_LEFT_RIGHT)
         diffs.append(np.abs(out.astype(np.int16) - np.asarray(ref).astype(np.int16)))
@@ -96,15 +82,13 @@ def test_normalize_matches_torchvision_arithmetic(folder):
 def test_random_resized_crop_windows_follow_torchvision_distribution():
     """chute's windows and torchvision's get_params (the reference re-implementation in chute.bench,
     checked against torchvision) have the same area, ratio and position statistics."""
-    from chute.bench.torch_peer import RandomResizedCrop as Reference
-
     t = chute.RandomResizedCrop(224)._to_native()
     n = 4000
     ours = np.array([_native.random_resized_crop_box(500, 375, t, 0, 0, i) for i in range(n)], dtype=np.float64)
     torch.manual_seed(0)
     img = Image.new("RGB", (500, 375))
     theirs = np.array([(j, i, w, h) for i, j, h, w in
-                       (Reference.get_params(img, (0.08, 1.0), (3 / 4, 4 / 3)) for _ in range(n))], dtype=np.float64)
+                       (R.RandomResizedCrop.get_params(img, (0.08, 1.0), (3 / 4, 4 / 3)) for _ in range(n))], dtype=np.float64)
     for boxes in (ours, theirs):
         area = boxes[:, 2] * boxes[:, 3] / (500 * 375)
         assert area.min() >= 0.079 and area.max() <= 1.0
@@ -165,7 +149,7 @@ def test_exif_orientation_follows_pil_exif_transpose(tmp_path, orientation):
         w, h = ref.size
         t = [chute.CenterCrop((h - 10, w - 6))]
         (x, _), = list(chute.Loader(source, batch_size=1, transforms=t, apply_exif_orientation=apply))
-        expected = np.asarray(pil_center_crop(ref, h - 10, w - 6))
+        expected = np.asarray(R.CenterCrop((h - 10, w - 6))(ref))
         assert np.array_equal(as_hwc(x)[0], expected), f"apply={apply}"
 
 
@@ -201,9 +185,9 @@ def test_reduced_decode_at_gap_one_stays_within_tolerance_of_pil(large_folder):
         out[decode] = as_hwc(x)
     diffs_rrc, diffs_exact = [], []
     for index, (path, _) in enumerate(source.samples):
-        img = pil_rgb(path)
+        img = R.pil_loader(path)
         bx, by, bw, bh = _native.random_resized_crop_box(img.width, img.height, rrc._to_native(), 3, 0, index)
-        ref = np.asarray(img.crop((bx, by, bx + bw, by + bh)).resize((224, 224), Image.BILINEAR)).astype(np.int16)
+        ref = np.asarray(R.resized_crop(img, by, bx, bh, bw, (224, 224))).astype(np.int16)
         diffs_exact.append(np.abs(out["exact"][index].astype(np.int16) - ref))
         diffs_rrc.append(np.abs(out["reduced"][index].astype(np.int16) - ref))
     assert report("RandomResizedCrop, full decode", diffs_exact) == (0.0, 0)
@@ -216,7 +200,7 @@ def test_reduced_decode_at_gap_one_stays_within_tolerance_of_pil(large_folder):
     (x, _), = list(chute.Loader(source, batch_size=len(source), transforms=t, decode="reduced", reducing_gap=1.0))
     diffs = []
     for got, (path, _) in zip(as_hwc(x), source.samples):
-        ref = np.asarray(pil_center_crop(pil_resize_short(pil_rgb(path), 256), 224))
+        ref = eval_reference(path, 256, 224)
         diffs.append(np.abs(got.astype(np.int16) - ref.astype(np.int16)))
     mae, mx = report("Resize(256)+CenterCrop(224), scaled IDCT, reducing_gap=1", diffs)
     assert 0 < mae < 1.0 and mx < 32
@@ -265,11 +249,10 @@ def test_reduced_decode_follows_pillows_draft_and_reducing_gap(large_folder, gap
     for got, (path, _) in zip(as_hwc(x), source.samples):
         with Image.open(path) as im:
             w, h = im.size
-            short, long = min(w, h), max(w, h)
-            new_w, new_h = (128, int(128 * long / short)) if w <= h else (int(128 * long / short), 128)
+            new_w, new_h = R.resized_output_size(w, h, 128)  # torchvision's Resize(128) rule
             _, box = im.draft("RGB", (int(new_w * gap), int(new_h * gap)))
             reduced += im.size != (w, h)
-            ref = pil_center_crop(im.convert("RGB").resize((new_w, new_h), Image.BILINEAR, box=box), 112)
+            ref = R.CenterCrop(112)(im.convert("RGB").resize((new_w, new_h), Image.BILINEAR, box=box))
         diffs.append(np.abs(got.astype(np.int16) - np.asarray(ref).astype(np.int16)))
     assert reduced == len(source)  # Pillow reduced every one as well
     # Bit-exact here (the same libjpeg-turbo scaled IDCT, Pillow's box arithmetic and pass order); one level
@@ -327,7 +310,7 @@ def test_resize_follows_the_installed_pillows_pass_order(tall_folder, size):
     (x, _), = list(chute.Loader(source, batch_size=len(source), transforms=[chute.Resize(size)]))
     diffs = []
     for out, (path, _) in zip(as_hwc(x), source.samples):
-        ref = np.asarray(pil_rgb(path).resize((size[1], size[0]), Image.BILINEAR))
+        ref = np.asarray(R.Resize(size)(R.pil_loader(path)))
         diffs.append(np.abs(out.astype(np.int16) - ref.astype(np.int16)))
     mae, mx = report(f"Resize({size}) with Pillow {PIL.__version__}'s pass order", diffs)
     assert mae == 0 and mx == 0

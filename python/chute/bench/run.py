@@ -11,8 +11,6 @@ DataLoader ran (seen on this workplace's machines, which run proactive memory re
 
 from __future__ import annotations
 
-import statistics
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -22,18 +20,15 @@ import torch
 import chute
 from chute._native import available_cores  # affinity within the cgroup's CPU quota (chute/cores.h)
 from chute.bench import torch_peer
+from chute.bench.harness import Contender, Rated, Timing, interleave, time_epoch
 
 
 @dataclass
-class Measurement:
+class Measurement(Rated):
     name: str
     kind: str  # "chute", "dataloader" or "reference"
     cores: int  # cores the configuration may use: threads or worker processes, at most the machine's
     rates: list[float] = field(default_factory=list)
-
-    @property
-    def rate(self) -> float:
-        return statistics.median(self.rates) if self.rates else 0.0
 
     @property
     def per_core(self) -> float:
@@ -55,15 +50,6 @@ class BenchResult:
     def ratio(self, m: Measurement) -> float:
         best = self.best_dataloader().rate
         return m.rate / best if best else float("nan")
-
-
-def time_epoch(loader: Iterable) -> float:
-    """Images per second the consumer receives over one epoch."""
-    start = time.perf_counter()
-    images = 0
-    for _, labels in loader:
-        images += len(labels)
-    return images / (time.perf_counter() - start)
 
 
 def chute_transforms(pipeline: str) -> list:
@@ -114,21 +100,18 @@ def run_bench(root: Path, *, pipeline: str = "train", batch_size: int = 256, rou
         window = [t._to_native() for t in chute_transforms(pipeline)[:2]]
         references.append((Measurement("ref: eval-window decode", "reference", 1), {"transforms": window}))
 
+    contenders = [Contender(m.name, lambda loader=loader: time_epoch(loader)) for m, loader in loaders]
+    # The references and reads need no warm-up: the loaders' warm-up epochs have filled the page cache.
+    contenders += [Contender(m.name, lambda keep=keep: Timing.of_rate(
+        chute._native.decode_rate(paths, min_seconds=1.0, **keep)[0]), warm=False) for m, keep in references]
+
+    def read(native) -> Timing:
+        seconds, _, failed = chute._native.read_all(native, threads)
+        return Timing(len(source) - failed, seconds)
+    contenders += [Contender(m.name, lambda native=native: read(native), warm=False) for m, native in reads]
+    measurements = [m for m, _ in loaders] + [m for m, _ in references] + [m for m, _ in reads]
     try:
-        for m, loader in loaders:
-            on_step(f"warm-up: {m.name}")
-            time_epoch(loader)
-        for r in range(rounds):
-            for m, loader in loaders:
-                on_step(f"round {r + 1}/{rounds}: {m.name}")
-                m.rates.append(time_epoch(loader))
-            for m, keep in references:
-                on_step(f"round {r + 1}/{rounds}: {m.name}")
-                m.rates.append(chute._native.decode_rate(paths, min_seconds=1.0, **keep)[0])
-            for m, native in reads:
-                on_step(f"round {r + 1}/{rounds}: {m.name}")
-                seconds, _, failed = chute._native.read_all(native, threads)
-                m.rates.append((len(source) - failed) / seconds)
+        interleave(contenders, rounds=rounds, on_step=on_step)
     finally:
         for _, loader in loaders:
             if isinstance(loader, chute.Loader):
@@ -138,5 +121,6 @@ def run_bench(root: Path, *, pipeline: str = "train", batch_size: int = 256, rou
             if iterator is not None:
                 iterator._shutdown_workers()
     peer = "torchvision" if torch_peer.uses_torchvision() else "PIL re-implementation of torchvision"
-    return BenchResult(pipeline, len(source), batch_size, cores, peer,
-                       [m for m, _ in loaders] + [m for m, _ in references] + [m for m, _ in reads])
+    for m, c in zip(measurements, contenders):
+        m.rates = c.rates
+    return BenchResult(pipeline, len(source), batch_size, cores, peer, measurements)

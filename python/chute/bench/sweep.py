@@ -14,23 +14,23 @@ CPU time the process spent per image (chute's threads run in this process; the s
 
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
 import torch
 
 import chute
 from chute.bench import torch_peer
+from chute.bench.harness import Contender, Rated, Summary, Timing, interleave, time_epoch
 from chute.bench.run import available_cores, chute_transforms
 
 KNEE_FRACTION = 0.95
 
 
 @dataclass
-class Config:
+class Config(Rated):
     family: str               # "dataloader" or "chute"
     workers: int | str        # DataLoader num_workers or chute num_threads ("auto")
     pin_memory: bool | None = None
@@ -38,10 +38,6 @@ class Config:
     rates: list[float] = field(default_factory=list)
     cpu_per_image_ms: list[float] = field(default_factory=list)
     active_threads: int | None = None  # chute: threads working at the end
-
-    @property
-    def rate(self) -> float:
-        return statistics.median(self.rates) if self.rates else 0.0
 
     @property
     def name(self) -> str:
@@ -112,16 +108,11 @@ def grid(cores: int) -> list[Config]:
     return configs
 
 
-def _epoch(loader: Iterable, consumer_s: float) -> tuple[float, float]:
-    """Images per second the consumer receives over one epoch, and this process's CPU ms per image."""
-    start, cpu_start = time.perf_counter(), time.process_time()
-    images = 0
-    for _, labels in loader:
-        images += len(labels)
-        if consumer_s:
-            time.sleep(consumer_s)
-    wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    return images / wall, 1e3 * cpu / max(images, 1)
+def _epoch(loader, consumer_s: float) -> Timing:
+    """One epoch as the consumer receives it (sleeping ``consumer_s`` per batch), with this process's CPU
+    time (chute's threads run in this process; the sleeping consumer uses none)."""
+    step = (lambda _: time.sleep(consumer_s)) if consumer_s else None
+    return time_epoch(loader, on_batch=step, cpu_clock=time.process_time)
 
 
 def _make(config: Config, root: Path, source: chute.ImageFolder, pipeline: str, batch_size: int):
@@ -142,12 +133,17 @@ def _close(loader) -> None:
         iterator._shutdown_workers()
 
 
-def _measure(config: Config, loader, consumer_s: float) -> None:
-    rate, cpu = _epoch(loader, consumer_s)
-    config.rates.append(rate)
-    if config.family == "chute":
-        config.cpu_per_image_ms.append(cpu)  # the DataLoader's workers are other processes: not comparable
-        config.active_threads = loader.active_threads
+def _measure(pairs: list[tuple[Config, object]], rounds: int, consumer_s: float,
+             on_step: Callable[[str], None]) -> None:
+    """A warm-up epoch of each loader, then ``rounds`` timed epochs of each, interleaved; the rates (and for
+    chute, CPU ms per image and the threads working at the end) go to their configurations."""
+    contenders = [Contender(c.name, lambda loader=loader: _epoch(loader, consumer_s)) for c, loader in pairs]
+    interleave(contenders, rounds=rounds, on_step=on_step)
+    for (config, loader), c in zip(pairs, contenders):
+        config.rates.extend(c.rates)
+        if config.family == "chute":  # the DataLoader's workers are other processes: not comparable
+            config.cpu_per_image_ms.extend(1e3 * t.cpu_seconds / max(t.items, 1) for t in c.timings)
+            config.active_threads = loader.active_threads
 
 
 def run_sweep(root: Path, *, pipeline: str = "train", batch_size: int = 256, rounds: int = 3,
@@ -162,11 +158,7 @@ def run_sweep(root: Path, *, pipeline: str = "train", batch_size: int = 256, rou
     for config in configs:
         loader = _make(config, root, source, pipeline, batch_size)
         try:
-            on_step(f"{config.name}: warm-up")
-            _epoch(loader, consumer_s)
-            for r in range(rounds):
-                on_step(f"{config.name}: epoch {r + 1}/{rounds}")
-                _measure(config, loader, consumer_s)
+            _measure([(config, loader)], rounds, consumer_s, on_step)
         finally:
             _close(loader)
     chute_configs = [c for c in configs if c.family == "chute"]
@@ -177,21 +169,15 @@ def run_sweep(root: Path, *, pipeline: str = "train", batch_size: int = 256, rou
     pair = {"manual": Config("chute", manual.workers, None, manual.prefetch), "auto": Config("chute", "auto", None, "auto")}
     loaders = {k: _make(c, root, source, pipeline, batch_size) for k, c in pair.items()}
     try:
-        for k, loader in loaders.items():
-            on_step(f"head to head: warm-up {k}")
-            _epoch(loader, consumer_s)
-        for r in range(rounds):
-            for k, loader in loaders.items():
-                on_step(f"head to head: epoch {r + 1}/{rounds}, {k}")
-                _measure(pair[k], loader, consumer_s)
+        _measure([(pair[k], loaders[k]) for k in pair], rounds, consumer_s, lambda s: on_step(f"head to head: {s}"))
     finally:
         for loader in loaders.values():
             _close(loader)
     head_to_head = {
         "manual_config": manual.name, "manual": pair["manual"].rate, "auto": pair["auto"].rate,
         "manual_rates": pair["manual"].rates, "auto_rates": pair["auto"].rates,
-        "manual_cpu_ms_per_image": statistics.median(pair["manual"].cpu_per_image_ms),
-        "auto_cpu_ms_per_image": statistics.median(pair["auto"].cpu_per_image_ms),
+        "manual_cpu_ms_per_image": Summary.of(pair["manual"].cpu_per_image_ms).median,
+        "auto_cpu_ms_per_image": Summary.of(pair["auto"].cpu_per_image_ms).median,
         "manual_threads": pair["manual"].active_threads, "auto_active_threads": pair["auto"].active_threads,
     }
     return SweepResult(pipeline, len(source), batch_size, cores, consumer_ms, configs, manual, auto, head_to_head)

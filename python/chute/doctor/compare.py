@@ -15,9 +15,9 @@ from chute import _native
 from chute.dataloader.base import Fallback
 from chute.dataloader.translate import V1, translate
 
-# The bench's PIL stand-ins for torchvision's ImageFolder and v1 transforms (same class names, attributes and
-# semantics), which the doctor takes as torchvision's.
-_PEER = "chute.bench.torch_peer"
+# chute's PIL reference of torchvision's ImageFolder and v1 transforms (same class names, attributes and
+# semantics; the bench's DataLoader peer where torchvision does not import), which the doctor takes as torchvision's.
+_PEER = "chute.bench.pil_reference"
 
 
 @dataclass
@@ -85,10 +85,9 @@ def torch_equivalent(dl: DataLoader) -> DataLoader | None:
 
 
 def _root_of(dataset) -> str | None:
-    """The root of an ImageFolder-like dataset: torchvision's ImageFolder or the bench's PIL stand-in."""
+    """The root of an ImageFolder-like dataset: torchvision's ImageFolder or chute's PIL reference of it."""
     kind = type(dataset)
-    known = (kind.__name__ == "ImageFolder" and kind.__module__.startswith("torchvision")) or (
-        kind.__name__ == "PilImageFolder" and kind.__module__ == _PEER)
+    known = kind.__name__ == "ImageFolder" and (kind.__module__.startswith("torchvision") or kind.__module__ == _PEER)
     root = getattr(dataset, "root", None)
     return os.fspath(root) if known and root is not None else None
 

@@ -16,6 +16,7 @@ from typing import Callable
 import torch
 from torch.overrides import TorchFunctionMode
 
+from chute.bench.harness import batch_samples, batch_tensors  # what the consumer received: one definition
 from chute.doctor.cpu import CpuSampler, CpuTimeline
 from chute.doctor.device import GpuTimeline
 
@@ -54,21 +55,6 @@ class TransferSpy(TorchFunctionMode):
                 self.transfers.append(Transfer(str(torch.device(target)), non_blocking, pinned,
                                                src.numel() * src.element_size()))
         return func(*args, **kwargs)
-
-
-def batch_tensors(batch) -> list[torch.Tensor]:
-    if isinstance(batch, torch.Tensor):
-        return [batch]
-    if isinstance(batch, dict):
-        batch = list(batch.values())
-    if isinstance(batch, (list, tuple)):
-        return [t for item in batch for t in batch_tensors(item)]
-    return []
-
-
-def batch_samples(batch) -> int:
-    tensors = batch_tensors(batch)
-    return int(tensors[0].shape[0]) if tensors and tensors[0].dim() > 0 else 1
 
 
 @dataclass
