@@ -188,7 +188,7 @@ def _plain_image_folder(path: str):
     if not os.path.isdir(path) or os.path.exists(os.path.join(path, packed.INDEX_FILE)):
         return None
     names = os.listdir(path)
-    if any(n.endswith((".chute", ".chidx", ".tar", ".tmp")) for n in names):
+    if any(n.endswith((".chute", ".chidx", ".tar", ".tmp")) or ".tmp-" in n for n in names):
         return None  # shards, part indexes, tar files or an interrupted pack's leftovers: not a plain folder
     try:
         return packed.ImageFolder(path)
