@@ -68,9 +68,10 @@ def from_wire(array: np.ndarray, dtype: torch.dtype, channels_last: bool) -> tor
 class BatchActor:
     """Makes batches with a chute.Loader (explicit orders, one batch per call). Wrapped by ray.remote."""
 
-    def __init__(self, spec, batch_size: int, loader_kwargs: dict):
+    def __init__(self, spec, batch_size: int, loader_kwargs: dict, hook=None):
         import chute
 
+        self._hook = hook  # tests and benchmarks: hook(epoch, indices) before each batch (faults, costs)
         torch.set_num_threads(1)  # torch's own pool is not used here; keep it from oversubscribing
         self._loader = chute.Loader(open_source(spec), batch_size, pin_memory=False, device="cpu",
                                     prefetch=1, **loader_kwargs)
@@ -79,6 +80,10 @@ class BatchActor:
 
     def pid(self) -> int:
         return os.getpid()
+
+    def engine_stats(self) -> dict:
+        """The actor's chute.Loader statistics (its worker threads' stage times)."""
+        return dict(self._loader.stats())
 
     def made(self) -> int:
         """Batches this process made (since its last start)."""
@@ -89,6 +94,8 @@ class BatchActor:
         from chute import _native
 
         start = time.perf_counter()
+        if self._hook is not None:
+            self._hook(epoch, indices)
         native = self._loader._native
         native.start_epoch(epoch, 0, np.ascontiguousarray(indices, dtype=np.int64))
         try:

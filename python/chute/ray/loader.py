@@ -66,7 +66,7 @@ class RemoteLoader:
                  rank: int | None = None, world_size: int | None = None, even_split: bool = True,
                  on_error: str = "raise", max_pixels: int = 200_000_000, apply_exif_orientation: bool = False,
                  scaled_decode: bool = False, validate: str = "window", max_file_bytes: int = 1 << 30,
-                 timeout_s: float = 300.0):
+                 timeout_s: float = 300.0, _actor_hook=None):
         if on_error != "raise":
             raise ValueError(f"RemoteLoader supports on_error='raise' only, got {on_error!r}: 'skip' fills a "
                              "batch from the next samples, which moves every later batch")
@@ -99,8 +99,9 @@ class RemoteLoader:
             ray.init()  # RAY_ADDRESS, a cluster `ray start` began on this machine, else a local one
         actor_class = ray.remote(BatchActor).options(num_cpus=num_cpus_per_actor, max_restarts=self.max_restarts,
                                                      max_task_retries=0, **(actor_options or {}))
-        self._actors = [actor_class.remote(spec, self.batch_size, loader_kwargs) for _ in range(self.num_actors)]
-        self._incarnation = [0] * self.num_actors  # deaths seen per actor: past max_restarts it is gone
+        self._actors = [actor_class.remote(spec, self.batch_size, loader_kwargs, _actor_hook) for _ in range(self.num_actors)]
+        self._dead = [False] * self.num_actors  # gone for good
+        self._suspect: dict[int, ray.ObjectRef] = {}  # a batch failed with the actor: its pid() probe
         self._closed = False
         # The actors' constructors run now: a source they cannot open fails here, naming it.
         self._pids = ray.get([a.pid.remote() for a in self._actors], timeout=self.timeout_s)
@@ -161,9 +162,26 @@ class RemoteLoader:
         self._epoch, self._resume_position = int(state["epoch"]), int(state["position"])
 
     def actor_pids(self) -> list[int]:
-        """The actors' process ids (as of their last start), for diagnostics and fault tests."""
-        alive = [a for i, a in enumerate(self._actors) if self._usable(i)]
-        return ray.get([a.pid.remote() for a in alive], timeout=self.timeout_s)
+        """The live actors' process ids (a restarting actor answers once it is up), for diagnostics and
+        fault tests."""
+        pids = []
+        for i in range(self.num_actors):
+            while not self._dead[i]:
+                try:
+                    pids.append(ray.get(self._actors[i].pid.remote(), timeout=self.timeout_s))
+                    self._suspect.pop(i, None)
+                    break
+                except ActorDiedError:
+                    self._dead[i] = True  # gone for good: killed with no_restart, or out of restarts
+                except ActorUnavailableError:
+                    time.sleep(_SLICE_S)  # restarting
+        return pids
+
+    def actor_stats(self) -> list[dict]:
+        """Each live actor's chute.Loader statistics (its decode threads' stage and CPU times, since the
+        actor started). An actor answers after the batches already queued on it."""
+        refs = [self._actors[i].engine_stats.remote() for i in range(self.num_actors) if not self._dead[i]]
+        return ray.get(refs, timeout=self.timeout_s)
 
     def stats(self) -> dict:
         """Where the time went since creation or :meth:`reset_stats` (seconds): ``actor_busy_s`` (summed over
@@ -174,7 +192,7 @@ class RemoteLoader:
         ``verdict`` with the expected gain from more actors when the trainer waits."""
         s = dict(self._stats)
         n = max(s["batches"], 1)
-        s["actors"] = sum(self._usable(i) for i in range(self.num_actors))
+        s["actors"] = self.num_actors - sum(self._dead)
         s["actor_s_per_batch"] = s["actor_busy_s"] / n
         s["transfer_s_per_batch"] = s["transfer_s"] / n
         s["consumer_s_per_batch"] = s["consumer_s"] / n
@@ -218,22 +236,40 @@ class RemoteLoader:
                 f"num_actors={self.num_actors}, max_inflight={self.max_inflight})")
 
     # --- actors ------------------------------------------------------------------------------------------
-    def _usable(self, i: int) -> bool:
-        return self._incarnation[i] <= self.max_restarts
+    def _check_suspects(self) -> None:
+        """Settles the actors whose batch failed: a probe that answers means alive (restarted, or it was
+        a transient loss), ActorDiedError means gone for good."""
+        if not self._suspect:
+            return
+        ready, _ = ray.wait(list(self._suspect.values()), num_returns=len(self._suspect), timeout=0)
+        for i, probe in list(self._suspect.items()):
+            if probe not in ready:
+                continue
+            try:
+                ray.get(probe, timeout=self.timeout_s)
+                del self._suspect[i]
+            except ActorDiedError:
+                self._dead[i] = True
+                del self._suspect[i]
+            except ActorUnavailableError:
+                self._suspect[i] = self._actors[i].pid.remote()  # still restarting: ask again
 
     def _pick_actor(self, load: list[int], avoid: int | None) -> int:
-        """The usable actor with the fewest outstanding batches, another than ``avoid`` when there is one."""
-        usable = [i for i in range(self.num_actors) if self._usable(i)]
-        if not usable:
-            raise RuntimeError(f"all {self.num_actors} RemoteLoader actors died more than max_restarts="
-                               f"{self.max_restarts} times")
-        others = [i for i in usable if i != avoid] or usable
-        return min(others, key=lambda i: load[i])
+        """The live actor with the fewest outstanding batches: one not suspect and not ``avoid`` when
+        there is one; else a suspect one (a restarting actor queues the batch until it is up)."""
+        self._check_suspects()
+        alive = [i for i in range(self.num_actors) if not self._dead[i]]
+        if not alive:
+            raise RuntimeError(f"all {self.num_actors} RemoteLoader actors are dead (each died more than "
+                               f"max_restarts={self.max_restarts} times, or was killed with no_restart)")
+        trusted = [i for i in alive if i not in self._suspect]
+        choice = [i for i in trusted if i != avoid] or trusted or alive
+        return min(choice, key=lambda i: load[i])
 
-    def _actor_lost(self, i: int, incarnation: int) -> None:
-        """A batch sent to incarnation ``incarnation`` of actor i failed because the actor died."""
-        if self._incarnation[i] == incarnation:  # the first failure seen from that life: one death
-            self._incarnation[i] += 1
+    def _actor_lost(self, i: int) -> None:
+        """A batch sent to actor i failed because the actor died or became unreachable."""
+        if i not in self._suspect and not self._dead[i]:
+            self._suspect[i] = self._actors[i].pid.remote()
 
 
 def _verdict(s: dict) -> str:
@@ -257,7 +293,8 @@ class _RemoteEpoch(Iterator):
         self._order, self._bounds = order, bounds
         self._next_submit = 0
         self._next_yield = 0
-        self._pending: dict[int, tuple[ray.ObjectRef, int, int]] = {}  # batch -> (ref, actor, incarnation)
+        self._pending: dict[int, tuple[ray.ObjectRef, int]] = {}  # batch -> (ref, actor)
+        self._attempts: dict[int, int] = {}
         self._load = [0] * loader.num_actors
         self._done = False
 
@@ -266,7 +303,7 @@ class _RemoteEpoch(Iterator):
         i = loader._pick_actor(self._load, avoid)
         lo, hi = self._bounds[b]
         ref = loader._actors[i].batch.remote(self._epoch, self._order[lo:hi])
-        self._pending[b] = (ref, i, loader._incarnation[i])
+        self._pending[b] = (ref, i)
         self._load[i] += 1
 
     def _fill(self) -> None:
@@ -302,7 +339,7 @@ class _RemoteEpoch(Iterator):
         self._fill()
         deadline = entered + loader.timeout_s
         while True:
-            ref, actor, incarnation = self._pending[b]
+            ref, actor = self._pending[b]
             ready, _ = ray.wait([ref], timeout=_SLICE_S)
             if not ready:
                 if time.perf_counter() > deadline:
@@ -315,8 +352,12 @@ class _RemoteEpoch(Iterator):
             except _ACTOR_LOST:
                 # The actor died with this batch (or before it): send it again, to a survivor if any.
                 self._load[actor] -= 1
-                loader._actor_lost(actor, incarnation)
+                loader._actor_lost(actor)
                 loader._stats["resubmitted"] += 1
+                self._attempts[b] = self._attempts.get(b, 1) + 1
+                if self._attempts[b] > (loader.max_restarts + 1) * loader.num_actors + 1:
+                    raise RuntimeError(f"RemoteLoader: batch {b} of epoch {self._epoch} was lost with its actor "
+                                       f"{self._attempts[b] - 1} times; giving up")
                 self._submit(b, avoid=actor)
                 continue
             except GetTimeoutError:
