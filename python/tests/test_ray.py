@@ -26,7 +26,7 @@ WAIT_S = 120  # every wait in this file fails the test after this long, never ha
 
 @pytest.fixture(scope="module")
 def cluster():
-    ray.init(num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False,
+    ray.init(address="local", num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False,
              configure_logging=False)
     import chute.ray  # noqa: F401  (after init: nothing of it starts a cluster by itself here)
 
@@ -146,6 +146,22 @@ def test_slow_consumer_bounds_batches_in_flight(remote):
     assert len(ready) == len(pending)
     assert made() - before == 2 + remote.max_inflight
     assert remote.stats()["max_outstanding"] <= remote.max_inflight
+
+
+def test_bfloat16_channels_last_normalized_same_bytes(cluster, folder):
+    """The dtype (bfloat16 travels as its int16 bits) and the channels-last layout survive the trip."""
+    import chute.ray
+
+    extra = dict(dtype=torch.bfloat16, memory_format=torch.channels_last)
+    kw = _kwargs(**extra)
+    kw["transforms"] = _transforms() + [chute.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))]
+    with chute.ray.RemoteLoader(str(folder), num_actors=1, num_cpus_per_actor=0.5, timeout_s=WAIT_S,
+                                **kw) as remote:
+        got = list(remote)
+    with chute.Loader(str(folder), num_threads=1, **kw) as local:
+        expected = [(i.clone(memory_format=torch.channels_last), l.clone()) for i, l in local]
+    assert got[0][0].is_contiguous(memory_format=torch.channels_last)
+    _same(expected, got)
 
 
 def _blocking_hook(marker_dir: str, block: dict):
@@ -279,3 +295,23 @@ def test_ray_pack_reuses_a_part_finished_before_its_worker_died(cluster, folder,
         chute.pack(str(folder), str(reference), part=part, parts=2, shard_size=4096)
     chute.packed.merge(str(reference))
     assert _tree_digest(out) == _tree_digest(reference)
+
+
+@pytest.mark.slow
+def test_actors_on_cpu_only_nodes(folder):
+    """scripts/ray_cluster.sh: a head plus a 1-CPU worker node with the custom resource cpu_node; the
+    actor lands on that node only, and the batches are chute.Loader's."""
+    repo = Path(__file__).resolve().parents[2]
+    python_dir = str(Path(chute.__file__).parents[1])
+    env = dict(os.environ, PYTHONPATH=python_dir, RAY_AUTH_MODE="disabled", CHUTE_RAY_PORT="6391",
+               CHUTE_VENV=str(Path(sys.executable).parents[1]))
+    script = str(repo / "scripts" / "ray_cluster.sh")
+    try:
+        subprocess.run([script, "start", "1"], env=env, check=True, timeout=WAIT_S * 2)
+        child = subprocess.run([sys.executable, str(Path(__file__).with_name("ray_cluster_child.py")), str(folder)],
+                               env=dict(env, RAY_ADDRESS="127.0.0.1:6391"), capture_output=True, text=True,
+                               timeout=WAIT_S * 2)
+        assert child.returncode == 0, child.stderr[-3000:]
+        assert "ok 1 worker nodes" in child.stdout
+    finally:
+        subprocess.run([script, "stop"], env=env, timeout=WAIT_S)

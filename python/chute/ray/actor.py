@@ -73,9 +73,11 @@ class BatchActor:
 
         self._hook = hook  # tests and benchmarks: hook(epoch, indices) before each batch (faults, costs)
         torch.set_num_threads(1)  # torch's own pool is not used here; keep it from oversubscribing
+        kwargs = dict(loader_kwargs, dtype=getattr(torch, loader_kwargs["dtype"]),
+                      memory_format=getattr(torch, loader_kwargs["memory_format"]))
         self._loader = chute.Loader(open_source(spec), batch_size, pin_memory=False, device="cpu",
-                                    prefetch=1, **loader_kwargs)
-        self._channels_last = loader_kwargs.get("memory_format") == torch.channels_last
+                                    prefetch=1, **kwargs)
+        self._channels_last = kwargs["memory_format"] == torch.channels_last
         self.batches_made = 0
 
     def pid(self) -> int:

@@ -91,7 +91,10 @@ class RemoteLoader:
         # Checks the shard (rank, world_size against the dataset) and gives this rank's epoch size.
         self.num_samples = int(_native.epoch_order(self._dataset_size, False, 0, 0, self.rank, self.world_size,
                                                    self.even_split).shape[0])
-        loader_kwargs = {"seed": self.seed, "transforms": transforms, "dtype": dtype, "memory_format": memory_format,
+        # dtype and memory_format travel as names: torch's memory_format objects do not unpickle everywhere
+        # (by reference to a name in the pickling module, which fails when that is a script's __main__).
+        loader_kwargs = {"seed": self.seed, "transforms": transforms, "dtype": str(dtype).removeprefix("torch."),
+                         "memory_format": "channels_last" if self._channels_last else "contiguous_format",
                          "num_threads": threads, "max_pixels": max_pixels,
                          "apply_exif_orientation": apply_exif_orientation, "scaled_decode": scaled_decode,
                          "validate": validate, "max_file_bytes": max_file_bytes}
