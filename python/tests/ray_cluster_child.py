@@ -14,7 +14,7 @@ import chute.ray  # noqa: E402
 
 root = sys.argv[1]
 kw = dict(batch_size=5, shuffle=True, seed=3, transforms=[chute.RandomResizedCrop(24), chute.RandomHorizontalFlip()])
-expected = [(i.clone(), l) for i, l in chute.Loader(root, **kw)]
+expected = [(i.clone(), y) for i, y in chute.Loader(root, **kw)]
 with chute.ray.RemoteLoader(root, num_actors=1, actor_options={"resources": {"cpu_node": 1}}, timeout_s=120,
                             **kw) as remote:
     got = list(remote)

@@ -48,7 +48,7 @@ def _local(folder, epoch, start_state=None, **extra):
     if start_state is not None:
         loader.load_state_dict(start_state)
     with loader:
-        return [(i.clone(), l.clone()) for i, l in loader]
+        return [(i.clone(), y.clone()) for i, y in loader]
 
 
 def _same(expected, got):
@@ -159,7 +159,7 @@ def test_bfloat16_channels_last_normalized_same_bytes(cluster, folder):
                                 **kw) as remote:
         got = list(remote)
     with chute.Loader(str(folder), num_threads=1, **kw) as local:
-        expected = [(i.clone(memory_format=torch.channels_last), l.clone()) for i, l in local]
+        expected = [(i.clone(memory_format=torch.channels_last), y.clone()) for i, y in local]
     assert got[0][0].is_contiguous(memory_format=torch.channels_last)
     _same(expected, got)
 
@@ -200,11 +200,11 @@ def test_killed_actor_loses_and_duplicates_nothing(cluster, folder, tmp_path):
         got = []
         it = iter(loader)
         for _ in range(2):
-            i, l = next(it)
-            got.append((i.clone(), l))
+            i, y = next(it)
+            got.append((i.clone(), y))
         pid = _wait_for_pid(tmp_path / "blocked-0")
         os.kill(pid, signal.SIGKILL)
-        got += [(i.clone(), l) for i, l in it]
+        got += [(i.clone(), y) for i, y in it]
         _same(_local(folder, 0), got)
         assert loader.stats()["resubmitted"] >= 1  # the blocked batch, at least, was lost with the actor
         pids = loader.actor_pids()
@@ -216,7 +216,7 @@ def test_killed_actor_loses_and_duplicates_nothing(cluster, folder, tmp_path):
         _wait_for_pid(tmp_path / "blocked-1")
         blocked = it._pending[2][1]
         ray.kill(loader._actors[blocked], no_restart=True)
-        got += [(i.clone(), l) for i, l in it]
+        got += [(i.clone(), y) for i, y in it]
         _same(_local(folder, 1), got)
         assert len(loader.actor_pids()) == 1  # the other one is gone for good
 

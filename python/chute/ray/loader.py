@@ -102,7 +102,8 @@ class RemoteLoader:
             ray.init()  # RAY_ADDRESS, a cluster `ray start` began on this machine, else a local one
         actor_class = ray.remote(BatchActor).options(num_cpus=num_cpus_per_actor, max_restarts=self.max_restarts,
                                                      max_task_retries=0, **(actor_options or {}))
-        self._actors = [actor_class.remote(spec, self.batch_size, loader_kwargs, _actor_hook) for _ in range(self.num_actors)]
+        self._actors = [actor_class.remote(spec, self.batch_size, loader_kwargs, _actor_hook)
+                        for _ in range(self.num_actors)]
         self._dead = [False] * self.num_actors  # gone for good
         self._suspect: dict[int, ray.ObjectRef] = {}  # a batch failed with the actor: its pid() probe
         self._closed = False
