@@ -315,3 +315,17 @@ def test_actors_on_cpu_only_nodes(folder):
         assert "ok 1 worker nodes" in child.stdout
     finally:
         subprocess.run([script, "stop"], env=env, timeout=WAIT_S)
+
+
+def test_torchrun_two_ranks(folder):
+    """torchrun with 2 processes: each rank's RemoteLoader serves that rank's share (chute.Loader's), and
+    the shares cover the 36 samples exactly once (even_split=False)."""
+    env = dict(os.environ, PYTHONPATH=str(Path(chute.__file__).parents[1]), RAY_AUTH_MODE="disabled",
+               OMP_NUM_THREADS="1")
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                          str(Path(__file__).with_name("ray_torchrun_child.py")), str(folder)],
+                         env=env, capture_output=True, text=True, timeout=WAIT_S * 3)
+    assert run.returncode == 0, run.stderr[-3000:]
+    counts = sorted(line.split() for line in run.stdout.splitlines() if " ok " in line)
+    assert [c[:2] for c in counts] == [["rank", "0"], ["rank", "1"]]
+    assert sum(int(c[5]) for c in counts) == 36
