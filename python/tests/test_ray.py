@@ -65,6 +65,14 @@ def test_import_chute_does_not_import_ray():
     assert subprocess.run([sys.executable, "-c", code], env=env, timeout=WAIT_S).returncode == 0
 
 
+def test_chute_ray_without_ray_names_the_extra():
+    code = ("import sys; sys.modules['ray'] = None\n"
+            "try:\n    import chute.ray\nexcept ImportError as e:\n    print(e)\n")
+    env = dict(os.environ, PYTHONPATH=str(Path(chute.__file__).parents[1]))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=WAIT_S)
+    assert "pip install 'chute[ray]'" in out.stdout, out.stderr
+
+
 def test_epoch_order_is_the_loaders_sharding():
     full = _native.epoch_order(23, True, 5, 2)
     assert sorted(full.tolist()) == list(range(23))
