@@ -196,7 +196,10 @@ def _pack_on_ray(args, console) -> int:
         raise SystemExit(f"chute pack --ray: {e}") from None
     s = chute.ray.pack(args.src, args.dst, parts=args.parts, shard_size=args.shard_size,
                        threads_per_task=args.threads, validate=args.validate, skip_bad=args.skip_bad,
-                       max_pixels=args.max_pixels, max_file_bytes=args.max_file_bytes, progress=not args.json)
+                       max_pixels=args.max_pixels, max_file_bytes=args.max_file_bytes, progress=not args.json,
+                       max_side=args.max_side, max_shorter_side=args.max_shorter_side, quality=args.quality,
+                       keep_original=args.keep_original, raw=args.raw, raw_below=args.raw_below,
+                       raw_compression=args.raw_compression, subsampling=args.subsampling)
     result = {"samples": s.samples, "payload_bytes": s.payload_bytes, "file_bytes": s.file_bytes,
               "shards": s.shards, "seconds": round(s.seconds, 3), "mb_per_s": round(s.mb_per_s, 1),
               "img_per_s": round(s.img_per_s, 1), "validate": args.validate,

@@ -26,7 +26,7 @@ from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutErro
 
 from chute import _native, _validate
 from chute.errors import SampleError
-from chute.loader import _resolve_distributed
+from chute.loader import _DECODE, _resolve_distributed
 from chute.ray.actor import BatchActor, from_wire, source_spec
 
 _STATE_VERSION = 1  # chute.Loader's: a state taken here loads there, and the other way round
@@ -41,7 +41,7 @@ class RemoteLoader:
 
     Same arguments and semantics as chute.Loader where they apply (``shuffle``, ``seed``, ``drop_last``,
     ``transforms``, ``dtype``, ``memory_format``, ``rank``/``world_size``/``even_split``, ``max_pixels``,
-    ``apply_exif_orientation``, ``scaled_decode``, ``validate``, ``max_file_bytes``), and the same
+    ``apply_exif_orientation``, ``decode``, ``reducing_gap``, ``validate``, ``max_file_bytes``), and the same
     protocol: ``len``, ``iter`` (one epoch), ``set_epoch``, ``state_dict``/``load_state_dict`` (the same
     dict format as chute.Loader's), ``stats``, ``close`` / ``with``. ``on_error='raise'`` only: a bad
     sample raises :class:`chute.SampleError` in place of its batch, and ``next()`` goes on with the next
@@ -65,7 +65,8 @@ class RemoteLoader:
                  max_inflight: int | None = None, max_restarts: int = 3, actor_options: dict | None = None,
                  rank: int | None = None, world_size: int | None = None, even_split: bool = True,
                  on_error: str = "raise", max_pixels: int = 200_000_000, apply_exif_orientation: bool = False,
-                 scaled_decode: bool = False, validate: str = "window", max_file_bytes: int = 1 << 30,
+                 decode: str = _DECODE.decode, reducing_gap: float = _DECODE.reducing_gap,
+                 validate: str = "window", max_file_bytes: int = 1 << 30,
                  timeout_s: float = 300.0, _actor_hook=None):
         if on_error != "raise":
             raise ValueError(f"RemoteLoader supports on_error='raise' only, got {on_error!r}: 'skip' fills a "
@@ -96,7 +97,8 @@ class RemoteLoader:
         loader_kwargs = {"seed": self.seed, "transforms": transforms, "dtype": str(dtype).removeprefix("torch."),
                          "memory_format": "channels_last" if self._channels_last else "contiguous_format",
                          "num_threads": threads, "max_pixels": max_pixels,
-                         "apply_exif_orientation": apply_exif_orientation, "scaled_decode": scaled_decode,
+                         "apply_exif_orientation": apply_exif_orientation, "decode": decode,
+                         "reducing_gap": reducing_gap,
                          "validate": validate, "max_file_bytes": max_file_bytes}
         if not ray.is_initialized():
             ray.init()  # RAY_ADDRESS, a cluster `ray start` began on this machine, else a local one

@@ -87,7 +87,7 @@ def pack(src, out: str | os.PathLike, parts: int | None = None, *, shard_size: s
          num_cpus: float = 1, threads_per_task: int | None = None, validate: str = "header",
          skip_bad: bool = False, max_pixels: int = 200_000_000, max_file_bytes: int = 1 << 30,
          max_retries: int = 3, task_options: dict | None = None, progress: bool = True,
-         _test_hook=None) -> _packed.PackSummary:
+         _test_hook=None, **store_options) -> _packed.PackSummary:
     """Packs ``src`` (a path every node can read: an ImageFolder directory, a file list, tar shards, a
     packed dataset) into ``out`` (a directory every node can write) as ``parts`` Ray tasks, then merges.
 
@@ -97,6 +97,8 @@ def pack(src, out: str | os.PathLike, parts: int | None = None, *, shard_size: s
     ``task_options`` goes to ``.options()`` of each task, e.g. ``{"resources": {"cpu_node": 1}}``.
     With ``progress``, a rich bar in the driver counts samples across the tasks. Returns the merge's
     :class:`chute.packed.PackSummary` (``skipped`` lists the files ``skip_bad`` left out).
+    ``store_options`` (``max_side``, ``max_shorter_side``, ``quality``, ``keep_original``, ``raw``,
+    ``raw_below``, ``raw_compression``, ``subsampling``) go to every part's :func:`chute.pack` unchanged.
     """
     if not ray.is_initialized():
         ray.init()  # RAY_ADDRESS, a cluster `ray start` began on this machine, else a local one
@@ -111,7 +113,7 @@ def pack(src, out: str | os.PathLike, parts: int | None = None, *, shard_size: s
     os.makedirs(out, exist_ok=True)
     options = {"shard_size": shard_size, "num_threads": threads_per_task or max(1, int(num_cpus)),
                "validate": validate, "skip_bad": skip_bad, "max_pixels": max_pixels,
-               "max_file_bytes": max_file_bytes}
+               "max_file_bytes": max_file_bytes, **store_options}
     start = time.perf_counter()
     tracker = _Progress.remote() if progress else None
     task = ray.remote(_pack_part).options(num_cpus=num_cpus, max_retries=max_retries, retry_exceptions=False,
