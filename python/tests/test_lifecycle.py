@@ -182,6 +182,9 @@ print("ok")
 LIMITED = """
 import os, resource, sys, torch, chute
 torch.set_num_threads(1)
+# chute.DataLoader loads on first use (lazy imports): load it now, before limit() drops to user nobody, who may
+# not read the modules' folders.
+chute.DataLoader
 root, which = sys.argv[1], sys.argv[2]
 def limit():
     if which in ("nproc", "nproc+3"):

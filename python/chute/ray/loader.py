@@ -1,0 +1,386 @@
+"""chute.ray.RemoteLoader: chute.Loader's batches, made by Ray actors on other CPUs (or machines).
+
+The driver (the trainer's process) owns the epoch: it computes the epoch's order exactly as chute.Loader
+does (``chute._native.epoch_order``: the same permutation and the same rank sharding), cuts it into batches
+``[b*B, (b+1)*B)`` and hands each batch's source indices to an actor. Batches come back through Ray's
+object store as numpy arrays and are yielded in batch order. Nothing in a batch depends on which actor made
+it (augmentation is keyed by seed, epoch and source index), which gives:
+
+- same bytes: the batches equal chute.Loader's on one machine, for the same arguments;
+- fault tolerance: a batch whose actor died is sent again, to a survivor or to the restarted actor;
+  each batch id is yielded once, in order, so nothing is lost and nothing duplicated;
+- bounded memory: at most ``max_inflight`` batches are requested and not yet yielded; a slow trainer
+  leaves the actors idle rather than filling the object store.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import ray
+import torch
+from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError
+
+from chute import _native, _validate
+from chute.errors import SampleError
+from chute.loader import _DECODE, _resolve_distributed
+from chute.ray.actor import BatchActor, from_wire, source_spec
+
+_STATE_VERSION = 1  # chute.Loader's: a state taken here loads there, and the other way round
+_ACTOR_LOST = (ActorDiedError, ActorUnavailableError)
+_SLICE_S = 0.1  # waits run in slices so that Ctrl-C is handled
+
+
+class RemoteLoader:
+    """Iterates over ``(images, labels)`` batches like :class:`chute.Loader`, with the decoding and
+    augmentation done by ``num_actors`` Ray actors that each reserve ``num_cpus_per_actor`` CPUs and run
+    ``threads_per_actor`` decode threads (default: as many as the CPUs).
+
+    Same arguments and semantics as chute.Loader where they apply (``shuffle``, ``seed``, ``drop_last``,
+    ``transforms``, ``dtype``, ``memory_format``, ``rank``/``world_size``/``even_split``, ``max_pixels``,
+    ``apply_exif_orientation``, ``decode``, ``reducing_gap``, ``validate``, ``max_file_bytes``), and the same
+    protocol: ``len``, ``iter`` (one epoch), ``set_epoch``, ``state_dict``/``load_state_dict`` (the same
+    dict format as chute.Loader's), ``stats``, ``close`` / ``with``. ``on_error='raise'`` only: a bad
+    sample raises :class:`chute.SampleError` in place of its batch, and ``next()`` goes on with the next
+    batch, as locally. (``'skip'`` would fill a batch from the next samples, which moves every later
+    batch: it is refused rather than giving batches that differ from chute.Loader's.)
+
+    ``source`` is a path or a chute source; each actor opens it again on its own node, so the path must
+    be readable there. ``actor_options`` goes to Ray's ``.options()`` (e.g. ``{"resources":
+    {"cpu_node": 1}}`` to place actors on CPU-only nodes). An actor that dies is restarted by Ray up to
+    ``max_restarts`` times; its batches go to the survivors meanwhile. ``timeout_s`` bounds the wait for
+    any one batch (an error, never a hang).
+
+    Batches are CPU tensors whose memory is the object store's (read-only shared memory on the trainer's
+    node, no copy): ``.clone()`` a batch you want to modify in place; ``.to('cuda')`` copies from it.
+    """
+
+    def __init__(self, source, batch_size: int = 1, *, shuffle: bool = False, seed: int = 0,
+                 drop_last: bool = False, transforms=(), dtype: torch.dtype = torch.uint8,
+                 memory_format: torch.memory_format = torch.contiguous_format, num_actors: int = 1,
+                 num_cpus_per_actor: float = 1, threads_per_actor: int | None = None,
+                 max_inflight: int | None = None, max_restarts: int = 3, actor_options: dict | None = None,
+                 rank: int | None = None, world_size: int | None = None, even_split: bool = True,
+                 on_error: str = "raise", max_pixels: int = 200_000_000, apply_exif_orientation: bool = False,
+                 decode: str = _DECODE.decode, reducing_gap: float = _DECODE.reducing_gap,
+                 validate: str = "window", max_file_bytes: int = 1 << 30,
+                 timeout_s: float = 300.0, _actor_hook=None):
+        if on_error != "raise":
+            raise ValueError(f"RemoteLoader supports on_error='raise' only, got {on_error!r}: 'skip' fills a "
+                             "batch from the next samples, which moves every later batch")
+        self.batch_size = _validate.integer("batch_size", batch_size, 1, _validate.INT64_MAX)
+        self.num_actors = _validate.integer("num_actors", num_actors, 1, 1 << 20)
+        self.max_inflight = _validate.integer("max_inflight", 2 * self.num_actors if max_inflight is None
+                                              else max_inflight, 1, 1 << 20)
+        self.max_restarts = _validate.integer("max_restarts", max_restarts, 0, 1 << 20)
+        if not (isinstance(num_cpus_per_actor, (int, float)) and num_cpus_per_actor > 0):
+            raise ValueError(f"num_cpus_per_actor must be positive, got {num_cpus_per_actor!r}")
+        threads = threads_per_actor or max(1, int(num_cpus_per_actor))
+        self.timeout_s = float(timeout_s)
+        self.seed = _validate.integer("seed", seed, 0, _validate.UINT64_MAX)
+        self.shuffle, self.drop_last, self.even_split = bool(shuffle), bool(drop_last), bool(even_split)
+        self.dtype, self._channels_last = dtype, memory_format == torch.channels_last
+        self.rank, self.world_size = _resolve_distributed(rank, world_size)
+        spec = source_spec(source)
+        from chute.ray.actor import open_source
+
+        self.source = open_source(spec) if isinstance(source, (str, os.PathLike)) else source
+        self._dataset_size = len(self.source)
+        # Checks the shard (rank, world_size against the dataset) and gives this rank's epoch size.
+        self.num_samples = int(_native.epoch_order(self._dataset_size, False, 0, 0, self.rank, self.world_size,
+                                                   self.even_split).shape[0])
+        # dtype and memory_format travel as names: torch's memory_format objects do not unpickle everywhere
+        # (by reference to a name in the pickling module, which fails when that is a script's __main__).
+        loader_kwargs = {"seed": self.seed, "transforms": transforms, "dtype": str(dtype).removeprefix("torch."),
+                         "memory_format": "channels_last" if self._channels_last else "contiguous_format",
+                         "num_threads": threads, "max_pixels": max_pixels,
+                         "apply_exif_orientation": apply_exif_orientation, "decode": decode,
+                         "reducing_gap": reducing_gap,
+                         "validate": validate, "max_file_bytes": max_file_bytes}
+        if not ray.is_initialized():
+            ray.init()  # RAY_ADDRESS, a cluster `ray start` began on this machine, else a local one
+        actor_class = ray.remote(BatchActor).options(num_cpus=num_cpus_per_actor, max_restarts=self.max_restarts,
+                                                     max_task_retries=0, **(actor_options or {}))
+        self._actors = [actor_class.remote(spec, self.batch_size, loader_kwargs, _actor_hook)
+                        for _ in range(self.num_actors)]
+        self._dead = [False] * self.num_actors  # gone for good
+        self._suspect: dict[int, ray.ObjectRef] = {}  # a batch failed with the actor: its pid() probe
+        self._closed = False
+        # The actors' constructors run now: a source they cannot open fails here, naming it.
+        self._pids = ray.get([a.pid.remote() for a in self._actors], timeout=self.timeout_s)
+        self._epoch, self._resume_position, self._running, self._iteration = 0, 0, None, 0
+        self._position = 0  # samples the consumer received in the running epoch
+        self.reset_stats()
+
+    # --- the protocol chute.Loader has -------------------------------------------------------------------
+    def __len__(self) -> int:
+        """This rank's batches per epoch."""
+        full, rest = divmod(self.num_samples, self.batch_size)
+        return full + (1 if rest and not self.drop_last else 0)
+
+    def set_epoch(self, epoch: int) -> None:
+        self._epoch, self._resume_position = _validate.integer("epoch", epoch, 0, _validate.INT64_MAX), 0
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        if self._closed:
+            raise RuntimeError("the loader is closed: make a new chute.ray.RemoteLoader to iterate again")
+        self._iteration += 1
+        epoch, start = self._epoch, self._resume_position
+        self._epoch, self._resume_position, self._running, self._position = epoch + 1, 0, epoch, start
+        order = _native.epoch_order(self._dataset_size, self.shuffle, self.seed, epoch, self.rank,
+                                    self.world_size, self.even_split)
+        bounds = [(lo, min(lo + self.batch_size, len(order))) for lo in range(start, len(order), self.batch_size)]
+        if self.drop_last and bounds and bounds[-1][1] - bounds[-1][0] < self.batch_size:
+            bounds.pop()
+        return _RemoteEpoch(self, self._iteration, epoch, order, bounds)
+
+    def state_dict(self) -> dict:
+        """As chute.Loader's: the position counts samples this rank's consumer received."""
+        if self._running is not None:
+            epoch, position = self._running, self._position
+            if position >= self.num_samples:
+                epoch, position = epoch + 1, 0
+        else:
+            epoch, position = self._epoch, self._resume_position
+        return {"format_version": _STATE_VERSION, "epoch": epoch, "position": position, "seed": self.seed,
+                "shuffle": self.shuffle, "drop_last": self.drop_last, "batch_size": self.batch_size,
+                "dataset_size": self._dataset_size, "rank": self.rank, "world_size": self.world_size,
+                "even_split": self.even_split}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state.get("format_version") != _STATE_VERSION:
+            raise ValueError(f"unsupported loader state format_version {state.get('format_version')!r} "
+                             f"(this chute reads {_STATE_VERSION})")
+        if state["dataset_size"] != self._dataset_size:
+            raise ValueError(f"the state is for a dataset of {state['dataset_size']} samples, this source has "
+                             f"{self._dataset_size}")
+        for key in ("world_size", "seed", "shuffle", "drop_last", "batch_size", "even_split"):
+            if state[key] != getattr(self, key):
+                raise ValueError(f"the state was taken with {key}={state[key]!r}, this loader has "
+                                 f"{key}={getattr(self, key)!r}: build the loader with the same {key}")
+        if not 0 <= state["position"] <= self.num_samples:
+            raise ValueError(f"position {state['position']} is outside this rank's epoch of {self.num_samples}")
+        self._iteration += 1  # an iteration in progress is superseded
+        self._running = None
+        self._epoch, self._resume_position = int(state["epoch"]), int(state["position"])
+
+    def actor_pids(self) -> list[int]:
+        """The live actors' process ids (a restarting actor answers once it is up), for diagnostics and
+        fault tests."""
+        pids = []
+        for i in range(self.num_actors):
+            while not self._dead[i]:
+                try:
+                    pids.append(ray.get(self._actors[i].pid.remote(), timeout=self.timeout_s))
+                    self._suspect.pop(i, None)
+                    break
+                except ActorDiedError:
+                    self._dead[i] = True  # gone for good: killed with no_restart, or out of restarts
+                except ActorUnavailableError:
+                    time.sleep(_SLICE_S)  # restarting
+        return pids
+
+    def actor_stats(self) -> list[dict]:
+        """Each live actor's chute.Loader statistics (its decode threads' stage and CPU times, since the
+        actor started). An actor answers after the batches already queued on it."""
+        refs = [self._actors[i].engine_stats.remote() for i in range(self.num_actors) if not self._dead[i]]
+        return ray.get(refs, timeout=self.timeout_s)
+
+    def stats(self) -> dict:
+        """Where the time went since creation or :meth:`reset_stats` (seconds): ``actor_busy_s`` (summed over
+        actors: making the batches this trainer received), ``transfer_s`` (``ray.get`` of ready batches:
+        object-store transfer and deserialisation), ``wait_s`` (the trainer blocked in ``next()``, transfer
+        included), ``consumer_s`` (the trainer's own time between batches), ``resubmitted`` (batches sent
+        again after an actor died), ``max_outstanding`` (most batches requested and not yet yielded), and a
+        ``verdict`` with the expected gain from more actors when the trainer waits."""
+        s = dict(self._stats)
+        n = max(s["batches"], 1)
+        s["actors"] = self.num_actors - sum(self._dead)
+        s["actor_s_per_batch"] = s["actor_busy_s"] / n
+        s["transfer_s_per_batch"] = s["transfer_s"] / n
+        s["consumer_s_per_batch"] = s["consumer_s"] / n
+        busy_time = s["wait_s"] + s["consumer_s"]
+        s["stall_fraction"] = s["wait_s"] / busy_time if busy_time > 0 else 0.0
+        s["verdict"] = _verdict(s)
+        return s
+
+    def reset_stats(self) -> None:
+        self._stats = {"batches": 0, "samples": 0, "actor_busy_s": 0.0, "transfer_s": 0.0, "wait_s": 0.0,
+                       "consumer_s": 0.0, "resubmitted": 0, "max_outstanding": 0}
+        self._last_return: float | None = None
+
+    def close(self) -> None:
+        """Ends the actors. Batches already yielded stay valid (the object store keeps them while referenced)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._iteration += 1
+        for a in getattr(self, "_actors", []):
+            try:
+                ray.kill(a, no_restart=True)
+            except Exception:  # the cluster may be gone already
+                pass
+
+    def __enter__(self) -> "RemoteLoader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            if ray.is_initialized():
+                self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return (f"chute.ray.RemoteLoader({self.source!r}, batch_size={self.batch_size}, "
+                f"num_actors={self.num_actors}, max_inflight={self.max_inflight})")
+
+    # --- actors ------------------------------------------------------------------------------------------
+    def _check_suspects(self) -> None:
+        """Settles the actors whose batch failed: a probe that answers means alive (restarted, or it was
+        a transient loss), ActorDiedError means gone for good."""
+        if not self._suspect:
+            return
+        ready, _ = ray.wait(list(self._suspect.values()), num_returns=len(self._suspect), timeout=0)
+        for i, probe in list(self._suspect.items()):
+            if probe not in ready:
+                continue
+            try:
+                ray.get(probe, timeout=self.timeout_s)
+                del self._suspect[i]
+            except ActorDiedError:
+                self._dead[i] = True
+                del self._suspect[i]
+            except ActorUnavailableError:
+                self._suspect[i] = self._actors[i].pid.remote()  # still restarting: ask again
+
+    def _pick_actor(self, load: list[int], avoid: int | None) -> int:
+        """The live actor with the fewest outstanding batches: one not suspect and not ``avoid`` when
+        there is one; else a suspect one (a restarting actor queues the batch until it is up)."""
+        self._check_suspects()
+        alive = [i for i in range(self.num_actors) if not self._dead[i]]
+        if not alive:
+            raise RuntimeError(f"all {self.num_actors} RemoteLoader actors are dead (each died more than "
+                               f"max_restarts={self.max_restarts} times, or was killed with no_restart)")
+        trusted = [i for i in alive if i not in self._suspect]
+        choice = [i for i in trusted if i != avoid] or trusted or alive
+        return min(choice, key=lambda i: load[i])
+
+    def _actor_lost(self, i: int) -> None:
+        """A batch sent to actor i failed because the actor died or became unreachable."""
+        if i not in self._suspect and not self._dead[i]:
+            self._suspect[i] = self._actors[i].pid.remote()
+
+
+def _verdict(s: dict) -> str:
+    if s["batches"] == 0:
+        return "no batches yet"
+    if s["stall_fraction"] < 0.1:
+        return "consumer-bound: the trainer rarely waits; more actors would not help"
+    # Actors work in parallel: with K actors a batch takes actor_s_per_batch / K of wall time at best.
+    per_batch_need = s["consumer_s_per_batch"] + s["transfer_s_per_batch"]
+    k_needed = s["actor_s_per_batch"] / per_batch_need if per_batch_need > 0 else float("inf")
+    gain = min(k_needed, float("inf")) / max(s["actors"], 1)
+    return (f"input-bound: the trainer waits {100 * s['stall_fraction']:.0f}% of its time; about "
+            f"{k_needed:.1f} actors would keep it busy (x{gain:.1f} the input rate of the {s['actors']} now)")
+
+
+class _RemoteEpoch(Iterator):
+    """One epoch of a RemoteLoader: submits batches up to max_inflight ahead, yields them in order."""
+
+    def __init__(self, loader: RemoteLoader, iteration: int, epoch: int, order: np.ndarray, bounds: list):
+        self._loader, self._iteration, self._epoch = loader, iteration, epoch
+        self._order, self._bounds = order, bounds
+        self._next_submit = 0
+        self._next_yield = 0
+        self._pending: dict[int, tuple[ray.ObjectRef, int]] = {}  # batch -> (ref, actor)
+        self._attempts: dict[int, int] = {}
+        self._load = [0] * loader.num_actors
+        self._done = False
+
+    def _submit(self, b: int, avoid: int | None = None) -> None:
+        loader = self._loader
+        i = loader._pick_actor(self._load, avoid)
+        lo, hi = self._bounds[b]
+        ref = loader._actors[i].batch.remote(self._epoch, self._order[lo:hi])
+        self._pending[b] = (ref, i)
+        self._load[i] += 1
+
+    def _fill(self) -> None:
+        loader = self._loader
+        while self._next_submit < len(self._bounds) and len(self._pending) < loader.max_inflight:
+            self._submit(self._next_submit)
+            self._next_submit += 1
+        loader._stats["max_outstanding"] = max(loader._stats["max_outstanding"], len(self._pending))
+
+    def __next__(self) -> tuple[torch.Tensor, torch.Tensor]:
+        loader = self._loader
+        if self._iteration != loader._iteration:
+            if loader._closed:
+                raise RuntimeError("the loader was closed during iteration")
+            raise RuntimeError("this iterator was superseded: a newer iter(loader) restarted the loader")
+        if self._done:
+            raise StopIteration
+        entered = time.perf_counter()
+        if loader._last_return is not None:
+            loader._stats["consumer_s"] += entered - loader._last_return
+        try:
+            return self._next_batch(entered)
+        finally:
+            loader._last_return = time.perf_counter()
+            loader._stats["wait_s"] += loader._last_return - entered
+
+    def _next_batch(self, entered: float):
+        loader = self._loader
+        b = self._next_yield
+        if b >= len(self._bounds):
+            self._done, loader._running = True, None
+            raise StopIteration
+        self._fill()
+        deadline = entered + loader.timeout_s
+        while True:
+            ref, actor = self._pending[b]
+            ready, _ = ray.wait([ref], timeout=_SLICE_S)
+            if not ready:
+                if time.perf_counter() > deadline:
+                    raise TimeoutError(f"RemoteLoader: batch {b} of epoch {self._epoch} not ready after "
+                                       f"{loader.timeout_s:.0f} s (actor {actor}; timeout_s= raises the limit)")
+                continue
+            got = time.perf_counter()
+            try:
+                result = ray.get(ref, timeout=loader.timeout_s)
+            except _ACTOR_LOST:
+                # The actor died with this batch (or before it): send it again, to a survivor if any.
+                self._load[actor] -= 1
+                loader._actor_lost(actor)
+                loader._stats["resubmitted"] += 1
+                self._attempts[b] = self._attempts.get(b, 1) + 1
+                if self._attempts[b] > (loader.max_restarts + 1) * loader.num_actors + 1:
+                    raise RuntimeError(f"RemoteLoader: batch {b} of epoch {self._epoch} was lost with its actor "
+                                       f"{self._attempts[b] - 1} times; giving up")
+                self._submit(b, avoid=actor)
+                continue
+            except GetTimeoutError:
+                continue
+            loader._stats["transfer_s"] += time.perf_counter() - got
+            break
+        del self._pending[b]
+        self._load[actor] -= 1
+        self._next_yield += 1
+        self._fill()  # the freed place goes to the next batch at once
+        lo, hi = self._bounds[b]
+        loader._position = hi
+        if result[0] == "error":
+            raise SampleError(*result[1])
+        _, images, labels, busy = result
+        loader._stats["batches"] += 1
+        loader._stats["samples"] += hi - lo
+        loader._stats["actor_busy_s"] += busy
+        # labels: a copy of their own (as chute.Loader), so that keeping them holds no object-store memory
+        return from_wire(images, loader.dtype, loader._channels_last), torch.from_numpy(labels.copy())

@@ -1,0 +1,40 @@
+// The epoch order (chute/sampler.h) as a numpy array: what chute.Loader visits, for layers that hand out
+// batches themselves (chute.ray.RemoteLoader gives each actor its batches' source indices).
+#include <algorithm>
+#include <memory>
+
+#include <nanobind/ndarray.h>
+
+#include "bindings.h"
+#include "chute/sampler.h"
+
+namespace chute::py {
+
+void register_sampler(nb::module_& m) {
+  m.def(
+      "epoch_order",
+      [](int64_t dataset_size, bool shuffle, uint64_t seed, uint64_t epoch, int64_t rank, int64_t world_size,
+         bool even_split) {
+        if (dataset_size < 0) throw nb::value_error("dataset_size must be >= 0");
+        const Shard shard{rank, world_size, even_split};
+        const Status st = EpochOrder::check_shard(dataset_size, shard);
+        if (!st.is_ok()) throw_status(st);
+        auto indices = std::make_unique<int64_t[]>(static_cast<size_t>(std::max<int64_t>(1, dataset_size)));
+        int64_t* data = indices.get();
+        size_t n = 0;
+        {
+          nb::gil_scoped_release release;
+          const EpochOrder order(dataset_size, shuffle, seed, epoch, shard);
+          n = static_cast<size_t>(order.size());
+          for (size_t k = 0; k < n; ++k) data[k] = order[static_cast<int64_t>(k)];
+        }
+        nb::capsule owner(indices.release(), [](void* p) noexcept { delete[] static_cast<int64_t*>(p); });
+        const size_t shape[1] = {n};
+        return nb::ndarray<nb::numpy, int64_t, nb::ndim<1>>(data, 1, shape, owner);
+      },
+      nb::arg("dataset_size"), nb::arg("shuffle"), nb::arg("seed"), nb::arg("epoch"), nb::arg("rank") = 0,
+      nb::arg("world_size") = 1, nb::arg("even_split") = true,
+      "The source indices this rank visits in `epoch`, in order: exactly chute.Loader's (chute/sampler.h).");
+}
+
+}  // namespace chute::py

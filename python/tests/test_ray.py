@@ -1,0 +1,339 @@
+"""chute.ray on a real local Ray cluster: RemoteLoader's batches against chute.Loader's (bytes and order),
+actors killed mid-epoch, resume, bounded in-flight batches, rank shares; chute.ray.pack against a
+single-machine pack, with a task that kills its own worker."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'chute[ray]'): chute.ray is untested")
+
+import chute  # noqa: E402
+from chute import _native  # noqa: E402
+
+WAIT_S = 120  # every wait in this file fails the test after this long, never hangs it
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray.init(address="local", num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False,
+             configure_logging=False)
+    import chute.ray  # noqa: F401  (after init: nothing of it starts a cluster by itself here)
+
+    yield
+    ray.shutdown()
+
+
+def _transforms():
+    return [chute.RandomResizedCrop(24), chute.RandomHorizontalFlip()]
+
+
+def _kwargs(**extra):
+    return dict(batch_size=5, shuffle=True, seed=11, transforms=_transforms(), **extra)
+
+
+def _local(folder, epoch, start_state=None, **extra):
+    loader = chute.Loader(str(folder), num_threads=1, **_kwargs(**extra))
+    loader.set_epoch(epoch)
+    if start_state is not None:
+        loader.load_state_dict(start_state)
+    with loader:
+        return [(i.clone(), y.clone()) for i, y in loader]
+
+
+def _same(expected, got):
+    assert len(expected) == len(got)
+    for k, ((ei, el), (gi, gl)) in enumerate(zip(expected, got)):
+        assert ei.dtype == gi.dtype and ei.shape == gi.shape and ei.stride() == gi.stride(), k
+        assert torch.equal(ei, gi), f"batch {k}: images differ"
+        assert torch.equal(el, gl), f"batch {k}: labels differ"
+
+
+def test_import_chute_does_not_import_ray():
+    code = "import sys, chute; sys.exit(1 if 'ray' in sys.modules else 0)"
+    env = dict(os.environ, PYTHONPATH=str(Path(chute.__file__).parents[1]))
+    assert subprocess.run([sys.executable, "-c", code], env=env, timeout=WAIT_S).returncode == 0
+
+
+def test_chute_ray_without_ray_names_the_extra():
+    code = ("import sys; sys.modules['ray'] = None\n"
+            "try:\n    import chute.ray\nexcept ImportError as e:\n    print(e)\n")
+    env = dict(os.environ, PYTHONPATH=str(Path(chute.__file__).parents[1]))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=WAIT_S)
+    assert "pip install 'chute[ray]'" in out.stdout, out.stderr
+
+
+def test_epoch_order_is_the_loaders_sharding():
+    full = _native.epoch_order(23, True, 5, 2)
+    assert sorted(full.tolist()) == list(range(23))
+    ranks = [_native.epoch_order(23, True, 5, 2, r, 3, True) for r in range(3)]
+    assert [len(r) for r in ranks] == [7, 7, 7]  # even_split: 23 // 3 each, as chute.Loader
+    for r in range(3):
+        assert ranks[r].tolist() == full[r:21:3].tolist()
+    uneven = [_native.epoch_order(23, True, 5, 2, r, 3, False) for r in range(3)]
+    assert sorted(np.concatenate(uneven).tolist()) == list(range(23))
+    with pytest.raises(ValueError, match="rank"):
+        _native.epoch_order(23, True, 5, 2, 3, 3, True)
+
+
+@pytest.fixture(scope="module")
+def remote(cluster, folder):
+    import chute.ray
+
+    loader = chute.ray.RemoteLoader(str(folder), num_actors=2, num_cpus_per_actor=0.5, max_inflight=3,
+                                    timeout_s=WAIT_S, **_kwargs())
+    yield loader
+    loader.close()
+
+
+def test_same_bytes_and_order_as_local(remote, folder):
+    assert len(remote) == len(chute.Loader(str(folder), **_kwargs()))
+    for epoch in (0, 1):
+        _same(_local(folder, epoch), list(remote))
+    assert remote.stats()["batches"] == 2 * len(remote)
+    assert len(remote.actor_pids()) == 2
+
+
+def test_trainer_tensor_is_a_view_of_the_fetched_buffer(remote):
+    """torch.from_numpy of what ray.get returns: no copy on the trainer's side. (Ray keeps batches over
+    100 KiB in the node's shared-memory object store and maps them; smaller ones, like these, are inlined
+    into the trainer's own memory store. Either way a second get returns the same buffer.)"""
+    remote.set_epoch(0)
+    it = iter(remote)
+    images, _ = next(it)
+    ref = next(iter(it._pending.values()))[0]
+    first = ray.get(ref, timeout=WAIT_S)[1]
+    again = ray.get(ref, timeout=WAIT_S)[1]
+    assert first.ctypes.data == again.ctypes.data  # one shared buffer, mapped, not copied per get
+    assert not first.flags.writeable
+    assert torch.from_numpy(first).data_ptr() == first.ctypes.data
+
+
+def test_resume_is_exact_and_interchangeable_with_loader(remote, folder):
+    remote.set_epoch(3)
+    it = iter(remote)
+    for _ in range(3):
+        next(it)
+    state = remote.state_dict()
+    assert state["epoch"] == 3 and state["position"] == 15
+    expected = _local(folder, 3, start_state=state)
+    assert len(expected) == len(remote) - 3
+    remote.load_state_dict(state)
+    _same(expected, list(remote))
+    # And the state chute.Loader takes resumes a RemoteLoader the same way.
+    local = chute.Loader(str(folder), **_kwargs())
+    local.set_epoch(3)
+    it = iter(local)
+    for _ in range(3):
+        next(it)
+    remote.load_state_dict(local.state_dict())
+    _same(expected, list(remote))
+
+
+def test_slow_consumer_bounds_batches_in_flight(remote):
+    """A consumer that stops makes the actors stop after max_inflight batches: none are made ahead beyond."""
+    made = lambda: sum(ray.get([a.made.remote() for a in remote._actors], timeout=WAIT_S))  # noqa: E731
+    remote.set_epoch(0)
+    before = made()
+    it = iter(remote)
+    next(it)
+    next(it)
+    pending = [ref for ref, _ in it._pending.values()]
+    assert len(pending) == remote.max_inflight
+    ready, _ = ray.wait(pending, num_returns=len(pending), timeout=WAIT_S)  # the actors run out of work
+    assert len(ready) == len(pending)
+    assert made() - before == 2 + remote.max_inflight
+    assert remote.stats()["max_outstanding"] <= remote.max_inflight
+
+
+def test_bfloat16_channels_last_normalized_same_bytes(cluster, folder):
+    """The dtype (bfloat16 travels as its int16 bits) and the channels-last layout survive the trip."""
+    import chute.ray
+
+    extra = dict(dtype=torch.bfloat16, memory_format=torch.channels_last)
+    kw = _kwargs(**extra)
+    kw["transforms"] = _transforms() + [chute.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))]
+    with chute.ray.RemoteLoader(str(folder), num_actors=1, num_cpus_per_actor=0.5, timeout_s=WAIT_S,
+                                **kw) as remote:
+        got = list(remote)
+    with chute.Loader(str(folder), num_threads=1, **kw) as local:
+        expected = [(i.clone(memory_format=torch.channels_last), y.clone()) for i, y in local]
+    assert got[0][0].is_contiguous(memory_format=torch.channels_last)
+    _same(expected, got)
+
+
+def _blocking_hook(marker_dir: str, block: dict):
+    """An actor hook: the first actor to reach batch ``block[epoch]`` (its first source index) writes its
+    pid to a marker and stops there until it is killed; a restarted actor finds the marker and goes on."""
+    def hook(epoch, indices):
+        first = block.get(epoch)
+        marker = os.path.join(marker_dir, f"blocked-{epoch}")
+        if first is None or int(indices[0]) != first or os.path.exists(marker):
+            return
+        with open(marker + ".tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.rename(marker + ".tmp", marker)
+        time.sleep(3600)  # killed long before this
+    return hook
+
+
+def _wait_for_pid(marker: Path) -> int:
+    deadline = time.monotonic() + WAIT_S
+    while not marker.exists():
+        assert time.monotonic() < deadline, f"no actor reached the blocking batch ({marker})"
+        time.sleep(0.05)
+    return int(marker.read_text())
+
+
+def test_killed_actor_loses_and_duplicates_nothing(cluster, folder, tmp_path):
+    import chute.ray
+
+    # Epoch 0: batch 3's actor is killed with SIGKILL (Ray restarts it); epoch 1: batch 2's with
+    # ray.kill(no_restart=True) (gone for good: the survivor takes its batches).
+    order0, order1 = (_native.epoch_order(36, True, 11, e) for e in (0, 1))
+    hook = _blocking_hook(str(tmp_path), {0: int(order0[15]), 1: int(order1[10])})
+    loader = chute.ray.RemoteLoader(str(folder), num_actors=2, num_cpus_per_actor=0.5, max_inflight=4,
+                                    max_restarts=1, timeout_s=WAIT_S, _actor_hook=hook, **_kwargs())
+    with loader:
+        got = []
+        it = iter(loader)
+        for _ in range(2):
+            i, y = next(it)
+            got.append((i.clone(), y))
+        pid = _wait_for_pid(tmp_path / "blocked-0")
+        os.kill(pid, signal.SIGKILL)
+        got += [(i.clone(), y) for i, y in it]
+        _same(_local(folder, 0), got)
+        assert loader.stats()["resubmitted"] >= 1  # the blocked batch, at least, was lost with the actor
+        pids = loader.actor_pids()
+        assert len(pids) == 2 and pid not in pids  # restarted
+
+        got = []
+        it = iter(loader)
+        got.append(tuple(t.clone() for t in next(it)))
+        _wait_for_pid(tmp_path / "blocked-1")
+        blocked = it._pending[2][1]
+        ray.kill(loader._actors[blocked], no_restart=True)
+        got += [(i.clone(), y) for i, y in it]
+        _same(_local(folder, 1), got)
+        assert len(loader.actor_pids()) == 1  # the other one is gone for good
+
+
+def test_two_ranks_get_the_loaders_shares(cluster, folder):
+    import chute.ray
+
+    for rank in range(2):
+        kw = _kwargs(rank=rank, world_size=2, even_split=False)
+        with chute.ray.RemoteLoader(str(folder), num_actors=1, num_cpus_per_actor=0.5, timeout_s=WAIT_S,
+                                    **kw) as remote:
+            _same(_local(folder, 0, rank=rank, world_size=2, even_split=False), list(remote))
+
+
+def test_bad_arguments(cluster, folder):
+    import chute.ray
+
+    with pytest.raises(ValueError, match="on_error"):
+        chute.ray.RemoteLoader(str(folder), on_error="skip")
+    with pytest.raises(ValueError, match="rank"):
+        chute.ray.RemoteLoader(str(folder), rank=2, world_size=2)
+    with pytest.raises(TypeError, match="source"):
+        chute.ray.RemoteLoader(object())
+
+
+def _tree_digest(path: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(path.iterdir())}
+
+
+def _kill_first_attempt(marker_dir: str):
+    """A pack hook: the first attempt at part 1 kills its own worker (SIGKILL) midway through the part."""
+    def hook(stage, part, samples):
+        marker = os.path.join(marker_dir, "killed")
+        if stage == "progress" and part == 1 and not os.path.exists(marker):
+            open(marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+    return hook
+
+
+def test_ray_pack_is_byte_identical_after_a_killed_task(cluster, folder, tmp_path):
+    import chute.ray
+
+    reference = tmp_path / "local"
+    for part in range(3):
+        chute.pack(str(folder), str(reference), part=part, parts=3, shard_size=4096)
+    chute.packed.merge(str(reference))
+    single = tmp_path / "single"
+    chute.pack(str(folder), str(single), shard_size=4096)
+
+    out = tmp_path / "ray"
+    summary = chute.ray.pack(str(folder), str(out), parts=3, shard_size=4096, num_cpus=1,
+                             progress=False, _test_hook=_kill_first_attempt(str(tmp_path)))
+    assert (tmp_path / "killed").exists()  # the first attempt did die
+    assert summary.samples == 36
+    assert _tree_digest(out) == _tree_digest(reference)  # same names, same bytes, no leftovers
+    # And the same records as a one-part pack (shard boundaries differ, contents do not).
+    a, b = chute.open(str(out)), chute.open(str(single))
+    assert [a[i] for i in range(len(a))] == [b[i] for i in range(len(b))]
+
+
+def test_ray_pack_reuses_a_part_finished_before_its_worker_died(cluster, folder, tmp_path):
+    import chute.ray
+
+    marker = str(tmp_path / "killed")
+
+    def hook(stage, part, samples):  # part 0's first attempt dies after its part index is in place
+        if stage == "done" and part == 0 and not os.path.exists(marker):
+            open(marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    out = tmp_path / "ray"
+    chute.ray.pack(str(folder), str(out), parts=2, shard_size=4096, progress=False, _test_hook=hook)
+    assert os.path.exists(marker)
+    reference = tmp_path / "local"
+    for part in range(2):
+        chute.pack(str(folder), str(reference), part=part, parts=2, shard_size=4096)
+    chute.packed.merge(str(reference))
+    assert _tree_digest(out) == _tree_digest(reference)
+
+
+@pytest.mark.slow
+def test_actors_on_cpu_only_nodes(folder):
+    """scripts/ray_cluster.sh: a head plus a 1-CPU worker node with the custom resource cpu_node; the
+    actor lands on that node only, and the batches are chute.Loader's."""
+    repo = Path(__file__).resolve().parents[2]
+    python_dir = str(Path(chute.__file__).parents[1])
+    env = dict(os.environ, PYTHONPATH=python_dir, RAY_AUTH_MODE="disabled", CHUTE_RAY_PORT="6391",
+               CHUTE_VENV=str(Path(sys.executable).parents[1]))
+    script = str(repo / "scripts" / "ray_cluster.sh")
+    try:
+        subprocess.run([script, "start", "1"], env=env, check=True, timeout=WAIT_S * 2)
+        child = subprocess.run([sys.executable, str(Path(__file__).with_name("ray_cluster_child.py")), str(folder)],
+                               env=dict(env, RAY_ADDRESS="127.0.0.1:6391"), capture_output=True, text=True,
+                               timeout=WAIT_S * 2)
+        assert child.returncode == 0, child.stderr[-3000:]
+        assert "ok 1 worker nodes" in child.stdout
+    finally:
+        subprocess.run([script, "stop"], env=env, timeout=WAIT_S)
+
+
+def test_torchrun_two_ranks(folder):
+    """torchrun with 2 processes: each rank's RemoteLoader serves that rank's share (chute.Loader's), and
+    the shares cover the 36 samples exactly once (even_split=False)."""
+    env = dict(os.environ, PYTHONPATH=str(Path(chute.__file__).parents[1]), RAY_AUTH_MODE="disabled",
+               OMP_NUM_THREADS="1")
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                          str(Path(__file__).with_name("ray_torchrun_child.py")), str(folder)],
+                         env=env, capture_output=True, text=True, timeout=WAIT_S * 3)
+    assert run.returncode == 0, run.stderr[-3000:]
+    counts = sorted(line.split() for line in run.stdout.splitlines() if " ok " in line)
+    assert [c[:2] for c in counts] == [["rank", "0"], ["rank", "1"]]
+    assert sum(int(c[5]) for c in counts) == 36
