@@ -265,9 +265,13 @@ TEST_F(CorruptionTest, WrongMagicMissingIndexMissingShardAndForeignShard) {
   spit(shard_, bytes);
   EXPECT_TRUE(open_error().is_ok());
 
-  // A shard from another pack of the same samples: same sizes, another id.
+  // A shard from another pack: samples of the same sizes, other bytes, so another id (a shard's id is the
+  // hash of its record headers: packing the same samples again gives the same shard, which belongs).
   TempDir other;
-  MemorySource src(payloads(60));
+  auto others = payloads(60);
+  for (auto& p : others)
+    for (auto& byte : p) byte = static_cast<uint8_t>(~byte);
+  MemorySource src(std::move(others));
   ASSERT_TRUE(pack(src, {}, options(other, 4096, 2)).is_ok());
   fs::copy_file(other.path() / "packed" / shard_file_name(0, 1, 1), shard_, fs::copy_options::overwrite_existing);
   EXPECT_NE(open_error().message().find("the index disagrees with shard " + shard_.string()), std::string::npos)

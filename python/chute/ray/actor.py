@@ -28,18 +28,20 @@ def source_spec(source):
         return (kind, source.path)
     if kind == "TarDataset":
         return (kind, list(source.paths))
-    raise TypeError(f"RemoteLoader: source must be a path or a chute source (chute.ImageFolder, chute.open(...), "
-                    f"chute.FileList), got {type(source).__name__}")
+    raise TypeError(
+        f"RemoteLoader: source must be a path or a chute source (chute.ImageFolder, chute.open(...), "
+        f"chute.FileList), got {type(source).__name__}"
+    )
 
 
 def open_source(spec):
-    import chute
-    from chute.packed import source_from_path
+    from chute import packed, sources
 
     kind, arg = spec
     if kind == "path":
-        return source_from_path(arg)
-    return getattr(chute, kind)(arg)
+        return packed.source_from_path(arg)
+    cls = sources.ImageFolder if kind == "ImageFolder" else getattr(packed, kind)
+    return cls(arg)
 
 
 def to_wire(images: torch.Tensor, channels_last: bool) -> np.ndarray:
@@ -69,14 +71,16 @@ class BatchActor:
     """Makes batches with a chute.Loader (explicit orders, one batch per call). Wrapped by ray.remote."""
 
     def __init__(self, spec, batch_size: int, loader_kwargs: dict, hook=None):
-        import chute
+        from chute.loader import Loader
 
         self._hook = hook  # tests and benchmarks: hook(epoch, indices) before each batch (faults, costs)
         torch.set_num_threads(1)  # torch's own pool is not used here; keep it from oversubscribing
-        kwargs = dict(loader_kwargs, dtype=getattr(torch, loader_kwargs["dtype"]),
-                      memory_format=getattr(torch, loader_kwargs["memory_format"]))
-        self._loader = chute.Loader(open_source(spec), batch_size, pin_memory=False, device="cpu",
-                                    prefetch=1, **kwargs)
+        kwargs = dict(
+            loader_kwargs,
+            dtype=getattr(torch, loader_kwargs["dtype"]),
+            memory_format=getattr(torch, loader_kwargs["memory_format"]),
+        )
+        self._loader = Loader(open_source(spec), batch_size, pin_memory=False, device="cpu", prefetch=1, **kwargs)
         self._channels_last = kwargs["memory_format"] == torch.channels_last
         self.batches_made = 0
 

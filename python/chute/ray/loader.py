@@ -58,23 +58,46 @@ class RemoteLoader:
     node, no copy): ``.clone()`` a batch you want to modify in place; ``.to('cuda')`` copies from it.
     """
 
-    def __init__(self, source, batch_size: int = 1, *, shuffle: bool = False, seed: int = 0,
-                 drop_last: bool = False, transforms=(), dtype: torch.dtype = torch.uint8,
-                 memory_format: torch.memory_format = torch.contiguous_format, num_actors: int = 1,
-                 num_cpus_per_actor: float = 1, threads_per_actor: int | None = None,
-                 max_inflight: int | None = None, max_restarts: int = 3, actor_options: dict | None = None,
-                 rank: int | None = None, world_size: int | None = None, even_split: bool = True,
-                 on_error: str = "raise", max_pixels: int = 200_000_000, apply_exif_orientation: bool = False,
-                 decode: str = _DECODE.decode, reducing_gap: float = _DECODE.reducing_gap,
-                 validate: str = "window", max_file_bytes: int = 1 << 30,
-                 timeout_s: float = 300.0, _actor_hook=None):
+    def __init__(
+        self,
+        source,
+        batch_size: int = 1,
+        *,
+        shuffle: bool = False,
+        seed: int = 0,
+        drop_last: bool = False,
+        transforms=(),
+        dtype: torch.dtype = torch.uint8,
+        memory_format: torch.memory_format = torch.contiguous_format,
+        num_actors: int = 1,
+        num_cpus_per_actor: float = 1,
+        threads_per_actor: int | None = None,
+        max_inflight: int | None = None,
+        max_restarts: int = 3,
+        actor_options: dict | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
+        even_split: bool = True,
+        on_error: str = "raise",
+        max_pixels: int = 200_000_000,
+        apply_exif_orientation: bool = False,
+        decode: str = _DECODE.decode,
+        reducing_gap: float = _DECODE.reducing_gap,
+        validate: str = "window",
+        max_file_bytes: int = 1 << 30,
+        timeout_s: float = 300.0,
+        _actor_hook=None,
+    ):
         if on_error != "raise":
-            raise ValueError(f"RemoteLoader supports on_error='raise' only, got {on_error!r}: 'skip' fills a "
-                             "batch from the next samples, which moves every later batch")
+            raise ValueError(
+                f"RemoteLoader supports on_error='raise' only, got {on_error!r}: 'skip' fills a "
+                "batch from the next samples, which moves every later batch"
+            )
         self.batch_size = _validate.integer("batch_size", batch_size, 1, _validate.INT64_MAX)
         self.num_actors = _validate.integer("num_actors", num_actors, 1, 1 << 20)
-        self.max_inflight = _validate.integer("max_inflight", 2 * self.num_actors if max_inflight is None
-                                              else max_inflight, 1, 1 << 20)
+        self.max_inflight = _validate.integer(
+            "max_inflight", 2 * self.num_actors if max_inflight is None else max_inflight, 1, 1 << 20
+        )
         self.max_restarts = _validate.integer("max_restarts", max_restarts, 0, 1 << 20)
         if not (isinstance(num_cpus_per_actor, (int, float)) and num_cpus_per_actor > 0):
             raise ValueError(f"num_cpus_per_actor must be positive, got {num_cpus_per_actor!r}")
@@ -90,22 +113,40 @@ class RemoteLoader:
         self.source = open_source(spec) if isinstance(source, (str, os.PathLike)) else source
         self._dataset_size = len(self.source)
         # Checks the shard (rank, world_size against the dataset) and gives this rank's epoch size.
-        self.num_samples = int(_native.epoch_order(self._dataset_size, False, 0, 0, self.rank, self.world_size,
-                                                   self.even_split).shape[0])
+        self.num_samples = int(
+            _native.epoch_order(
+                self._dataset_size,
+                shuffle=False,
+                seed=0,
+                epoch=0,
+                rank=self.rank,
+                world_size=self.world_size,
+                even_split=self.even_split,
+            ).shape[0]
+        )
         # dtype and memory_format travel as names: torch's memory_format objects do not unpickle everywhere
         # (by reference to a name in the pickling module, which fails when that is a script's __main__).
-        loader_kwargs = {"seed": self.seed, "transforms": transforms, "dtype": str(dtype).removeprefix("torch."),
-                         "memory_format": "channels_last" if self._channels_last else "contiguous_format",
-                         "num_threads": threads, "max_pixels": max_pixels,
-                         "apply_exif_orientation": apply_exif_orientation, "decode": decode,
-                         "reducing_gap": reducing_gap,
-                         "validate": validate, "max_file_bytes": max_file_bytes}
+        loader_kwargs = {
+            "seed": self.seed,
+            "transforms": transforms,
+            "dtype": str(dtype).removeprefix("torch."),
+            "memory_format": "channels_last" if self._channels_last else "contiguous_format",
+            "num_threads": threads,
+            "max_pixels": max_pixels,
+            "apply_exif_orientation": apply_exif_orientation,
+            "decode": decode,
+            "reducing_gap": reducing_gap,
+            "validate": validate,
+            "max_file_bytes": max_file_bytes,
+        }
         if not ray.is_initialized():
             ray.init()  # RAY_ADDRESS, a cluster `ray start` began on this machine, else a local one
-        actor_class = ray.remote(BatchActor).options(num_cpus=num_cpus_per_actor, max_restarts=self.max_restarts,
-                                                     max_task_retries=0, **(actor_options or {}))
-        self._actors = [actor_class.remote(spec, self.batch_size, loader_kwargs, _actor_hook)
-                        for _ in range(self.num_actors)]
+        actor_class = ray.remote(BatchActor).options(
+            num_cpus=num_cpus_per_actor, max_restarts=self.max_restarts, max_task_retries=0, **(actor_options or {})
+        )
+        self._actors = [
+            actor_class.remote(spec, self.batch_size, loader_kwargs, _actor_hook) for _ in range(self.num_actors)
+        ]
         self._dead = [False] * self.num_actors  # gone for good
         self._suspect: dict[int, ray.ObjectRef] = {}  # a batch failed with the actor: its pid() probe
         self._closed = False
@@ -130,8 +171,15 @@ class RemoteLoader:
         self._iteration += 1
         epoch, start = self._epoch, self._resume_position
         self._epoch, self._resume_position, self._running, self._position = epoch + 1, 0, epoch, start
-        order = _native.epoch_order(self._dataset_size, self.shuffle, self.seed, epoch, self.rank,
-                                    self.world_size, self.even_split)
+        order = _native.epoch_order(
+            self._dataset_size,
+            shuffle=self.shuffle,
+            seed=self.seed,
+            epoch=epoch,
+            rank=self.rank,
+            world_size=self.world_size,
+            even_split=self.even_split,
+        )
         bounds = [(lo, min(lo + self.batch_size, len(order))) for lo in range(start, len(order), self.batch_size)]
         if self.drop_last and bounds and bounds[-1][1] - bounds[-1][0] < self.batch_size:
             bounds.pop()
@@ -145,22 +193,36 @@ class RemoteLoader:
                 epoch, position = epoch + 1, 0
         else:
             epoch, position = self._epoch, self._resume_position
-        return {"format_version": _STATE_VERSION, "epoch": epoch, "position": position, "seed": self.seed,
-                "shuffle": self.shuffle, "drop_last": self.drop_last, "batch_size": self.batch_size,
-                "dataset_size": self._dataset_size, "rank": self.rank, "world_size": self.world_size,
-                "even_split": self.even_split}
+        return {
+            "format_version": _STATE_VERSION,
+            "epoch": epoch,
+            "position": position,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "drop_last": self.drop_last,
+            "batch_size": self.batch_size,
+            "dataset_size": self._dataset_size,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "even_split": self.even_split,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         if state.get("format_version") != _STATE_VERSION:
-            raise ValueError(f"unsupported loader state format_version {state.get('format_version')!r} "
-                             f"(this chute reads {_STATE_VERSION})")
+            raise ValueError(
+                f"unsupported loader state format_version {state.get('format_version')!r} "
+                f"(this chute reads {_STATE_VERSION})"
+            )
         if state["dataset_size"] != self._dataset_size:
-            raise ValueError(f"the state is for a dataset of {state['dataset_size']} samples, this source has "
-                             f"{self._dataset_size}")
+            raise ValueError(
+                f"the state is for a dataset of {state['dataset_size']} samples, this source has {self._dataset_size}"
+            )
         for key in ("world_size", "seed", "shuffle", "drop_last", "batch_size", "even_split"):
             if state[key] != getattr(self, key):
-                raise ValueError(f"the state was taken with {key}={state[key]!r}, this loader has "
-                                 f"{key}={getattr(self, key)!r}: build the loader with the same {key}")
+                raise ValueError(
+                    f"the state was taken with {key}={state[key]!r}, this loader has "
+                    f"{key}={getattr(self, key)!r}: build the loader with the same {key}"
+                )
         if not 0 <= state["position"] <= self.num_samples:
             raise ValueError(f"position {state['position']} is outside this rank's epoch of {self.num_samples}")
         self._iteration += 1  # an iteration in progress is superseded
@@ -208,8 +270,16 @@ class RemoteLoader:
         return s
 
     def reset_stats(self) -> None:
-        self._stats = {"batches": 0, "samples": 0, "actor_busy_s": 0.0, "transfer_s": 0.0, "wait_s": 0.0,
-                       "consumer_s": 0.0, "resubmitted": 0, "max_outstanding": 0}
+        self._stats = {
+            "batches": 0,
+            "samples": 0,
+            "actor_busy_s": 0.0,
+            "transfer_s": 0.0,
+            "wait_s": 0.0,
+            "consumer_s": 0.0,
+            "resubmitted": 0,
+            "max_outstanding": 0,
+        }
         self._last_return: float | None = None
 
     def close(self) -> None:
@@ -224,7 +294,7 @@ class RemoteLoader:
             except Exception:  # the cluster may be gone already
                 pass
 
-    def __enter__(self) -> "RemoteLoader":
+    def __enter__(self) -> RemoteLoader:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -238,8 +308,10 @@ class RemoteLoader:
             pass
 
     def __repr__(self) -> str:
-        return (f"chute.ray.RemoteLoader({self.source!r}, batch_size={self.batch_size}, "
-                f"num_actors={self.num_actors}, max_inflight={self.max_inflight})")
+        return (
+            f"chute.ray.RemoteLoader({self.source!r}, batch_size={self.batch_size}, "
+            f"num_actors={self.num_actors}, max_inflight={self.max_inflight})"
+        )
 
     # --- actors ------------------------------------------------------------------------------------------
     def _check_suspects(self) -> None:
@@ -266,8 +338,10 @@ class RemoteLoader:
         self._check_suspects()
         alive = [i for i in range(self.num_actors) if not self._dead[i]]
         if not alive:
-            raise RuntimeError(f"all {self.num_actors} RemoteLoader actors are dead (each died more than "
-                               f"max_restarts={self.max_restarts} times, or was killed with no_restart)")
+            raise RuntimeError(
+                f"all {self.num_actors} RemoteLoader actors are dead (each died more than "
+                f"max_restarts={self.max_restarts} times, or was killed with no_restart)"
+            )
         trusted = [i for i in alive if i not in self._suspect]
         choice = [i for i in trusted if i != avoid] or trusted or alive
         return min(choice, key=lambda i: load[i])
@@ -287,8 +361,10 @@ def _verdict(s: dict) -> str:
     per_batch_need = s["consumer_s_per_batch"] + s["transfer_s_per_batch"]
     k_needed = s["actor_s_per_batch"] / per_batch_need if per_batch_need > 0 else float("inf")
     gain = min(k_needed, float("inf")) / max(s["actors"], 1)
-    return (f"input-bound: the trainer waits {100 * s['stall_fraction']:.0f}% of its time; about "
-            f"{k_needed:.1f} actors would keep it busy (x{gain:.1f} the input rate of the {s['actors']} now)")
+    return (
+        f"input-bound: the trainer waits {100 * s['stall_fraction']:.0f}% of its time; about "
+        f"{k_needed:.1f} actors would keep it busy (x{gain:.1f} the input rate of the {s['actors']} now)"
+    )
 
 
 class _RemoteEpoch(Iterator):
@@ -349,21 +425,25 @@ class _RemoteEpoch(Iterator):
             ready, _ = ray.wait([ref], timeout=_SLICE_S)
             if not ready:
                 if time.perf_counter() > deadline:
-                    raise TimeoutError(f"RemoteLoader: batch {b} of epoch {self._epoch} not ready after "
-                                       f"{loader.timeout_s:.0f} s (actor {actor}; timeout_s= raises the limit)")
+                    raise TimeoutError(
+                        f"RemoteLoader: batch {b} of epoch {self._epoch} not ready after "
+                        f"{loader.timeout_s:.0f} s (actor {actor}; timeout_s= raises the limit)"
+                    )
                 continue
             got = time.perf_counter()
             try:
                 result = ray.get(ref, timeout=loader.timeout_s)
-            except _ACTOR_LOST:
+            except _ACTOR_LOST as lost:
                 # The actor died with this batch (or before it): send it again, to a survivor if any.
                 self._load[actor] -= 1
                 loader._actor_lost(actor)
                 loader._stats["resubmitted"] += 1
                 self._attempts[b] = self._attempts.get(b, 1) + 1
                 if self._attempts[b] > (loader.max_restarts + 1) * loader.num_actors + 1:
-                    raise RuntimeError(f"RemoteLoader: batch {b} of epoch {self._epoch} was lost with its actor "
-                                       f"{self._attempts[b] - 1} times; giving up")
+                    raise RuntimeError(
+                        f"RemoteLoader: batch {b} of epoch {self._epoch} was lost with its actor "
+                        f"{self._attempts[b] - 1} times; giving up"
+                    ) from lost
                 self._submit(b, avoid=actor)
                 continue
             except GetTimeoutError:
