@@ -43,8 +43,12 @@ print(json.dumps({"open_s": opened, "read_s": seconds, "samples": len(source) - 
 
 def measure(kind: str, path: Path, threads: int, shuffle: bool) -> Timing:
     """One cold read in a fresh process: samples over open + read seconds (open_s and bytes in extra)."""
-    out = subprocess.run([sys.executable, "-c", CHILD, kind, str(path), str(threads), str(int(shuffle))], check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, kind, str(path), str(threads), str(int(shuffle))],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     r = json.loads(out)
     return Timing(r["samples"], r["open_s"] + r["read_s"], extra={"open_s": r["open_s"], "bytes": r["bytes"]})
 
@@ -65,18 +69,24 @@ def main() -> None:
 
 
 def report(args: argparse.Namespace, shuffle: bool) -> None:
-    contenders = [Contender("ImageFolder", lambda: measure("folder", args.root, args.threads, shuffle)),
-                  Contender("packed", lambda: measure("packed", args.packed, args.threads, shuffle))]
+    contenders = [
+        Contender("ImageFolder", lambda: measure("folder", args.root, args.threads, shuffle)),
+        Contender("packed", lambda: measure("packed", args.packed, args.threads, shuffle)),
+    ]
     interleave(contenders, rounds=args.rounds, warmup=0)  # cold on purpose: each run drops the cache first
-    print(f"cold page cache, {'shuffled' if shuffle else 'sequential'} order, {args.threads} threads, median of "
-          f"{args.rounds} (open = directory scan or index open)")
+    print(
+        f"cold page cache, {'shuffled' if shuffle else 'sequential'} order, {args.threads} threads, median of "
+        f"{args.rounds} (open = directory scan or index open)"
+    )
     rates = {}
     for c in contenders:
         rates[c.name] = c.rate
         mb = c.summarize(lambda t: t.extra["bytes"] / 1e6 / t.seconds).median
-        print(f"  {c.name:12s} open {c.summarize(lambda t: t.extra['open_s']).median * 1000:7.1f} ms  "
-              f"open+read {c.seconds.median:6.2f} s  {rates[c.name]:8.0f} img/s  {mb:7.1f} MB/s  "
-              f"runs: {', '.join(f'{t.seconds:.2f}' for t in c.timings)}")
+        print(
+            f"  {c.name:12s} open {c.summarize(lambda t: t.extra['open_s']).median * 1000:7.1f} ms  "
+            f"open+read {c.seconds.median:6.2f} s  {rates[c.name]:8.0f} img/s  {mb:7.1f} MB/s  "
+            f"runs: {', '.join(f'{t.seconds:.2f}' for t in c.timings)}"
+        )
     print(f"  packed / ImageFolder: {rates['packed'] / rates['ImageFolder']:.2f}x")
 
 

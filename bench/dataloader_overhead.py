@@ -61,15 +61,18 @@ def main() -> None:
 
     torch.set_num_threads(1)
     shape = tuple(args.shape)
-    print(f"sample: float32 tensor {list(shape)} + int label; {args.batches} timed batches after {args.warmup} "
-          f"warm-up, median of {args.repeats} interleaved runs; torch {torch.__version__}")
+    print(
+        f"sample: float32 tensor {list(shape)} + int label; {args.batches} timed batches after {args.warmup} "
+        f"warm-up, median of {args.repeats} interleaved runs; torch {torch.__version__}"
+    )
     print(f"{'workers':>7} {'batch':>6} {'torch us/batch':>15} {'chute us/batch':>15} {'torch/chute':>12}")
     for nw in args.workers:
         for bs in args.batch_sizes:
             n = (args.batches + args.warmup + 2 * nw * 2) * bs
             dataset = Trivial(n, shape)
-            measure = functools.partial(run, dataset=dataset, batch_size=bs, num_workers=nw, batches=args.batches,
-                                        warmup=args.warmup)
+            measure = functools.partial(
+                run, dataset=dataset, batch_size=bs, num_workers=nw, batches=args.batches, warmup=args.warmup
+            )
             t = Contender("torch", functools.partial(measure, torch.utils.data.DataLoader))
             c = Contender("chute", functools.partial(measure, ChuteDataLoader))
             interleave([t, c], rounds=args.repeats, warmup=0)  # each run warms its own fresh iterator up

@@ -35,17 +35,29 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 CASES = ("consumer", "decode", "transform", "storage", "prefetch", "cores")
 LOADERS = ("chute", "dataloader", "torch")
-EXPECTED = {"consumer": ("consumer", "step"), "decode": ("input", "decode"), "transform": ("input", "transform"),
-            "storage": ("input", "read"), "prefetch": ("input", "prefetch"), "cores": ("input", "cores")}
+EXPECTED = {
+    "consumer": ("consumer", "step"),
+    "decode": ("input", "decode"),
+    "transform": ("input", "transform"),
+    "storage": ("input", "read"),
+    "prefetch": ("input", "prefetch"),
+    "cores": ("input", "cores"),
+}
 
 
 def _jpeg(rng, w, h, quality=92) -> bytes:
     import io
 
     from PIL import Image
+
     y, x = np.mgrid[0:h, 0:w].astype(np.float32)
-    img = np.stack([128 + 90 * np.sin((c + 1) * x / w * 6.28 + rng.uniform(0, 6)) * np.cos(y / h * 6.28 * (c + 1))
-                    for c in range(3)], -1) + rng.normal(0, 8, (h, w, 3))
+    img = np.stack(
+        [
+            128 + 90 * np.sin((c + 1) * x / w * 6.28 + rng.uniform(0, 6)) * np.cos(y / h * 6.28 * (c + 1))
+            for c in range(3)
+        ],
+        -1,
+    ) + rng.normal(0, 8, (h, w, 3))
     buf = io.BytesIO()
     Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(buf, "JPEG", quality=quality, subsampling=0)
     return buf.getvalue()
@@ -92,6 +104,7 @@ def build(case: str, loader_kind: str, roots: dict[str, Path], **change):
             calls[0] += 1
             if calls[0] % 6 == 0:
                 time.sleep(1.0)
+
     if loader_kind == "chute":
         transforms = ([chute.Resize(geometry[0])] if resize else []) + [chute.CenterCrop(geometry[0])]
         kwargs = {"prefetch": 1, "num_threads": 2} if case == "prefetch" else {}
@@ -103,6 +116,7 @@ def build(case: str, loader_kind: str, roots: dict[str, Path], **change):
     else:
         from torchvision import datasets as tv_datasets
         from torchvision import transforms as T
+
         tf = T.Compose(([T.Resize(geometry[0])] if resize else []) + [T.CenterCrop(geometry[0]), T.PILToTensor()])
         dataset = tv_datasets.ImageFolder(str(root), transform=tf)
         cls = chute.DataLoader if loader_kind == "dataloader" else DataLoader
@@ -131,6 +145,7 @@ def applied(action: str, case: str, loader_kind: str, roots: dict[str, Path], ca
         return {"kind": "chute"}
     if action.startswith("pack the dataset") and loader_kind == "chute":
         import chute
+
         big = case in ("decode", "cores", "prefetch")
         packed = cache / f"packed-{'big' if big else 'small'}"  # outside the slow-read shim's prefix
         if not (packed / "index.chidx").exists():
@@ -161,13 +176,24 @@ def one_run(case: str, loader_kind: str, roots: dict[str, Path], cache: Path) ->
             rates = []
             for c in ({}, change):  # the same step and measurement, without and with the change
                 other, other_step = build(case, loader_kind, roots, **c)
-                rates.append(chute.doctor(other, other_step, steps=12, warmup=4, storage=False, compare=False,
-                                          profile=False).run.rate)
+                rates.append(
+                    chute.doctor(
+                        other, other_step, steps=12, warmup=4, storage=False, compare=False, profile=False
+                    ).run.rate
+                )
             gain, how = rates[1] / rates[0], f"measured here: {rates[1]:.0f} vs {rates[0]:.0f} samples/s"
-    return {"bound": v.bound, "stage": v.stage, "headline": v.headline, "stall": d.run.stall_fraction,
-            "interval": [lo, hi], "steps": len(d.run.measured),
-            "recommendation": str(rec) if rec else "", "gain": gain, "gain_basis": how,
-            "path": d.dataloader.path if d.dataloader else None}
+    return {
+        "bound": v.bound,
+        "stage": v.stage,
+        "headline": v.headline,
+        "stall": d.run.stall_fraction,
+        "interval": [lo, hi],
+        "steps": len(d.run.measured),
+        "recommendation": str(rec) if rec else "",
+        "gain": gain,
+        "gain_basis": how,
+        "path": d.dataloader.path if d.dataloader else None,
+    }
 
 
 def spawn(case: str, loader_kind: str, cache: Path, shim: Path | None) -> dict:
@@ -178,8 +204,13 @@ def spawn(case: str, loader_kind: str, cache: Path, shim: Path | None) -> dict:
     if case == "cores":
         hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
     try:
-        out = subprocess.run([sys.executable, __file__, "--one", case, loader_kind, "--cache", str(cache)],
-                             env=env, capture_output=True, text=True, timeout=600)
+        out = subprocess.run(
+            [sys.executable, __file__, "--one", case, loader_kind, "--cache", str(cache)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     finally:
         for h in hogs:
             h.kill()
@@ -203,13 +234,15 @@ def main() -> int:
         return 0
     try:
         import torchvision  # noqa: F401
+
         have_tv = True
     except Exception:  # noqa: BLE001  (torchvision fails to import beside some torch builds)
         have_tv = False
     shim = args.cache / "libslow_read.so"
     if not shim.exists():
-        subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(shim), str(HERE / "slow_read.c"), "-ldl"],
-                       check=True)
+        subprocess.run(
+            ["cc", "-shared", "-fPIC", "-O2", "-o", str(shim), str(HERE / "slow_read.c"), "-ldl"], check=True
+        )
     print(f"{'case':10} {'loader':11} {'expected':20} right  verdicts (bound/stage, stall interval, steps)")
     for case in args.cases.split(","):
         for kind in args.loaders.split(","):
@@ -219,15 +252,22 @@ def main() -> int:
             results = [spawn(case, kind, args.cache, shim) for _ in range(args.runs)]
             want = EXPECTED[case]
             right = sum((r.get("bound"), r.get("stage")) == want for r in results)
-            cells = [r["error"] if "error" in r else
-                     f"{r['bound']}/{r['stage']} [{100 * r['interval'][0]:.0f}-{100 * r['interval'][1]:.0f}%, {r['steps']}]"
-                     for r in results]
+            cells = [
+                r["error"]
+                if "error" in r
+                else f"{r['bound']}/{r['stage']} [{100 * r['interval'][0]:.0f}-{100 * r['interval'][1]:.0f}%, {r['steps']}]"
+                for r in results
+            ]
             print(f"{case:10} {kind:11} {'/'.join(want):20} {right}/{len(results)}  " + "; ".join(cells))
             recs = {r["recommendation"].split(":")[0] for r in results if r.get("recommendation")}
             gains = sorted(r["gain"] for r in results if r.get("gain") is not None)
             if recs:
-                spread = (f"gain median {gains[len(gains) // 2]:.2f}x, range {gains[0]:.2f}-{gains[-1]:.2f}x over "
-                          f"{len(gains)} runs" if gains else "gain not measured")
+                spread = (
+                    f"gain median {gains[len(gains) // 2]:.2f}x, range {gains[0]:.2f}-{gains[-1]:.2f}x over "
+                    f"{len(gains)} runs"
+                    if gains
+                    else "gain not measured"
+                )
                 bases = sorted({r["gain_basis"].split(":")[0] for r in results if r.get("gain_basis")})
                 print(f"{'':43}top recommendation: {' | '.join(sorted(recs))}; {spread} ({', '.join(bases)})")
             else:

@@ -31,6 +31,7 @@ import torch.nn as nn
 
 def resnet50(num_classes: int) -> nn.Module:
     import torchvision
+
     return torchvision.models.resnet50(num_classes=num_classes)
 
 
@@ -95,30 +96,51 @@ def main() -> int:
     began = time.perf_counter()
 
     if not torch.cuda.is_available():
-        print("gpu_train.py: needs a CUDA GPU (torch.cuda.is_available() is False); nothing measured",
-              file=sys.stderr)
+        print("gpu_train.py: needs a CUDA GPU (torch.cuda.is_available() is False); nothing measured", file=sys.stderr)
         return 2
     import chute
     from chute.bench.dataset import ensure_dataset
     from chute.bench.torch_peer import IMAGENET_MEAN, IMAGENET_STD, make_dataloader
 
     cores = len(os.sched_getaffinity(0))
-    root = ensure_dataset(args.data or Path.home() / ".cache" / "chute" / f"gpu-train-{args.images}",
-                          num_images=args.images, progress=False)
+    root = ensure_dataset(
+        args.data or Path.home() / ".cache" / "chute" / f"gpu-train-{args.images}",
+        num_images=args.images,
+        progress=False,
+    )
     trainer = Trainer(num_classes=10)
     bs, warmup = args.batch_size, max(20, args.warmup)
-    transforms = [chute.RandomResizedCrop(224), chute.RandomHorizontalFlip(),
-                  chute.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
+    transforms = [
+        chute.RandomResizedCrop(224),
+        chute.RandomHorizontalFlip(),
+        chute.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+    ]
 
     def chute_cuda(threads="auto"):
-        return chute.Loader(chute.ImageFolder(root), batch_size=bs, shuffle=True, drop_last=True, num_threads=threads,
-                            transforms=transforms, dtype=torch.bfloat16, device="cuda",
-                            memory_format=torch.channels_last)
+        return chute.Loader(
+            chute.ImageFolder(root),
+            batch_size=bs,
+            shuffle=True,
+            drop_last=True,
+            num_threads=threads,
+            transforms=transforms,
+            dtype=torch.bfloat16,
+            device="cuda",
+            memory_format=torch.channels_last,
+        )
 
     def chute_pinned(threads="auto"):
-        return chute.Loader(chute.ImageFolder(root), batch_size=bs, shuffle=True, drop_last=True, num_threads=threads,
-                            transforms=transforms, dtype=torch.float32, pin_memory=True,
-                            memory_format=torch.channels_last)
+        return chute.Loader(
+            chute.ImageFolder(root),
+            batch_size=bs,
+            shuffle=True,
+            drop_last=True,
+            num_threads=threads,
+            transforms=transforms,
+            dtype=torch.float32,
+            pin_memory=True,
+            memory_format=torch.channels_last,
+        )
 
     def dataloader(workers: int):
         return make_dataloader(root, batch_size=bs, num_workers=workers, pin_memory=True)
@@ -126,10 +148,19 @@ def main() -> int:
     def left() -> float:
         return args.budget - (time.perf_counter() - began)
 
-    print(f"GPU: {torch.cuda.get_device_name()}; {cores} cores; ResNet-50 bf16 channels_last; batch {bs}; "
-          f"{args.images} JPEGs at {root}; {warmup} warm-up steps per run")
-    figures: dict = {"gpu": torch.cuda.get_device_name(), "cores": cores, "batch_size": bs, "warmup": warmup,
-                     "steps": args.steps, "runs": {}, "threads_for_95pct_busy": {}}
+    print(
+        f"GPU: {torch.cuda.get_device_name()}; {cores} cores; ResNet-50 bf16 channels_last; batch {bs}; "
+        f"{args.images} JPEGs at {root}; {warmup} warm-up steps per run"
+    )
+    figures: dict = {
+        "gpu": torch.cuda.get_device_name(),
+        "cores": cores,
+        "batch_size": bs,
+        "warmup": warmup,
+        "steps": args.steps,
+        "runs": {},
+        "threads_for_95pct_busy": {},
+    }
     short = max(10, args.steps // 3)
     sweep = sorted({max(1, cores // 4), max(1, cores // 2), cores})
     dl_busy = {}
@@ -140,8 +171,11 @@ def main() -> int:
         print(f"  DataLoader num_workers={w:3d}: {rate:8.0f} img/s, GPU busy {busy:6.1%}")
         if rate > best_rate:
             best, best_rate = w, rate
-    runs = {"chute device='cuda'": lambda: chute_cuda(), "chute CPU + pin_memory": lambda: chute_pinned(),
-            f"DataLoader(num_workers={best})": lambda: dataloader(best)}
+    runs = {
+        "chute device='cuda'": lambda: chute_cuda(),
+        "chute CPU + pin_memory": lambda: chute_pinned(),
+        f"DataLoader(num_workers={best})": lambda: dataloader(best),
+    }
     print(f"\n  {'loader':30s} {'img/s':>9s} {'GPU busy':>9s}")
     for name, make in runs.items():
         rate, busy, _ = trainer.run(make(), args.steps, warmup)
@@ -149,15 +183,20 @@ def main() -> int:
         print(f"  {name:30s} {rate:9.0f} {busy:9.1%}")
     r = figures["runs"]
     dl = r[f"DataLoader(num_workers={best})"]
-    print(f"TRAIN chute_cuda/DataLoader img/s = {r[chute_cuda_name]['img_s'] / dl['img_s']:.2f}; "
-          f"chute_pinned/DataLoader = {r['chute CPU + pin_memory']['img_s'] / dl['img_s']:.2f}; GPU busy "
-          f"cuda={r[chute_cuda_name]['gpu_busy']:.1%} pinned={r['chute CPU + pin_memory']['gpu_busy']:.1%} "
-          f"DataLoader={dl['gpu_busy']:.1%}")
+    print(
+        f"TRAIN chute_cuda/DataLoader img/s = {r[chute_cuda_name]['img_s'] / dl['img_s']:.2f}; "
+        f"chute_pinned/DataLoader = {r['chute CPU + pin_memory']['img_s'] / dl['img_s']:.2f}; GPU busy "
+        f"cuda={r[chute_cuda_name]['gpu_busy']:.1%} pinned={r['chute CPU + pin_memory']['gpu_busy']:.1%} "
+        f"DataLoader={dl['gpu_busy']:.1%}"
+    )
 
     # The threads each loader needs for >= 95% GPU busy: a doubling sweep, as far as the budget goes.
     counts = sorted({k for k in (1, 2, 4, 8, 16, 32, 64, 128) if k < cores} | {cores})
-    for name, make in (("chute device='cuda'", chute_cuda), ("chute CPU + pin_memory", chute_pinned),
-                       ("DataLoader", dataloader)):
+    for name, make in (
+        ("chute device='cuda'", chute_cuda),
+        ("chute CPU + pin_memory", chute_pinned),
+        ("DataLoader", dataloader),
+    ):
         found = None
         for k in counts:
             if left() < 25:
@@ -169,7 +208,9 @@ def main() -> int:
                 found = k
                 break
         figures["threads_for_95pct_busy"][name] = found if found is not None else f"> {counts[-1]}"
-    print("THREADS for >= 95% GPU busy: " + ", ".join(f"{k}: {v}" for k, v in figures["threads_for_95pct_busy"].items()))
+    print(
+        "THREADS for >= 95% GPU busy: " + ", ".join(f"{k}: {v}" for k, v in figures["threads_for_95pct_busy"].items())
+    )
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
     return 0

@@ -56,17 +56,23 @@ def main() -> None:
                 for path in Path(tmp).iterdir():  # not timed: the written copy goes before the next
                     shutil.rmtree(path) if path.is_dir() else path.unlink()
                 return timing
+
             return measure
 
-        contenders = [Contender("chute pack", measured(chute_pack)), Contender("tar cf", measured(lambda: tar(False))),
-                      Contender("tar cf + sync", measured(lambda: tar(True)))]
+        contenders = [
+            Contender("chute pack", measured(chute_pack)),
+            Contender("tar cf", measured(lambda: tar(False))),
+            Contender("tar cf + sync", measured(lambda: tar(True))),
+        ]
         interleave(contenders, rounds=args.rounds, warmup=0)
     print(f"{images} images, {payload / 1e6:.1f} MB, {args.threads} pack threads, median of {args.rounds} (hot cache)")
     base = contenders[1].seconds.median
     for c in contenders:
         t = c.seconds.median
-        print(f"  {c.name:14s} {t:6.2f} s  {payload / 1e6 / t:8.1f} MB/s  {images / t:8.0f} img/s  "
-              f"({base / t:.2f}x tar cf's rate)  runs: {', '.join(f'{x.seconds:.2f}' for x in c.timings)}")
+        print(
+            f"  {c.name:14s} {t:6.2f} s  {payload / 1e6 / t:8.1f} MB/s  {images / t:8.0f} img/s  "
+            f"({base / t:.2f}x tar cf's rate)  runs: {', '.join(f'{x.seconds:.2f}' for x in c.timings)}"
+        )
 
 
 if __name__ == "__main__":

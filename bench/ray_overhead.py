@@ -51,6 +51,7 @@ def epoch(loader, warmup: int = 1) -> tuple[float, float, int]:
 def sleeper(cost_s: float):
     def hook(epoch, indices):
         time.sleep(cost_s * len(indices))
+
     return hook
 
 
@@ -62,13 +63,23 @@ def scale(src: str, kw: dict) -> None:
     kw = dict(kw, batch_size=16)
     results = {}
     for k in (1, 2, 4):
-        loader = chute.ray.RemoteLoader(src, num_actors=k, num_cpus_per_actor=1, threads_per_actor=1,
-                                        max_inflight=2 * k, _actor_hook=sleeper(cost), **kw)
+        loader = chute.ray.RemoteLoader(
+            src,
+            num_actors=k,
+            num_cpus_per_actor=1,
+            threads_per_actor=1,
+            max_inflight=2 * k,
+            _actor_hook=sleeper(cost),
+            **kw,
+        )
         wall, _, n = epoch(loader, warmup=k)
         results[k] = n / wall
         loader.close()
-        print(f"scale: {k} actors, {cost * 1e3:.0f} ms/sample artificial cost: {results[k]:.0f} img/s "
-              f"(x{results[k] / results[1]:.2f} of 1 actor; ideal x{k})", flush=True)
+        print(
+            f"scale: {k} actors, {cost * 1e3:.0f} ms/sample artificial cost: {results[k]:.0f} img/s "
+            f"(x{results[k] / results[1]:.2f} of 1 actor; ideal x{k})",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -80,6 +91,7 @@ def main() -> None:
     args = ap.parse_args()
 
     import ray
+
     import chute
 
     ray.init(num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
@@ -87,8 +99,12 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         src = str(make_dataset(Path(tmp), args.images))
-        kw = dict(batch_size=args.batch, shuffle=True, seed=0,
-                  transforms=[chute.RandomResizedCrop(224), chute.RandomHorizontalFlip()])
+        kw = dict(
+            batch_size=args.batch,
+            shuffle=True,
+            seed=0,
+            transforms=[chute.RandomResizedCrop(224), chute.RandomHorizontalFlip()],
+        )
         if args.scale:
             scale(src, kw)
         else:
@@ -117,27 +133,40 @@ def overhead(src: str, kw: dict, args) -> None:
     s = remote.stats()
     actor_after, ls = remote.actor_stats()[0], local.stats()
     actor_cpu = (actor_after["worker_cpu_s"] - actor_before["worker_cpu_s"]) / (
-        actor_after["samples"] - actor_before["samples"])
+        actor_after["samples"] - actor_before["samples"]
+    )
     med = {k: statistics.median(v) for k, v in rates.items()}
     mcpu = {k: statistics.median(v) for k, v in cpu.items()}
     batch_bytes = args.batch * 3 * 224 * 224
-    print(f"{args.images} JPEGs 500x375, batch {args.batch}, RandomResizedCrop(224)+flip, uint8, "
-          f"{args.rounds} interleaved rounds (medians), hot page cache")
-    print(f"trainer CPU per batch: local chute.Loader(1 thread) {1e3 * mcpu['local']:.1f} ms, "
-          f"RemoteLoader {1e3 * mcpu['remote']:.1f} ms  ({mcpu['remote'] / mcpu['local']:.2f}x)")
-    print(f"throughput: local 1 thread {med['local']:.0f} img/s, remote 1 actor/1 CPU {med['remote']:.0f} img/s "
-          f"-> ratio {med['remote'] / med['local']:.2f}")
-    print(f"decode-thread CPU per sample: local {1e3 * ls['worker_cpu_s'] / ls['samples']:.2f} ms, "
-          f"actor {1e3 * actor_cpu:.2f} ms (the same engine; a lower remote rate is the actor's process "
-          f"getting less of the machine's CPU)")
-    print(f"remote per batch: actor busy {1e3 * s['actor_s_per_batch']:.1f} ms, ray.get "
-          f"{1e3 * s['transfer_s_per_batch']:.2f} ms for {batch_bytes / 1e6:.1f} MB, trainer wait "
-          f"{1e3 * s['wait_s'] / max(s['batches'], 1):.1f} ms")
+    print(
+        f"{args.images} JPEGs 500x375, batch {args.batch}, RandomResizedCrop(224)+flip, uint8, "
+        f"{args.rounds} interleaved rounds (medians), hot page cache"
+    )
+    print(
+        f"trainer CPU per batch: local chute.Loader(1 thread) {1e3 * mcpu['local']:.1f} ms, "
+        f"RemoteLoader {1e3 * mcpu['remote']:.1f} ms  ({mcpu['remote'] / mcpu['local']:.2f}x)"
+    )
+    print(
+        f"throughput: local 1 thread {med['local']:.0f} img/s, remote 1 actor/1 CPU {med['remote']:.0f} img/s "
+        f"-> ratio {med['remote'] / med['local']:.2f}"
+    )
+    print(
+        f"decode-thread CPU per sample: local {1e3 * ls['worker_cpu_s'] / ls['samples']:.2f} ms, "
+        f"actor {1e3 * actor_cpu:.2f} ms (the same engine; a lower remote rate is the actor's process "
+        f"getting less of the machine's CPU)"
+    )
+    print(
+        f"remote per batch: actor busy {1e3 * s['actor_s_per_batch']:.1f} ms, ray.get "
+        f"{1e3 * s['transfer_s_per_batch']:.2f} ms for {batch_bytes / 1e6:.1f} MB, trainer wait "
+        f"{1e3 * s['wait_s'] / max(s['batches'], 1):.1f} ms"
+    )
     t0 = time.perf_counter()
     for _ in range(20):
         np.empty(batch_bytes, np.uint8)[:] = 1
-    print(f"reference: writing {batch_bytes / 1e6:.1f} MB once in this process takes "
-          f"{1e3 * (time.perf_counter() - t0) / 20:.2f} ms")
+    print(
+        f"reference: writing {batch_bytes / 1e6:.1f} MB once in this process takes "
+        f"{1e3 * (time.perf_counter() - t0) / 20:.2f} ms"
+    )
     local.close()
     remote.close()
 

@@ -57,12 +57,18 @@ def main() -> None:
         parser.error("--large must be in [1, 64] and --images in [1, 2000] (the generated sets' sizes)")
     settings = [("exact", 3.0)] + [("reduced", g) for g in GAPS]
     with tempfile.TemporaryDirectory() as tmp:
-        sets = {"bench photos (~500x375)": first(ensure_dataset(progress=False), args.images, Path(tmp)),
-                "large (shorter side 1000-2000)": first(ensure_large_dataset(progress=False), args.large, Path(tmp))}
-        print(f"decode='reduced' against 'exact': {args.threads} threads, uint8, batch {args.batch_size}, "
-              f"median of {args.rounds} epochs after a warm-up, interleaved, hot cache")
-        header = (f"{'photos':32s} {'pipeline':8s} {'decode':16s} {'img/s':>8s} {'img/CPUs':>8s} {'vs exact':>8s} {'MAE':>7s} "
-                  f"{'p99':>4s} {'max':>4s} {'changed':>9s}")
+        sets = {
+            "bench photos (~500x375)": first(ensure_dataset(progress=False), args.images, Path(tmp)),
+            "large (shorter side 1000-2000)": first(ensure_large_dataset(progress=False), args.large, Path(tmp)),
+        }
+        print(
+            f"decode='reduced' against 'exact': {args.threads} threads, uint8, batch {args.batch_size}, "
+            f"median of {args.rounds} epochs after a warm-up, interleaved, hot cache"
+        )
+        header = (
+            f"{'photos':32s} {'pipeline':8s} {'decode':16s} {'img/s':>8s} {'img/CPUs':>8s} {'vs exact':>8s} {'MAE':>7s} "
+            f"{'p99':>4s} {'max':>4s} {'changed':>9s}"
+        )
         print(header)
         print("-" * len(header))
         for set_name, source in sets.items():
@@ -73,8 +79,18 @@ def main() -> None:
                     return outputs(source, transforms(), args.batch_size, decode=decode, reducing_gap=gap, **kwargs)
 
                 errors = {s: compare(run("exact", 3.0), run(*s)) for s in settings[1:]}
-                loaders = {s: chute.Loader(source, args.batch_size, shuffle=True, transforms=transforms(),
-                                           decode=s[0], reducing_gap=s[1], **kwargs) for s in settings}
+                loaders = {
+                    s: chute.Loader(
+                        source,
+                        args.batch_size,
+                        shuffle=True,
+                        transforms=transforms(),
+                        decode=s[0],
+                        reducing_gap=s[1],
+                        **kwargs,
+                    )
+                    for s in settings
+                }
                 try:
                     rates = interleaved_rates(loaders, args.rounds)
                 finally:
@@ -85,10 +101,15 @@ def main() -> None:
                     r = rates[s]
                     label = "exact" if s[0] == "exact" else f"reduced, gap {s[1]:g}"
                     e = errors.get(s)
-                    error = (f"{e.mae:7.3f} {e.p99:4d} {e.max:4d} {e.changed:4d}/{e.images:<4d}" if e
-                             else f"{0:7.3f} {0:4d} {0:4d} {'(reference)':>9s}")
-                    print(f"{set_name:32s} {pipeline:8s} {label:16s} {r.per_second:8.0f} {r.per_cpu_second:8.1f} "
-                          f"{r.per_cpu_second / exact:7.2f}x {error}")
+                    error = (
+                        f"{e.mae:7.3f} {e.p99:4d} {e.max:4d} {e.changed:4d}/{e.images:<4d}"
+                        if e
+                        else f"{0:7.3f} {0:4d} {0:4d} {'(reference)':>9s}"
+                    )
+                    print(
+                        f"{set_name:32s} {pipeline:8s} {label:16s} {r.per_second:8.0f} {r.per_cpu_second:8.1f} "
+                        f"{r.per_cpu_second / exact:7.2f}x {error}"
+                    )
 
 
 if __name__ == "__main__":

@@ -28,8 +28,10 @@ def main() -> None:
         print(f"| {case.name} | {outcomes['raise'].summary()} | {outcomes['skip'].summary()} |")
         if case.plant is bad_inputs._plant_truncations:
             truncations = outcomes["skip"]
-    print(f"\n{len(bad_inputs.CASES)} inputs x 2 policies in {time.perf_counter() - start:.1f} s; no crash, hang or "
-          "partial batch (a partial batch or a wrong sample would show in the batch sizes above).\n")
+    print(
+        f"\n{len(bad_inputs.CASES)} inputs x 2 policies in {time.perf_counter() - start:.1f} s; no crash, hang or "
+        "partial batch (a partial batch or a wrong sample would show in the batch sizes above).\n"
+    )
     offsets = bad_inputs.truncation_offsets(len(bad_inputs.good_jpeg(2)))
     print(f"| truncated at byte (of {len(bad_inputs.good_jpeg(2))}) | reason |")
     print("|---|---|")

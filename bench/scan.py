@@ -36,8 +36,10 @@ def main() -> None:
         assert all(t.items == args.files for c in (ours, peer) for t in c.timings)
         for c in (ours, peer):
             s = c.seconds
-            print(f"{c.name:40s} {s.median * 1000:8.1f} ms for {args.files} files "
-                  f"(range {s.low * 1000:.1f}-{s.high * 1000:.1f} ms)")
+            print(
+                f"{c.name:40s} {s.median * 1000:8.1f} ms for {args.files} files "
+                f"(range {s.low * 1000:.1f}-{s.high * 1000:.1f} ms)"
+            )
         print(f"ratio: chute is {peer.seconds.median / ours.seconds.median:.1f}x faster")
 
 

@@ -63,20 +63,30 @@ def main() -> None:
         for name, options in VARIANTS.items():
             summary = chute.pack(tmp / "list.txt", tmp / name.replace(" ", "_"), **options)
             datasets[name] = chute.open(tmp / name.replace(" ", "_"))
-            print(f"{name:22s} {summary.payload_bytes / 1e6:7.1f} MB stored "
-                  f"({summary.payload_bytes / summary.source_bytes:6.1%} of the source), "
-                  f"records {chute.packed.describe(datasets[name])['records']}")
-        contenders = {(out, name): Contender(f"{out} {name}", lambda d=datasets[name], t=OUTPUTS[out]:
-                                             epoch(d, args.size, args.threads, t))
-                      for out in OUTPUTS for name in VARIANTS}
+            print(
+                f"{name:22s} {summary.payload_bytes / 1e6:7.1f} MB stored "
+                f"({summary.payload_bytes / summary.source_bytes:6.1%} of the source), "
+                f"records {chute.packed.describe(datasets[name])['records']}"
+            )
+        contenders = {
+            (out, name): Contender(
+                f"{out} {name}", lambda d=datasets[name], t=OUTPUTS[out]: epoch(d, args.size, args.threads, t)
+            )
+            for out in OUTPUTS
+            for name in VARIANTS
+        }
         interleave(list(contenders.values()), rounds=args.rounds)  # the warm-up fills the cache and allocator
         rates = {key: c.rates for key, c in contenders.items()}
-    print(f"\ntraining pipeline (RandomResizedCrop({args.size}), flip) on {args.images} images, {args.threads} "
-          f"threads, {args.rounds} interleaved rounds, medians (hot cache):")
+    print(
+        f"\ntraining pipeline (RandomResizedCrop({args.size}), flip) on {args.images} images, {args.threads} "
+        f"threads, {args.rounds} interleaved rounds, medians (hot cache):"
+    )
     for (out, name), r in rates.items():
         per_round = [x / o for x, o in zip(r, rates[(out, "originals")])]
-        print(f"{out:19s} {name:27s} {Summary.of(r).median:7.0f} img/s  {Summary.of(per_round).median:5.2f}x "
-              f"originals (per round: {', '.join(f'{x:.2f}' for x in per_round)})")
+        print(
+            f"{out:19s} {name:27s} {Summary.of(r).median:7.0f} img/s  {Summary.of(per_round).median:5.2f}x "
+            f"originals (per round: {', '.join(f'{x:.2f}' for x in per_round)})"
+        )
 
 
 if __name__ == "__main__":

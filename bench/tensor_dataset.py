@@ -42,14 +42,16 @@ def make_dataset(n: int) -> TensorDataset:
 
 
 def torch_epochs(ds, batch_size: int, workers: int):
-    loader = DataLoader(ds, batch_size=batch_size, shuffle=True, num_workers=workers, pin_memory=False,
-                        persistent_workers=workers > 0)
+    loader = DataLoader(
+        ds, batch_size=batch_size, shuffle=True, num_workers=workers, pin_memory=False, persistent_workers=workers > 0
+    )
     return lambda: time_epoch(loader)
 
 
 def chute_epochs(ds, batch_size: int):
     """One epoch of chute.DataLoader per call (its tensor fast path: checked), and what runs it."""
     from chute import DataLoader as ChuteDataLoader
+
     loader = ChuteDataLoader(ds, batch_size=batch_size, shuffle=True)
     path = loader.stats()["path"]
     if path != "fast:tensor":
@@ -66,12 +68,12 @@ def memcpy_epochs(ds, batch_size: int):
 
     def contiguous() -> int:
         for i in range(0, n, batch_size):
-            dst.copy_(x[i:i + batch_size])
+            dst.copy_(x[i : i + batch_size])
         return n
 
     def gather() -> int:
         for i in range(0, n, batch_size):
-            torch.index_select(x, 0, perm[i:i + batch_size], out=dst)
+            torch.index_select(x, 0, perm[i : i + batch_size], out=dst)
         return n
 
     perm = torch.randperm(x.shape[0])[:n]  # drawn once (outside the timed span): the rows a shuffle reads
@@ -89,21 +91,26 @@ def main(argv=None) -> None:
     sample_bytes = 3 * 224 * 224 * 4 + 8
     t0 = time.perf_counter()
     ds = make_dataset(args.samples)
-    print(f"dataset: {args.samples} x 3x224x224 float32 ({args.samples * sample_bytes / 1e9:.2f} GB) built in "
-          f"{time.perf_counter() - t0:.1f} s; batch {args.batch_size}, shuffle=True; cores: {len(os.sched_getaffinity(0))}, "
-          f"torch threads: {torch.get_num_threads()}, torch {torch.__version__}")
+    print(
+        f"dataset: {args.samples} x 3x224x224 float32 ({args.samples * sample_bytes / 1e9:.2f} GB) built in "
+        f"{time.perf_counter() - t0:.1f} s; batch {args.batch_size}, shuffle=True; cores: {len(os.sched_getaffinity(0))}, "
+        f"torch threads: {torch.get_num_threads()}, torch {torch.__version__}"
+    )
 
     def row(name, c):
         rate = c.rate
-        print(f"  {name:<44} {rate:10.0f} img/s  {rate * sample_bytes / 1e9:6.2f} GB/s  "
-              f"(range {c.summary.range_text()} img/s)")
+        print(
+            f"  {name:<44} {rate:10.0f} img/s  {rate * sample_bytes / 1e9:6.2f} GB/s  "
+            f"(range {c.summary.range_text()} img/s)"
+        )
 
     runs = {f"torch DataLoader num_workers={w}": torch_epochs(ds, args.batch_size, w) for w in args.workers}
     chute_run, how = chute_epochs(ds, args.batch_size)
     chute_name = f"chute fast path ({how})"
     runs[chute_name] = chute_run
     runs["memcpy: contiguous copy_ into a warm buffer"], runs["memcpy: index_select of the rows, warm buffer"] = (
-        memcpy_epochs(ds, args.batch_size))
+        memcpy_epochs(ds, args.batch_size)
+    )
     # Interleaved rounds, so that load from other processes on a shared machine falls on all of them alike;
     # the warm-up round starts workers and faults buffers in; the median later round counts.
     contenders = {name: Contender(name, run) for name, run in runs.items()}
@@ -119,8 +126,10 @@ def main(argv=None) -> None:
     memcpy = max(copy_rate, select_rate)
     print(f"ratio vs best DataLoader (num_workers={best_w}): {chute_rate / torch_rates[best_w]:.2f}x (target >= 10x)")
     print(f"fast path / memcpy bandwidth: {100 * chute_rate / memcpy:.0f}% (target >= 50%)")
-    print(f"ceiling on the ratio here, memcpy / best DataLoader: {memcpy / torch_rates[best_w]:.2f}x; "
-          f"load average: {os.getloadavg()[0]:.2f} on {len(os.sched_getaffinity(0))} cores")
+    print(
+        f"ceiling on the ratio here, memcpy / best DataLoader: {memcpy / torch_rates[best_w]:.2f}x; "
+        f"load average: {os.getloadavg()[0]:.2f} on {len(os.sched_getaffinity(0))} cores"
+    )
     sys.stdout.flush()
 
 

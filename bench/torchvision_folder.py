@@ -84,8 +84,13 @@ def pipeline(name: str, T, v2) -> object:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--pipeline", choices=["train", "eval"], nargs="+", default=None,
-                   help="default: train (with --v2: train and eval)")
+    p.add_argument(
+        "--pipeline",
+        choices=["train", "eval"],
+        nargs="+",
+        default=None,
+        help="default: train (with --v2: train and eval)",
+    )
     p.add_argument("--v2", action="store_true", help="torchvision.transforms.v2 pipelines (needs torchvision)")
     p.add_argument("--images", type=int, default=2000)
     p.add_argument("--batch-size", type=int, default=256)
@@ -95,14 +100,18 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
 
     from chute.bench.dataset import ensure_dataset
+
     root = ensure_dataset(args.root, num_images=args.images)
     T, real, which = torchvision_modules()
     v2 = None
     if args.v2:
         if not real:
-            sys.exit("--v2 needs torchvision (it does not import here): run it in .venv-tv "
-                     "(scripts/test_torchvision.sh sets that up)")
+            sys.exit(
+                "--v2 needs torchvision (it does not import here): run it in .venv-tv "
+                "(scripts/test_torchvision.sh sets that up)"
+            )
         from torchvision.transforms import v2
+
         which += " transforms.v2"
     names = args.pipeline or (["train", "eval"] if args.v2 else ["train"])
     ratios = {}
@@ -121,18 +130,25 @@ def run_pipeline(name: str, ds, which: str, args) -> float:
     for path, _ in ds.samples:  # warm the page cache: both sides read from memory
         with open(path, "rb") as f:
             f.read()
-    print(f"{len(ds)} JPEGs in {root}; {name} pipeline via {which}; batch {args.batch_size}; "
-          f"cores: {len(os.sched_getaffinity(0))}; torch {torch.__version__}")
+    print(
+        f"{len(ds)} JPEGs in {root}; {name} pipeline via {which}; batch {args.batch_size}; "
+        f"cores: {len(os.sched_getaffinity(0))}; torch {torch.__version__}"
+    )
 
     from chute import DataLoader as ChuteDataLoader
+
     fast_loader = ChuteDataLoader(ds, batch_size=args.batch_size, shuffle=True)
     if fast_loader.stats()["path"] != "fast:imagefolder":
-        sys.exit(f"chute.DataLoader took the {fast_loader.stats()['path']} path "
-                 f"({fast_loader.stats()['fallback_reason']})")
-    torch_loaders = {w: DataLoader(ds, batch_size=args.batch_size, shuffle=True, num_workers=w,
-                                   persistent_workers=w > 0) for w in args.workers}
-    contenders = [Contender(f"torch DataLoader num_workers={w:<2}", lambda dl=dl: epoch(dl))
-                  for w, dl in torch_loaders.items()]
+        sys.exit(
+            f"chute.DataLoader took the {fast_loader.stats()['path']} path ({fast_loader.stats()['fallback_reason']})"
+        )
+    torch_loaders = {
+        w: DataLoader(ds, batch_size=args.batch_size, shuffle=True, num_workers=w, persistent_workers=w > 0)
+        for w in args.workers
+    }
+    contenders = [
+        Contender(f"torch DataLoader num_workers={w:<2}", lambda dl=dl: epoch(dl)) for w, dl in torch_loaders.items()
+    ]
     fast_contender = Contender("chute fast path", lambda: epoch(fast_loader))
     try:
         interleave(contenders + [fast_contender], rounds=args.rounds)
@@ -146,23 +162,28 @@ def run_pipeline(name: str, ds, which: str, args) -> float:
         return c.summarize(lambda t: t.rate_per_cpu_second).median
 
     for c in contenders:
-        print(f"  {c.name}            {c.rate:8.0f} img/s ({c.summary.range_text()})  "
-              f"{per_cpu(c):6.0f} img/CPU-s")
+        print(f"  {c.name}            {c.rate:8.0f} img/s ({c.summary.range_text()})  {per_cpu(c):6.0f} img/CPU-s")
     stats = fast_loader._plan().stats()  # the native engine's counters, all epochs
     how = f"chute.DataLoader, {int(stats.get('threads', 0))} native threads"
     n = max(1, stats.get("samples", 0))
-    print("  fast path, per sample in its worker threads (all epochs): "
-          f"read {1e3 * stats['read_s'] / n:.2f} ms, decode {1e3 * stats['decode_s'] / n:.2f} ms, "
-          f"transform {1e3 * stats['transform_s'] / n:.2f} ms; CPU {1e3 * stats['worker_cpu_s'] / n:.2f} ms")
+    print(
+        "  fast path, per sample in its worker threads (all epochs): "
+        f"read {1e3 * stats['read_s'] / n:.2f} ms, decode {1e3 * stats['decode_s'] / n:.2f} ms, "
+        f"transform {1e3 * stats['transform_s'] / n:.2f} ms; CPU {1e3 * stats['worker_cpu_s'] / n:.2f} ms"
+    )
     fast, fast_cpu = fast_contender.rate, per_cpu(fast_contender)
-    print(f"  chute fast path ({how}) {fast:8.0f} img/s ({fast_contender.summary.range_text()})  "
-          f"{fast_cpu:6.0f} img/CPU-s")
+    print(
+        f"  chute fast path ({how}) {fast:8.0f} img/s ({fast_contender.summary.range_text()})  "
+        f"{fast_cpu:6.0f} img/CPU-s"
+    )
     rates = {w: c.rate for w, c in zip(args.workers, contenders)}
     cpu_rates = {w: per_cpu(c) for w, c in zip(args.workers, contenders)}
     best = max(rates, key=rates.get)
     best_cpu = max(cpu_rates, key=cpu_rates.get)
-    print(f"ratio vs best DataLoader: {fast / rates[best]:.2f}x in images/s (num_workers={best}), "
-          f"{fast_cpu / cpu_rates[best_cpu]:.2f}x in images per CPU-second (num_workers={best_cpu})")
+    print(
+        f"ratio vs best DataLoader: {fast / rates[best]:.2f}x in images/s (num_workers={best}), "
+        f"{fast_cpu / cpu_rates[best_cpu]:.2f}x in images per CPU-second (num_workers={best_cpu})"
+    )
     return fast / rates[best]
 
 

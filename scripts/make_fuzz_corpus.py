@@ -59,8 +59,7 @@ def packed_seeds() -> dict[str, bytes]:
     try:
         import chute
     except ImportError:
-        print("make_fuzz_corpus: chute is not importable (run with .venv/bin/python); no shard seeds",
-              file=sys.stderr)
+        print("make_fuzz_corpus: chute is not importable (run with .venv/bin/python); no shard seeds", file=sys.stderr)
         return {}
 
     out = {}
@@ -72,8 +71,11 @@ def packed_seeds() -> dict[str, bytes]:
         for c in ("cat", "dog"):
             (tmp / "folder" / c).mkdir(parents=True)
             (tmp / "folder" / c / "a.jpg").write_bytes(c.encode() * 20)
-        cases = {"list_one_shard": (tmp / "list.txt", "1MB"), "list_small_shards": (tmp / "list.txt", "4096"),
-                 "folder_classes": (tmp / "folder", "1MB")}
+        cases = {
+            "list_one_shard": (tmp / "list.txt", "1MB"),
+            "list_small_shards": (tmp / "list.txt", "4096"),
+            "folder_classes": (tmp / "folder", "1MB"),
+        }
         for name, (src, shard_size) in cases.items():
             dst = tmp / f"packed_{name}"
             # The payloads are not images, on purpose: the format is what shard_fuzz reads.
@@ -91,8 +93,14 @@ def tar_seeds() -> dict[str, bytes]:
     for fmt, name in ((tarfile.USTAR_FORMAT, "ustar"), (tarfile.GNU_FORMAT, "gnu"), (tarfile.PAX_FORMAT, "pax")):
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w", format=fmt) as tar:
-            members = [("000.jpg", b"\xff\xd8" * 10), ("000.cls", b"3"), ("001.cls", b"-1\n"), ("001.png", b"PNG"),
-                       ("meta.json", b"{}"), ("d/" + "n" * (120 if fmt != tarfile.USTAR_FORMAT else 20) + ".webp", b"W")]
+            members = [
+                ("000.jpg", b"\xff\xd8" * 10),
+                ("000.cls", b"3"),
+                ("001.cls", b"-1\n"),
+                ("001.png", b"PNG"),
+                ("meta.json", b"{}"),
+                ("d/" + "n" * (120 if fmt != tarfile.USTAR_FORMAT else 20) + ".webp", b"W"),
+            ]
             for member, data in members:
                 info = tarfile.TarInfo(member)
                 info.size = len(data)
@@ -105,10 +113,13 @@ def tar_seeds() -> dict[str, bytes]:
             info = tarfile.TarInfo(member)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
-        for member, kind, target in (("t/a/hard.jpg", tarfile.LNKTYPE, "t/a/img.0.jpg"),
-                                     ("t/a/soft.jpg", tarfile.SYMTYPE, "img.1.png"), ("t/b", tarfile.SYMTYPE, "a"),
-                                     ("t/a/out.jpg", tarfile.SYMTYPE, "../../../x.jpg"),
-                                     ("t/a/loop", tarfile.SYMTYPE, "..")):
+        for member, kind, target in (
+            ("t/a/hard.jpg", tarfile.LNKTYPE, "t/a/img.0.jpg"),
+            ("t/a/soft.jpg", tarfile.SYMTYPE, "img.1.png"),
+            ("t/b", tarfile.SYMTYPE, "a"),
+            ("t/a/out.jpg", tarfile.SYMTYPE, "../../../x.jpg"),
+            ("t/a/loop", tarfile.SYMTYPE, ".."),
+        ):
             info = tarfile.TarInfo(member)
             info.type, info.linkname = kind, target
             tar.addfile(info)

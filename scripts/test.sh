@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up (scripts/setup.sh, idempotent) and runs every test: the C++ unit tests through ctest, then the
+# Sets up (scripts/setup.sh, idempotent) and runs every test: the style checks (clang-format, ruff), the C++ unit tests through ctest, then the
 # Python tests through pytest against the installed package (the slow soak test included), then the C++
 # tests and a Python smoke run under ASan+UBSan and under TSan, then each fuzz target for 30 s.
 # It also builds the manylinux wheel and checks it in a new venv (scripts/wheel.sh --check).
@@ -11,6 +11,11 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 bash scripts/setup.sh --dev
 export PATH="$here/.venv/bin:$PATH"
+
+echo "== Style: clang-format (.clang-format) and ruff (pyproject.toml [tool.ruff])"
+git ls-files -z 'cpp/*.cc' 'cpp/*.h' 'cpp/*.c' 'python/src/*.cc' 'python/src/*.h' 'bench/*.c' | xargs -0 clang-format --dry-run -Werror
+ruff check .
+ruff format --check .
 
 echo "== C++ tests (ctest)"
 # The microbenchmarks are built too (not run), so that they keep compiling.

@@ -110,8 +110,9 @@ int main(int argc, char** argv) {
     r_pageable.push_back(plain(pageable.data()));
   }
   const double p = median(r_pinned), q = median(r_pageable), c = median(r_chute);
-  std::printf("H2D bandwidth, %s, %.1f MB per copy (batch %d of uint8 3x224x224 + labels), median of %d rounds x %d copies\n",
-              dev->name().c_str(), bytes / 1e6, batch, rounds, copies);
+  std::printf(
+      "H2D bandwidth, %s, %.1f MB per copy (batch %d of uint8 3x224x224 + labels), median of %d rounds x %d copies\n",
+      dev->name().c_str(), bytes / 1e6, batch, rounds, copies);
   std::printf("  %-44s %8s %10s\n", "path", "GB/s", "vs pinned");
   std::printf("  %-44s %8.2f %10.2f\n", "cudaMemcpy from pinned (cudaHostAlloc)", p, 1.0);
   std::printf("  %-44s %8.2f %10.2f\n", "cudaMemcpy from pageable (malloc)", q, q / p);

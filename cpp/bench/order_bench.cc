@@ -18,9 +18,8 @@ void BM_EpochOrder(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * n);
   state.counters["order_bytes"] = sizeof(EpochOrder);
-  state.counters["ns_per_index"] =
-      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate |
-                                                     benchmark::Counter::kInvert);
+  state.counters["ns_per_index"] = benchmark::Counter(
+      static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_EpochOrder)->Arg(10'000'000)->Unit(benchmark::kMillisecond)->UseRealTime();
 

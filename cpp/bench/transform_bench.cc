@@ -17,8 +17,8 @@ namespace {
 // BM_CropDecodeRandomResizedCrop.
 void run_processor(benchmark::State& state, const Pipeline& pipeline) {
   const BenchData& data = bench_data();
-  auto writer = OutputWriter::create(pipeline.out_height(), pipeline.out_width(),
-                                     {DType::kFloat32, Layout::kNCHW}, pipeline.normalize());
+  auto writer = OutputWriter::create(pipeline.out_height(), pipeline.out_width(), {DType::kFloat32, Layout::kNCHW},
+                                     pipeline.normalize());
   if (!writer.is_ok()) {
     state.SkipWithError(writer.status().to_string().c_str());
     return;

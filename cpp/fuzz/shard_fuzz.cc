@@ -3,9 +3,9 @@
 // then one shard's bytes (every index entry is read from it). The control byte's low bits recompute the
 // index and shard-header checksums before parsing, so that mutations get past the checksums and reach
 // the structural checks behind them. Seeds: scripts/make_fuzz_corpus.py (OUT/shard).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
 #include <cstring>
 #include <span>
 #include <vector>

@@ -40,14 +40,14 @@ bool Autotuner::observe(const TunerObservation& now) {
   if (samples <= 0 || wait + own <= 0) return false;
   ++decisions_;
   const double stall = wait / (wait + own);
-  const double per_sample = busy / samples;                                      // w
-  const double demand = own > 0 ? delivered / own : HUGE_VAL;                    // D
+  const double per_sample = busy / samples;                    // w
+  const double demand = own > 0 ? delivered / own : HUGE_VAL;  // D
   const int before_threads = threads_, before_prefetch = prefetch_;
 
   if (settings_.tune_threads) {
     const double needed = kHeadroom * demand * per_sample;
-    int target = needed >= settings_.max_threads ? settings_.max_threads
-                                                 : std::max(1, static_cast<int>(std::ceil(needed)));
+    int target =
+        needed >= settings_.max_threads ? settings_.max_threads : std::max(1, static_cast<int>(std::ceil(needed)));
     if (floor_ > 1 && std::abs(demand - floor_demand_) > kDemandChange * floor_demand_) floor_ = 1;
     if (stall > kStallGrow) {
       // Too few threads here: never come back this low while the demand holds.

@@ -13,11 +13,11 @@ namespace {
 
 // A steady-state model of the engine, advanced in ticks of `dt` seconds.
 struct SimulatedPipeline {
-  int cores = 16;              // CPUs the workers can use
-  double sample_cost_s = 1e-3; // one worker's busy time per sample on its own core
-  double step_s = 0.0;         // the consumer's time per batch
+  int cores = 16;               // CPUs the workers can use
+  double sample_cost_s = 1e-3;  // one worker's busy time per sample on its own core
+  double step_s = 0.0;          // the consumer's time per batch
   int64_t batch_size = 64;
-  double jitter = 0.0;         // relative, alternating +/-, on the worker cost
+  double jitter = 0.0;  // relative, alternating +/-, on the worker cost
 
   TunerObservation totals;
   int64_t tick = 0;

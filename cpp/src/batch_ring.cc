@@ -11,7 +11,8 @@ namespace chute {
 
 BatchRing::BatchRing(int64_t batch_size, size_t sample_bytes, int initial_slots, size_t max_bytes,
                      std::shared_ptr<HostAllocator> allocator)
-    : allocator_(allocator ? std::move(allocator) : heap_allocator()), batch_size_(batch_size),
+    : allocator_(allocator ? std::move(allocator) : heap_allocator()),
+      batch_size_(batch_size),
       sample_bytes_(sample_bytes),
       max_bytes_(std::max(max_bytes, slot_bytes() * static_cast<size_t>(initial_slots))) {
   CHUTE_CHECK(batch_size > 0 && sample_bytes > 0 && initial_slots > 0);
@@ -51,9 +52,7 @@ bool BatchRing::can_acquire() const {
   return free_with_memory() >= 0 || ((!free_.empty() || (!growing_ && can_grow())) && can_allocate());
 }
 
-bool BatchRing::wants_growth() const {
-  return !closed_ && !growing_ && free_.empty() && can_grow() && can_allocate();
-}
+bool BatchRing::wants_growth() const { return !closed_ && !growing_ && free_.empty() && can_grow() && can_allocate(); }
 
 BatchRing::Buffer BatchRing::allocate_slot() const { return Buffer(allocator_.get(), slot_bytes()); }
 

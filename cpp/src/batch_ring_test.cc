@@ -63,8 +63,8 @@ TEST(BatchRingTest, TrimFreesFreeSlotsBeyondKeepAndTheyComeBackOnDemand) {
   for (int i = 0; i < 5; ++i) ring.release(held[i]);
   ring.trim(2);
   EXPECT_EQ(ring.take_retired().size(), 4u);  // for the owner to free after its lock
-  EXPECT_EQ(ring.slots_with_memory(), 2);  // the held one and one free
-  EXPECT_EQ(ring.num_free(), 5);          // 4 of them without memory until acquired
+  EXPECT_EQ(ring.slots_with_memory(), 2);     // the held one and one free
+  EXPECT_EQ(ring.num_free(), 5);              // 4 of them without memory until acquired
   std::memset(ring.images(held[5]), 9, 200);  // the held buffer is untouched
   std::vector<int> again;
   for (int i = 0; i < 5; ++i) {

@@ -151,9 +151,7 @@ Status cuda_error(const CudartApi& api, const char* what, cudaError_t e) {
 // loader's constructor) creates GPU 0's primary context, and its memory, on every rank of a multi-GPU job.
 class ContextGuard {
  public:
-  ContextGuard(const CudartApi& api, CUcontext context) : api_(api) {
-    pushed_ = api_.cuCtxPushCurrent(context) == 0;
-  }
+  ContextGuard(const CudartApi& api, CUcontext context) : api_(api) { pushed_ = api_.cuCtxPushCurrent(context) == 0; }
   ~ContextGuard() {
     CUcontext popped = nullptr;
     if (pushed_) api_.cuCtxPopCurrent(&popped);
@@ -201,8 +199,10 @@ class CudaHostAllocator final : public HostAllocator {
     pageable_.insert(q);
     if (!warned_) {
       warned_ = true;
-      std::fprintf(stderr, "chute: could not pin a %zu-byte batch buffer (%s); using pageable memory, whose copies "
-                           "to the GPU are slower\n", bytes, p.status().message().c_str());
+      std::fprintf(stderr,
+                   "chute: could not pin a %zu-byte batch buffer (%s); using pageable memory, whose copies "
+                   "to the GPU are slower\n",
+                   bytes, p.status().message().c_str());
     }
     return q;
   }
@@ -247,7 +247,8 @@ class CudaDevice final : public Device, public std::enable_shared_from_this<Cuda
     void* p = nullptr;
     // Portable: usable as pinned memory by every device's context, not only this one's.
     if (auto e = api_->cudaHostAlloc(&p, bytes, cudaHostAllocPortable); e != cudaSuccess)
-      return Status(StatusCode::kResourceExhausted, "cudaHostAlloc of " + std::to_string(bytes) + " bytes: " + api_->error(e));
+      return Status(StatusCode::kResourceExhausted,
+                    "cudaHostAlloc of " + std::to_string(bytes) + " bytes: " + api_->error(e));
     return p;
   }
   void free_host(void* p, size_t) noexcept override {
@@ -358,7 +359,8 @@ Result<std::shared_ptr<Device>> open_cuda_device_with(const CudartApi* api, int 
   CUcontext context = nullptr;
   if (api->cuInit(0) != 0 || api->cuDeviceGet(&device, index) != 0 ||
       api->cuDevicePrimaryCtxRetain(&context, device) != 0)
-    return Status(StatusCode::kUnsupported, kNeeds + std::string("the CUDA driver cannot open cuda:") + std::to_string(index));
+    return Status(StatusCode::kUnsupported,
+                  kNeeds + std::string("the CUDA driver cannot open cuda:") + std::to_string(index));
   cudaStream_t stream = nullptr;
   cudaError_t e = cudaSuccess;
   {

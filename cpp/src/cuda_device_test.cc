@@ -75,7 +75,9 @@ detail::CudartApi api() {
   };
   a.cudaStreamDestroy = [](detail::cudaStream_t) { return on_device_1("cudaStreamDestroy"); };
   a.cudaStreamSynchronize = [](detail::cudaStream_t) { return on_device_1("cudaStreamSynchronize"); };
-  a.cudaStreamWaitEvent = [](detail::cudaStream_t, detail::cudaEvent_t, unsigned) { return on_device_1("cudaStreamWaitEvent"); };
+  a.cudaStreamWaitEvent = [](detail::cudaStream_t, detail::cudaEvent_t, unsigned) {
+    return on_device_1("cudaStreamWaitEvent");
+  };
   a.cudaEventCreateWithFlags = [](detail::cudaEvent_t* e, unsigned) {
     return *e = reinterpret_cast<detail::cudaEvent_t>(uintptr_t{0x3000}), on_device_1("cudaEventCreate");
   };
@@ -188,10 +190,14 @@ TEST_F(CudaGpuTest, DeviceLoaderDeliversTheHostBatches) {
   o.batch_size = kB;
   o.num_threads = 2;
   o.prefetch = 2;
-  auto host = std::shared_ptr<Loader>(std::move(*Loader::create(source, std::move(*Pipeline::create({CenterCrop{kH, kW}})), o)));
+  auto host = std::shared_ptr<Loader>(
+      std::move(*Loader::create(source, std::move(*Pipeline::create({CenterCrop{kH, kW}})), o)));
   DeliveryOptions d{.device_prefetch = 2};
   DeviceLoader::prepare(o, *device_, d);
-  auto dl = DeviceLoader::create(device_, std::shared_ptr<Loader>(std::move(*Loader::create(source, std::move(*Pipeline::create({CenterCrop{kH, kW}})), o))), d);
+  auto dl = DeviceLoader::create(device_,
+                                 std::shared_ptr<Loader>(std::move(
+                                     *Loader::create(source, std::move(*Pipeline::create({CenterCrop{kH, kW}})), o))),
+                                 d);
   ASSERT_TRUE(dl.is_ok()) << dl.status().to_string();
   ASSERT_TRUE(host->start_epoch(0).is_ok());
   ASSERT_TRUE((*dl)->start_epoch(0).is_ok());

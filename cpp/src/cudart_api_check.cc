@@ -25,18 +25,17 @@ struct Norm {
   using type = T;
 };
 template <class T>
-  requires std::is_enum_v<T>
+requires std::is_enum_v<T>
 struct Norm<T> {
   using type = int;
 };
 template <class T>
-  requires std::is_class_v<T>
+requires std::is_class_v<T>
 struct Norm<T*> {
   using type = void*;
 };
 template <class T>
-  requires(!std::is_class_v<T>)
-struct Norm<T*> {
+requires(!std::is_class_v<T>) struct Norm<T*> {
   using type = typename Norm<T>::type*;
 };
 template <class T>
@@ -51,7 +50,7 @@ struct Sig<R (*)(A...)> {
 template <class F>
 using sig_t = typename Sig<F>::type;
 
-#define CHUTE_CHECK_SIGNATURE(name)                                                              \
+#define CHUTE_CHECK_SIGNATURE(name)                                                            \
   static_assert(std::is_same_v<sig_t<decltype(&::name)>, sig_t<decltype(d::CudartApi::name)>>, \
                 "detail/cudart_api.h: " #name " differs from cuda_runtime_api.h")
 

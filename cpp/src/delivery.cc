@@ -44,7 +44,11 @@ size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 }  // namespace
 
 DeviceBatch::DeviceBatch(std::shared_ptr<DeviceRing> ring, int slot, int64_t size, StreamHandle stream)
-    : ring_(std::move(ring)), slot_(slot), size_(size), stream_(stream), images_(ring_->slots[slot].images),
+    : ring_(std::move(ring)),
+      slot_(slot),
+      size_(size),
+      stream_(stream),
+      images_(ring_->slots[slot].images),
       labels_(ring_->slots[slot].labels) {}
 
 DeviceBatch::~DeviceBatch() {
@@ -79,8 +83,9 @@ Result<std::unique_ptr<DeviceLoader>> DeviceLoader::create(std::shared_ptr<Devic
   CHUTE_RETURN_IF_ERROR(options.validate());
   const LoaderOptions& lo = loader->options();
   if (lo.host_allocator == nullptr || !lo.host_allocator->pinned())
-    return invalid_argument("the loader's batch buffers are not pinned memory: build it with options from "
-                            "DeviceLoader::prepare()");
+    return invalid_argument(
+        "the loader's batch buffers are not pinned memory: build it with options from "
+        "DeviceLoader::prepare()");
   const size_t sample_bytes =
       static_cast<size_t>(loader->out_height()) * loader->out_width() * 3 * dtype_size(lo.output.dtype);
   const size_t image_bytes = round_up(sample_bytes * lo.batch_size, kLabelAlignment);
@@ -105,7 +110,8 @@ Result<std::unique_ptr<DeviceLoader>> DeviceLoader::create(std::shared_ptr<Devic
     ring->free.push_back(fit - 1 - i);  // slot 0 first
   }
   options.device_prefetch = fit - 1;
-  auto d = std::unique_ptr<DeviceLoader>(new DeviceLoader(std::move(device), std::move(loader), std::move(ring), options));
+  auto d =
+      std::unique_ptr<DeviceLoader>(new DeviceLoader(std::move(device), std::move(loader), std::move(ring), options));
   d->sample_bytes_ = sample_bytes;
   return d;
 }

@@ -66,7 +66,8 @@ struct Expected {
 };
 
 // What the plain host loader delivers for an epoch: the reference.
-std::vector<Expected> host_epoch(std::shared_ptr<const Source> source, uint64_t epoch, LoaderOptions o = base_options()) {
+std::vector<Expected> host_epoch(std::shared_ptr<const Source> source, uint64_t epoch,
+                                 LoaderOptions o = base_options()) {
   auto loader = make_loader(std::move(source), o);
   EXPECT_TRUE(loader->start_epoch(epoch).is_ok());
   std::vector<Expected> out;
@@ -105,9 +106,7 @@ bool matches(const DeviceBatch& b, const Expected& e) {
          std::memcmp(b.images(), e.bytes.data(), e.bytes.size()) == 0;
 }
 
-void expect_clean(const Rig& r) {
-  EXPECT_EQ(r.device->violations(), 0) << r.device->first_violation();
-}
+void expect_clean(const Rig& r) { EXPECT_EQ(r.device->violations(), 0) << r.device->first_violation(); }
 
 // A slow consumer that keeps each batch a while, releases some on other threads, and checks each batch
 // when received and again when released; rings of 2 and 3 device slots cycle many times per epoch.
@@ -139,7 +138,8 @@ TEST(DeliveryTest, HeavyReuseDeliversTheHostBatchesUnchanged) {
             // waiting for 3 batches would hold a second device buffer of the 2 and fail the test, not the code.
             for (auto& t : releasers) t.join();
             releasers.clear();
-            releasers.emplace_back([batch = std::move(*b)] { std::this_thread::sleep_for(std::chrono::microseconds(200)); });
+            releasers.emplace_back(
+                [batch = std::move(*b)] { std::this_thread::sleep_for(std::chrono::microseconds(200)); });
           }
         }
         for (auto& t : releasers) t.join();
@@ -171,7 +171,7 @@ TEST(DeliveryTest, EarlyBreakRestartAndCloseWithCopiesInFlight) {
     EXPECT_TRUE(matches(**b, expected1[0]));
     b = r.loader->next(0);  // its copy is issued, and the next ones
     ASSERT_TRUE(b.is_ok() && *b);
-    r.loader->close();      // with copies in flight
+    r.loader->close();                            // with copies in flight
     EXPECT_TRUE(matches(**first, expected0[0]));  // held batches stay valid after close
     EXPECT_TRUE(matches(**b, expected1[1]));
     EXPECT_EQ(r.loader->next(0).status().code(), StatusCode::kCancelled);

@@ -10,7 +10,14 @@ namespace chute {
 
 bool is_environment_errno(int err) {
   switch (err) {
-    case EMFILE: case ENFILE: case ENOMEM: case EAGAIN: case EINTR: case EIO: case ENOBUFS: case ETIMEDOUT:
+    case EMFILE:
+    case ENFILE:
+    case ENOMEM:
+    case EAGAIN:
+    case EINTR:
+    case EIO:
+    case ENOBUFS:
+    case ETIMEDOUT:
     case ESTALE:
       return true;
     default:
@@ -20,20 +27,28 @@ bool is_environment_errno(int err) {
 
 std::string environment_hint(int err) {
   switch (err) {
-    case EMFILE: return "the per-process limit on open files (raise it with `ulimit -n`, RLIMIT_NOFILE)";
-    case ENFILE: return "the system-wide limit on open files (fs.file-max, `sysctl fs.file-max`)";
+    case EMFILE:
+      return "the per-process limit on open files (raise it with `ulimit -n`, RLIMIT_NOFILE)";
+    case ENFILE:
+      return "the system-wide limit on open files (fs.file-max, `sysctl fs.file-max`)";
     case ENOMEM:
       return "the memory available to this process (`ulimit -v`, the container's or cgroup's memory.max); "
              "lower max_memory, num_threads or max_pixels";
     case EAGAIN:
       return "a kernel resource that is temporarily exhausted (for threads: the process limit `ulimit -u`, the "
              "cgroup's pids.max, or the address space for their stacks, `ulimit -v`)";
-    case EINTR: return "a system call interrupted by signals that kept coming";
-    case EIO: return "the storage device or network mount failing to read (check `dmesg`); it did not pass";
-    case ENOBUFS: return "kernel buffer space";
-    case ETIMEDOUT: return "a network mount that timed out";
-    case ESTALE: return "a network mount whose file handle went stale";
-    default: return "";
+    case EINTR:
+      return "a system call interrupted by signals that kept coming";
+    case EIO:
+      return "the storage device or network mount failing to read (check `dmesg`); it did not pass";
+    case ENOBUFS:
+      return "kernel buffer space";
+    case ETIMEDOUT:
+      return "a network mount that timed out";
+    case ESTALE:
+      return "a network mount whose file handle went stale";
+    default:
+      return "";
   }
 }
 
@@ -49,7 +64,8 @@ Status errno_status(int err, const std::string& what) {
 Status out_of_memory(const std::string& what, size_t bytes) {
   std::string msg = "out of memory " + what;
   if (bytes > 0) msg += " (" + std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB)";
-  return Status(StatusCode::kEnvironment, msg + ": this is " + environment_hint(ENOMEM) + ", not a fault of the sample");
+  return Status(StatusCode::kEnvironment,
+                msg + ": this is " + environment_hint(ENOMEM) + ", not a fault of the sample");
 }
 
 void environment_backoff(int attempt) {

@@ -10,14 +10,30 @@ namespace {
 // 2 mirror, 3 rotate 180, 4 flip, 5 transpose, 6 rotate 270, 7 transverse, 8 rotate 90).
 void to_stored(int orientation, int w, int h, int x, int y, int* sx, int* sy) {
   switch (orientation) {
-    case 2: *sx = w - 1 - x, *sy = y; break;
-    case 3: *sx = w - 1 - x, *sy = h - 1 - y; break;
-    case 4: *sx = x, *sy = h - 1 - y; break;
-    case 5: *sx = y, *sy = x; break;
-    case 6: *sx = y, *sy = h - 1 - x; break;
-    case 7: *sx = w - 1 - y, *sy = h - 1 - x; break;
-    case 8: *sx = w - 1 - y, *sy = x; break;
-    default: *sx = x, *sy = y; break;
+    case 2:
+      *sx = w - 1 - x, *sy = y;
+      break;
+    case 3:
+      *sx = w - 1 - x, *sy = h - 1 - y;
+      break;
+    case 4:
+      *sx = x, *sy = h - 1 - y;
+      break;
+    case 5:
+      *sx = y, *sy = x;
+      break;
+    case 6:
+      *sx = y, *sy = h - 1 - x;
+      break;
+    case 7:
+      *sx = w - 1 - y, *sy = h - 1 - x;
+      break;
+    case 8:
+      *sx = w - 1 - y, *sy = x;
+      break;
+    default:
+      *sx = x, *sy = y;
+      break;
   }
 }
 
@@ -26,10 +42,10 @@ int tiff_orientation(const uint8_t* t, size_t n) {
   if (n < 8) return 1;
   const bool little = t[0] == 'I' && t[1] == 'I';
   if (!little && !(t[0] == 'M' && t[1] == 'M')) return 1;
-  auto u16 = [&](size_t at) -> uint32_t {
-    return little ? t[at] | (t[at + 1] << 8) : (t[at] << 8) | t[at + 1];
+  auto u16 = [&](size_t at) -> uint32_t { return little ? t[at] | (t[at + 1] << 8) : (t[at] << 8) | t[at + 1]; };
+  auto u32 = [&](size_t at) -> uint32_t {
+    return little ? u16(at) | (u16(at + 2) << 16) : (u16(at) << 16) | u16(at + 2);
   };
-  auto u32 = [&](size_t at) -> uint32_t { return little ? u16(at) | (u16(at + 2) << 16) : (u16(at) << 16) | u16(at + 2); };
   if (u16(2) != 42) return 1;
   const size_t ifd = u32(4);
   if (ifd > n || n - ifd < 2) return 1;

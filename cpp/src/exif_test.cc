@@ -17,8 +17,10 @@ std::vector<uint8_t> with_exif(const std::vector<uint8_t>& jpeg, int orientation
     tiff.push_back(uint8_t(little_endian ? v >> 8 : v));
   };
   auto put32 = [&](uint32_t v) {
-    if (little_endian) put16(v & 0xFFFF), put16(v >> 16);
-    else put16(v >> 16), put16(v & 0xFFFF);
+    if (little_endian)
+      put16(v & 0xFFFF), put16(v >> 16);
+    else
+      put16(v >> 16), put16(v & 0xFFFF);
   };
   tiff.push_back(little_endian ? 'I' : 'M');
   tiff.push_back(little_endian ? 'I' : 'M');

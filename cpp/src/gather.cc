@@ -87,7 +87,7 @@ int64_t BufferPool::allocations() const {
 // ---- Gatherer ------------------------------------------------------------------------------------
 
 struct Gatherer::Job {
-  std::vector<int64_t> indices;  // normalised to [0, rows)
+  std::vector<int64_t> indices;   // normalised to [0, rows)
   std::vector<uint8_t*> outputs;  // one per column, inside result.columns
   GatherBatch result;
   int64_t chunk_rows = 1;
@@ -104,8 +104,10 @@ Result<std::unique_ptr<Gatherer>> Gatherer::create(std::vector<GatherColumn> col
     const GatherColumn& col = columns[c];
     if (col.rows != rows)
       return invalid_argument("column " + std::to_string(c) + " has " + std::to_string(col.rows) +
-                              " rows, column 0 has " + std::to_string(rows) + ": every column needs one row per sample");
-    if (col.rows < 0 || col.row_bytes < 0) return invalid_argument("column " + std::to_string(c) + " has a negative size");
+                              " rows, column 0 has " + std::to_string(rows) +
+                              ": every column needs one row per sample");
+    if (col.rows < 0 || col.row_bytes < 0)
+      return invalid_argument("column " + std::to_string(c) + " has a negative size");
     if (col.data == nullptr && col.rows > 0 && col.row_bytes > 0)
       return invalid_argument("column " + std::to_string(c) + " has no data");
   }
@@ -115,8 +117,7 @@ Result<std::unique_ptr<Gatherer>> Gatherer::create(std::vector<GatherColumn> col
 }
 
 Gatherer::Gatherer(std::vector<GatherColumn> columns, GatherOptions options)
-    : columns_(std::move(columns)), options_(options),
-      pool_(std::make_shared<BufferPool>(options.max_free_bytes)) {
+    : columns_(std::move(columns)), options_(options), pool_(std::make_shared<BufferPool>(options.max_free_bytes)) {
   rows_ = columns_[0].rows;
   for (const GatherColumn& c : columns_) row_bytes_ += c.row_bytes;
   std::lock_guard<std::mutex> threads_lock(threads_mu_);
@@ -125,12 +126,13 @@ Gatherer::Gatherer(std::vector<GatherColumn> columns, GatherOptions options)
 
 void Gatherer::start_threads() {
   const int n = options_.num_threads > 0 ? options_.num_threads : available_cores();
-  const Status st = chute::start_threads("chute-gather", 0, n, [this](int) { worker_main(); }, threads_);
+  const Status st = chute::start_threads(
+      "chute-gather", 0, n, [this](int) { worker_main(); }, threads_);
   // Fewer threads (even none) only make copies slower: the consumer copies the chunks no thread took.
   if (!st.is_ok() && !warned_threads_) {
     warned_threads_ = true;
-    std::fprintf(stderr, "chute: the tensor gather runs with %zu of the %d threads it asked for: %s\n",
-                 threads_.size(), n, st.message().c_str());
+    std::fprintf(stderr, "chute: the tensor gather runs with %zu of the %d threads it asked for: %s\n", threads_.size(),
+                 n, st.message().c_str());
   }
 }
 
@@ -167,7 +169,7 @@ void Gatherer::close() {
   if (fork_mark_.in_child()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;  // a second closer goes on to wait for the joins, below, so it too returns after them
+    stop_ = true;    // a second closer goes on to wait for the joins, below, so it too returns after them
     queue_.clear();  // chunks not taken are dropped; their jobs never finish (wait() says cancelled)
   }
   work_cv_.notify_all();
@@ -196,9 +198,9 @@ Result<int64_t> Gatherer::submit(std::span<const int64_t> indices) {
     int64_t index = indices[i];
     if (index < -rows_ || index >= rows_) {  // negative indices count from the end, as tensor[i] does
       job->result.bad_index = index;
-      job->result.status = Status(StatusCode::kInvalidArgument, "index " + std::to_string(index) +
-                                                             " is out of range for a dataset of " +
-                                                             std::to_string(rows_) + " samples");
+      job->result.status =
+          Status(StatusCode::kInvalidArgument, "index " + std::to_string(index) + " is out of range for a dataset of " +
+                                                   std::to_string(rows_) + " samples");
       break;
     }
     job->indices[i] = index < 0 ? index + rows_ : index;
@@ -257,7 +259,7 @@ void Gatherer::worker_main() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [&] { return stop_ || parking_ || !queue_.empty(); });
-    if (stop_ || queue_.empty()) return;  // closed, or parked with nothing left to copy
+    if (stop_ || queue_.empty()) return;        // closed, or parked with nothing left to copy
     std::shared_ptr<Job> job = queue_.front();  // keeps the job alive while its chunk runs
     const int64_t chunk = job->next_chunk++;
     if (job->next_chunk == job->num_chunks) queue_.pop_front();

@@ -64,8 +64,10 @@ Status walk(const std::string& top, std::set<std::pair<dev_t, ino_t>>& seen,
   CHUTE_ASSIGN_OR_RETURN(DirListing listing, list_dir(top));
   std::vector<std::string> images;
   for (auto& f : listing.files)
-    if (has_extension(f, kImageExtensions)) images.push_back(std::move(f));
-    else if (has_extension(f, kUndecodedExtensions)) left_out.push_back(top + "/" + f);
+    if (has_extension(f, kImageExtensions))
+      images.push_back(std::move(f));
+    else if (has_extension(f, kUndecodedExtensions))
+      left_out.push_back(top + "/" + f);
   std::sort(images.begin(), images.end());
   out.emplace_back(top, std::move(images));
   for (const auto& d : listing.dirs) CHUTE_RETURN_IF_ERROR(walk(top + "/" + d, seen, out, left_out));
@@ -82,8 +84,7 @@ Result<std::shared_ptr<ImageFolder>> ImageFolder::open(const std::string& root_i
   CHUTE_ASSIGN_OR_RETURN(DirListing top, list_dir(root));
   folder->classes_ = std::move(top.dirs);
   std::sort(folder->classes_.begin(), folder->classes_.end());
-  if (folder->classes_.empty())
-    return Status(StatusCode::kNotFound, "Couldn't find any class folder in " + root + ".");
+  if (folder->classes_.empty()) return Status(StatusCode::kNotFound, "Couldn't find any class folder in " + root + ".");
 
   std::vector<std::string> empty_classes;
   for (size_t label = 0; label < folder->classes_.size(); ++label) {
@@ -103,8 +104,9 @@ Result<std::shared_ptr<ImageFolder>> ImageFolder::open(const std::string& root_i
     msg += ". Supported extensions are: ";
     for (size_t i = 0; i < std::size(kImageExtensions); ++i) msg += (i ? ", " : "") + std::string(kImageExtensions[i]);
     if (!folder->left_out_.empty())
-      msg += " (" + std::to_string(folder->left_out_.size()) + " files in formats chute cannot decode were left out, e.g. " +
-             folder->left_out_.front() + "; convert them to JPEG, PNG or WebP)";
+      msg += " (" + std::to_string(folder->left_out_.size()) +
+             " files in formats chute cannot decode were left out, e.g. " + folder->left_out_.front() +
+             "; convert them to JPEG, PNG or WebP)";
     return Status(StatusCode::kNotFound, msg);
   }
   return folder;

@@ -20,9 +20,9 @@ TEST(ImageFolderTest, ListsLikeTorchvision) {
   const std::vector<uint8_t> bytes{1, 2, 3};
   dir.write("dog/b.jpg", bytes);
   dir.write("dog/a.JPEG", bytes);
-  dir.write("dog/notes.txt", bytes);      // not an image: ignored
-  dir.write("dog/sub/c.png", bytes);      // nested: included after the class dir's own files
-  dir.write("dog/sub-x/d.jpg", bytes);    // "sub-x" < "sub/" in byte order, like Python's sorted()
+  dir.write("dog/notes.txt", bytes);    // not an image: ignored
+  dir.write("dog/sub/c.png", bytes);    // nested: included after the class dir's own files
+  dir.write("dog/sub-x/d.jpg", bytes);  // "sub-x" < "sub/" in byte order, like Python's sorted()
   dir.write("cat/z.webp", bytes);
   auto folder = ImageFolder::open(dir.path().string());
   ASSERT_TRUE(folder.is_ok()) << folder.status().to_string();
@@ -146,8 +146,10 @@ TEST(ImageFolderTest, ConcurrentReadsOfOneSourceReturnTheRightBytes) {
       for (int r = 0; r < kRounds; ++r) {
         for (int k = 0; k < kFiles; ++k) {
           const int i = (k * (2 * t + 1) + r) % kFiles;  // a different order on every thread
-          if (!source->read(i, out).is_ok()) ++failures;
-          else if (out != *expected[i]) ++mismatches;
+          if (!source->read(i, out).is_ok())
+            ++failures;
+          else if (out != *expected[i])
+            ++mismatches;
         }
       }
     });

@@ -5,8 +5,8 @@
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
-#include <string>
 #include <new>
+#include <string>
 #include <vector>
 
 #include <jerror.h>
@@ -177,8 +177,7 @@ struct JpegDecoder::State {
       skip = 0;
       buffer.assign(pitch * win.height + padding, 0);
     } else {
-      std::fill(buffer.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(rows_done) * pitch),
-                buffer.end(), 0);
+      std::fill(buffer.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(rows_done) * pitch), buffer.end(), 0);
     }
     return ImageView{buffer.data() + skip, pitch};
   }
@@ -244,8 +243,8 @@ Result<ImageInfo> JpegDecoder::read_info(std::span<const uint8_t> data) {
     return corrupt_data("Premature end of JPEG file (inside its header)");
   }
   s.err.benign_warnings = warnings;
-  ImageInfo info{static_cast<int>(cinfo->image_width), static_cast<int>(cinfo->image_height),
-                 cinfo->num_components, static_cast<bool>(cinfo->progressive_mode)};
+  ImageInfo info{static_cast<int>(cinfo->image_width), static_cast<int>(cinfo->image_height), cinfo->num_components,
+                 static_cast<bool>(cinfo->progressive_mode)};
   jpeg_abort_decompress(cinfo);
   return info;
 }
@@ -258,8 +257,7 @@ Result<ImageView> JpegDecoder::decode(std::span<const uint8_t> data, Window win,
   if (!is_jpeg(data)) return unsupported("not a JPEG file (no SOI marker)");
   State& s = *state_;
   const bool lenient = s.err.accept_truncation;
-  if (!lenient && !has_end_marker(data))
-    return corrupt_data("Premature end of JPEG file (no end-of-image marker)");
+  if (!lenient && !has_end_marker(data)) return corrupt_data("Premature end of JPEG file (no end-of-image marker)");
   if (lenient && !header_complete(data)) return corrupt_data("Premature end of JPEG file (inside its header)");
   jpeg_decompress_struct* cinfo = &s.cinfo;
   // Where the decode stands, for a lenient decode that stops early (kept in State: setjmp may not keep
@@ -282,14 +280,14 @@ Result<ImageView> JpegDecoder::decode(std::span<const uint8_t> data, Window win,
   const int64_t width = cinfo->image_width, height = cinfo->image_height;
   if (width * height > max_pixels_) {
     jpeg_abort_decompress(cinfo);
-    return Status(StatusCode::kResourceExhausted,
-                  "image has " + std::to_string(width) + "x" + std::to_string(height) +
-                      " pixels, over the limit of " + std::to_string(max_pixels_) + " (max_pixels, the decompression bomb guard)");
+    return Status(StatusCode::kResourceExhausted, "image has " + std::to_string(width) + "x" + std::to_string(height) +
+                                                      " pixels, over the limit of " + std::to_string(max_pixels_) +
+                                                      " (max_pixels, the decompression bomb guard)");
   }
   // libjpeg-turbo expands grayscale to RGB itself; it turns YCCK into CMYK, which we convert below.
   const bool cmyk = cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK;
   cinfo->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
-  cinfo->dct_method = JDCT_ISLOW;    // PIL's choice; the accurate integer IDCT
+  cinfo->dct_method = JDCT_ISLOW;  // PIL's choice; the accurate integer IDCT
   cinfo->scale_num = 1;
   cinfo->scale_denom = static_cast<unsigned int>(reduction);
   jpeg_calc_output_dimensions(cinfo);

@@ -18,9 +18,8 @@ struct Kind {
   EncodeOptions opts;
 };
 const Kind kKinds[] = {
-    {"444", {92, 1, 1, false, false}}, {"422", {92, 2, 1, false, false}},
-    {"420", {92, 2, 2, false, false}}, {"gray", {92, 1, 1, true, false}},
-    {"progressive420", {92, 2, 2, false, true}},
+    {"444", {92, 1, 1, false, false}}, {"422", {92, 2, 1, false, false}},           {"420", {92, 2, 2, false, false}},
+    {"gray", {92, 1, 1, true, false}}, {"progressive420", {92, 2, 2, false, true}},
 };
 
 // The window's pixels, tightly packed.
@@ -69,7 +68,8 @@ TEST(JpegDecoderTest, CropOnDecodeMatchesFullDecodeForEveryKind) {
       std::vector<uint8_t> buffer;
       auto view = decoder.decode(jpeg, w, buffer);
       ASSERT_TRUE(view.is_ok());
-      ASSERT_EQ(pack(*view, w), crop(full, width, w)) << "window " << w.x << "," << w.y << " " << w.width << "x" << w.height;
+      ASSERT_EQ(pack(*view, w), crop(full, width, w))
+          << "window " << w.x << "," << w.y << " " << w.width << "x" << w.height;
     }
   }
 }
@@ -146,7 +146,7 @@ TEST(JpegDecoderTest, AcceptTruncationFillsTheRestGrayLikePilsLoadTruncatedImage
   const uint8_t* last = view->pixels + view->pitch * 40;
   EXPECT_TRUE(std::all_of(last, last + 64 * 3 * 8, [](uint8_t v) { return v == 128; }));
   EXPECT_EQ(decoder.decode(header, all, out).status().code(), StatusCode::kCorruptData);  // no image at all
-  EXPECT_TRUE(decoder.decode(jpeg, all, out).is_ok());  // and whole files as before
+  EXPECT_TRUE(decoder.decode(jpeg, all, out).is_ok());                                    // and whole files as before
   decoder.set_accept_truncation(false);
   EXPECT_EQ(decoder.decode(half, all, out).status().code(), StatusCode::kCorruptData);
 }

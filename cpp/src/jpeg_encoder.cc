@@ -33,12 +33,38 @@ void on_output_message(j_common_ptr) {}  // never print to stderr
 
 // "Exif\0\0", then a little-endian TIFF header and one IFD with one entry: Orientation (0x0112), SHORT.
 std::vector<uint8_t> exif_orientation_segment(int orientation) {
-  const uint8_t seg[] = {'E', 'x', 'i', 'f', 0, 0,           // Exif identifier
-                         'I', 'I', 42, 0, 8, 0, 0, 0,        // TIFF header, IFD at 8
-                         1, 0,                               // one entry
-                         0x12, 0x01, 3, 0, 1, 0, 0, 0,       // Orientation, SHORT, count 1
-                         static_cast<uint8_t>(orientation), 0, 0, 0,  // value
-                         0, 0, 0, 0};                        // no next IFD
+  const uint8_t seg[] = {'E',
+                         'x',
+                         'i',
+                         'f',
+                         0,
+                         0,  // Exif identifier
+                         'I',
+                         'I',
+                         42,
+                         0,
+                         8,
+                         0,
+                         0,
+                         0,  // TIFF header, IFD at 8
+                         1,
+                         0,  // one entry
+                         0x12,
+                         0x01,
+                         3,
+                         0,
+                         1,
+                         0,
+                         0,
+                         0,  // Orientation, SHORT, count 1
+                         static_cast<uint8_t>(orientation),
+                         0,
+                         0,
+                         0,  // value
+                         0,
+                         0,
+                         0,
+                         0};  // no next IFD
   return {seg, seg + sizeof seg};
 }
 
@@ -100,14 +126,15 @@ JpegEncoder::~JpegEncoder() { jpeg_destroy_compress(&state_->cinfo); }
 
 Status JpegEncoder::encode(const uint8_t* pixels, size_t pitch, int width, int height, int quality,
                            ChromaSubsampling subsampling, int orientation, std::vector<uint8_t>& out) {
-  if (quality < 1 || quality > 100) return invalid_argument("JPEG quality must be in [1, 100], got " + std::to_string(quality));
+  if (quality < 1 || quality > 100)
+    return invalid_argument("JPEG quality must be in [1, 100], got " + std::to_string(quality));
   if (width <= 0 || height <= 0 || width > JPEG_MAX_DIMENSION || height > JPEG_MAX_DIMENSION)
     return invalid_argument("cannot encode a " + std::to_string(width) + "x" + std::to_string(height) +
                             " JPEG (at most 65500 pixels a side)");
   State& s = *state_;
   jpeg_compress_struct* c = &s.cinfo;
-  const std::vector<uint8_t> exif = orientation > 1 && orientation <= 8 ? exif_orientation_segment(orientation)
-                                                                         : std::vector<uint8_t>();
+  const std::vector<uint8_t> exif =
+      orientation > 1 && orientation <= 8 ? exif_orientation_segment(orientation) : std::vector<uint8_t>();
   if (setjmp(s.err.jump)) {
     jpeg_abort_compress(c);
     if (s.err.pub.msg_code == JERR_OUT_OF_MEMORY) return out_of_memory(std::string("in libjpeg: ") + s.err.message);

@@ -12,8 +12,8 @@
 #include <cstring>
 #include <deque>
 #include <map>
-#include <optional>
 #include <new>
+#include <optional>
 
 #include "chute/batch_ring.h"
 #include "chute/environment.h"
@@ -42,11 +42,14 @@ struct SharedState {
 
 // Called with shared->mu held: the ring's slot table may grow on other threads.
 Batch::Batch(std::shared_ptr<SharedState> shared, int slot, int64_t size)
-    : shared_(std::move(shared)), slot_(slot), size_(size),
-      images_(shared_->ring.images(slot)), labels_(shared_->ring.labels(slot)) {}
+    : shared_(std::move(shared)),
+      slot_(slot),
+      size_(size),
+      images_(shared_->ring.images(slot)),
+      labels_(shared_->ring.labels(slot)) {}
 
 Batch::~Batch() {
-  std::vector<BatchRing::Buffer> retired;  // a closed ring's memory, freed after the lock (cudaFreeHost syncs)
+  std::vector<BatchRing::Buffer> retired;     // a closed ring's memory, freed after the lock (cudaFreeHost syncs)
   if (shared_->fork_mark.in_child()) return;  // mu may be held by a thread that is not in this process
   {
     std::lock_guard<std::mutex> lock(shared_->mu);
@@ -63,9 +66,9 @@ std::string FailedSample::to_string() const {
 // One sample in flight: where it goes and, once done, how it went.
 struct Loader::Task {
   uint64_t generation = 0;
-  int64_t position = 0;      // k: its place in the epoch order
-  int64_t index = 0;         // its index in the source
-  int64_t target = -1;       // the batch position it was written to; -1 when staged
+  int64_t position = 0;         // k: its place in the epoch order
+  int64_t index = 0;            // its index in the source
+  int64_t target = -1;          // the batch position it was written to; -1 when staged
   std::vector<uint8_t> staged;  // its pixels, when its target was still taken (after a skipped sample)
   void* dst = nullptr;
   bool done = false;
@@ -79,21 +82,21 @@ struct Loader::EpochState {
   uint64_t epoch = 0;
   uint64_t seed = 0;  // keys this epoch's augmentation with `epoch` (start_epoch)
   std::unique_ptr<EpochOrder> order;
-  int64_t next = 0;        // next epoch position to dispatch
-  int64_t frontier = 0;    // next epoch position to finalise
-  int64_t start = 0;       // the epoch position this run of the epoch began at (a resume point)
-  int64_t failures = 0;    // skipped samples between start and the frontier
-  int64_t consumed = 0;    // the epoch position after the last sample the consumer received
-  int64_t max_target = -1; // highest batch position written in place
-  int64_t delivered = 0;   // batches handed to the consumer
-  int in_flight = 0;       // tasks running outside the lock
-  bool finished = false;   // every sample finalised
-  std::map<int64_t, int> batch_slot;     // batch -> slot, while it fills
-  std::map<int64_t, Task> tasks;         // position -> task, until finalised
+  int64_t next = 0;                   // next epoch position to dispatch
+  int64_t frontier = 0;               // next epoch position to finalise
+  int64_t start = 0;                  // the epoch position this run of the epoch began at (a resume point)
+  int64_t failures = 0;               // skipped samples between start and the frontier
+  int64_t consumed = 0;               // the epoch position after the last sample the consumer received
+  int64_t max_target = -1;            // highest batch position written in place
+  int64_t delivered = 0;              // batches handed to the consumer
+  int in_flight = 0;                  // tasks running outside the lock
+  bool finished = false;              // every sample finalised
+  std::map<int64_t, int> batch_slot;  // batch -> slot, while it fills
+  std::map<int64_t, Task> tasks;      // position -> task, until finalised
   struct Ready {
     int slot;
     int64_t count;
-    int64_t next_position;  // the epoch position after the batch's last sample
+    int64_t next_position;              // the epoch position after the batch's last sample
     std::optional<FailedSample> error;  // kRaise: a sample of this batch failed; the error replaces it
   };
   // A sample's place in the output stream of this run: its position minus the resume point and the
@@ -101,24 +104,22 @@ struct Loader::EpochState {
   int64_t output_position(int64_t position) const { return position - start - failures; }
   std::deque<Ready> ready;
   std::map<int64_t, FailedSample> batch_errors;  // kRaise: batch -> its first failed sample, until ready
-  std::optional<FailedSample> failed;     // the error the last next() returned
-  std::vector<FailedSample> errors;       // kSkip: every skipped sample
-  int64_t decode_warnings = 0;           // benign decoder warnings, over the loader's life
+  std::optional<FailedSample> failed;            // the error the last next() returned
+  std::vector<FailedSample> errors;              // kSkip: every skipped sample
+  int64_t decode_warnings = 0;                   // benign decoder warnings, over the loader's life
   bool warned_growth = false;
   // Statistics over the loader's life (stats() reports them since the last reset_stats()).
   LoaderStats totals;
-  LoaderStats baseline;        // totals at the last reset
-  double baseline_s = 0;       // when it was taken
-  double baseline_cpu_s = 0;   // the process's CPU time then
-  double last_delivery_s = -1; // when the consumer last received a batch; -1 once it asked again
+  LoaderStats baseline;         // totals at the last reset
+  double baseline_s = 0;        // when it was taken
+  double baseline_cpu_s = 0;    // the process's CPU time then
+  double last_delivery_s = -1;  // when the consumer last received a batch; -1 once it asked again
 };
 
 namespace {
 constexpr int kMaxThreads = 4096;
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 double process_cpu_s() {
   timespec ts;
@@ -169,8 +170,9 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Source> sou
   CHUTE_RETURN_IF_ERROR(EpochOrder::check_shard(source->size(), options.shard));
   // A pool of tens of thousands of threads would start (the kernel allows it), then crawl: not a budget.
   if (std::max(options.num_threads, options.max_threads) > kMaxThreads)
-    return invalid_argument("num_threads/max_threads of " + std::to_string(std::max(options.num_threads, options.max_threads)) +
-                            " exceeds " + std::to_string(kMaxThreads) + " threads; about one per core is enough (" +
+    return invalid_argument("num_threads/max_threads of " +
+                            std::to_string(std::max(options.num_threads, options.max_threads)) + " exceeds " +
+                            std::to_string(kMaxThreads) + " threads; about one per core is enough (" +
                             std::to_string(available_cores()) + " here)");
   CHUTE_ASSIGN_OR_RETURN(OutputWriter writer, OutputWriter::create(pipeline.out_height(), pipeline.out_width(),
                                                                    options.output, pipeline.normalize()));
@@ -197,8 +199,12 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Source> sou
 }
 
 Loader::Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWriter writer, LoaderOptions options)
-    : source_(std::move(source)), pipeline_(std::move(pipeline)), writer_(std::move(writer)), options_(options),
-      epoch_(std::make_unique<EpochState>()), tuner_(tuner_settings(options_, writer_.sample_bytes())) {
+    : source_(std::move(source)),
+      pipeline_(std::move(pipeline)),
+      writer_(std::move(writer)),
+      options_(options),
+      epoch_(std::make_unique<EpochState>()),
+      tuner_(tuner_settings(options_, writer_.sample_bytes())) {
   shared_ = std::make_shared<SharedState>(options_.batch_size, writer_.sample_bytes(),
                                           tuner_.prefetch() + 2 + options_.extra_buffers, options_.max_ring_bytes,
                                           options_.host_allocator);
@@ -211,7 +217,8 @@ Loader::Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWr
 // loader runs with those it got and says so once; with none it cannot run and create() fails.
 Status Loader::start_workers() {
   const int pool = options_.num_threads > 0 ? options_.num_threads : options_.max_threads;
-  const Status st = start_threads("chute-worker", 0, pool, [this](int i) { worker_main(i); }, threads_);
+  const Status st = start_threads(
+      "chute-worker", 0, pool, [this](int i) { worker_main(i); }, threads_);
   if (st.is_ok()) return st;
   const int got = static_cast<int>(threads_.size());
   if (got == 0) return st;
@@ -228,7 +235,7 @@ Status Loader::start_workers() {
 Loader::~Loader() {
   if (fork_mark_.in_child()) {
     // The threads, and the locks and condition variables they used, are the parent's: leave them be.
-    new std::vector<std::thread>(std::move(threads_));      // NOLINT: leaked on purpose, see fork.h
+    new std::vector<std::thread>(std::move(threads_));     // NOLINT: leaked on purpose, see fork.h
     new std::shared_ptr<SharedState>(std::move(shared_));  // NOLINT: likewise
     return;
   }
@@ -301,12 +308,12 @@ void Loader::cancel_epoch(std::unique_lock<std::mutex>& lock) {
 }
 
 Status Loader::start_epoch(uint64_t epoch, int64_t start) {
-  return begin_epoch({.seed = options_.seed, .epoch = epoch}, start,
-                     std::make_unique<EpochOrder>(source_->size(), options_.shuffle, options_.seed, epoch, options_.shard));
+  return begin_epoch(
+      {.seed = options_.seed, .epoch = epoch}, start,
+      std::make_unique<EpochOrder>(source_->size(), options_.shuffle, options_.seed, epoch, options_.shard));
 }
 
-Status Loader::start_epoch(uint64_t epoch, int64_t start, std::vector<int64_t> order,
-                           std::optional<uint64_t> seed) {
+Status Loader::start_epoch(uint64_t epoch, int64_t start, std::vector<int64_t> order, std::optional<uint64_t> seed) {
   const int64_t n = source_->size();
   for (size_t k = 0; k < order.size(); ++k) {
     if (order[k] < 0 || order[k] >= n)
@@ -468,8 +475,7 @@ void Loader::worker_main(int id) {
     const int64_t warnings_before = processor.benign_warnings();
     StageTimes times;
     Status status = dst != nullptr ? processor.process(index, key, dst, timed ? &times : nullptr)
-                                   : out_of_memory("for a sample staged behind a skipped one",
-                                                   writer_.sample_bytes());
+                                   : out_of_memory("for a sample staged behind a skipped one", writer_.sample_bytes());
     double cpu = 0;
     if (timed && ++processed % kCpuEvery == 0) {
       const double mark = thread_cpu_s();
@@ -588,7 +594,9 @@ Result<std::shared_ptr<Batch>> Loader::next(std::optional<std::chrono::milliseco
   struct OnReturn {
     decltype(waited)& account;
     bool armed = true;
-    ~OnReturn() { if (armed) account(); }
+    ~OnReturn() {
+      if (armed) account();
+    }
   } on_return{waited};
   for (;;) {
     if (e.stop) return Status(StatusCode::kCancelled, "the loader is closed");
@@ -637,7 +645,8 @@ Result<std::shared_ptr<Batch>> Loader::next(std::optional<std::chrono::milliseco
                         std::to_string(held) +
                         " of them are held by batches the consumer still references (e.g. stored in a list); "
                         "release them, keep copies (tensor.clone()), or raise max_ring_bytes (chute.Loader(..., "
-                        "max_ring_bytes=...), " + std::to_string(options_.max_ring_bytes) + " bytes now)");
+                        "max_ring_bytes=...), " +
+                        std::to_string(options_.max_ring_bytes) + " bytes now)");
     }
     if (!timeout) {
       shared_->consumer_cv.wait(lock);

@@ -97,9 +97,8 @@ TEST(LoaderLifecycleTest, RaisePolicyGoesOnWithTheBatchAfterTheFailedOne) {
     EXPECT_FALSE(loader->failed_sample().has_value());  // it names the error of the call that returned one
   }
   // As torch's DataLoader: the error replaces its batch (one error for samples 6 and 7), then it goes on.
-  const std::vector<std::vector<int64_t>> expected{{0, 1, 2, 3},     {-6},             {8, 9, 10, 11},
-                                                   {12, 13, 14, 15}, {16, 17, 18, 19}, {20, 21, 22, 23},
-                                                   {-25}};
+  const std::vector<std::vector<int64_t>> expected{
+      {0, 1, 2, 3}, {-6}, {8, 9, 10, 11}, {12, 13, 14, 15}, {16, 17, 18, 19}, {20, 21, 22, 23}, {-25}};
   EXPECT_EQ(got, expected);
 }
 

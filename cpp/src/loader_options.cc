@@ -23,8 +23,10 @@ const char* decode_mode_name(DecodeMode mode) { return mode == DecodeMode::kRedu
 Result<DecodeMode> parse_decode_mode(std::string_view name) {
   if (name == "exact") return DecodeMode::kExact;
   if (name == "reduced") return DecodeMode::kReduced;
-  return invalid_argument("decode must be 'exact' (PIL's pixels) or 'reduced' (a JPEG's scaled IDCT while the "
-                          "resize still shrinks by reducing_gap), got '" + std::string(name) + "'");
+  return invalid_argument(
+      "decode must be 'exact' (PIL's pixels) or 'reduced' (a JPEG's scaled IDCT while the "
+      "resize still shrinks by reducing_gap), got '" +
+      std::string(name) + "'");
 }
 
 Status DecodeOptions::check_reducing_gap(double gap) {
@@ -46,8 +48,8 @@ Status LoaderOptions::validate() const {
   CHUTE_RETURN_IF_ERROR(kNumThreads.check(num_threads));
   CHUTE_RETURN_IF_ERROR(kMaxThreads.check(max_threads));
   if (num_threads > 0 && max_threads > 0 && num_threads > max_threads)
-    return invalid_argument("num_threads=" + std::to_string(num_threads) + " exceeds max_threads=" +
-                            std::to_string(max_threads));
+    return invalid_argument("num_threads=" + std::to_string(num_threads) +
+                            " exceeds max_threads=" + std::to_string(max_threads));
   CHUTE_RETURN_IF_ERROR(kPrefetch.check(prefetch));
   CHUTE_RETURN_IF_ERROR(kMaxMemory.check(max_memory));
   CHUTE_RETURN_IF_ERROR(kMaxRingBytes.check(max_ring_bytes));

@@ -52,8 +52,8 @@ std::unique_ptr<Loader> make_loader(std::shared_ptr<const Source> source, std::v
 EpochRun run_epoch(Loader& loader, uint64_t epoch = 0) {
   EpochRun run;
   EXPECT_TRUE(loader.start_epoch(epoch).is_ok());
-  const size_t sample_bytes = static_cast<size_t>(loader.out_height()) * loader.out_width() * 3 *
-                              dtype_size(loader.options().output.dtype);
+  const size_t sample_bytes =
+      static_cast<size_t>(loader.out_height()) * loader.out_width() * 3 * dtype_size(loader.options().output.dtype);
   for (;;) {
     auto batch = loader.next();
     if (!batch.is_ok()) {
@@ -113,7 +113,11 @@ TEST(LoaderTest, SameSeedGivesIdenticalBytesWhateverTheThreadCount) {
   std::vector<uint8_t> reference;
   for (int threads : {1, 2, 4}) {
     auto loader = make_loader(source, t,
-                              {.batch_size = 4, .shuffle = true, .seed = 5, .num_threads = threads, .prefetch = 3,
+                              {.batch_size = 4,
+                               .shuffle = true,
+                               .seed = 5,
+                               .num_threads = threads,
+                               .prefetch = 3,
                                .output = {DType::kFloat32, Layout::kNCHW}});
     const EpochRun run = run_epoch(*loader, 1);
     if (reference.empty()) reference = run.all_bytes;
@@ -168,14 +172,13 @@ TEST(LoaderTest, RaisePolicyDeliversEarlierBatchesThenNamesTheSample) {
 // and keeps batches full. Every sample is read exactly once per epoch, the failing ones included.
 TEST(LoaderTest, SourceReadErrorsFollowTheErrorPolicy) {
   const std::set<int64_t> failing{0, 6, 7, 25};
-  auto source = std::make_shared<testing::FailingSource>(std::make_shared<MemorySource>(make_images(26), kClasses),
-                                                         failing);
+  auto source =
+      std::make_shared<testing::FailingSource>(std::make_shared<MemorySource>(make_images(26), kClasses), failing);
   auto raising = make_loader(source, {CenterCrop{32, 32}}, {.batch_size = 4, .num_threads = 3});
   EpochRun run = run_epoch(*raising);
   EXPECT_TRUE(run.sizes.empty());  // sample 0 fails: no batch comes before it
   EXPECT_EQ(run.error.code(), StatusCode::kIoError);
-  EXPECT_NE(run.error.message().find("sample 0 (mem://0): IoError: read failed: Input/output error"),
-            std::string::npos)
+  EXPECT_NE(run.error.message().find("sample 0 (mem://0): IoError: read failed: Input/output error"), std::string::npos)
       << run.error.message();
   ASSERT_TRUE(raising->failed_sample().has_value());
   EXPECT_EQ(raising->failed_sample()->index, 0);
@@ -273,7 +276,8 @@ TEST(LoaderTest, RingGrowthAllocatesWithoutTheLoaderLock) {
           (void)loader->position();
           answer->set_value();
           ++answered;
-        }).detach();
+        })
+            .detach();
         if (ready.wait_for(std::chrono::seconds(5)) != std::future_status::ready) ++under_lock;
       }
       return heap_allocator()->allocate(bytes);
@@ -331,8 +335,9 @@ TEST(LoaderTest, EmptySourceAndBadOptions) {
   EXPECT_FALSE(Loader::create(empty, *pipeline, {.batch_size = 1, .max_memory = 3000}).is_ok());
   EXPECT_TRUE(Loader::create(empty, *pipeline, {.batch_size = 1, .max_memory = 3 * (3072 + 8)}).is_ok());
   EXPECT_FALSE(Loader::create(empty, *pipeline, {.batch_size = 1, .collect_stats = false}).is_ok());  // auto
-  EXPECT_TRUE(Loader::create(empty, *pipeline, {.batch_size = 1, .num_threads = 1, .prefetch = 1,
-                                                .collect_stats = false}).is_ok());
+  EXPECT_TRUE(
+      Loader::create(empty, *pipeline, {.batch_size = 1, .num_threads = 1, .prefetch = 1, .collect_stats = false})
+          .is_ok());
   auto normalized = Pipeline::create({CenterCrop{32, 32}, Normalize{}});
   EXPECT_FALSE(Loader::create(empty, *normalized, {.batch_size = 1}).is_ok());  // uint8 + Normalize
 }
@@ -405,8 +410,7 @@ TEST(LoaderTest, AVerySlowConsumerIsConsumerBound) {
 
 // Runs epoch `epoch` from `start`, taking at most `max_batches` batches; returns the labels received and
 // the position a resumed run would start from.
-std::pair<std::vector<int64_t>, int64_t> partial_epoch(Loader& loader, uint64_t epoch, int64_t start,
-                                                       int max_batches) {
+std::pair<std::vector<int64_t>, int64_t> partial_epoch(Loader& loader, uint64_t epoch, int64_t start, int max_batches) {
   std::vector<int64_t> labels;
   EXPECT_TRUE(loader.start_epoch(epoch, start).is_ok());
   for (int i = 0; i < max_batches; ++i) {
@@ -422,8 +426,8 @@ TEST(LoaderTest, ResumeFromAnyPointContinuesExactly) {
   auto images = make_images(50);
   for (int64_t i : {7, 8, 23}) images[i].resize(images[i].size() / 3);  // skipped samples shift batches
   auto source = std::make_shared<MemorySource>(images, kClasses);
-  const LoaderOptions opts{.batch_size = 4, .shuffle = true, .seed = 2, .num_threads = 3, .prefetch = 4,
-                           .on_error = ErrorPolicy::kSkip};
+  const LoaderOptions opts{
+      .batch_size = 4, .shuffle = true, .seed = 2, .num_threads = 3, .prefetch = 4, .on_error = ErrorPolicy::kSkip};
   auto reference = make_loader(source, {CenterCrop{32, 32}}, opts);
   const auto [all, end] = partial_epoch(*reference, 5, 0, 1000);
   EXPECT_EQ(end, 50);

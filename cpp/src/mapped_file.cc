@@ -78,9 +78,10 @@ void on_sigbus(int sig, siginfo_t* info, void* context) {
     if (begin != 0 && addr >= begin && addr < end && path != nullptr) {
       write_stderr("chute: fatal SIGBUS reading ");
       write_stderr(path);
-      write_stderr(": the file shrank (was truncated or rewritten in place) while chute had it mapped. chute "
-                   "replaces the files it writes by renaming, never in place; restart the job once the file "
-                   "is complete.\n");
+      write_stderr(
+          ": the file shrank (was truncated or rewritten in place) while chute had it mapped. chute "
+          "replaces the files it writes by renaming, never in place; restart the job once the file "
+          "is complete.\n");
       break;
     }
   }

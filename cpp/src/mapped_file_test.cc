@@ -26,7 +26,7 @@ TEST(MappedFileTest, ACopyOfPagesTruncatedAwayIsAnErrorNotASigbus) {
   EXPECT_EQ(st.code(), StatusCode::kIoError);
   EXPECT_NE(st.message().find(path + " shrank while in use"), std::string::npos) << st.message();
   EXPECT_TRUE((*file)->copy(0, 4096, out.data()).is_ok());  // what is still there still reads
-  st = (*file)->copy(40960, 16, out.data());  // and the guard holds for the next fault too
+  st = (*file)->copy(40960, 16, out.data());                // and the guard holds for the next fault too
   EXPECT_EQ(st.code(), StatusCode::kIoError);
 }
 

@@ -61,9 +61,9 @@ TEST(NumaTest, FindsTheGpusNodeAndItsCpus) {
 
 TEST(NumaTest, UnknownTopologyDegradesToNoPinning) {
   FakeSysfs fs;
-  fs.write("bus/pci/devices/0000:01:00.0/numa_node", "-1\n");    // single node, many VMs
+  fs.write("bus/pci/devices/0000:01:00.0/numa_node", "-1\n");  // single node, many VMs
   fs.write("bus/pci/devices/0000:02:00.0/numa_node", "garbage");
-  fs.write("bus/pci/devices/0000:03:00.0/numa_node", "0\n");     // node0 has no cpulist file
+  fs.write("bus/pci/devices/0000:03:00.0/numa_node", "0\n");  // node0 has no cpulist file
   fs.write("bus/pci/devices/0000:04:00.0/numa_node", "2\n");
   fs.write("devices/system/node/node2/cpulist", "1-x\n");
   EXPECT_EQ(pci_numa_node(fs.root(), "0000:01:00.0"), -1);

@@ -14,17 +14,22 @@ namespace chute {
 
 size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::kUInt8: return 1;
+    case DType::kUInt8:
+      return 1;
     case DType::kFloat16:
-    case DType::kBFloat16: return 2;
-    case DType::kFloat32: return 4;
+    case DType::kBFloat16:
+      return 2;
+    case DType::kFloat32:
+      return 4;
   }
   return 0;
 }
 
 namespace {
-constexpr std::pair<DType, const char*> kDTypeNames[] = {
-    {DType::kUInt8, "uint8"}, {DType::kFloat32, "float32"}, {DType::kFloat16, "float16"}, {DType::kBFloat16, "bfloat16"}};
+constexpr std::pair<DType, const char*> kDTypeNames[] = {{DType::kUInt8, "uint8"},
+                                                         {DType::kFloat32, "float32"},
+                                                         {DType::kFloat16, "float16"},
+                                                         {DType::kBFloat16, "bfloat16"}};
 }  // namespace
 
 const char* dtype_name(DType dtype) {
@@ -103,8 +108,7 @@ bool has_avx512_vbmi() {
 // T is the stored type: uint8_t (pixels as they are), float, or uint16_t (float16/bfloat16 bits). The
 // float and 16-bit kinds read their value from `lut`.
 template <typename T, Layout L>
-void write_pixels(const uint8_t* rgb, int h, int w, bool flip, const std::array<std::array<T, 256>, 3>* lut,
-                  T* dst) {
+void write_pixels(const uint8_t* rgb, int h, int w, bool flip, const std::array<std::array<T, 256>, 3>* lut, T* dst) {
   const size_t plane = static_cast<size_t>(h) * w;
   for (int y = 0; y < h; ++y) {
     const uint8_t* row = rgb + static_cast<size_t>(y) * w * 3;
@@ -139,8 +143,7 @@ void OutputWriter::write(const uint8_t* rgb, bool flip, void* dst) const {
     if (format_.dtype == DType::kUInt8)
       return detail::write_planes_u8_avx512(rgb, height_, width_, flip, static_cast<uint8_t*>(dst));
     if (format_.dtype == DType::kFloat32)
-      return detail::write_planes_f32_avx512(rgb, height_, width_, flip, lut_f32_[0].data(),
-                                             static_cast<float*>(dst));
+      return detail::write_planes_f32_avx512(rgb, height_, width_, flip, lut_f32_[0].data(), static_cast<float*>(dst));
   }
   switch (format_.dtype) {
     case DType::kUInt8: {

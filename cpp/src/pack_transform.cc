@@ -8,7 +8,8 @@ namespace chute {
 Status StoreOptions::validate() const {
   if (max_side < 0 || max_shorter_side < 0) return invalid_argument("max_side and max_shorter_side must be positive");
   if (max_side > 0 && max_shorter_side > 0) return invalid_argument("give max_side or max_shorter_side, not both");
-  if (quality < 1 || quality > 100) return invalid_argument("quality must be in [1, 100], got " + std::to_string(quality));
+  if (quality < 1 || quality > 100)
+    return invalid_argument("quality must be in [1, 100], got " + std::to_string(quality));
   if (raw_below < 0) return invalid_argument("raw_below must be a pixel count >= 0");
   return Status::ok();
 }
@@ -32,13 +33,17 @@ void capped_size(int w, int h, const StoreOptions& o, int* out_w, int* out_h) {
 
 RecordKind original_kind(std::span<const uint8_t> data) {
   switch (detect_format(data)) {
-    case ImageFormat::kJpeg: return RecordKind::kJpeg;
-    case ImageFormat::kPng: return RecordKind::kPng;
-    case ImageFormat::kWebp: return RecordKind::kWebp;
+    case ImageFormat::kJpeg:
+      return RecordKind::kJpeg;
+    case ImageFormat::kPng:
+      return RecordKind::kPng;
+    case ImageFormat::kWebp:
+      return RecordKind::kWebp;
     case ImageFormat::kRaw:  // byte 17: the compression (raw_image.h)
       return data.size() > 17 && data[17] == static_cast<uint8_t>(RawCompression::kNone) ? RecordKind::kRaw
-                                                                                          : RecordKind::kRawZstd;
-    case ImageFormat::kUnknown: break;
+                                                                                         : RecordKind::kRawZstd;
+    case ImageFormat::kUnknown:
+      break;
   }
   return RecordKind::kUnknown;
 }

@@ -148,7 +148,6 @@ namespace {
 constexpr const char* kRejectedHint =
     " (the loader could not decode it; skip_bad / `chute pack --skip-bad` leaves such files out)";
 
-
 // A sample read and checksummed by a reader thread, waiting for the writer.
 struct Slot {
   std::vector<uint8_t> payload;
@@ -171,8 +170,10 @@ bool is_bad_image(const Status& st) {
 
 std::string shard_file_name(int part, int parts, int number) {
   char name[64];
-  if (parts == 1) std::snprintf(name, sizeof name, "shard-%05d%s", number, kShardExtension);
-  else std::snprintf(name, sizeof name, "part-%05d-shard-%05d%s", part, number, kShardExtension);
+  if (parts == 1)
+    std::snprintf(name, sizeof name, "shard-%05d%s", number, kShardExtension);
+  else
+    std::snprintf(name, sizeof name, "part-%05d-shard-%05d%s", part, number, kShardExtension);
   return name;
 }
 
@@ -200,7 +201,8 @@ namespace {
 Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::string>& classes, const PackOptions& o,
                                   const std::function<bool(const PackProgress&)>& progress) {
   if (o.parts < 1 || o.part < 0 || o.part >= o.parts)
-    return invalid_argument("part must be in [0, parts), got part " + std::to_string(o.part) + " of " + std::to_string(o.parts));
+    return invalid_argument("part must be in [0, parts), got part " + std::to_string(o.part) + " of " +
+                            std::to_string(o.parts));
   if (o.shard_size < 4096) return invalid_argument("shard_size must be at least 4096 bytes");
   const int64_t n = source.size();
   if (n == 0) return invalid_argument("nothing to pack: the source is empty");
@@ -211,9 +213,11 @@ Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::s
   std::error_code ec;
   std::filesystem::create_directories(o.dst, ec);
   if (ec) return io_error("cannot create " + o.dst + ": " + ec.message());
-  const std::string index_path = o.dst + "/" + (o.parts == 1 ? std::string(kIndexFileName) : part_index_name(o.part, o.parts));
+  const std::string index_path =
+      o.dst + "/" + (o.parts == 1 ? std::string(kIndexFileName) : part_index_name(o.part, o.parts));
   if (std::filesystem::exists(index_path))
-    return invalid_argument(o.dst + " already holds a packed dataset (" + index_path + "); remove it or pack elsewhere");
+    return invalid_argument(o.dst + " already holds a packed dataset (" + index_path +
+                            "); remove it or pack elsewhere");
   const int threads = o.num_threads > 0 ? o.num_threads : available_cores();
   const int64_t window = std::max<int64_t>(16, 8 * threads);
 
@@ -244,8 +248,8 @@ Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::s
   auto reader = [&] {
     ImageDecoder decoder(o.max_pixels);  // one per thread
     RecordTransformer transformer(o.max_pixels);
-    std::vector<uint8_t> pixels;         // a kFull check's output, reused
-    std::vector<uint8_t> stored;         // a transformed record's payload
+    std::vector<uint8_t> pixels;  // a kFull check's output, reused
+    std::vector<uint8_t> stored;  // a transformed record's payload
     for (;;) {
       const int64_t i = next.fetch_add(1);
       if (i >= end) return;
@@ -268,8 +272,10 @@ Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::s
           if (st.is_ok()) {
             s.key = o.key ? o.key(i) : source.name(i);
             s.label = source.label(i);
-            if (s.key.size() > UINT32_MAX) st = invalid_argument("key longer than 4 GiB");
-            else s.header = encode_record_header(s.key, s.payload, s.label);
+            if (s.key.size() > UINT32_MAX)
+              st = invalid_argument("key longer than 4 GiB");
+            else
+              s.header = encode_record_header(s.key, s.payload, s.label);
           }
           return st;
         } catch (const std::bad_alloc&) {  // a reader thread must not terminate the process
@@ -302,7 +308,9 @@ Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::s
   };
   // With fewer reader threads than asked (a pids limit, ulimit -u or -v) the pack is only slower; with none
   // it fails, naming the limit: the machine's, not the data's (chute.ResourceError).
-  if (Status st = start_threads<std::jthread>("chute-pack", 0, threads, [&](int) { reader(); }, pool); !st.is_ok()) {
+  if (Status st = start_threads<std::jthread>(
+          "chute-pack", 0, threads, [&](int) { reader(); }, pool);
+      !st.is_ok()) {
     if (pool.empty())
       return Status(StatusCode::kEnvironment, "cannot start a reader thread to pack " + o.dst + ": " + st.message());
     std::fprintf(stderr, "chute pack: reading on %zu of %d threads: %s\n", pool.size(), threads, st.message().c_str());
@@ -325,8 +333,11 @@ Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::s
     // The id is the shard's content (its records' headers, each holding its record's checksum): a shard
     // from another pack is still refused, and packing the same source twice gives the same bytes.
     info.shard_id = checksum(record_headers);
-    ShardHeader h{.shard_id = info.shard_id, .record_count = info.record_count, .file_size = info.file_size,
-                  .part = static_cast<uint32_t>(o.part), .number = static_cast<uint32_t>(shards.size() - 1)};
+    ShardHeader h{.shard_id = info.shard_id,
+                  .record_count = info.record_count,
+                  .file_size = info.file_size,
+                  .part = static_cast<uint32_t>(o.part),
+                  .number = static_cast<uint32_t>(shards.size() - 1)};
     CHUTE_RETURN_IF_ERROR(f.write_at(0, encode_shard_header(h)));
     return f.finish();
   };
@@ -352,8 +363,8 @@ Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::s
     }
     if (!s.status.is_ok()) {
       if (!o.skip_bad || !s.rejected || !is_bad_image(s.status))
-        return Status(s.status.code(), "sample " + std::to_string(i) + " (" + source.name(i) + "): " +
-                                           s.status.message() + (s.rejected ? kRejectedHint : ""));
+        return Status(s.status.code(), "sample " + std::to_string(i) + " (" + source.name(i) +
+                                           "): " + s.status.message() + (s.rejected ? kRejectedHint : ""));
       skipped.push_back({i, source.name(i), s.status});
       release(s, i);
       continue;
@@ -369,9 +380,15 @@ Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::s
       record_headers.clear();
     }
     TmpFile& f = *shards.back();
-    entries.push_back({.offset = f.size(), .payload_len = s.payload.size(), .label = s.label, .key_offset = keys.size(),
-                       .shard = static_cast<uint32_t>(shards.size() - 1), .key_len = static_cast<uint32_t>(s.key.size()),
-                       .source_bytes = s.meta.source_bytes, .kind = s.meta.kind, .width = s.meta.width,
+    entries.push_back({.offset = f.size(),
+                       .payload_len = s.payload.size(),
+                       .label = s.label,
+                       .key_offset = keys.size(),
+                       .shard = static_cast<uint32_t>(shards.size() - 1),
+                       .key_len = static_cast<uint32_t>(s.key.size()),
+                       .source_bytes = s.meta.source_bytes,
+                       .kind = s.meta.kind,
+                       .width = s.meta.width,
                        .height = s.meta.height});
     source_bytes += s.meta.source_bytes;
     keys += s.key;
@@ -412,7 +429,8 @@ Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::s
 
 Result<PackSummary> merge_parts(const std::string& dst) {
   const std::string index_path = dst + "/" + kIndexFileName;
-  if (std::filesystem::exists(index_path)) return invalid_argument(dst + " already holds a merged index (" + index_path + ")");
+  if (std::filesystem::exists(index_path))
+    return invalid_argument(dst + " already holds a merged index (" + index_path + ")");
   std::map<int, std::string> found;
   int parts = -1;
   std::error_code ec;
@@ -444,7 +462,8 @@ Result<PackSummary> merge_parts(const std::string& dst) {
     CHUTE_ASSIGN_OR_RETURN(auto file, MappedFile::open(found[p]));
     CHUTE_ASSIGN_OR_RETURN(IndexView view, IndexView::parse(file->bytes(), found[p]));
     if (view.kind() != IndexKind::kPacked) return corrupt_data(found[p] + " is not a chute part index");
-    if (p == 0) classes = view.classes();
+    if (p == 0)
+      classes = view.classes();
     else if (view.classes() != classes)
       return corrupt_data(found[p] + " lists other classes than part 0: its packer read another source");
     const uint64_t first = entries.size();

@@ -34,11 +34,13 @@ bool mul_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul
 bool version_known(uint32_t version) { return version >= kOldestFormatVersion && version <= kFormatVersion; }
 
 Status version_error(uint32_t version, const std::string& what) {
-  const std::string reads = "versions " + std::to_string(kOldestFormatVersion) + " to " + std::to_string(kFormatVersion);
+  const std::string reads =
+      "versions " + std::to_string(kOldestFormatVersion) + " to " + std::to_string(kFormatVersion);
   if (version > kFormatVersion)
-    return unsupported(what + ": format version " + std::to_string(version) + " was written by a newer chute; this chute reads " +
-                       reads + " (upgrade chute)");
-  return unsupported(what + ": unknown format version " + std::to_string(version) + " (this chute reads " + reads + ")");
+    return unsupported(what + ": format version " + std::to_string(version) +
+                       " was written by a newer chute; this chute reads " + reads + " (upgrade chute)");
+  return unsupported(what + ": unknown format version " + std::to_string(version) + " (this chute reads " + reads +
+                     ")");
 }
 
 // A name taken from an index: non-empty, one path component, so that it cannot point outside the dataset.
@@ -53,13 +55,20 @@ uint64_t checksum(std::span<const uint8_t> bytes) { return XXH3_64bits(bytes.dat
 
 const char* record_kind_name(RecordKind kind) {
   switch (kind) {
-    case RecordKind::kJpeg: return "jpeg";
-    case RecordKind::kPng: return "png";
-    case RecordKind::kWebp: return "webp";
-    case RecordKind::kReencodedJpeg: return "jpeg-reencoded";
-    case RecordKind::kRawZstd: return "raw-zstd";
-    case RecordKind::kRaw: return "raw";
-    case RecordKind::kUnknown: break;
+    case RecordKind::kJpeg:
+      return "jpeg";
+    case RecordKind::kPng:
+      return "png";
+    case RecordKind::kWebp:
+      return "webp";
+    case RecordKind::kReencodedJpeg:
+      return "jpeg-reencoded";
+    case RecordKind::kRawZstd:
+      return "raw-zstd";
+    case RecordKind::kRaw:
+      return "raw";
+    case RecordKind::kUnknown:
+      break;
   }
   return "unknown";
 }
@@ -95,7 +104,8 @@ Result<ShardHeader> parse_shard_header(std::span<const uint8_t> file, const std:
   h.number = load<uint32_t>(file.data() + 52);
   if (h.file_size != file.size())
     return corrupt_data(what + ": " + std::to_string(file.size()) + " bytes, but its header says " +
-                        std::to_string(h.file_size) + (file.size() < h.file_size ? " (truncated)" : " (trailing bytes)"));
+                        std::to_string(h.file_size) +
+                        (file.size() < h.file_size ? " (truncated)" : " (trailing bytes)"));
   return h;
 }
 
@@ -161,8 +171,8 @@ Result<std::span<const uint8_t>> parse_record_copy(std::span<const uint8_t> reco
 
 IndexEntry IndexView::entry(uint64_t i) const {
   const uint8_t* p = bytes_.data() + entries_offset_ + i * entry_size_;
-  IndexEntry e{load<uint64_t>(p), load<uint64_t>(p + 8), load<int64_t>(p + 16), load<uint64_t>(p + 24),
-               load<uint32_t>(p + 32), load<uint32_t>(p + 36)};
+  IndexEntry e{load<uint64_t>(p),      load<uint64_t>(p + 8),  load<int64_t>(p + 16),
+               load<uint64_t>(p + 24), load<uint32_t>(p + 32), load<uint32_t>(p + 36)};
   if (version_ >= 2) {  // parse() checked the kind
     e.source_bytes = load<uint64_t>(p + 40);
     e.kind = static_cast<RecordKind>(load<uint32_t>(p + 48));

@@ -24,8 +24,12 @@ Built build() {
   for (size_t i = 0; i < payloads.size(); ++i) {
     const std::string key = "k" + std::to_string(i);
     const auto header = encode_record_header(key, payloads[i], static_cast<int64_t>(i) - 1);
-    entries.push_back({.offset = shard.size(), .payload_len = payloads[i].size(), .label = static_cast<int64_t>(i) - 1,
-                       .key_offset = keys.size(), .shard = 0, .key_len = static_cast<uint32_t>(key.size())});
+    entries.push_back({.offset = shard.size(),
+                       .payload_len = payloads[i].size(),
+                       .label = static_cast<int64_t>(i) - 1,
+                       .key_offset = keys.size(),
+                       .shard = 0,
+                       .key_len = static_cast<uint32_t>(key.size())});
     keys += key;
     shard.insert(shard.end(), header.begin(), header.end());
     shard.insert(shard.end(), key.begin(), key.end());
@@ -120,8 +124,12 @@ TEST(PackedFormatTest, Version1IndexesStillRead) {
 }
 
 TEST(PackedFormatTest, RecordKindAndStoredSizeRoundTrip) {
-  std::vector<IndexEntry> entries = {{.offset = kShardHeaderSize, .payload_len = 8, .source_bytes = 1000,
-                                      .kind = RecordKind::kRawZstd, .width = 7, .height = 9}};
+  std::vector<IndexEntry> entries = {{.offset = kShardHeaderSize,
+                                      .payload_len = 8,
+                                      .source_bytes = 1000,
+                                      .kind = RecordKind::kRawZstd,
+                                      .width = 7,
+                                      .height = 9}};
   ShardInfo info{.name = "s.chute", .file_size = kShardHeaderSize + kRecordHeaderSize + 8, .record_count = 1};
   std::vector<uint8_t> index = encode_index(IndexKind::kPacked, {info}, entries, "", {});
   auto view = IndexView::parse(index, "idx");
@@ -174,7 +182,8 @@ TEST(PackedFormatTest, EntryPastTheShardEndIsRejectedEvenWithAValidChecksum) {
     reseal_index(index);
     auto bad = IndexView::parse(index, "idx");
     ASSERT_FALSE(bad.is_ok());
-    EXPECT_NE(message(bad.status()).find("record 2 (shard shard-00000.chute)"), std::string::npos) << message(bad.status());
+    EXPECT_NE(message(bad.status()).find("record 2 (shard shard-00000.chute)"), std::string::npos)
+        << message(bad.status());
   }
 }
 
@@ -213,7 +222,8 @@ TEST(PackedFormatTest, RecordChecksLengthsLabelAndChecksum) {
   other.key_len = e.key_len + 1;
   const std::string keys = message(parse_record(b.shard, other, true).status());
   EXPECT_NE(keys.find("key length: index " + std::to_string(e.key_len + 1) + ", record " + std::to_string(e.key_len)),
-            std::string::npos) << keys;
+            std::string::npos)
+      << keys;
   EXPECT_EQ(keys.find("label"), std::string::npos) << keys;
   // An offset that is not a record.
   other = e;
@@ -227,8 +237,9 @@ TEST(PackedFormatTest, ShardHeaderCatchesTruncationMagicAndCorruption) {
   Built b = build();
   auto cut = parse_shard_header(std::span(b.shard).first(b.shard.size() - 8), "s.chute");
   ASSERT_FALSE(cut.is_ok());
-  EXPECT_NE(message(cut.status()).find("s.chute: " + std::to_string(b.shard.size() - 8) + " bytes, but its header says " +
-                                       std::to_string(b.shard.size()) + " (truncated)"),
+  EXPECT_NE(message(cut.status())
+                .find("s.chute: " + std::to_string(b.shard.size() - 8) + " bytes, but its header says " +
+                      std::to_string(b.shard.size()) + " (truncated)"),
             std::string::npos)
       << message(cut.status());
   EXPECT_NE(message(parse_shard_header(std::span(b.shard).first(10), "s").status()).find("shorter than a shard header"),

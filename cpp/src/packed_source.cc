@@ -10,7 +10,8 @@ namespace chute {
 
 std::string index_path_for(const std::string& path) {
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return (std::filesystem::path(path) / kIndexFileName).string();
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return (std::filesystem::path(path) / kIndexFileName).string();
   return path;
 }
 
@@ -24,7 +25,8 @@ Result<std::shared_ptr<const MappedFile>> open_shard(const std::string& dir, con
     return shard.status();
   }
   CHUTE_ASSIGN_OR_RETURN(ShardHeader header, parse_shard_header((*shard)->bytes(), shard_path));
-  if (header.shard_id != info.shard_id || header.record_count != info.record_count || header.file_size != info.file_size)
+  if (header.shard_id != info.shard_id || header.record_count != info.record_count ||
+      header.file_size != info.file_size)
     return corrupt_data("the index disagrees with shard " + shard_path + ": the index expects " +
                         std::to_string(info.record_count) + " records in " + std::to_string(info.file_size) +
                         " bytes, the shard holds " + std::to_string(header.record_count) + " records in " +
@@ -43,8 +45,9 @@ Result<std::shared_ptr<PackedSource>> PackedSource::open(const std::string& path
   if (!mapped.is_ok()) {
     if (mapped.status().code() != StatusCode::kNotFound) return mapped.status();
     return Status(StatusCode::kNotFound,
-                  index_path + " is missing: not a complete chute dataset (an interrupted `chute pack` writes no index; "
-                  "a pack split with --parts needs its merge step, `chute merge DIR`)");
+                  index_path +
+                      " is missing: not a complete chute dataset (an interrupted `chute pack` writes no index; "
+                      "a pack split with --parts needs its merge step, `chute merge DIR`)");
   }
   src->index_file_ = std::move(mapped).value();
   CHUTE_ASSIGN_OR_RETURN(src->index_, IndexView::parse(src->index_file_->bytes(), index_path));
@@ -76,8 +79,10 @@ Status PackedSource::check_record(int64_t index, bool verify, std::vector<uint8_
   const uint64_t available = e.offset <= shard_size ? shard_size - e.offset : 0;
   const size_t n = static_cast<size_t>(std::min(wanted < e.payload_len ? available : wanted, available));
   record.resize(n);
-  CHUTE_RETURN_IF_ERROR([&] { Status st = shard.copy(std::min(e.offset, shard_size), n, record.data());
-                              return st.is_ok() ? st : fail(st); }());
+  CHUTE_RETURN_IF_ERROR([&] {
+    Status st = shard.copy(std::min(e.offset, shard_size), n, record.data());
+    return st.is_ok() ? st : fail(st);
+  }());
   auto parsed = parse_record_copy(record, shard_size, e, verify);
   if (!parsed.is_ok()) return fail(parsed.status());
   *payload = *parsed;
@@ -95,7 +100,8 @@ Status PackedSource::read(int64_t index, std::vector<uint8_t>& out) const {
 }
 
 Status PackedSource::read_capped(int64_t index, std::vector<uint8_t>& out, uint64_t max_bytes) const {
-  if (index >= 0 && index < size() && payload_size(index) > max_bytes) return file_too_large(payload_size(index), max_bytes);
+  if (index >= 0 && index < size() && payload_size(index) > max_bytes)
+    return file_too_large(payload_size(index), max_bytes);
   return read(index, out);
 }
 

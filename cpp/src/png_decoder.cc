@@ -19,8 +19,9 @@ constexpr uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
 
 // Ancillary chunks that play no part in Pillow's convert("RGB"): libpng skips them unparsed (their CRC
 // is still checked), so a text or ICC chunk is never inflated. tRNS is kept: read_info reports it.
-constexpr png_byte kIgnoredChunks[] = "bKGD\0cHRM\0eXIf\0gAMA\0hIST\0iCCP\0iTXt\0oFFs\0pCAL\0pHYs\0"
-                                      "sBIT\0sCAL\0sPLT\0sRGB\0tEXt\0tIME\0zTXt";
+constexpr png_byte kIgnoredChunks[] =
+    "bKGD\0cHRM\0eXIf\0gAMA\0hIST\0iCCP\0iTXt\0oFFs\0pCAL\0pHYs\0"
+    "sBIT\0sCAL\0sPLT\0sRGB\0tEXt\0tIME\0zTXt";
 constexpr int kNumIgnoredChunks = 17;
 static_assert(sizeof(kIgnoredChunks) == 5 * kNumIgnoredChunks);
 
@@ -190,10 +191,18 @@ bool read_header(png_structp png, png_infop info, Context* ctx, const Options* o
         h->kind = RowKind::kIndexed;
       }
       break;
-    case PNG_COLOR_TYPE_PALETTE: h->kind = RowKind::kIndexed; break;
-    case PNG_COLOR_TYPE_GRAY_ALPHA: h->kind = RowKind::kGrayAlpha; break;
-    case PNG_COLOR_TYPE_RGB: h->kind = RowKind::kRgb; break;
-    default: h->kind = RowKind::kRgba; break;
+    case PNG_COLOR_TYPE_PALETTE:
+      h->kind = RowKind::kIndexed;
+      break;
+    case PNG_COLOR_TYPE_GRAY_ALPHA:
+      h->kind = RowKind::kGrayAlpha;
+      break;
+    case PNG_COLOR_TYPE_RGB:
+      h->kind = RowKind::kRgb;
+      break;
+    default:
+      h->kind = RowKind::kRgba;
+      break;
   }
   // 16-bit samples keep their high byte (png_set_strip_16 truncates; png_set_scale_16 would round),
   // except gray, which Pillow clips instead.
@@ -234,11 +243,11 @@ void convert_row(const Header& h, const uint8_t* src, uint8_t* dst, int x0, int 
 
 struct RowPlan {
   Window win;
-  bool direct;     // RGB rows go straight into `out` (full rows, `pitch` = rowbytes)
-  uint8_t* out;    // window row r starts at out + r * pitch (column 0 of the image when direct)
+  bool direct;   // RGB rows go straight into `out` (full rows, `pitch` = rowbytes)
+  uint8_t* out;  // window row r starts at out + r * pitch (column 0 of the image when direct)
   size_t pitch;
-  uint8_t* rows;   // interlaced, not direct: the window's raw rows, then one scratch row; else one scratch row
-  bool keep_raw;   // interlaced and not direct: convert after the last pass
+  uint8_t* rows;  // interlaced, not direct: the window's raw rows, then one scratch row; else one scratch row
+  bool keep_raw;  // interlaced and not direct: convert after the last pass
 };
 
 // Reads rows down to the window's last one (every row of every pass but the last when interlaced).
@@ -253,8 +262,10 @@ bool read_rows(png_structp png, Context* ctx, const Header* h, const RowPlan* p)
     for (png_uint_32 y = 0; y < rows; ++y) {
       const bool inside = y >= y0 && y < y_end;
       uint8_t* row = scratch;
-      if (inside && p->direct) row = p->out + (y - y0) * p->pitch;
-      else if (inside && p->keep_raw) row = p->rows + (y - y0) * h->rowbytes;
+      if (inside && p->direct)
+        row = p->out + (y - y0) * p->pitch;
+      else if (inside && p->keep_raw)
+        row = p->rows + (y - y0) * h->rowbytes;
       ctx->finishing = pass + 1 == h->passes && y + 1 == h->height;
       png_read_row(png, row, nullptr);
       ctx->finishing = false;
@@ -303,11 +314,21 @@ Result<ImageInfo> PngDecoder::read_info(std::span<const uint8_t> data) {
   if (!read_header(rs.png, rs.info, &ctx, &opt, header.get())) return corrupt_data(ctx.message);
   int components = 3;
   switch (header->color_type) {
-    case PNG_COLOR_TYPE_GRAY: components = 1; break;
-    case PNG_COLOR_TYPE_GRAY_ALPHA: components = 2; break;
-    case PNG_COLOR_TYPE_RGB: components = 3; break;
-    case PNG_COLOR_TYPE_RGB_ALPHA: components = 4; break;
-    case PNG_COLOR_TYPE_PALETTE: components = header->has_trns ? 4 : 3; break;
+    case PNG_COLOR_TYPE_GRAY:
+      components = 1;
+      break;
+    case PNG_COLOR_TYPE_GRAY_ALPHA:
+      components = 2;
+      break;
+    case PNG_COLOR_TYPE_RGB:
+      components = 3;
+      break;
+    case PNG_COLOR_TYPE_RGB_ALPHA:
+      components = 4;
+      break;
+    case PNG_COLOR_TYPE_PALETTE:
+      components = header->has_trns ? 4 : 3;
+      break;
   }
   return ImageInfo{static_cast<int>(header->width), static_cast<int>(header->height), components,
                    header->interlace != PNG_INTERLACE_NONE};
@@ -321,9 +342,10 @@ Result<PngDecoder::View> PngDecoder::decode(std::span<const uint8_t> data, Windo
   if (data.size() >= 24 && std::memcmp(data.data() + 12, "IHDR", 4) == 0) {
     const uint64_t width = load_be32(data.data() + 16), height = load_be32(data.data() + 20);
     if (width * height > static_cast<uint64_t>(std::max<int64_t>(max_pixels_, 0)))  // < 2^64: no overflow
-      return Status(StatusCode::kResourceExhausted,
-                    "image has " + std::to_string(width) + "x" + std::to_string(height) +
-                        " pixels, over the limit of " + std::to_string(max_pixels_) + " (max_pixels, the decompression bomb guard)");
+      return Status(StatusCode::kResourceExhausted, "image has " + std::to_string(width) + "x" +
+                                                        std::to_string(height) + " pixels, over the limit of " +
+                                                        std::to_string(max_pixels_) +
+                                                        " (max_pixels, the decompression bomb guard)");
   }
   CHUTE_RETURN_IF_ERROR(check_chunks(data));
 

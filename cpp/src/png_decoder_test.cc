@@ -42,11 +42,16 @@ struct TestImage {
 
 int channels_of(int color_type) {
   switch (color_type) {
-    case PNG_COLOR_TYPE_GRAY: return 1;
-    case PNG_COLOR_TYPE_GRAY_ALPHA: return 2;
-    case PNG_COLOR_TYPE_RGB: return 3;
-    case PNG_COLOR_TYPE_RGB_ALPHA: return 4;
-    default: return 1;  // palette index
+    case PNG_COLOR_TYPE_GRAY:
+      return 1;
+    case PNG_COLOR_TYPE_GRAY_ALPHA:
+      return 2;
+    case PNG_COLOR_TYPE_RGB:
+      return 3;
+    case PNG_COLOR_TYPE_RGB_ALPHA:
+      return 4;
+    default:
+      return 1;  // palette index
   }
 }
 
@@ -139,8 +144,8 @@ TestImage make_image(const PngSpec& spec, uint32_t seed) {
     for (int i = 0; i < 6; ++i) t.samples[i] = edges[i];
   }
   for (int i = 0; i < spec.palette_size; ++i)
-    t.palette.push_back(png_color{static_cast<png_byte>(rng()), static_cast<png_byte>(rng()),
-                                  static_cast<png_byte>(rng())});
+    t.palette.push_back(
+        png_color{static_cast<png_byte>(rng()), static_cast<png_byte>(rng()), static_cast<png_byte>(rng())});
   t.png = encode_png(t);
   return t;
 }
@@ -160,16 +165,28 @@ std::vector<uint8_t> expected_rgb(const TestImage& t) {
       case PNG_COLOR_TYPE_GRAY: {
         uint8_t v = 0;
         switch (s.bit_depth) {
-          case 1: v = in[0] ? 255 : 0; break;                         // mode "1"
-          case 2: v = static_cast<uint8_t>(in[0] * 85); break;        // "L;2": 0, 85, 170, 255
-          case 4: v = static_cast<uint8_t>(in[0] * 17); break;        // "L;4": 0, 17, ..., 255
-          case 8: v = static_cast<uint8_t>(in[0]); break;
-          case 16: v = static_cast<uint8_t>(std::min<int>(in[0], 255)); break;  // "I;16" -> RGB clips
+          case 1:
+            v = in[0] ? 255 : 0;
+            break;  // mode "1"
+          case 2:
+            v = static_cast<uint8_t>(in[0] * 85);
+            break;  // "L;2": 0, 85, 170, 255
+          case 4:
+            v = static_cast<uint8_t>(in[0] * 17);
+            break;  // "L;4": 0, 17, ..., 255
+          case 8:
+            v = static_cast<uint8_t>(in[0]);
+            break;
+          case 16:
+            v = static_cast<uint8_t>(std::min<int>(in[0], 255));
+            break;  // "I;16" -> RGB clips
         }
         out[0] = out[1] = out[2] = v;
         break;
       }
-      case PNG_COLOR_TYPE_GRAY_ALPHA: out[0] = out[1] = out[2] = eight(in[0]); break;  // alpha dropped
+      case PNG_COLOR_TYPE_GRAY_ALPHA:
+        out[0] = out[1] = out[2] = eight(in[0]);
+        break;  // alpha dropped
       case PNG_COLOR_TYPE_RGB:
       case PNG_COLOR_TYPE_RGB_ALPHA:
         for (int c = 0; c < 3; ++c) out[c] = eight(in[c]);
@@ -219,14 +236,24 @@ std::vector<PngSpec> all_kinds() {
       S{.name = "gray8_trns", .width = 37, .height = 23, .bit_depth = 8, .color_type = G, .trns = true},
       S{.name = "rgb8_trns", .width = 37, .height = 23, .bit_depth = 8, .color_type = RGB, .trns = true},
       S{.name = "palette8", .width = 37, .height = 23, .bit_depth = 8, .color_type = P, .palette_size = 256},
-      S{.name = "palette8_trns", .width = 37, .height = 23, .bit_depth = 8, .color_type = P, .palette_size = 256,
+      S{.name = "palette8_trns",
+        .width = 37,
+        .height = 23,
+        .bit_depth = 8,
+        .color_type = P,
+        .palette_size = 256,
         .trns = true},
       S{.name = "palette8_short", .width = 37, .height = 23, .bit_depth = 8, .color_type = P, .palette_size = 20},
       S{.name = "gray1", .width = 37, .height = 23, .bit_depth = 1, .color_type = G},
       S{.name = "gray2", .width = 37, .height = 23, .bit_depth = 2, .color_type = G},
       S{.name = "gray4", .width = 37, .height = 23, .bit_depth = 4, .color_type = G, .trns = true},
       S{.name = "palette1", .width = 37, .height = 23, .bit_depth = 1, .color_type = P, .palette_size = 2},
-      S{.name = "palette2_trns", .width = 37, .height = 23, .bit_depth = 2, .color_type = P, .palette_size = 4,
+      S{.name = "palette2_trns",
+        .width = 37,
+        .height = 23,
+        .bit_depth = 2,
+        .color_type = P,
+        .palette_size = 4,
         .trns = true},
       S{.name = "palette4", .width = 37, .height = 23, .bit_depth = 4, .color_type = P, .palette_size = 16},
       S{.name = "palette4_short", .width = 37, .height = 23, .bit_depth = 4, .color_type = P, .palette_size = 5},
@@ -239,8 +266,14 @@ std::vector<PngSpec> all_kinds() {
       S{.name = "gray1_adam7", .width = 37, .height = 23, .bit_depth = 1, .color_type = G, .interlace = true},
       S{.name = "gray16_adam7", .width = 37, .height = 23, .bit_depth = 16, .color_type = G, .interlace = true},
       S{.name = "gray_alpha8_adam7", .width = 37, .height = 23, .bit_depth = 8, .color_type = GA, .interlace = true},
-      S{.name = "palette4_adam7", .width = 37, .height = 23, .bit_depth = 4, .color_type = P, .interlace = true,
-        .palette_size = 16, .trns = true},
+      S{.name = "palette4_adam7",
+        .width = 37,
+        .height = 23,
+        .bit_depth = 4,
+        .color_type = P,
+        .interlace = true,
+        .palette_size = 16,
+        .trns = true},
       S{.name = "rgb8_adam7_1x1", .width = 1, .height = 1, .bit_depth = 8, .color_type = RGB, .interlace = true},
       S{.name = "rgb8_adam7_3x2", .width = 3, .height = 2, .bit_depth = 8, .color_type = RGB, .interlace = true},
       S{.name = "gray2_adam7_5x9", .width = 5, .height = 9, .bit_depth = 2, .color_type = G, .interlace = true},
@@ -390,10 +423,10 @@ TEST(PngDecoderTest, ReadInfoReportsSizeChannelsAndInterlacing) {
     const char* name;
     int components;
   };
-  for (const Want& w : {Want{"rgb8", 3}, Want{"rgba8", 4}, Want{"gray8", 1}, Want{"gray_alpha8", 2},
-                        Want{"gray8_trns", 1}, Want{"rgb8_trns", 3}, Want{"palette8", 3}, Want{"palette8_trns", 4},
-                        Want{"gray1", 1}, Want{"palette2_trns", 4}, Want{"rgb16", 3}, Want{"gray16", 1},
-                        Want{"gray_alpha16", 2}, Want{"rgba16_adam7", 4}}) {
+  for (const Want& w :
+       {Want{"rgb8", 3}, Want{"rgba8", 4}, Want{"gray8", 1}, Want{"gray_alpha8", 2}, Want{"gray8_trns", 1},
+        Want{"rgb8_trns", 3}, Want{"palette8", 3}, Want{"palette8_trns", 4}, Want{"gray1", 1}, Want{"palette2_trns", 4},
+        Want{"rgb16", 3}, Want{"gray16", 1}, Want{"gray_alpha16", 2}, Want{"rgba16_adam7", 4}}) {
     SCOPED_TRACE(w.name);
     const TestImage& t = image_named(w.name);
     Result<ImageInfo> info = decoder.read_info(t.png);
@@ -460,7 +493,8 @@ TEST(PngDecoderTest, LowBitDepthsExpandLikePillow) {
     std::vector<uint8_t> want;
   };
   for (const Case& c : {Case{1, {0b01000000}, {0, 255}}, Case{2, {0b00011011}, {0, 85, 170, 255}},
-                        Case{4, {0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef},
+                        Case{4,
+                             {0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef},
                              {0, 17, 34, 51, 68, 85, 102, 119, 136, 153, 170, 187, 204, 221, 238, 255}}}) {
     SCOPED_TRACE(c.depth);
     std::vector<uint8_t> raw = {0};

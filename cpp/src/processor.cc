@@ -34,8 +34,7 @@ class StageClock {
 
 SampleProcessor::SampleProcessor(const Source& source, const Pipeline& pipeline, const OutputWriter& writer,
                                  DecodeOptions decode)
-    : source_(source), pipeline_(pipeline), writer_(writer), decode_(decode),
-      decoder_(decode.max_pixels) {
+    : source_(source), pipeline_(pipeline), writer_(writer), decode_(decode), decoder_(decode.max_pixels) {
   decoder_.set_accept_truncation(decode.accept_truncated);
 }
 
@@ -106,8 +105,8 @@ Status SampleProcessor::process_once(int64_t index, EpochKey key, void* dst, Sta
   const ImageFormat format = detect_format(bytes_);
   const bool whole_rows = format == ImageFormat::kPng || format == ImageFormat::kRaw;
   const int rows = format == ImageFormat::kRaw ? decoded.y + decoded.height : decoded.height;
-  const size_t scratch = decode_scratch_bytes(info, whole_rows, bytes_.size(), decoded.width, rows, orientation != 1,
-                                              plan.xs.out_size);
+  const size_t scratch =
+      decode_scratch_bytes(info, whole_rows, bytes_.size(), decoded.width, rows, orientation != 1, plan.xs.out_size);
   if (decode_.budget && scratch > kUnchargedDecodeBytes) lease = decode_.budget->acquire(scratch);
   struct FreeAfterLargeDecode {
     SampleProcessor* self;

@@ -115,10 +115,10 @@ bool RawDecoder::is_raw(std::span<const uint8_t> data) {
 Result<ImageInfo> RawDecoder::read_info(std::span<const uint8_t> data) {
   CHUTE_ASSIGN_OR_RETURN(const Header h, parse_header(data));
   if (int64_t{h.width} * h.height > max_pixels_)
-    return Status(StatusCode::kResourceExhausted,
-                  "image has " + std::to_string(h.width) + "x" + std::to_string(h.height) +
-                      " pixels, over the limit of " + std::to_string(max_pixels_) +
-                      " (max_pixels, the decompression bomb guard)");
+    return Status(StatusCode::kResourceExhausted, "image has " + std::to_string(h.width) + "x" +
+                                                      std::to_string(h.height) + " pixels, over the limit of " +
+                                                      std::to_string(max_pixels_) +
+                                                      " (max_pixels, the decompression bomb guard)");
   return ImageInfo{.width = h.width, .height = h.height, .components = 3, .progressive = false};
 }
 
@@ -158,7 +158,7 @@ Result<ImageView> RawDecoder::decode(std::span<const uint8_t> data, Window win, 
       if (ZSTD_getErrorCode(rc) == ZSTD_error_memory_allocation) throw std::bad_alloc();
       return corrupt_data(std::string("raw image: zstd: ") + ZSTD_getErrorName(rc));
     }
-    if (rc == 0 && out.pos < out.size) break;  // the frame ended
+    if (rc == 0 && out.pos < out.size) break;                 // the frame ended
     if (in.pos == before_in && out.pos == before_out) break;  // no progress: the input ran out
   }
   if (out.pos < needed)

@@ -34,8 +34,9 @@ TEST(RawImageTest, WindowsAreTheStoredPixels) {
       Result<ImageView> v = decoder.decode(raw, win, buffer, kResampleInputPadding);
       ASSERT_TRUE(v.is_ok()) << v.status().to_string();
       for (int y = 0; y < win.height; ++y)
-        ASSERT_EQ(std::memcmp(v.value().pixels + y * v.value().pitch,
-                              rgb.data() + ((win.y + y) * w + win.x) * 3, static_cast<size_t>(win.width) * 3), 0)
+        ASSERT_EQ(std::memcmp(v.value().pixels + y * v.value().pitch, rgb.data() + ((win.y + y) * w + win.x) * 3,
+                              static_cast<size_t>(win.width) * 3),
+                  0)
             << "row " << y;
     }
   }

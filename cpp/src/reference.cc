@@ -4,8 +4,8 @@
 
 namespace chute {
 
-Status reference_decode(JpegDecoder& decoder, std::span<const uint8_t> file, const ReferenceWindow& keep,
-                        uint64_t pass, uint64_t index, std::vector<uint8_t>& pixels) {
+Status reference_decode(JpegDecoder& decoder, std::span<const uint8_t> file, const ReferenceWindow& keep, uint64_t pass,
+                        uint64_t index, std::vector<uint8_t>& pixels) {
   CHUTE_ASSIGN_OR_RETURN(const ImageInfo info, decoder.read_info(file));
   Window window{0, 0, info.width, info.height};
   SampleRng rng(0, pass, index);

@@ -20,11 +20,11 @@ double bilinear_filter(double x) {
 enum Kernels : int { kPortable = 0, kAvx2 = 1, kAvx512 = 2 };
 
 Kernels best_kernels() {
-  static const Kernels best = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                                      __builtin_cpu_supports("avx512vbmi")
-                                  ? kAvx512
-                              : __builtin_cpu_supports("avx2") ? kAvx2
-                                                               : kPortable;
+  static const Kernels best =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi")
+          ? kAvx512
+      : __builtin_cpu_supports("avx2") ? kAvx2
+                                       : kPortable;
   return best;
 }
 
@@ -40,9 +40,12 @@ Kernels kernels() {
 
 const char* resample_kernels() {
   switch (kernels()) {
-    case kAvx512: return "avx512";
-    case kAvx2: return "avx2";
-    default: return "portable";
+    case kAvx512:
+      return "avx512";
+    case kAvx2:
+      return "avx2";
+    default:
+      return "portable";
   }
 }
 
@@ -105,8 +108,8 @@ AxisCoeffs AxisCoeffs::bilinear(int in_size, int resized, int keep_first, int ke
 
 AxisCoeffs AxisCoeffs::bilinear_box(int in_size, double box_begin, double box_end, int resized, int keep_first,
                                     int keep_count) {
-  CHUTE_CHECK(in_size > 0 && resized > 0 && keep_first >= 0 && keep_count > 0 &&
-              keep_first + keep_count <= resized && box_begin >= 0 && box_end <= in_size && box_begin < box_end);
+  CHUTE_CHECK(in_size > 0 && resized > 0 && keep_first >= 0 && keep_count > 0 && keep_first + keep_count <= resized &&
+              box_begin >= 0 && box_end <= in_size && box_begin < box_end);
   AxisCoeffs c;
   c.in_size = in_size;
   c.out_size = keep_count;
@@ -173,8 +176,8 @@ void AxisCoeffs::rebase(int offset) {
 
 namespace detail {
 
-void horizontal_portable(const uint8_t* in, size_t in_pitch, int row0, int rows, const AxisCoeffs& xs,
-                         uint8_t* out, size_t out_pitch) {
+void horizontal_portable(const uint8_t* in, size_t in_pitch, int row0, int rows, const AxisCoeffs& xs, uint8_t* out,
+                         size_t out_pitch) {
   for (int r = 0; r < rows; ++r) {
     const uint8_t* src = in + static_cast<size_t>(row0 + r) * in_pitch;
     uint8_t* dst = out + static_cast<size_t>(r) * out_pitch;
@@ -213,17 +216,16 @@ void vertical_portable(const uint8_t* in, size_t in_pitch, int row0, const AxisC
 // Pillow's ImagingResample: horizontal pass over the rows the vertical pass needs, then vertical pass, or
 // (resample_vertical_first) vertical pass over the columns the horizontal pass needs, then horizontal
 // pass; a pass whose axis keeps its size is skipped.
-void resample_rgb(const uint8_t* in, size_t in_pitch, const AxisCoeffs& xs, const AxisCoeffs& ys,
-                  uint8_t* out, ResampleScratch& scratch) {
+void resample_rgb(const uint8_t* in, size_t in_pitch, const AxisCoeffs& xs, const AxisCoeffs& ys, uint8_t* out,
+                  ResampleScratch& scratch) {
   const Kernels k = kernels();
   const auto vertical = k == kAvx512 ? detail::vertical_avx512
-                        : k >= kAvx2   ? detail::vertical_avx2
-                                       : detail::vertical_portable;
+                        : k >= kAvx2 ? detail::vertical_avx2
+                                     : detail::vertical_portable;
   const size_t row_bytes = static_cast<size_t>(xs.out_size) * 3;
   if (xs.identity && ys.identity) {
     for (int y = 0; y < ys.out_size; ++y)
-      std::memcpy(out + y * row_bytes, in + static_cast<size_t>(ys.first[y]) * in_pitch + xs.first[0] * 3,
-                  row_bytes);
+      std::memcpy(out + y * row_bytes, in + static_cast<size_t>(ys.first[y]) * in_pitch + xs.first[0] * 3, row_bytes);
     return;
   }
   if (xs.identity) {  // vertical only, straight from the input

@@ -43,8 +43,8 @@ inline void store_rgb(__m256i ar, __m256i ag, __m256i ab, int count, uint8_t* ds
 
 // Two rows at a time: each tap's offsets and weights are loaded once for both, and the two rows' gathers
 // are independent, which keeps more of them in flight.
-void horizontal_avx2(const uint8_t* in, size_t in_pitch, int row0, int rows, const AxisCoeffs& xs,
-                     uint8_t* out, size_t out_pitch) {
+void horizontal_avx2(const uint8_t* in, size_t in_pitch, int row0, int rows, const AxisCoeffs& xs, uint8_t* out,
+                     size_t out_pitch) {
   const int n = xs.out_size, npad = xs.padded_out;
   const __m256i half = _mm256_set1_epi32(1 << (AxisCoeffs::kPrecisionBits - 1));
   int row = 0;
@@ -82,8 +82,7 @@ void horizontal_avx2(const uint8_t* in, size_t in_pitch, int row0, int rows, con
   }
 }
 
-void vertical_avx2(const uint8_t* in, size_t in_pitch, int row0, const AxisCoeffs& ys, size_t row_bytes,
-                   uint8_t* out) {
+void vertical_avx2(const uint8_t* in, size_t in_pitch, int row0, const AxisCoeffs& ys, size_t row_bytes, uint8_t* out) {
   const __m256i half = _mm256_set1_epi32(1 << (AxisCoeffs::kPrecisionBits - 1));
   for (int y = 0; y < ys.out_size; ++y) {
     const int32_t* k = &ys.weights[static_cast<size_t>(y) * ys.taps];

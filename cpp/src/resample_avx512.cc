@@ -20,9 +20,7 @@ namespace {
 constexpr __mmask64 kLowByteOfEachDword = 0x1111111111111111ULL;
 
 // Bytes [0, n) of a 64-byte block as a load mask (n may be <= 0 or >= 64).
-inline __mmask64 first_bytes(int n) {
-  return n <= 0 ? 0 : n >= 64 ? ~__mmask64{0} : (__mmask64{1} << n) - 1;
-}
+inline __mmask64 first_bytes(int n) { return n <= 0 ? 0 : n >= 64 ? ~__mmask64{0} : (__mmask64{1} << n) - 1; }
 
 // One row's inputs for a group: 128 bytes from `src`, those past `bytes` zero (and never read).
 struct Window128 {
@@ -61,8 +59,8 @@ struct Acc {
 }  // namespace
 
 // Two rows at a time: each tap's indices and weights serve both.
-void horizontal_avx512(const uint8_t* in, size_t in_pitch, int row0, int rows, const AxisCoeffs& xs,
-                       uint8_t* out, size_t out_pitch) {
+void horizontal_avx512(const uint8_t* in, size_t in_pitch, int row0, int rows, const AxisCoeffs& xs, uint8_t* out,
+                       size_t out_pitch) {
   const int n = xs.out_size, npad = xs.padded_out;
   const __m512i half = _mm512_set1_epi32(1 << (AxisCoeffs::kPrecisionBits - 1));
   const __m512i three = _mm512_set1_epi32(3);

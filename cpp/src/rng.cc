@@ -2,7 +2,7 @@
 
 namespace chute {
 namespace {
-constexpr uint32_t kMul0 = 0xD2511F53, kMul1 = 0xCD9E8D57;   // Philox round multipliers
+constexpr uint32_t kMul0 = 0xD2511F53, kMul1 = 0xCD9E8D57;    // Philox round multipliers
 constexpr uint32_t kWeyl0 = 0x9E3779B9, kWeyl1 = 0xBB67AE85;  // key schedule increments
 }  // namespace
 
@@ -18,18 +18,15 @@ std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> c, std::array<uint32_
 }
 
 SampleRng::SampleRng(uint64_t seed, uint64_t epoch, uint64_t sample_index)
-    : key_{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)},
-      sample_index_(sample_index),
-      block_(0) {
+    : key_{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}, sample_index_(sample_index), block_(0) {
   // The epoch rides in the counter's third word; blocks count draws within one sample.
   epoch_ = static_cast<uint32_t>(epoch);
 }
 
 uint32_t SampleRng::next_u32() {
   if (used_ == 4) {
-    words_ = philox4x32({static_cast<uint32_t>(sample_index_), static_cast<uint32_t>(sample_index_ >> 32),
-                         epoch_, block_++},
-                        key_);
+    words_ = philox4x32(
+        {static_cast<uint32_t>(sample_index_), static_cast<uint32_t>(sample_index_ >> 32), epoch_, block_++}, key_);
     used_ = 0;
   }
   return words_[used_++];

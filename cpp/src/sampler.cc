@@ -65,11 +65,15 @@ Status EpochOrder::check_shard(int64_t n, const Shard& shard) {
 }
 
 EpochOrder::EpochOrder(int64_t dataset_size, bool shuffle, uint64_t seed, uint64_t epoch, Shard shard)
-    : size_(rank_size(dataset_size, shard)), shuffle_(shuffle), shard_(shard),
+    : size_(rank_size(dataset_size, shard)),
+      shuffle_(shuffle),
+      shard_(shard),
       permutation_(static_cast<uint64_t>(dataset_size), seed, epoch) {}
 
 EpochOrder::EpochOrder(std::vector<int64_t> indices)
-    : size_(static_cast<int64_t>(indices.size())), shuffle_(false), permutation_(0, 0, 0),
+    : size_(static_cast<int64_t>(indices.size())),
+      shuffle_(false),
+      permutation_(0, 0, 0),
       explicit_(std::make_shared<const std::vector<int64_t>>(std::move(indices))) {}
 
 }  // namespace chute

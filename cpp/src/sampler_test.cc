@@ -37,8 +37,8 @@ TEST(EpochOrderTest, ShuffleIsFixedBySeedAndEpochAndLooksRandom) {
     fixed += a[i] == i;
     if (i > 0) ascending += a[i] > a[i - 1];
   }
-  EXPECT_LT(fixed, 10);                  // a random permutation has about one fixed point
-  EXPECT_NEAR(ascending, 500, 60);       // and about half its steps go up
+  EXPECT_LT(fixed, 10);             // a random permutation has about one fixed point
+  EXPECT_NEAR(ascending, 500, 60);  // and about half its steps go up
 }
 
 TEST(EpochOrderTest, RanksAreDisjointEqualAndCoverAllButTheRemainder) {

@@ -77,7 +77,7 @@ struct SimulatedDevice::Stream {
 struct SimulatedDevice::Block {
   size_t bytes = 0;
   bool lent = false;
-  std::vector<int> streams;  // that copied from it while lent
+  std::vector<int> streams;                                              // that copied from it while lent
   std::vector<std::pair<std::shared_ptr<EventState>, uint64_t>> events;  // recorded when it was freed
 };
 
@@ -89,7 +89,8 @@ Result<std::shared_ptr<SimulatedDevice>> SimulatedDevice::create(uint64_t seed, 
 }
 
 SimulatedDevice::SimulatedDevice(uint64_t seed, int max_delay_us, int min_delay_us)
-    : min_delay_us_(std::clamp(min_delay_us, 0, std::max(0, max_delay_us))), max_delay_us_(std::max(0, max_delay_us)),
+    : min_delay_us_(std::clamp(min_delay_us, 0, std::max(0, max_delay_us))),
+      max_delay_us_(std::max(0, max_delay_us)),
       seed_(seed) {}
 
 Status SimulatedDevice::start_stream(int min_delay_us, int max_delay_us) {
@@ -277,8 +278,8 @@ Result<void*> SimulatedDevice::allocate_block(size_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [p, b] : blocks_) {
       if (b.lent || b.bytes != bytes) continue;
-      const bool done = std::all_of(b.events.begin(), b.events.end(),
-                                    [](const auto& e) { return e.first->completed >= e.second; });
+      const bool done =
+          std::all_of(b.events.begin(), b.events.end(), [](const auto& e) { return e.first->completed >= e.second; });
       if (!done) continue;  // a copy out of it may still be running
       b.lent = true;
       b.events.clear();

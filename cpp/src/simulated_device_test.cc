@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 namespace chute {

@@ -3,9 +3,9 @@
 namespace chute {
 
 Status file_too_large(uint64_t size, uint64_t max_bytes) {
-  return Status(StatusCode::kResourceExhausted,
-                "file of " + std::to_string(size) + " bytes, over the limit of " + std::to_string(max_bytes) +
-                    " (max_file_bytes, the guard against reading a huge file whole)");
+  return Status(StatusCode::kResourceExhausted, "file of " + std::to_string(size) + " bytes, over the limit of " +
+                                                    std::to_string(max_bytes) +
+                                                    " (max_file_bytes, the guard against reading a huge file whole)");
 }
 
 Status Source::read_capped(int64_t index, std::vector<uint8_t>& out, uint64_t max_bytes) const {

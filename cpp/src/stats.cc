@@ -35,8 +35,8 @@ Verdict diagnose(const LoaderStats& s) {
   }};
   double busy = 0;
   for (const auto& [name, seconds] : stages) busy += seconds;
-  const auto top = std::max_element(stages.begin(), stages.end(),
-                                    [](const auto& a, const auto& b) { return a.second < b.second; });
+  const auto top =
+      std::max_element(stages.begin(), stages.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
   v.stage = busy > 0 ? top->first : "";
   const double rate = s.elapsed_s > 0 ? s.samples_delivered / s.elapsed_s : 0.0;
   auto share = [&](double seconds) { return busy > 0 ? seconds / busy : 0.0; };
@@ -52,8 +52,9 @@ Verdict diagnose(const LoaderStats& s) {
   const double cores_used = cpu_known ? s.process_cpu_s / s.elapsed_s : 0.0;
   const double spare = cpu_known ? s.cores - cores_used : 0.0;
   if (cpu_known) settings += printf_string(", %.2f of %d cores busy", cores_used, s.cores);
-  const std::string waited = printf_string("the consumer waited %.0f%% of its time (%.2f s waiting, %.2f s in its own work)",
-                                           100 * stall, s.wait_s, s.consumer_s);
+  const std::string waited =
+      printf_string("the consumer waited %.0f%% of its time (%.2f s waiting, %.2f s in its own work)", 100 * stall,
+                    s.wait_s, s.consumer_s);
   if (stall < kInputBoundStall) {
     v.bound = "consumer";
     v.summary = "consumer-bound: " + waited + ", so the loader keeps up; " + per_sample + ". " + settings + ".";
@@ -70,19 +71,21 @@ Verdict diagnose(const LoaderStats& s) {
   } else if (idle > kPrefetchIdle && cpu_known && spare >= kSpareCores &&
              (!s.auto_prefetch || s.prefetch >= s.max_prefetch)) {
     v.limit = "prefetch";
-    why = s.auto_prefetch
-              ? printf_string("the active workers were idle %.0f%% of their time while the consumer waited, with "
-                              "%.2f cores to spare, and auto prefetch is at the %d batches max_memory allows: more "
-                              "memory for batch buffers would let them run ahead",
-                              100 * idle, spare, s.max_prefetch)
-              : printf_string("the active workers were idle %.0f%% of their time while the consumer waited, with "
-                              "%.2f cores to spare: a larger prefetch would let them run ahead",
-                              100 * idle, spare);
+    why = s.auto_prefetch ? printf_string(
+                                "the active workers were idle %.0f%% of their time while the consumer waited, with "
+                                "%.2f cores to spare, and auto prefetch is at the %d batches max_memory allows: more "
+                                "memory for batch buffers would let them run ahead",
+                                100 * idle, spare, s.max_prefetch)
+                          : printf_string(
+                                "the active workers were idle %.0f%% of their time while the consumer waited, with "
+                                "%.2f cores to spare: a larger prefetch would let them run ahead",
+                                100 * idle, spare);
   } else if (cpu_per_busy < kContendedCpu) {
     v.limit = "cores";
-    why = printf_string("the workers got %.2f CPU-s per busy second: they were ready to run but other threads or "
-                        "processes had the cores (%s is their busiest stage)",
-                        cpu_per_busy, v.stage.c_str());
+    why = printf_string(
+        "the workers got %.2f CPU-s per busy second: they were ready to run but other threads or "
+        "processes had the cores (%s is their busiest stage)",
+        cpu_per_busy, v.stage.c_str());
   } else if (busy > 0) {
     v.limit = v.stage;
     why = printf_string("%s is the workers' busiest stage", v.stage.c_str());
@@ -91,11 +94,12 @@ Verdict diagnose(const LoaderStats& s) {
     why = "no stage times were measured";
   }
   if (v.limit != "prefetch" && idle > kPrefetchIdle && s.auto_prefetch && s.prefetch < s.max_prefetch)
-    why += printf_string("; the workers idled %.0f%% of their time, and auto prefetch is growing on that (now %d, "
-                         "at most %d)",
-                         100 * idle, s.prefetch, s.max_prefetch);
-  v.summary = "input-bound: " + waited + "; " + per_sample + ": " + v.limit + " is the limit (" + why + "). " +
-              settings + ".";
+    why += printf_string(
+        "; the workers idled %.0f%% of their time, and auto prefetch is growing on that (now %d, "
+        "at most %d)",
+        100 * idle, s.prefetch, s.max_prefetch);
+  v.summary =
+      "input-bound: " + waited + "; " + per_sample + ": " + v.limit + " is the limit (" + why + "). " + settings + ".";
   return v;
 }
 

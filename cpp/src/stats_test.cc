@@ -11,13 +11,13 @@ LoaderStats input_bound() {
   LoaderStats s;
   s.elapsed_s = 10, s.samples = 1000, s.samples_delivered = 1000, s.batches = 10;
   s.wait_s = 5, s.consumer_s = 5;
-  s.stages.read_ns = 1'000'000'000;        // 1 s
-  s.stages.decode_ns = 12'000'000'000;     // 12 s
-  s.stages.transform_ns = 4'000'000'000;   // 4 s
-  s.worker_cpu_s = 17;                     // on a core whenever busy
+  s.stages.read_ns = 1'000'000'000;       // 1 s
+  s.stages.decode_ns = 12'000'000'000;    // 12 s
+  s.stages.transform_ns = 4'000'000'000;  // 4 s
+  s.worker_cpu_s = 17;                    // on a core whenever busy
   s.worker_idle_s = 1;
   s.threads = s.active_threads = 2, s.prefetch = 4;
-  s.cores = 2, s.process_cpu_s = 19.5;     // 1.95 of 2 cores busy
+  s.cores = 2, s.process_cpu_s = 19.5;  // 1.95 of 2 cores busy
   return s;
 }
 
@@ -52,7 +52,7 @@ TEST(DiagnoseTest, PrefetchOnlyWithIdleWorkersAndSpareCores) {
   s.worker_idle_s = 8;
   s.process_cpu_s = 12;  // 1.2 of 2 cores: 0.8 to spare
   EXPECT_EQ(diagnose(s).limit, "prefetch") << diagnose(s).summary;
-  s.worker_idle_s = 2;   // 2 / 19 = 11% idle: under kPrefetchIdle
+  s.worker_idle_s = 2;  // 2 / 19 = 11% idle: under kPrefetchIdle
   EXPECT_EQ(diagnose(s).limit, "decode");
 }
 

@@ -4,16 +4,26 @@ namespace chute {
 
 const char* status_code_name(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "InvalidArgument";
-    case StatusCode::kNotFound: return "NotFound";
-    case StatusCode::kIoError: return "IoError";
-    case StatusCode::kCorruptData: return "CorruptData";
-    case StatusCode::kUnsupported: return "Unsupported";
-    case StatusCode::kResourceExhausted: return "ResourceExhausted";
-    case StatusCode::kCancelled: return "Cancelled";
-    case StatusCode::kDeadlineExceeded: return "DeadlineExceeded";
-    case StatusCode::kEnvironment: return "Environment";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "InvalidArgument";
+    case StatusCode::kNotFound:
+      return "NotFound";
+    case StatusCode::kIoError:
+      return "IoError";
+    case StatusCode::kCorruptData:
+      return "CorruptData";
+    case StatusCode::kUnsupported:
+      return "Unsupported";
+    case StatusCode::kResourceExhausted:
+      return "ResourceExhausted";
+    case StatusCode::kCancelled:
+      return "Cancelled";
+    case StatusCode::kDeadlineExceeded:
+      return "DeadlineExceeded";
+    case StatusCode::kEnvironment:
+      return "Environment";
   }
   return "Unknown";
 }

@@ -270,7 +270,7 @@ Result<std::vector<RawMember>> read_headers(std::span<const uint8_t> tar, const 
       skipped.add(std::string("unsupported member type '") + type + "'", name);
     }
     const uint64_t padded = (size + kBlock - 1) / kBlock * kBlock;  // size <= tar.size(): no overflow
-    if (padded > tar.size() - data) break;  // the last member's padding may be missing
+    if (padded > tar.size() - data) break;                          // the last member's padding may be missing
     pos = data + padded;
   }
   return out;
@@ -361,8 +361,10 @@ std::vector<Member> resolve_links(const std::vector<RawMember>& raw, SkipLog& sk
 // One sample per image file, as ImageFolder lists a tree.
 void image_tree_samples(const std::vector<Member>& members, TarScan& scan, SkipLog& skipped) {
   for (const Member& m : members) {
-    if (image_file_name(m.name)) scan.samples.push_back({.offset = m.offset, .size = m.size, .member = m.name});
-    else skipped.add("not an image file", m.name);
+    if (image_file_name(m.name))
+      scan.samples.push_back({.offset = m.offset, .size = m.size, .member = m.name});
+    else
+      skipped.add("not an image file", m.name);
   }
 }
 
@@ -390,7 +392,8 @@ Status webdataset_samples(std::span<const uint8_t> tar, const std::vector<Member
     TarSample sample;
   } group;
   auto finish = [&] {
-    if (group.has_image) scan.samples.push_back(std::move(group.sample));
+    if (group.has_image)
+      scan.samples.push_back(std::move(group.sample));
     else
       for (const std::string& m : group.members) skipped.add("no image member in its WebDataset sample", m);
     group.key.clear();
@@ -485,8 +488,10 @@ Result<TarScan> scan_tar(std::span<const uint8_t> tar, const std::string& what) 
     }
   }
   TarScan scan;
-  if (webdataset) CHUTE_RETURN_IF_ERROR(webdataset_samples(tar, members, what, scan, skipped));
-  else image_tree_samples(members, scan, skipped);
+  if (webdataset)
+    CHUTE_RETURN_IF_ERROR(webdataset_samples(tar, members, what, scan, skipped));
+  else
+    image_tree_samples(members, scan, skipped);
   scan.skipped = skipped.take();
   return scan;
 }

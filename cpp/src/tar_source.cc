@@ -73,13 +73,22 @@ std::vector<uint8_t> encode_tar_index(const MappedFile& file, const TarScan& sca
   offsets.reserve(scan.samples.size());
   std::string keys;
   for (const TarSample& s : scan.samples) {
-    entries.push_back({.offset = s.offset, .payload_len = s.size, .label = s.label, .key_offset = keys.size(),
-                       .shard = 0, .key_len = static_cast<uint32_t>(s.member.size()), .source_bytes = s.size});
+    entries.push_back({.offset = s.offset,
+                       .payload_len = s.size,
+                       .label = s.label,
+                       .key_offset = keys.size(),
+                       .shard = 0,
+                       .key_len = static_cast<uint32_t>(s.member.size()),
+                       .source_bytes = s.size});
     offsets.push_back(s.offset);
     keys += s.member;
   }
-  const ShardInfo info{.name = file_name(file.path()), .shard_id = 0, .file_size = file.bytes().size(),
-                       .record_count = scan.samples.size(), .first_sample = 0, .mtime_ns = file.mtime_ns()};
+  const ShardInfo info{.name = file_name(file.path()),
+                       .shard_id = 0,
+                       .file_size = file.bytes().size(),
+                       .record_count = scan.samples.size(),
+                       .first_sample = 0,
+                       .mtime_ns = file.mtime_ns()};
   return encode_index(IndexKind::kTar, {info}, entries, keys, encode_skipped(scan.skipped),
                       identity_of(file, tar_fingerprint(file.bytes(), offsets)));
 }
@@ -110,8 +119,9 @@ std::optional<LoadedIndex> matching_index(const MappedFile& tar, const std::stri
 std::string cache_path(const std::string& cache_dir, const std::string& tar_path) {
   const std::string absolute = std::filesystem::absolute(tar_path).lexically_normal().string();
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(checksum(
-      {reinterpret_cast<const uint8_t*>(absolute.data()), absolute.size()})));
+  std::snprintf(
+      hex, sizeof hex, "%016llx",
+      static_cast<unsigned long long>(checksum({reinterpret_cast<const uint8_t*>(absolute.data()), absolute.size()})));
   return cache_dir + "/tar-index/" + hex + ".chidx";
 }
 
@@ -167,8 +177,8 @@ Result<std::shared_ptr<TarSource>> TarSource::open(const std::vector<std::string
     for (const TarSkipped& s : src->skipped_)
       why += (why.empty() ? "; skipped: " : ", ") + std::to_string(s.count) + " " + s.reason +
              (s.examples.empty() ? "" : " (" + s.examples[0] + ")");
-    return invalid_argument("no image sample in " + paths.front() +
-                            (paths.size() > 1 ? " and the other tars" : "") + why);
+    return invalid_argument("no image sample in " + paths.front() + (paths.size() > 1 ? " and the other tars" : "") +
+                            why);
   }
   src->label_by_folder();
   return src;

@@ -31,7 +31,10 @@ void add(std::vector<uint8_t>& tar, const std::string& name, const std::string& 
   std::snprintf(reinterpret_cast<char*>(h.data()) + 136, 12, "%011o", 0);
   std::memset(h.data() + 148, ' ', 8);
   h[156] = static_cast<uint8_t>(type);
-  std::memcpy(h.data() + 257, "ustar\0" "00", 8);
+  std::memcpy(h.data() + 257,
+              "ustar\0"
+              "00",
+              8);
   unsigned sum = 0;
   for (uint8_t c : h) sum += c;
   std::snprintf(reinterpret_cast<char*>(h.data()) + 148, 8, "%06o", sum);
@@ -58,8 +61,8 @@ TEST(TarSourceTest, GroupsMembersLikeWebDataset) {
   add(tar, "001.json", "{}");
   add(tar, "metadata.json", "{}");  // no image: not a sample
   add(tar, "dir", "", '5');
-  add(tar, "dir/002.seg.png", "SEG");  // extension "seg.png" is not an image extension
-  add(tar, "dir/002.jpeg", "JPEG2");  // no .cls: label -1
+  add(tar, "dir/002.seg.png", "SEG");                 // extension "seg.png" is not an image extension
+  add(tar, "dir/002.jpeg", "JPEG2");                  // no .cls: label -1
   add(tar, "", std::string(150, 'L') + ".jpg", 'L');  // GNU long name for the next member
   add(tar, "ignored", "LONG");
   add(tar, "", pax("path", "pax/name.webp"), 'x');
@@ -69,8 +72,11 @@ TEST(TarSourceTest, GroupsMembersLikeWebDataset) {
   ASSERT_TRUE(scan.is_ok()) << scan.status().to_string();
   const std::vector<TarSample>* samples = &scan->samples;
   ASSERT_EQ(samples->size(), 5u);
-  const std::vector<std::pair<std::string, int64_t>> want = {
-      {"000.jpg", 3}, {"001.png", 7}, {"dir/002.jpeg", -1}, {std::string(150, 'L') + ".jpg", -1}, {"pax/name.webp", -1}};
+  const std::vector<std::pair<std::string, int64_t>> want = {{"000.jpg", 3},
+                                                             {"001.png", 7},
+                                                             {"dir/002.jpeg", -1},
+                                                             {std::string(150, 'L') + ".jpg", -1},
+                                                             {"pax/name.webp", -1}};
   const std::vector<std::string> data = {"JPEG0", "PNG1", "JPEG2", "LONG", "PAX"};
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ((*samples)[i].member, want[i].first);
@@ -86,7 +92,8 @@ TEST(TarSourceTest, BadTarsGiveErrorsNamingTheMember) {
   end(tar);
   auto cut = scan_tar(std::span(tar).first(700), "t.tar");
   ASSERT_FALSE(cut.is_ok());
-  EXPECT_NE(cut.status().message().find("t.tar: member a.jpg at offset 0: size 1000 runs past the end"), std::string::npos)
+  EXPECT_NE(cut.status().message().find("t.tar: member a.jpg at offset 0: size 1000 runs past the end"),
+            std::string::npos)
       << cut.status().message();
   auto half_header = scan_tar(std::span(tar).first(300), "t.tar");
   EXPECT_NE(half_header.status().message().find("cut short"), std::string::npos);
@@ -202,11 +209,11 @@ TEST(TarSourceTest, WebDatasetKeyFollowsItsRegularExpression) {
   };
   // Expected values are what re.match(r"^((?:.*/|)[^.]+)[.]([^/]*)$", path) gives.
   const Case cases[] = {
-      {"img.jpg", "img", "jpg"},           {"img.0.jpg", "img", "0.jpg"},
-      {"a.b/c.d.e", "a.b/c", "d.e"},       {"dir/img.seg.png", "dir/img", "seg.png"},
-      {"noext", nullptr, nullptr},         {"dir.x/noext", nullptr, nullptr},
-      {".hidden.jpg", nullptr, nullptr},   {"a/dir/.hidden.jpg", "a/dir/", "hidden.jpg"},
-      {"a.b/.x.jpg", nullptr, nullptr},    {"img.", "img", ""},
+      {"img.jpg", "img", "jpg"},         {"img.0.jpg", "img", "0.jpg"},
+      {"a.b/c.d.e", "a.b/c", "d.e"},     {"dir/img.seg.png", "dir/img", "seg.png"},
+      {"noext", nullptr, nullptr},       {"dir.x/noext", nullptr, nullptr},
+      {".hidden.jpg", nullptr, nullptr}, {"a/dir/.hidden.jpg", "a/dir/", "hidden.jpg"},
+      {"a.b/.x.jpg", nullptr, nullptr},  {"img.", "img", ""},
   };
   for (const Case& c : cases) {
     std::string_view key, ext;
@@ -224,13 +231,13 @@ TEST(TarSourceTest, LinksReadTheirTargetsAndSkippedMembersAreReported) {
   add(tar, "root/a", "", '5');
   add(tar, "root/a/img.0.jpg", "A0");
   add(tar, "root/a/img.1.jpg", "A1");
-  add(tar, "root/a/hard.jpg", "", '1', "root/a/img.0.jpg");     // hard link: A0
-  add(tar, "root/a/soft.jpg", "", '2', "img.1.jpg");            // symbolic link to a file: A1
-  add(tar, "root/b", "", '2', "a");                             // a directory link: a's 4 images again
-  add(tar, "root/a/gone.jpg", "", '2', "missing.jpg");          // dangling
-  add(tar, "root/a/out.jpg", "", '2', "../../../etc/x.jpg");    // leaves the archive
-  add(tar, "root/a/loop", "", '2', ".");                        // a directory holding its own link
-  add(tar, "root/a/notes.txt", "text");                         // not an image
+  add(tar, "root/a/hard.jpg", "", '1', "root/a/img.0.jpg");   // hard link: A0
+  add(tar, "root/a/soft.jpg", "", '2', "img.1.jpg");          // symbolic link to a file: A1
+  add(tar, "root/b", "", '2', "a");                           // a directory link: a's 4 images again
+  add(tar, "root/a/gone.jpg", "", '2', "missing.jpg");        // dangling
+  add(tar, "root/a/out.jpg", "", '2', "../../../etc/x.jpg");  // leaves the archive
+  add(tar, "root/a/loop", "", '2', ".");                      // a directory holding its own link
+  add(tar, "root/a/notes.txt", "text");                       // not an image
   add(tar, "root/fifo", "", '6');
   end(tar);
   auto scan = scan_tar(tar, "t.tar");
@@ -239,9 +246,8 @@ TEST(TarSourceTest, LinksReadTheirTargetsAndSkippedMembersAreReported) {
   for (const TarSample& s : scan->samples)
     got.emplace_back(s.member, std::string(tar.begin() + s.offset, tar.begin() + s.offset + s.size));
   const std::vector<std::pair<std::string, std::string>> want = {
-      {"root/a/img.0.jpg", "A0"}, {"root/a/img.1.jpg", "A1"}, {"root/a/hard.jpg", "A0"},
-      {"root/a/soft.jpg", "A1"},  {"root/b/img.0.jpg", "A0"}, {"root/b/img.1.jpg", "A1"},
-      {"root/b/hard.jpg", "A0"},  {"root/b/soft.jpg", "A1"}};
+      {"root/a/img.0.jpg", "A0"}, {"root/a/img.1.jpg", "A1"}, {"root/a/hard.jpg", "A0"}, {"root/a/soft.jpg", "A1"},
+      {"root/b/img.0.jpg", "A0"}, {"root/b/img.1.jpg", "A1"}, {"root/b/hard.jpg", "A0"}, {"root/b/soft.jpg", "A1"}};
   EXPECT_EQ(got, want);
   std::map<std::string, std::vector<std::string>> skipped;
   for (const TarSkipped& s : scan->skipped) {
@@ -264,7 +270,7 @@ TEST(TarSourceTest, WebDatasetSamplesKeepGroupingByKeyWithSeveralDots) {
   add(tar, "s/001.seg.png", "MASK");
   add(tar, "s/001.jpg", "IMG1");  // an exact image extension wins over "seg.png"
   add(tar, "s/001.cls", "5");
-  add(tar, "s/001.CLS", "6");     // WebDataset lower-cases extensions: a repeat
+  add(tar, "s/001.CLS", "6");  // WebDataset lower-cases extensions: a repeat
   add(tar, "__meta__/info.json", "{}");
   add(tar, "README", "no dot");
   end(tar);
@@ -277,9 +283,9 @@ TEST(TarSourceTest, WebDatasetSamplesKeepGroupingByKeyWithSeveralDots) {
   EXPECT_EQ(scan->samples[1].label, 5);
   std::vector<std::string> reasons;
   for (const TarSkipped& s : scan->skipped) reasons.push_back(s.reason);
-  EXPECT_EQ(reasons, (std::vector<std::string>{"extension repeated within one WebDataset sample",
-                                               "WebDataset metadata (__*__)",
-                                               "no extension (WebDataset names are <key>.<extension>)"}));
+  EXPECT_EQ(reasons,
+            (std::vector<std::string>{"extension repeated within one WebDataset sample", "WebDataset metadata (__*__)",
+                                      "no extension (WebDataset names are <key>.<extension>)"}));
 }
 
 TEST(TarSourceTest, PlainTarOfAnImageFolderIsLabelledByClassDirectory) {

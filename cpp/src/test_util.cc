@@ -137,8 +137,8 @@ TempDir::~TempDir() {
 void TempDir::write(const std::string& relative, const std::vector<uint8_t>& bytes) const {
   const auto p = path_ / relative;
   std::filesystem::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                           static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(p, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
 
 }  // namespace chute::testing

@@ -30,9 +30,9 @@ std::string cgroup_pids() {
     const size_t a = line.find(':'), b = line.find(':', a + 1);
     if (a == std::string::npos || b == std::string::npos) continue;
     const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
-    const std::string dir = controllers.empty() ? "/sys/fs/cgroup" + path
+    const std::string dir = controllers.empty()                             ? "/sys/fs/cgroup" + path
                             : controllers.find("pids") != std::string::npos ? "/sys/fs/cgroup/pids" + path
-                                                                           : "";
+                                                                            : "";
     if (dir.empty()) continue;
     const std::string max = first_line(dir + "/pids.max");
     if (max.empty()) continue;

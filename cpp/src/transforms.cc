@@ -60,8 +60,9 @@ struct Axis {
 std::string size_text(int w, int h) { return std::to_string(w) + "x" + std::to_string(h); }
 
 Status resize_after_padding() {
-  return unsupported("a resize after a CenterCrop that padded the image (it was smaller than the crop) is not "
-                     "supported: torchvision would resize the zero border too");
+  return unsupported(
+      "a resize after a CenterCrop that padded the image (it was smaller than the crop) is not "
+      "supported: torchvision would resize the zero border too");
 }
 
 // Python's round(): halves go to the even neighbour.
@@ -100,49 +101,51 @@ Result<Pipeline> Pipeline::create(std::vector<Transform> transforms) {
   int fixed_h = 0, fixed_w = 0;  // the output size, once a transform fixes it
   for (size_t i = 0; i < transforms.size(); ++i) {
     if (p.normalize_) return invalid_argument("Normalize must be the last transform");
-    Status st = std::visit(
-        Overloaded{
-            [&](const RandomResizedCrop& t) -> Status {
-              if (t.height <= 0 || t.width <= 0) return invalid_argument("RandomResizedCrop size must be positive");
-              if (!(0 < t.scale_min && t.scale_min <= t.scale_max && t.scale_max <= 1.0))
-                return invalid_argument("RandomResizedCrop scale must satisfy 0 < min <= max <= 1");
-              if (!(0 < t.ratio_min && t.ratio_min <= t.ratio_max))
-                return invalid_argument("RandomResizedCrop ratio must satisfy 0 < min <= max");
-              ++resizes;
-              fixed_h = t.height, fixed_w = t.width;
-              p.geometric_.push_back(t);
-              return Status::ok();
-            },
-            [&](const Resize& t) -> Status {
-              if (t.height <= 0 || t.width < 0) return invalid_argument("Resize size must be positive");
-              ++resizes;
-              fixed_h = t.width ? t.height : 0, fixed_w = t.width;
-              p.geometric_.push_back(t);
-              return Status::ok();
-            },
-            [&](const CenterCrop& t) -> Status {
-              if (t.height <= 0 || t.width <= 0) return invalid_argument("CenterCrop size must be positive");
-              fixed_h = t.height, fixed_w = t.width;
-              p.geometric_.push_back(t);
-              return Status::ok();
-            },
-            [&](const RandomHorizontalFlip& t) -> Status {
-              if (p.flip_) return invalid_argument("RandomHorizontalFlip appears twice");
-              if (!(t.p >= 0.0 && t.p <= 1.0)) return invalid_argument("RandomHorizontalFlip p must be in [0, 1]");
-              p.flip_ = t;
-              return Status::ok();
-            },
-            [&](const Normalize& t) -> Status {
-              for (float s : t.std)
-                if (!(s != 0.f)) return invalid_argument("Normalize std must be non-zero");
-              p.normalize_ = t;
-              return Status::ok();
-            }},
-        transforms[i]);
+    Status st =
+        std::visit(Overloaded{[&](const RandomResizedCrop& t) -> Status {
+                                if (t.height <= 0 || t.width <= 0)
+                                  return invalid_argument("RandomResizedCrop size must be positive");
+                                if (!(0 < t.scale_min && t.scale_min <= t.scale_max && t.scale_max <= 1.0))
+                                  return invalid_argument("RandomResizedCrop scale must satisfy 0 < min <= max <= 1");
+                                if (!(0 < t.ratio_min && t.ratio_min <= t.ratio_max))
+                                  return invalid_argument("RandomResizedCrop ratio must satisfy 0 < min <= max");
+                                ++resizes;
+                                fixed_h = t.height, fixed_w = t.width;
+                                p.geometric_.push_back(t);
+                                return Status::ok();
+                              },
+                              [&](const Resize& t) -> Status {
+                                if (t.height <= 0 || t.width < 0)
+                                  return invalid_argument("Resize size must be positive");
+                                ++resizes;
+                                fixed_h = t.width ? t.height : 0, fixed_w = t.width;
+                                p.geometric_.push_back(t);
+                                return Status::ok();
+                              },
+                              [&](const CenterCrop& t) -> Status {
+                                if (t.height <= 0 || t.width <= 0)
+                                  return invalid_argument("CenterCrop size must be positive");
+                                fixed_h = t.height, fixed_w = t.width;
+                                p.geometric_.push_back(t);
+                                return Status::ok();
+                              },
+                              [&](const RandomHorizontalFlip& t) -> Status {
+                                if (p.flip_) return invalid_argument("RandomHorizontalFlip appears twice");
+                                if (!(t.p >= 0.0 && t.p <= 1.0))
+                                  return invalid_argument("RandomHorizontalFlip p must be in [0, 1]");
+                                p.flip_ = t;
+                                return Status::ok();
+                              },
+                              [&](const Normalize& t) -> Status {
+                                for (float s : t.std)
+                                  if (!(s != 0.f)) return invalid_argument("Normalize std must be non-zero");
+                                p.normalize_ = t;
+                                return Status::ok();
+                              }},
+                   transforms[i]);
     CHUTE_RETURN_IF_ERROR(st);
   }
-  if (resizes > 1)
-    return unsupported("chute resamples each image once: use one of RandomResizedCrop and Resize");
+  if (resizes > 1) return unsupported("chute resamples each image once: use one of RandomResizedCrop and Resize");
   if (fixed_h == 0)
     return invalid_argument(
         "batched images need one size: end the geometric transforms with RandomResizedCrop, CenterCrop or "
@@ -158,48 +161,49 @@ Result<SamplePlan> Pipeline::plan(int image_width, int image_height, SampleRng& 
   if (image_width <= 0 || image_height <= 0) return corrupt_data("image has no pixels");
   Axis x(image_width), y(image_height);
   for (const Transform& t : geometric_) {
-    Status st = std::visit(
-        Overloaded{
-            [&](const RandomResizedCrop& c) -> Status {
-              if (x.padded() || y.padded()) return resize_after_padding();
-              const CropBox box = random_resized_crop_box(x.out_length, y.out_length, c, rng);
-              x.crop(box.x, box.width);
-              y.crop(box.y, box.height);
-              x.resize(c.width);
-              y.resize(c.height);
-              return Status::ok();
-            },
-            [&](const Resize& r) -> Status {
-              if (x.padded() || y.padded()) return resize_after_padding();
-              int w = r.width, h = r.height;
-              if (r.width == 0) {  // shorter side to r.height, like torchvision Resize(int)
-                const int shorter = std::min(x.out_length, y.out_length);
-                const int longer = std::max(x.out_length, y.out_length);
-                const int new_long = static_cast<int>(static_cast<double>(r.height) * longer / shorter);
-                if (x.out_length <= y.out_length) {
-                  w = r.height, h = new_long;
-                } else {
-                  w = new_long, h = r.height;
-                }
-              }
-              x.resize(w);
-              y.resize(h);
-              return Status::ok();
-            },
-            [&](const CenterCrop& c) -> Status {
-              // torchvision's center_crop: an axis shorter than the crop is first padded with zeros,
-              // (crop - size) // 2 before and the rest after; then the crop starts at
-              // round((size - crop) / 2) (0 on a padded axis).
-              if (c.width > x.size()) x.pad((c.width - x.size()) / 2, (c.width - x.size() + 1) / 2);
-              if (c.height > y.size()) y.pad((c.height - y.size()) / 2, (c.height - y.size() + 1) / 2);
-              if (!x.crop(round_half_even((x.size() - c.width) / 2.0), c.width) ||
-                  !y.crop(round_half_even((y.size() - c.height) / 2.0), c.height))
-                return unsupported("CenterCrop " + size_text(c.width, c.height) +
-                                   " keeps only the padding of an earlier CenterCrop");
-              return Status::ok();
-            },
-            [](const auto&) -> Status { return Status::ok(); }},
-        t);
+    Status st = std::visit(Overloaded{[&](const RandomResizedCrop& c) -> Status {
+                                        if (x.padded() || y.padded()) return resize_after_padding();
+                                        const CropBox box = random_resized_crop_box(x.out_length, y.out_length, c, rng);
+                                        x.crop(box.x, box.width);
+                                        y.crop(box.y, box.height);
+                                        x.resize(c.width);
+                                        y.resize(c.height);
+                                        return Status::ok();
+                                      },
+                                      [&](const Resize& r) -> Status {
+                                        if (x.padded() || y.padded()) return resize_after_padding();
+                                        int w = r.width, h = r.height;
+                                        if (r.width == 0) {  // shorter side to r.height, like torchvision Resize(int)
+                                          const int shorter = std::min(x.out_length, y.out_length);
+                                          const int longer = std::max(x.out_length, y.out_length);
+                                          const int new_long =
+                                              static_cast<int>(static_cast<double>(r.height) * longer / shorter);
+                                          if (x.out_length <= y.out_length) {
+                                            w = r.height, h = new_long;
+                                          } else {
+                                            w = new_long, h = r.height;
+                                          }
+                                        }
+                                        x.resize(w);
+                                        y.resize(h);
+                                        return Status::ok();
+                                      },
+                                      [&](const CenterCrop& c) -> Status {
+                                        // torchvision's center_crop: an axis shorter than the crop is first padded with
+                                        // zeros, (crop - size) // 2 before and the rest after; then the crop starts at
+                                        // round((size - crop) / 2) (0 on a padded axis).
+                                        if (c.width > x.size())
+                                          x.pad((c.width - x.size()) / 2, (c.width - x.size() + 1) / 2);
+                                        if (c.height > y.size())
+                                          y.pad((c.height - y.size()) / 2, (c.height - y.size() + 1) / 2);
+                                        if (!x.crop(round_half_even((x.size() - c.width) / 2.0), c.width) ||
+                                            !y.crop(round_half_even((y.size() - c.height) / 2.0), c.height))
+                                          return unsupported("CenterCrop " + size_text(c.width, c.height) +
+                                                             " keeps only the padding of an earlier CenterCrop");
+                                        return Status::ok();
+                                      },
+                                      [](const auto&) -> Status { return Status::ok(); }},
+                           t);
     CHUTE_RETURN_IF_ERROR(st);
   }
   CHUTE_CHECK(x.size() == out_width_ && y.size() == out_height_);

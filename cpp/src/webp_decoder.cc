@@ -12,12 +12,18 @@ namespace {
 Status webp_error(VP8StatusCode code, const char* what) {
   const std::string where = std::string("WebP ") + what + ": ";
   switch (code) {
-    case VP8_STATUS_OUT_OF_MEMORY: return Status(StatusCode::kResourceExhausted, where + "out of memory");
-    case VP8_STATUS_UNSUPPORTED_FEATURE: return unsupported(where + "a feature libwebp does not support");
-    case VP8_STATUS_NOT_ENOUGH_DATA: return corrupt_data(where + "truncated file (not enough data)");
-    case VP8_STATUS_BITSTREAM_ERROR: return corrupt_data(where + "corrupt bitstream");
-    case VP8_STATUS_INVALID_PARAM: return corrupt_data(where + "invalid parameter in the file");
-    default: return corrupt_data(where + "error " + std::to_string(static_cast<int>(code)));
+    case VP8_STATUS_OUT_OF_MEMORY:
+      return Status(StatusCode::kResourceExhausted, where + "out of memory");
+    case VP8_STATUS_UNSUPPORTED_FEATURE:
+      return unsupported(where + "a feature libwebp does not support");
+    case VP8_STATUS_NOT_ENOUGH_DATA:
+      return corrupt_data(where + "truncated file (not enough data)");
+    case VP8_STATUS_BITSTREAM_ERROR:
+      return corrupt_data(where + "corrupt bitstream");
+    case VP8_STATUS_INVALID_PARAM:
+      return corrupt_data(where + "invalid parameter in the file");
+    default:
+      return corrupt_data(where + "error " + std::to_string(static_cast<int>(code)));
   }
 }
 
@@ -48,9 +54,9 @@ Result<ImageView> WebpDecoder::decode(std::span<const uint8_t> data, Window win,
   CHUTE_ASSIGN_OR_RETURN(const WebPBitstreamFeatures f, features(data));
   const int64_t width = f.width, height = f.height;
   if (width * height > max_pixels_)
-    return Status(StatusCode::kResourceExhausted,
-                  "image has " + std::to_string(width) + "x" + std::to_string(height) + " pixels, over the limit of " +
-                      std::to_string(max_pixels_) + " (max_pixels, the decompression bomb guard)");
+    return Status(StatusCode::kResourceExhausted, "image has " + std::to_string(width) + "x" + std::to_string(height) +
+                                                      " pixels, over the limit of " + std::to_string(max_pixels_) +
+                                                      " (max_pixels, the decompression bomb guard)");
   if (win.x < 0 || win.y < 0 || win.width <= 0 || win.height <= 0 || win.x + int64_t{win.width} > width ||
       win.y + int64_t{win.height} > height)
     return invalid_argument("decode window outside the image");
@@ -60,7 +66,7 @@ Result<ImageView> WebpDecoder::decode(std::span<const uint8_t> data, Window win,
 
   WebPDecoderConfig config;
   CHUTE_CHECK(WebPInitDecoderConfig(&config));  // fails only when the headers and the library disagree
-  config.output.colorspace = MODE_RGB;           // alpha dropped, as Pillow's convert("RGB") does
+  config.output.colorspace = MODE_RGB;          // alpha dropped, as Pillow's convert("RGB") does
   config.output.is_external_memory = 1;
   config.output.u.RGBA.rgba = buffer.data();
   config.output.u.RGBA.stride = static_cast<int>(pitch);

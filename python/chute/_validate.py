@@ -85,8 +85,9 @@ def path(name: str, value) -> str | bytes:
     try:
         return os.fspath(value)
     except TypeError:
-        raise TypeError(f"{name} must be a path (str, bytes or os.PathLike), got {value!r} "
-                        f"({type(value).__name__})") from None
+        raise TypeError(
+            f"{name} must be a path (str, bytes or os.PathLike), got {value!r} ({type(value).__name__})"
+        ) from None
 
 
 def env_int(variable: str, lo: int, hi: int) -> int:
@@ -96,9 +97,12 @@ def env_int(variable: str, lo: int, hi: int) -> int:
     try:
         value = int(text.strip())
     except ValueError:
-        raise ValueError(f"the environment variable {variable}={text!r} is not an integer "
-                         f"(chute reads {variable} as torchrun sets it; unset it or set it to an int)") from None
+        raise ValueError(
+            f"the environment variable {variable}={text!r} is not an integer "
+            f"(chute reads {variable} as torchrun sets it; unset it or set it to an int)"
+        ) from None
     if not lo <= value <= hi:
-        raise ValueError(f"the environment variable {variable}={text!r} is out of range: it must be "
-                         f"{_accepts(lo, hi, ())}")
+        raise ValueError(
+            f"the environment variable {variable}={text!r} is out of range: it must be {_accepts(lo, hi, ())}"
+        )
     return value

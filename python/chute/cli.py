@@ -40,57 +40,103 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"chute {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     bench = sub.add_parser(
-        "bench", help="benchmark chute against the PyTorch DataLoader",
+        "bench",
+        help="benchmark chute against the PyTorch DataLoader",
         description="Runs chute and the PyTorch DataLoader side by side over the same images, on the same "
-                    "cores, interleaved, and prints img/s and the ratio to the best DataLoader setting. With "
-                    "no --root, it generates (once) and uses an ImageNet-like dataset of 2000 JPEGs.")
+        "cores, interleaved, and prints img/s and the ratio to the best DataLoader setting. With "
+        "no --root, it generates (once) and uses an ImageNet-like dataset of 2000 JPEGs.",
+    )
     bench.add_argument("--root", type=Path, help="an ImageFolder directory (default: the generated dataset)")
-    bench.add_argument("--pipeline", choices=("train", "eval"), default="train",
-                       help="train: RandomResizedCrop(224)+flip+normalise; eval: Resize(256)+CenterCrop(224)+normalise")
+    bench.add_argument(
+        "--pipeline",
+        choices=("train", "eval"),
+        default="train",
+        help="train: RandomResizedCrop(224)+flip+normalise; eval: Resize(256)+CenterCrop(224)+normalise",
+    )
     bench.add_argument("--batch-size", type=_positive, default=256)
     bench.add_argument("--rounds", type=_positive, default=3, help="timed epochs per configuration (median)")
     bench.add_argument("--workers", type=_parse_workers, help="DataLoader num_workers to try (default: 0..cores)")
     bench.add_argument("--threads", type=_positive, help="chute threads (default: all cores)")
     bench.add_argument("--json", action="store_true", help="print machine-readable JSON instead of a table")
-    bench.add_argument("--source", help="also run chute on this packed dataset or tar shards (chute.open), "
-                                        "interleaved with the same loader on the ImageFolder --root")
-    bench.add_argument("--sweep", action="store_true",
-                       help="measure the grid users tune by hand: DataLoader num_workers 0..cores and 2x cores x "
-                            "pin_memory x prefetch_factor 2/4, chute threads x prefetch 2/4, then chute's auto mode "
-                            "against the best manual chute setting")
-    bench.add_argument("--consumer-ms", type=_non_negative_float, default=0.0,
-                       help="--sweep: simulate a training step that sleeps this long per batch")
-    bench.add_argument("--chute-only", action="store_true",
-                       help="--sweep: leave the DataLoader half out (e.g. for a quick --consumer-ms check)")
-    bench.add_argument("--plot", type=Path, metavar="PNG",
-                       help="--sweep: draw throughput against workers to this file; --sweep-storage: throughput "
-                            "against pixel error (needs matplotlib)")
-    bench.add_argument("--sweep-storage", action="store_true",
-                       help="one run over the same photos: the originals, `chute pack --max-side` 512/320/256, raw "
-                            "at 256, decode='reduced', (with --ffcv-python) FFCV at max_resolution=256: img/s per "
-                            "core, bytes on disk, pixel error against exact decoding of the originals")
-    bench.add_argument("--reducing-gap", type=float, default=3.0,
-                       help="--sweep-storage: the reducing_gap of the decode='reduced' row (default 3.0)")
-    bench.add_argument("--images", type=_positive,
-                       help="--sweep-storage: only the first N photos of the dataset (default: all)")
-    bench.add_argument("--ffcv-python", metavar="PYTHON",
-                       help="--sweep-storage: a Python interpreter with ffcv installed, for the FFCV row")
+    bench.add_argument(
+        "--source",
+        help="also run chute on this packed dataset or tar shards (chute.open), "
+        "interleaved with the same loader on the ImageFolder --root",
+    )
+    bench.add_argument(
+        "--sweep",
+        action="store_true",
+        help="measure the grid users tune by hand: DataLoader num_workers 0..cores and 2x cores x "
+        "pin_memory x prefetch_factor 2/4, chute threads x prefetch 2/4, then chute's auto mode "
+        "against the best manual chute setting",
+    )
+    bench.add_argument(
+        "--consumer-ms",
+        type=_non_negative_float,
+        default=0.0,
+        help="--sweep: simulate a training step that sleeps this long per batch",
+    )
+    bench.add_argument(
+        "--chute-only",
+        action="store_true",
+        help="--sweep: leave the DataLoader half out (e.g. for a quick --consumer-ms check)",
+    )
+    bench.add_argument(
+        "--plot",
+        type=Path,
+        metavar="PNG",
+        help="--sweep: draw throughput against workers to this file; --sweep-storage: throughput "
+        "against pixel error (needs matplotlib)",
+    )
+    bench.add_argument(
+        "--sweep-storage",
+        action="store_true",
+        help="one run over the same photos: the originals, `chute pack --max-side` 512/320/256, raw "
+        "at 256, decode='reduced', (with --ffcv-python) FFCV at max_resolution=256: img/s per "
+        "core, bytes on disk, pixel error against exact decoding of the originals",
+    )
+    bench.add_argument(
+        "--reducing-gap",
+        type=float,
+        default=3.0,
+        help="--sweep-storage: the reducing_gap of the decode='reduced' row (default 3.0)",
+    )
+    bench.add_argument(
+        "--images", type=_positive, help="--sweep-storage: only the first N photos of the dataset (default: all)"
+    )
+    bench.add_argument(
+        "--ffcv-python",
+        metavar="PYTHON",
+        help="--sweep-storage: a Python interpreter with ffcv installed, for the FFCV row",
+    )
     doctor = sub.add_parser(
-        "doctor", help="find where a training job's input pipeline stalls, and say what to change",
+        "doctor",
+        help="find where a training job's input pipeline stalls, and say what to change",
         description="Runs SCRIPT (with its arguments) in this process and watches the first DataLoader or "
-                    "chute.Loader it iterates (or the loader it passes to chute.doctor.watch): after --warmup + "
-                    "--steps batches it prints the diagnosis and lets the script go on. With no SCRIPT, it "
-                    "diagnoses a DataLoader over the generated bench dataset as a demonstration.")
+        "chute.Loader it iterates (or the loader it passes to chute.doctor.watch): after --warmup + "
+        "--steps batches it prints the diagnosis and lets the script go on. With no SCRIPT, it "
+        "diagnoses a DataLoader over the generated bench dataset as a demonstration.",
+    )
     doctor.add_argument("--report", type=Path, metavar="HTML", help="also write a self-contained HTML report")
-    doctor.add_argument("--screenshot", type=Path, metavar="PNG",
-                        help="with --report: also render the report to a PNG in headless Chromium")
+    doctor.add_argument(
+        "--screenshot",
+        type=Path,
+        metavar="PNG",
+        help="with --report: also render the report to a PNG in headless Chromium",
+    )
     doctor.add_argument("--steps", type=_positive, default=20, help="batches to measure (default 20)")
     doctor.add_argument("--warmup", type=int, default=3, help="batches before measuring (default 3)")
-    doctor.add_argument("--max-steps", type=_positive,
-                        help="measure up to this many batches while the stall's 95%% interval straddles the "
-                             "input-bound threshold (default 5 x --steps)")
-    doctor.add_argument("--sweep", action="store_true",
-                        help="no SCRIPT: also run `chute bench --sweep` (one round) and put its plot in the report")
+    doctor.add_argument(
+        "--max-steps",
+        type=_positive,
+        help="measure up to this many batches while the stall's 95%% interval straddles the "
+        "input-bound threshold (default 5 x --steps)",
+    )
+    doctor.add_argument(
+        "--sweep",
+        action="store_true",
+        help="no SCRIPT: also run `chute bench --sweep` (one round) and put its plot in the report",
+    )
     doctor.add_argument("script", nargs="?", help="a Python training script")
     doctor.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
     pack_cli.add_parsers(sub)
@@ -124,8 +170,14 @@ def _doctor(args: argparse.Namespace) -> int:
         if not Path(args.script).is_file():
             console.print(f"chute doctor: no such script: {args.script}")
             return 2
-        found = run_script(args.script, args.args, steps=args.steps, warmup=args.warmup, max_steps=args.max_steps,
-                           report=str(args.report) if args.report else None)
+        found = run_script(
+            args.script,
+            args.args,
+            steps=args.steps,
+            warmup=args.warmup,
+            max_steps=args.max_steps,
+            report=str(args.report) if args.report else None,
+        )
         if not found:
             console.print("chute doctor: the script iterated no DataLoader or chute.Loader; nothing was measured")
             return 1
@@ -139,8 +191,10 @@ def _doctor(args: argparse.Namespace) -> int:
 
     root = ensure_dataset()
     loader = torch_peer.make_dataloader(root, batch_size=64, num_workers=1, persistent_workers=False)
-    console.print(f"chute doctor: no script given; diagnosing a DataLoader over {root} as a demonstration "
-                  "(ImageFolder + PIL transforms, num_workers=1, batch 64)")
+    console.print(
+        f"chute doctor: no script given; diagnosing a DataLoader over {root} as a demonstration "
+        "(ImageFolder + PIL transforms, num_workers=1, batch 64)"
+    )
     with console.status("measuring"), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="This DataLoader will create")
         d = doctor(loader, steps=args.steps, warmup=args.warmup, max_steps=args.max_steps)
@@ -211,20 +265,47 @@ def _bench(args: argparse.Namespace) -> int:
     if args.sweep_storage:
         return _sweep_storage(args, root, console)
     with console.status("benchmarking") as status:
-        result = run_bench(root, pipeline=args.pipeline, batch_size=args.batch_size, rounds=args.rounds,
-                           workers=args.workers, threads=args.threads, packed_path=args.source,
-                           on_step=lambda step: status.update(f"benchmarking: {step}"))
+        result = run_bench(
+            root,
+            pipeline=args.pipeline,
+            batch_size=args.batch_size,
+            rounds=args.rounds,
+            workers=args.workers,
+            threads=args.threads,
+            packed_path=args.source,
+            on_step=lambda step: status.update(f"benchmarking: {step}"),
+        )
     if args.json:
-        print(json.dumps({
-            "pipeline": result.pipeline, "images": result.images, "batch_size": result.batch_size,
-            "cores": result.cores, "peer": result.peer, "root": str(root),
-            "results": [{"name": m.name, "kind": m.kind, "cores": m.cores, "img_per_s": m.rate,
-                         "img_per_s_per_core": m.per_core, "rates": m.rates,
-                         "ratio_to_best_dataloader": result.ratio(m)} for m in result.measurements],
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "pipeline": result.pipeline,
+                    "images": result.images,
+                    "batch_size": result.batch_size,
+                    "cores": result.cores,
+                    "peer": result.peer,
+                    "root": str(root),
+                    "results": [
+                        {
+                            "name": m.name,
+                            "kind": m.kind,
+                            "cores": m.cores,
+                            "img_per_s": m.rate,
+                            "img_per_s_per_core": m.per_core,
+                            "rates": m.rates,
+                            "ratio_to_best_dataloader": result.ratio(m),
+                        }
+                        for m in result.measurements
+                    ],
+                },
+                indent=2,
+            )
+        )
         return 0
-    table = Table(title=f"chute bench: {result.pipeline} pipeline, {result.images} images, batch "
-                        f"{result.batch_size}, {result.cores} cores (median of {args.rounds} epochs, hot cache)")
+    table = Table(
+        title=f"chute bench: {result.pipeline} pipeline, {result.images} images, batch "
+        f"{result.batch_size}, {result.cores} cores (median of {args.rounds} epochs, hot cache)"
+    )
     table.add_column("configuration")
     table.add_column("img/s", justify="right")
     table.add_column("range", justify="right")
@@ -233,22 +314,42 @@ def _bench(args: argparse.Namespace) -> int:
     best = result.best_dataloader()
     for m in result.measurements:
         style = "bold green" if m.kind == "chute" else ("bold" if m is best else None)
-        table.add_row(m.name, f"{m.rate:,.0f}", m.summary.range_text(",.0f"), f"{m.per_core:,.0f}", f"{result.ratio(m):.2f}x", style=style)
+        table.add_row(
+            m.name,
+            f"{m.rate:,.0f}",
+            m.summary.range_text(",.0f"),
+            f"{m.per_core:,.0f}",
+            f"{result.ratio(m):.2f}x",
+            style=style,
+        )
     console.print(table)
-    console.print(f"dataset: {root}\nDataLoader peer: ImageFolder + PIL + {result.peer} transforms.\n"
-                  "range: slowest and fastest epoch. per core: img/s divided by the threads or worker "
-                  "processes the configuration may use (at most the machine's cores). ref: libjpeg-turbo "
-                  "alone on 1 thread: whole images, only RandomResizedCrop boxes, or (eval) only the window Resize + "
-                  "CenterCrop plan. vs best DL: ratio to "
-                  "the fastest DataLoader setting." + (" read: every sample's bytes read once by the source, "
-                  "no decode (the storage layer alone)." if args.source else ""))
+    console.print(
+        f"dataset: {root}\nDataLoader peer: ImageFolder + PIL + {result.peer} transforms.\n"
+        "range: slowest and fastest epoch. per core: img/s divided by the threads or worker "
+        "processes the configuration may use (at most the machine's cores). ref: libjpeg-turbo "
+        "alone on 1 thread: whole images, only RandomResizedCrop boxes, or (eval) only the window Resize + "
+        "CenterCrop plan. vs best DL: ratio to "
+        "the fastest DataLoader setting."
+        + (
+            " read: every sample's bytes read once by the source, no decode (the storage layer alone)."
+            if args.source
+            else ""
+        )
+    )
     return 0
 
 
 def _sweep(args: argparse.Namespace, root: Path, console) -> int:
     import warnings
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
     from rich.table import Table
 
     from chute.bench.harness import Summary
@@ -256,9 +357,17 @@ def _sweep(args: argparse.Namespace, root: Path, console) -> int:
     from chute.bench.sweep import grid, plot, run_sweep
 
     families = ("chute",) if args.chute_only else ("dataloader", "chute")
-    steps = len([c for c in grid(available_cores()) if c.family in families]) * (1 + args.rounds) + 2 * (1 + args.rounds)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("eta"), TimeRemainingColumn())
+    steps = len([c for c in grid(available_cores()) if c.family in families]) * (1 + args.rounds) + 2 * (
+        1 + args.rounds
+    )
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+    )
     with Progress(*columns, console=console, transient=True) as progress, warnings.catch_warnings():
         # pin_memory=True on a machine without an accelerator: torch warns once per epoch that it pins nothing.
         warnings.filterwarnings("ignore", message=".*pin_memory.*")
@@ -270,15 +379,24 @@ def _sweep(args: argparse.Namespace, root: Path, console) -> int:
             progress.update(task, description=f"sweep: {step}")
             progress.advance(task)
 
-        result = run_sweep(root, pipeline=args.pipeline, batch_size=args.batch_size, rounds=args.rounds,
-                           consumer_ms=args.consumer_ms, families=families, on_step=on_step)
+        result = run_sweep(
+            root,
+            pipeline=args.pipeline,
+            batch_size=args.batch_size,
+            rounds=args.rounds,
+            consumer_ms=args.consumer_ms,
+            families=families,
+            on_step=on_step,
+        )
     if args.plot:
         plot(result, args.plot)
     if args.json:
         print(json.dumps(result.to_json() | {"root": str(root)}, indent=2))
         return 0
-    title = (f"chute bench --sweep: {result.pipeline} pipeline, {result.images} images, batch {result.batch_size}, "
-             f"{result.cores} cores, median of {args.rounds} epochs")
+    title = (
+        f"chute bench --sweep: {result.pipeline} pipeline, {result.images} images, batch {result.batch_size}, "
+        f"{result.cores} cores, median of {args.rounds} epochs"
+    )
     if result.consumer_ms:
         title += f", consumer step {result.consumer_ms:g} ms"
     table = Table(title=title)
@@ -287,23 +405,36 @@ def _sweep(args: argparse.Namespace, root: Path, console) -> int:
     for c in result.configs:
         cpu = f"{Summary.of(c.cpu_per_image_ms).median:.2f}" if c.cpu_per_image_ms else ""
         style = "bold green" if c.workers == "auto" else None
-        table.add_row("DataLoader" if c.family == "dataloader" else "chute", str(c.workers),
-                      "" if c.pin_memory is None else str(c.pin_memory), "" if c.prefetch is None else str(c.prefetch),
-                      f"{c.rate:,.0f}", c.summary.range_text(",.0f"), cpu,
-                      "" if c.active_threads is None else str(c.active_threads), style=style)
+        table.add_row(
+            "DataLoader" if c.family == "dataloader" else "chute",
+            str(c.workers),
+            "" if c.pin_memory is None else str(c.pin_memory),
+            "" if c.prefetch is None else str(c.prefetch),
+            f"{c.rate:,.0f}",
+            c.summary.range_text(",.0f"),
+            cpu,
+            "" if c.active_threads is None else str(c.active_threads),
+            style=style,
+        )
     console.print(table)
     h = result.head_to_head
-    knees = "; ".join(f"{'DataLoader' if f == 'dataloader' else 'chute'} {result.knee(f)} "
-                      f"{'workers' if f == 'dataloader' else 'threads'} (best {result.best(f).name}, "
-                      f"{result.best(f).rate:,.0f} img/s)" for f in result.families())
+    knees = "; ".join(
+        f"{'DataLoader' if f == 'dataloader' else 'chute'} {result.knee(f)} "
+        f"{'workers' if f == 'dataloader' else 'threads'} (best {result.best(f).name}, "
+        f"{result.best(f).rate:,.0f} img/s)"
+        for f in result.families()
+    )
     console.print(f"knee (fewest workers within 95% of the family's best): {knees}.")
     console.print(
         f"head to head, interleaved: chute auto {h['auto']:,.0f} img/s ({h['auto_active_threads']} threads working at "
         f"the end, {h['auto_cpu_ms_per_image']:.2f} CPU ms/img) vs best manual {h['manual_config']} "
         f"{h['manual']:,.0f} img/s ({h['manual_cpu_ms_per_image']:.2f} CPU ms/img): auto reaches "
-        f"[bold]{100 * result.auto_ratio():.0f}%[/bold] of it.")
-    console.print(f"dataset: {root}. CPU ms/img: this process's CPU time per image (chute's threads; the "
-                  "DataLoader's workers are other processes). pin_memory pins only where an accelerator is present.")
+        f"[bold]{100 * result.auto_ratio():.0f}%[/bold] of it."
+    )
+    console.print(
+        f"dataset: {root}. CPU ms/img: this process's CPU time per image (chute's threads; the "
+        "DataLoader's workers are other processes). pin_memory pins only where an accelerator is present."
+    )
     if args.plot:
         console.print(f"plot: {args.plot}")
     return 0
@@ -315,18 +446,27 @@ def _sweep_storage(args: argparse.Namespace, root: Path, console) -> int:
     from chute.bench.storage import plot, run_storage_sweep
 
     with console.status("sweep-storage") as status:
-        result = run_storage_sweep(root, pipeline=args.pipeline, batch_size=args.batch_size, rounds=args.rounds,
-                                   threads=args.threads, reducing_gap=args.reducing_gap, images=args.images,
-                                   ffcv_python=args.ffcv_python,
-                                   on_step=lambda step: status.update(f"sweep-storage: {step}"))
+        result = run_storage_sweep(
+            root,
+            pipeline=args.pipeline,
+            batch_size=args.batch_size,
+            rounds=args.rounds,
+            threads=args.threads,
+            reducing_gap=args.reducing_gap,
+            images=args.images,
+            ffcv_python=args.ffcv_python,
+            on_step=lambda step: status.update(f"sweep-storage: {step}"),
+        )
     if args.plot:
         plot(result, args.plot)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
         return 0
-    table = Table(title=f"chute bench --sweep-storage: {result.images} images, {result.pipeline} pipeline "
-                        f"(uint8), batch {result.batch_size}, {result.threads} threads, median of "
-                        f"{result.rounds} epochs, hot cache")
+    table = Table(
+        title=f"chute bench --sweep-storage: {result.images} images, {result.pipeline} pipeline "
+        f"(uint8), batch {result.batch_size}, {result.threads} threads, median of "
+        f"{result.rounds} epochs, hot cache"
+    )
     for column in ("source", "MB on disk", "img/s", "per core", "vs originals", "MAE", "p99", "max", "changed"):
         table.add_column(column, justify="left" if column == "source" else "right")
     base = result.rows[0].per_core
@@ -335,18 +475,29 @@ def _sweep_storage(args: argparse.Namespace, root: Path, console) -> int:
             table.add_row(row.name, "unavailable", "", "", "", "", "", "", "", style="dim")
             continue
         e = row.error
-        table.add_row(row.name, f"{row.bytes / 1e6:,.1f}", f"{row.rate:,.0f}", f"{row.per_core:,.0f}",
-                      f"{row.per_core / base:.2f}x", f"{e.mae:.3f}", str(e.p99), str(e.max), f"{e.changed}/{e.images}")
+        table.add_row(
+            row.name,
+            f"{row.bytes / 1e6:,.1f}",
+            f"{row.rate:,.0f}",
+            f"{row.per_core:,.0f}",
+            f"{row.per_core / base:.2f}x",
+            f"{e.mae:.3f}",
+            str(e.p99),
+            str(e.max),
+            f"{e.changed}/{e.images}",
+        )
     console.print(table)
     for row in result.rows:
         if row.unavailable is not None:
             console.print(f"{row.name}: unavailable: {row.unavailable}")
         elif row.note:
             console.print(f"{row.name}: {row.note}")
-    console.print(f"dataset: {root}. per core: images per CPU-second of the loading process (its threads' CPU "
-                  "time; holds when other work shares the cores). vs originals: ratio of that. Pixel error: "
-                  "|row - exact decoding of the originals| per channel value, through Resize(256) + "
-                  "CenterCrop(224) (deterministic), uint8, sample by sample; changed: images not bit-identical.")
+    console.print(
+        f"dataset: {root}. per core: images per CPU-second of the loading process (its threads' CPU "
+        "time; holds when other work shares the cores). vs originals: ratio of that. Pixel error: "
+        "|row - exact decoding of the originals| per channel value, through Resize(256) + "
+        "CenterCrop(224) (deterministic), uint8, sample by sample; changed: images not bit-identical."
+    )
     if args.plot:
         console.print(f"plot: {args.plot}")
     elif not _have_matplotlib():

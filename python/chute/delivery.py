@@ -64,8 +64,9 @@ def parse_device(device) -> tuple[str, int]:
     if d.type == "cpu":
         return "cpu", 0
     if d.type == "cuda":
-        return "cuda", d.index if d.index is not None else (torch.cuda.current_device()
-                                                             if torch.cuda.is_available() else 0)
+        return "cuda", d.index if d.index is not None else (
+            torch.cuda.current_device() if torch.cuda.is_available() else 0
+        )
     raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
 
 
@@ -76,7 +77,7 @@ def open_device(kind: str, index: int, seed: int):
     return _native.Device.cuda(index)  # ValueError/RuntimeError naming why CUDA is unusable
 
 
-def host_pinning(pin_memory: bool | None) -> "HostBlocks | None":
+def host_pinning(pin_memory: bool | None) -> HostBlocks | None:
     """The pinned-buffer lender for ``device='cpu'``: torch's host allocator when torch can pin (CUDA), else
     None; ``pin_memory=True`` without CUDA warns as torch's DataLoader does and runs unpinned."""
     if pin_memory is False:
@@ -84,9 +85,14 @@ def host_pinning(pin_memory: bool | None) -> "HostBlocks | None":
     if not torch.cuda.is_available():
         if pin_memory:  # as torch's DataLoader: say so, carry on unpinned
             import warnings
+
             why = cuda_availability()[2] or "torch.cuda.is_available() is False"
-            warnings.warn("'pin_memory' argument is set as true but no accelerator is found, then device "
-                          f"pinned memory won't be used (chute: {why})", UserWarning, stacklevel=3)
+            warnings.warn(
+                "'pin_memory' argument is set as true but no accelerator is found, then device "
+                f"pinned memory won't be used (chute: {why})",
+                UserWarning,
+                stacklevel=3,
+            )
         return None
     return HostBlocks(lambda n: torch.empty(n, dtype=torch.uint8, pin_memory=True))
 
@@ -122,7 +128,7 @@ class HostBlocks:
         images, labels = batch
         block = self._blocks.pop(images.data_ptr())
         view = torch.empty((0,), dtype=images.dtype).set_(block.untyped_storage(), 0, images.shape, images.stride())
-        pinned = self._allocate(max(labels.numel(), 1) * labels.element_size()).view(labels.dtype)[:labels.numel()]
+        pinned = self._allocate(max(labels.numel(), 1) * labels.element_size()).view(labels.dtype)[: labels.numel()]
         return view, pinned.copy_(labels)
 
     def clear(self) -> None:
@@ -167,8 +173,9 @@ def split_normalize(transforms) -> tuple[list, Normalize | None]:
 class Delivery:
     """Drives a native DeviceLoader and turns its uint8 device batches into the requested dtype."""
 
-    def __init__(self, native_loader, device, kind: str, index: int, dtype: torch.dtype,
-                 normalize: Normalize | None, options):
+    def __init__(
+        self, native_loader, device, kind: str, index: int, dtype: torch.dtype, normalize: Normalize | None, options
+    ):
         self.kind = kind
         self.torch_device = torch.device("cuda", index) if kind == "cuda" else torch.device("cpu")
         self.device = device

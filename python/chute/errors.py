@@ -37,6 +37,7 @@ class Quarantine:
 
     def __init__(self, path):
         import os
+
         self.path = os.path.abspath(os.fspath(path))  # the job may change directory later
         self._seen: set[int] = set()
         self._open().close()
@@ -45,11 +46,15 @@ class Quarantine:
         try:
             return open(self.path, "a", encoding="utf-8")
         except OSError as e:  # OSError(errno, ...) is the errno's subclass: PermissionError, IsADirectoryError...
-            raise OSError(e.errno, f"cannot append to the quarantine file {self.path!r}: {e.strerror} "
-                                   "(choose a writable path, or quarantine=None)") from e
+            raise OSError(
+                e.errno,
+                f"cannot append to the quarantine file {self.path!r}: {e.strerror} "
+                "(choose a writable path, or quarantine=None)",
+            ) from e
 
     def add(self, error: SampleError) -> None:
         import json
+
         if error.index in self._seen:
             return
         self._seen.add(error.index)

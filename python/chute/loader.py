@@ -35,6 +35,7 @@ def _resolve_distributed(rank: int | None, world_size: int | None) -> tuple[int,
         rank = _validate.integer("rank", rank, 0, _validate.INT64_MAX)
     else:
         import torch.distributed as dist
+
         if dist.is_available() and dist.is_initialized():
             rank, world_size = dist.get_rank(), dist.get_world_size()
             where = " (from torch.distributed)"
@@ -154,20 +155,38 @@ class Loader:
     """
 
     # The engine's defaults (its options structs), read from C++ rather than restated here.
-    def __init__(self, source, batch_size: int = _LOADER.batch_size, *, shuffle: bool = _LOADER.shuffle,
-                 seed: int = _LOADER.seed, drop_last: bool = _LOADER.drop_last, transforms=(),
-                 dtype: torch.dtype = torch.uint8,
-                 memory_format: torch.memory_format = torch.contiguous_format, num_threads: int | str = "auto",
-                 prefetch: int | str = "auto", max_threads: int | None = None,
-                 max_memory: int = _LOADER.max_memory, on_error: str = _LOADER.on_error,
-                 max_pixels: int = _DECODE.max_pixels, apply_exif_orientation: bool = _DECODE.apply_exif_orientation,
-                 decode: str = _DECODE.decode, reducing_gap: float = _DECODE.reducing_gap,
-                 validate: str = "window",
-                 rank: int | None = None,
-                 world_size: int | None = None, even_split: bool = _LOADER.even_split,
-                 quarantine: str | os.PathLike | None = None, device="cpu", pin_memory: bool | None = None,
-                 device_prefetch: int = _DELIVERY.device_prefetch, max_device_memory: int = _DELIVERY.max_device_memory,
-                 max_file_bytes: int = _DECODE.max_file_bytes, max_ring_bytes: int = _LOADER.max_ring_bytes):
+    def __init__(
+        self,
+        source,
+        batch_size: int = _LOADER.batch_size,
+        *,
+        shuffle: bool = _LOADER.shuffle,
+        seed: int = _LOADER.seed,
+        drop_last: bool = _LOADER.drop_last,
+        transforms=(),
+        dtype: torch.dtype = torch.uint8,
+        memory_format: torch.memory_format = torch.contiguous_format,
+        num_threads: int | str = "auto",
+        prefetch: int | str = "auto",
+        max_threads: int | None = None,
+        max_memory: int = _LOADER.max_memory,
+        on_error: str = _LOADER.on_error,
+        max_pixels: int = _DECODE.max_pixels,
+        apply_exif_orientation: bool = _DECODE.apply_exif_orientation,
+        decode: str = _DECODE.decode,
+        reducing_gap: float = _DECODE.reducing_gap,
+        validate: str = "window",
+        rank: int | None = None,
+        world_size: int | None = None,
+        even_split: bool = _LOADER.even_split,
+        quarantine: str | os.PathLike | None = None,
+        device="cpu",
+        pin_memory: bool | None = None,
+        device_prefetch: int = _DELIVERY.device_prefetch,
+        max_device_memory: int = _DELIVERY.max_device_memory,
+        max_file_bytes: int = _DECODE.max_file_bytes,
+        max_ring_bytes: int = _LOADER.max_ring_bytes,
+    ):
         if isinstance(source, (str, os.PathLike)):
             source = source_from_path(source)  # an ImageFolder tree, packed shards or tar shards
         native_source = getattr(source, "_native", None)
@@ -178,17 +197,34 @@ class Loader:
         if memory_format not in (torch.contiguous_format, torch.channels_last):
             raise ValueError("memory_format must be torch.contiguous_format or torch.channels_last")
         if validate not in ("window", "full"):
-            raise ValueError(f"validate must be 'window' (check what each crop decodes) or 'full' (decode every "
-                             f"pixel of every image), got {validate!r}")
+            raise ValueError(
+                f"validate must be 'window' (check what each crop decodes) or 'full' (decode every "
+                f"pixel of every image), got {validate!r}"
+            )
         # The engine's options, by name: their defaults, ranges and checks are the C++ structs' (loader.h,
         # processor.h, delivery.h); a bad value is a TypeError/ValueError naming it, raised here.
-        decode_options = _native.DecodeOptions(max_pixels=max_pixels, max_file_bytes=max_file_bytes,
-                                               apply_exif_orientation=apply_exif_orientation, decode=decode,
-                                               reducing_gap=reducing_gap, validate_full=validate == "full")
-        options = _native.LoaderOptions(batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last,
-                                        num_threads=num_threads, max_threads=max_threads, prefetch=prefetch,
-                                        max_memory=max_memory, max_ring_bytes=max_ring_bytes, on_error=on_error,
-                                        channels_last=memory_format == torch.channels_last, decode=decode_options)
+        decode_options = _native.DecodeOptions(
+            max_pixels=max_pixels,
+            max_file_bytes=max_file_bytes,
+            apply_exif_orientation=apply_exif_orientation,
+            decode=decode,
+            reducing_gap=reducing_gap,
+            validate_full=validate == "full",
+        )
+        options = _native.LoaderOptions(
+            batch_size=batch_size,
+            shuffle=shuffle,
+            seed=seed,
+            drop_last=drop_last,
+            num_threads=num_threads,
+            max_threads=max_threads,
+            prefetch=prefetch,
+            max_memory=max_memory,
+            max_ring_bytes=max_ring_bytes,
+            on_error=on_error,
+            channels_last=memory_format == torch.channels_last,
+            decode=decode_options,
+        )
         delivery = _native.DeliveryOptions(device_prefetch=device_prefetch, max_device_memory=max_device_memory)
         options.validate()  # num_threads against max_threads, ... (Loader::create checks again, with the source)
         device_kind, device_index = _delivery.parse_device(device)
@@ -229,29 +265,40 @@ class Loader:
             host_blocks = _delivery.host_pinning(pin_memory)
             if host_blocks is not None:
                 options.lend_blocks(host_blocks.pool)
-        self.device = "sim" if device_kind == "sim" else torch.device(device_kind, device_index) \
-            if device_kind == "cuda" else torch.device("cpu")
+        self.device = (
+            "sim"
+            if device_kind == "sim"
+            else torch.device(device_kind, device_index)
+            if device_kind == "cuda"
+            else torch.device("cpu")
+        )
         self._native = _native.Loader(native_source, _native_transforms(transforms), options)
         prefetch = options.prefetch  # 0: auto
         if prefetch and self._native.prefetch < prefetch:
             buffer = self._native.stats()["batch_buffer_bytes"]
-            warnings.warn(f"prefetch={prefetch} needs {(prefetch + 2) * buffer / 2**20:,.0f} MiB of batch buffers "
-                          f"({prefetch} + 2 of {buffer / 2**20:,.1f} MiB), more than max_memory={options.max_memory:,} "
-                          f"bytes allows: using prefetch={self._native.prefetch}. Raise max_memory to keep it.",
-                          stacklevel=2)
+            warnings.warn(
+                f"prefetch={prefetch} needs {(prefetch + 2) * buffer / 2**20:,.0f} MiB of batch buffers "
+                f"({prefetch} + 2 of {buffer / 2**20:,.1f} MiB), more than max_memory={options.max_memory:,} "
+                f"bytes allows: using prefetch={self._native.prefetch}. Raise max_memory to keep it.",
+                stacklevel=2,
+            )
         self.pin_memory = self._native.pinned
         if self.drop_last and len(self._native) == 0:  # legal, as in torch, but never what was meant
-            warnings.warn(f"chute.Loader: this rank visits {self._native.epoch_size} of the source's {len(source)} "
-                          f"samples per epoch (rank {self.rank} of world_size {self.world_size}), fewer than "
-                          f"batch_size={self.batch_size}: with drop_last=True every epoch yields no batch",
-                          UserWarning, stacklevel=2)
+            warnings.warn(
+                f"chute.Loader: this rank visits {self._native.epoch_size} of the source's {len(source)} "
+                f"samples per epoch (rank {self.rank} of world_size {self.world_size}), fewer than "
+                f"batch_size={self.batch_size}: with drop_last=True every epoch yields no batch",
+                UserWarning,
+                stacklevel=2,
+            )
         # What iteration drives: the host loader, or the DeviceLoader wrapping it.
         self._driver = self._native
         if host_blocks is not None:
             self._driver = _delivery.HandOver(self._native, host_blocks)
         if device_kind != "cpu":
-            self._driver = _delivery.Delivery(self._native, native_device, device_kind, device_index, dtype,
-                                              normalize, delivery)
+            self._driver = _delivery.Delivery(
+                self._native, native_device, device_kind, device_index, dtype, normalize, delivery
+            )
 
     @property
     def num_threads(self) -> int:
@@ -336,10 +383,19 @@ class Loader:
                 epoch, position = epoch + 1, 0
         else:
             epoch, position = self._epoch, self._resume_position
-        return {"format_version": _STATE_VERSION, "epoch": epoch, "position": position, "seed": self.seed,
-                "shuffle": self.shuffle, "drop_last": self.drop_last, "batch_size": self.batch_size,
-                "dataset_size": len(self.source), "rank": self.rank, "world_size": self.world_size,
-                "even_split": self.even_split}
+        return {
+            "format_version": _STATE_VERSION,
+            "epoch": epoch,
+            "position": position,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "drop_last": self.drop_last,
+            "batch_size": self.batch_size,
+            "dataset_size": len(self.source),
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "even_split": self.even_split,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         """Resumes from :meth:`state_dict`: the next iteration continues that epoch at that position."""
@@ -347,15 +403,20 @@ class Loader:
         if version != _STATE_VERSION:
             raise ValueError(f"unsupported loader state format_version {version!r} (this chute reads {_STATE_VERSION})")
         if state["dataset_size"] != len(self.source):
-            raise ValueError(f"the state is for a dataset of {state['dataset_size']} samples, this source has "
-                             f"{len(self.source)}")
+            raise ValueError(
+                f"the state is for a dataset of {state['dataset_size']} samples, this source has {len(self.source)}"
+            )
         if state["world_size"] != self.world_size:
-            raise ValueError(f"the state was taken with world_size={state['world_size']}, this loader has "
-                             f"world_size={self.world_size}; resuming on another number of ranks is not supported")
+            raise ValueError(
+                f"the state was taken with world_size={state['world_size']}, this loader has "
+                f"world_size={self.world_size}; resuming on another number of ranks is not supported"
+            )
         for key in ("seed", "shuffle", "drop_last", "batch_size", "even_split"):
             if state[key] != getattr(self, key):
-                raise ValueError(f"the state was taken with {key}={state[key]!r}, this loader has "
-                                 f"{key}={getattr(self, key)!r}: build the Loader with the same {key}")
+                raise ValueError(
+                    f"the state was taken with {key}={state[key]!r}, this loader has "
+                    f"{key}={getattr(self, key)!r}: build the Loader with the same {key}"
+                )
         if not 0 <= state["position"] <= self.num_samples:
             raise ValueError(f"position {state['position']} is outside this rank's epoch of {self.num_samples}")
         self._iteration += 1  # an iteration in progress is superseded
@@ -388,7 +449,7 @@ class Loader:
             self._closed = True
             driver.close()  # a DeviceLoader waits for its copies in flight, then closes the loader
 
-    def __enter__(self) -> "Loader":
+    def __enter__(self) -> Loader:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -401,8 +462,10 @@ class Loader:
             pass  # closes itself when the object goes
 
     def __repr__(self) -> str:
-        return (f"chute.Loader({self.source!r}, batch_size={self.batch_size}, dtype={self.dtype}, "
-                f"num_threads={self.num_threads}, device={str(self.device)!r})")
+        return (
+            f"chute.Loader({self.source!r}, batch_size={self.batch_size}, dtype={self.dtype}, "
+            f"num_threads={self.num_threads}, device={str(self.device)!r})"
+        )
 
 
 class _Epoch(Iterator):

@@ -51,77 +51,131 @@ def _quality(text: str) -> int:
 
 def add_parsers(sub) -> None:
     p = sub.add_parser(
-        "pack", help="pack a dataset into chute's shard format",
+        "pack",
+        help="pack a dataset into chute's shard format",
         description="Packs SRC (an ImageFolder directory, a file list of '<path> <label>' lines, tar / "
-                    "WebDataset shards as a .tar, a glob or a directory of tars, or a packed dataset) into "
-                    "DST as shards with an index, in parallel. Files appear under their final names only "
-                    "when the pack is complete.")
+        "WebDataset shards as a .tar, a glob or a directory of tars, or a packed dataset) into "
+        "DST as shards with an index, in parallel. Files appear under their final names only "
+        "when the pack is complete.",
+    )
     p.add_argument("src")
     p.add_argument("dst")
-    p.add_argument("--shard-size", type=_size, default=_size("1GB"),
-                   help="target bytes per shard: 1GB, 512MB, 256MiB, ... (default 1GB)")
+    p.add_argument(
+        "--shard-size",
+        type=_size,
+        default=_size("1GB"),
+        help="target bytes per shard: 1GB, 512MB, 256MiB, ... (default 1GB)",
+    )
     p.add_argument("--threads", type=_positive, help="reader threads (default: all cores)")
     p.add_argument("--part", type=int, help="write only part i of --parts n (run `chute merge DST` after all)")
     p.add_argument("--parts", type=_positive)
-    p.add_argument("--validate", choices=("header", "full"), default="header",
-                   help="check each image before packing it: 'header' (default: a format chute decodes, its "
-                        "dimensions, the pixel cap) or 'full' (decode every pixel: also finds damaged data, "
-                        "at the cost of a decode per image)")
-    p.add_argument("--max-pixels", type=_positive, default=200_000_000,
-                   help="the largest image (width x height) to pack, as Loader(max_pixels=...) (default 200000000)")
-    p.add_argument("--skip-bad", action="store_true",
-                   help="leave out, and list, files the loader could not decode instead of stopping")
-    p.add_argument("--max-file-bytes", type=_max_file_bytes, default=1 << 30,
-                   help="refuse sample files larger than this: 1GB, 512MB, ... (default 1GiB)")
+    p.add_argument(
+        "--validate",
+        choices=("header", "full"),
+        default="header",
+        help="check each image before packing it: 'header' (default: a format chute decodes, its "
+        "dimensions, the pixel cap) or 'full' (decode every pixel: also finds damaged data, "
+        "at the cost of a decode per image)",
+    )
+    p.add_argument(
+        "--max-pixels",
+        type=_positive,
+        default=200_000_000,
+        help="the largest image (width x height) to pack, as Loader(max_pixels=...) (default 200000000)",
+    )
+    p.add_argument(
+        "--skip-bad",
+        action="store_true",
+        help="leave out, and list, files the loader could not decode instead of stopping",
+    )
+    p.add_argument(
+        "--max-file-bytes",
+        type=_max_file_bytes,
+        default=1 << 30,
+        help="refuse sample files larger than this: 1GB, 512MB, ... (default 1GiB)",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     less = p.add_argument_group(
-        "store less", "trade exactness for speed, knowingly (docs/STORE_LESS.md): resize to a cap with PIL's "
-                      "BILINEAR resize, re-encode, or store raw pixels the loader reads with no decode")
+        "store less",
+        "trade exactness for speed, knowingly (docs/STORE_LESS.md): resize to a cap with PIL's "
+        "BILINEAR resize, re-encode, or store raw pixels the loader reads with no decode",
+    )
     cap = less.add_mutually_exclusive_group()
-    cap.add_argument("--max-side", type=_positive, metavar="N",
-                     help="resize images whose longer side exceeds N to longer side N (shorter side int(N*s/l))")
-    cap.add_argument("--max-shorter-side", type=_positive, metavar="N",
-                     help="resize images whose shorter side exceeds N to shorter side N, as Resize(N)")
+    cap.add_argument(
+        "--max-side",
+        type=_positive,
+        metavar="N",
+        help="resize images whose longer side exceeds N to longer side N (shorter side int(N*s/l))",
+    )
+    cap.add_argument(
+        "--max-shorter-side",
+        type=_positive,
+        metavar="N",
+        help="resize images whose shorter side exceeds N to shorter side N, as Resize(N)",
+    )
     less.add_argument("--quality", type=_quality, metavar="Q", help="JPEG quality of re-encoded images (default 90)")
-    less.add_argument("--subsampling", choices=("420", "444"), help="chroma subsampling of re-encoded JPEGs "
-                                                                    "(default 420)")
-    less.add_argument("--keep-original", action=argparse.BooleanOptionalAction, default=True,
-                      help="store an image that needs no resize as its source bytes: no added loss (default); "
-                           "--no-keep-original re-encodes every image at --quality")
+    less.add_argument(
+        "--subsampling", choices=("420", "444"), help="chroma subsampling of re-encoded JPEGs (default 420)"
+    )
+    less.add_argument(
+        "--keep-original",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="store an image that needs no resize as its source bytes: no added loss (default); "
+        "--no-keep-original re-encodes every image at --quality",
+    )
     less.add_argument("--raw", action="store_true", help="store every image as raw RGB pixels (no decode when read)")
-    less.add_argument("--raw-below", type=_positive, metavar="PIXELS",
-                      help="store raw the images whose stored size has fewer than PIXELS pixels")
-    less.add_argument("--raw-compression", choices=("zstd", "none"),
-                      help="compression of raw records (default zstd)")
-    p.add_argument("--ray", action="store_true",
-                   help="run the parts as Ray tasks on the cluster (RAY_ADDRESS, or one `ray start` began "
-                        "here, else a local one), then the merge: --parts tasks (default: one per CPU of the "
-                        "cluster, each with --threads reader threads, default 1). SRC and DST must be paths "
-                        "every node can reach. Needs chute[ray]")
+    less.add_argument(
+        "--raw-below",
+        type=_positive,
+        metavar="PIXELS",
+        help="store raw the images whose stored size has fewer than PIXELS pixels",
+    )
+    less.add_argument("--raw-compression", choices=("zstd", "none"), help="compression of raw records (default zstd)")
+    p.add_argument(
+        "--ray",
+        action="store_true",
+        help="run the parts as Ray tasks on the cluster (RAY_ADDRESS, or one `ray start` began "
+        "here, else a local one), then the merge: --parts tasks (default: one per CPU of the "
+        "cluster, each with --threads reader threads, default 1). SRC and DST must be paths "
+        "every node can reach. Needs chute[ray]",
+    )
 
-    m = sub.add_parser("merge", help="write the index of a pack split with --part/--parts",
-                       description="Writes DST/index.chidx from the part indexes of `chute pack --part i --parts n`, "
-                                   "once every part is there.")
+    m = sub.add_parser(
+        "merge",
+        help="write the index of a pack split with --part/--parts",
+        description="Writes DST/index.chidx from the part indexes of `chute pack --part i --parts n`, "
+        "once every part is there.",
+    )
     m.add_argument("dst")
 
-    i = sub.add_parser("index", help="index tar / WebDataset shards ahead of their first open",
-                       description="Writes <tar>.chidx beside each tar file (a .tar, a glob or a directory), "
-                                   "where opens look first. Without it, indexes are built on first open "
-                                   "and cached in $CHUTE_CACHE_DIR (else $XDG_CACHE_HOME/chute), never "
-                                   "beside the data.")
+    i = sub.add_parser(
+        "index",
+        help="index tar / WebDataset shards ahead of their first open",
+        description="Writes <tar>.chidx beside each tar file (a .tar, a glob or a directory), "
+        "where opens look first. Without it, indexes are built on first open "
+        "and cached in $CHUTE_CACHE_DIR (else $XDG_CACHE_HOME/chute), never "
+        "beside the data.",
+    )
     i.add_argument("paths", nargs="+")
 
-    s = sub.add_parser("inspect", help="summarise a packed dataset, tar shards or an image folder",
-                       description="Prints samples, classes, shards, bytes, format version and the size "
-                                   "distribution of the images. --verify checks every record's checksum, "
-                                   "decodes every image whole, and names every bad record.")
+    s = sub.add_parser(
+        "inspect",
+        help="summarise a packed dataset, tar shards or an image folder",
+        description="Prints samples, classes, shards, bytes, format version and the size "
+        "distribution of the images. --verify checks every record's checksum, "
+        "decodes every image whole, and names every bad record.",
+    )
     s.add_argument("path")
     s.add_argument("--verify", action="store_true")
     s.add_argument("--threads", type=_positive, help="threads for --verify (default: all cores)")
     s.add_argument("--json", action="store_true")
-    s.add_argument("--compare", metavar="SRC",
-                   help="the source the pack was written from: report PSNR and max error of the stored pixels "
-                        "against the source's (decoded with PIL, resized with BILINEAR to the stored size)")
+    s.add_argument(
+        "--compare",
+        metavar="SRC",
+        help="the source the pack was written from: report PSNR and max error of the stored pixels "
+        "against the source's (decoded with PIL, resized with BILINEAR to the stored size)",
+    )
     s.add_argument("--sample", type=_positive, default=64, help="records compared by --compare (default 64)")
 
 
@@ -133,11 +187,26 @@ def _printable(name: str) -> str:
 
 
 def _progress_bar(console, description: str):
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                               TimeRemainingColumn)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
-    return Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=True)
+    return Progress(
+        TextColumn(description),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    )
 
 
 def _pack(args, console) -> int:
@@ -153,31 +222,60 @@ def _pack(args, console) -> int:
 
         def progress(samples: int, nbytes: int, total: int) -> None:
             elapsed = max(time.perf_counter() - start, 1e-9)
-            bar.update(task, completed=samples, total=total,
-                       rate=f"{nbytes / 1e6 / elapsed:,.0f} MB/s {samples / elapsed:,.0f} img/s")
+            bar.update(
+                task,
+                completed=samples,
+                total=total,
+                rate=f"{nbytes / 1e6 / elapsed:,.0f} MB/s {samples / elapsed:,.0f} img/s",
+            )
 
-        summary = packed.pack(args.src, args.dst, shard_size=args.shard_size, num_threads=args.threads,
-                              part=args.part, parts=args.parts, progress=progress, validate=args.validate,
-                              skip_bad=args.skip_bad, max_pixels=args.max_pixels, max_file_bytes=args.max_file_bytes,
-                              max_side=args.max_side, max_shorter_side=args.max_shorter_side, quality=args.quality,
-                              keep_original=args.keep_original, raw=args.raw, raw_below=args.raw_below,
-                              raw_compression=args.raw_compression, subsampling=args.subsampling)
-    result = {"samples": summary.samples, "payload_bytes": summary.payload_bytes,
-              "source_bytes": summary.source_bytes, "file_bytes": summary.file_bytes,
-              "shards": summary.shards, "seconds": round(summary.seconds, 3),
-              "mb_per_s": round(summary.mb_per_s, 1), "img_per_s": round(summary.img_per_s, 1),
-              "validate": args.validate,
-              "skipped": [{"index": i, "path": path, "error": e} for i, path, e in summary.skipped]}
+        summary = packed.pack(
+            args.src,
+            args.dst,
+            shard_size=args.shard_size,
+            num_threads=args.threads,
+            part=args.part,
+            parts=args.parts,
+            progress=progress,
+            validate=args.validate,
+            skip_bad=args.skip_bad,
+            max_pixels=args.max_pixels,
+            max_file_bytes=args.max_file_bytes,
+            max_side=args.max_side,
+            max_shorter_side=args.max_shorter_side,
+            quality=args.quality,
+            keep_original=args.keep_original,
+            raw=args.raw,
+            raw_below=args.raw_below,
+            raw_compression=args.raw_compression,
+            subsampling=args.subsampling,
+        )
+    result = {
+        "samples": summary.samples,
+        "payload_bytes": summary.payload_bytes,
+        "source_bytes": summary.source_bytes,
+        "file_bytes": summary.file_bytes,
+        "shards": summary.shards,
+        "seconds": round(summary.seconds, 3),
+        "mb_per_s": round(summary.mb_per_s, 1),
+        "img_per_s": round(summary.img_per_s, 1),
+        "validate": args.validate,
+        "skipped": [{"index": i, "path": path, "error": e} for i, path, e in summary.skipped],
+    }
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         what = f"part {args.part} of {args.parts}" if args.parts else "dataset"
-        console.print(f"packed {what}: {summary.samples:,} samples, {summary.payload_bytes / 1e6:,.1f} MB in "
-                      f"{summary.shards} shards, {summary.seconds:.2f} s: {summary.mb_per_s:,.1f} MB/s, "
-                      f"{summary.img_per_s:,.0f} img/s -> {args.dst}")
+        console.print(
+            f"packed {what}: {summary.samples:,} samples, {summary.payload_bytes / 1e6:,.1f} MB in "
+            f"{summary.shards} shards, {summary.seconds:.2f} s: {summary.mb_per_s:,.1f} MB/s, "
+            f"{summary.img_per_s:,.0f} img/s -> {args.dst}"
+        )
         if summary.source_bytes != summary.payload_bytes:
-            console.print(f"stored {summary.payload_bytes / 1e6:,.1f} MB of images from {summary.source_bytes / 1e6:,.1f} MB "
-                          f"of source files ({summary.payload_bytes / max(summary.source_bytes, 1):.1%})")
+            console.print(
+                f"stored {summary.payload_bytes / 1e6:,.1f} MB of images from {summary.source_bytes / 1e6:,.1f} MB "
+                f"of source files ({summary.payload_bytes / max(summary.source_bytes, 1):.1%})"
+            )
         if args.parts:
             console.print(f"after every part: chute merge {args.dst}")
         if summary.skipped:
@@ -194,21 +292,44 @@ def _pack_on_ray(args, console) -> int:
         import chute.ray
     except ImportError as e:
         raise SystemExit(f"chute pack --ray: {e}") from None
-    s = chute.ray.pack(args.src, args.dst, parts=args.parts, shard_size=args.shard_size,
-                       threads_per_task=args.threads, validate=args.validate, skip_bad=args.skip_bad,
-                       max_pixels=args.max_pixels, max_file_bytes=args.max_file_bytes, progress=not args.json,
-                       max_side=args.max_side, max_shorter_side=args.max_shorter_side, quality=args.quality,
-                       keep_original=args.keep_original, raw=args.raw, raw_below=args.raw_below,
-                       raw_compression=args.raw_compression, subsampling=args.subsampling)
-    result = {"samples": s.samples, "payload_bytes": s.payload_bytes, "file_bytes": s.file_bytes,
-              "shards": s.shards, "seconds": round(s.seconds, 3), "mb_per_s": round(s.mb_per_s, 1),
-              "img_per_s": round(s.img_per_s, 1), "validate": args.validate,
-              "skipped": [{"index": i, "path": path, "error": e} for i, path, e in s.skipped]}
+    s = chute.ray.pack(
+        args.src,
+        args.dst,
+        parts=args.parts,
+        shard_size=args.shard_size,
+        threads_per_task=args.threads,
+        validate=args.validate,
+        skip_bad=args.skip_bad,
+        max_pixels=args.max_pixels,
+        max_file_bytes=args.max_file_bytes,
+        progress=not args.json,
+        max_side=args.max_side,
+        max_shorter_side=args.max_shorter_side,
+        quality=args.quality,
+        keep_original=args.keep_original,
+        raw=args.raw,
+        raw_below=args.raw_below,
+        raw_compression=args.raw_compression,
+        subsampling=args.subsampling,
+    )
+    result = {
+        "samples": s.samples,
+        "payload_bytes": s.payload_bytes,
+        "file_bytes": s.file_bytes,
+        "shards": s.shards,
+        "seconds": round(s.seconds, 3),
+        "mb_per_s": round(s.mb_per_s, 1),
+        "img_per_s": round(s.img_per_s, 1),
+        "validate": args.validate,
+        "skipped": [{"index": i, "path": path, "error": e} for i, path, e in s.skipped],
+    }
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        console.print(f"packed on Ray: {s.samples:,} samples, {s.payload_bytes / 1e6:,.1f} MB in {s.shards} shards, "
-                      f"{s.seconds:.2f} s: {s.mb_per_s:,.1f} MB/s, {s.img_per_s:,.0f} img/s -> {args.dst}")
+        console.print(
+            f"packed on Ray: {s.samples:,} samples, {s.payload_bytes / 1e6:,.1f} MB in {s.shards} shards, "
+            f"{s.seconds:.2f} s: {s.mb_per_s:,.1f} MB/s, {s.img_per_s:,.0f} img/s -> {args.dst}"
+        )
         for i, path, error in s.skipped:
             console.print(f"  left out sample {i} ({path}): {error}", markup=False, highlight=False)
     return 0
@@ -236,8 +357,9 @@ def _verify_images(dataset, console, args) -> list[tuple[int, str]]:
 
     with _progress_bar(console, "decoding") as bar:
         task = bar.add_task("decode", total=len(dataset), rate="")
-        return packed.check_images(dataset, validate="full", num_threads=args.threads,
-                                   progress=lambda n: bar.advance(task, n))
+        return packed.check_images(
+            dataset, validate="full", num_threads=args.threads, progress=lambda n: bar.advance(task, n)
+        )
 
 
 def _inspect_folder(args, console, folder) -> int:
@@ -250,8 +372,12 @@ def _inspect_folder(args, console, folder) -> int:
     if args.json:
         print(json.dumps(info, indent=2))
         return 1 if bad else 0
-    console.print(f"{args.path}: an image folder, not a pack: {n:,} images in {k:,} classes "
-                  f"(`chute pack {args.path} DST` packs it)", markup=False, highlight=False)
+    console.print(
+        f"{args.path}: an image folder, not a pack: {n:,} images in {k:,} classes "
+        f"(`chute pack {args.path} DST` packs it)",
+        markup=False,
+        highlight=False,
+    )
     if args.verify:
         for i, error in bad:
             console.print(f"[red]bad image {i}[/red]: {error}")
@@ -292,8 +418,12 @@ def _inspect(args, console) -> int:
     table.add_column(style="bold")
     table.add_column()
     sizes = info["image_bytes"]
-    table.add_row("format", f"{info['kind']}" + (f", version {info['format_version']}" if info["format_version"] else ""))
-    table.add_row("samples", f"{info['samples']:,}" + (f" ({info['unlabelled']:,} unlabelled)" if info["unlabelled"] else ""))
+    table.add_row(
+        "format", f"{info['kind']}" + (f", version {info['format_version']}" if info["format_version"] else "")
+    )
+    table.add_row(
+        "samples", f"{info['samples']:,}" + (f" ({info['unlabelled']:,} unlabelled)" if info["unlabelled"] else "")
+    )
     table.add_row("classes", f"{info['classes']:,}")
     table.add_row("shards", f"{len(info['shards']):,}")
     table.add_row("bytes", f"{info['bytes']:,} on disk, {info['payload_bytes']:,} of images")
@@ -301,19 +431,33 @@ def _inspect(args, console) -> int:
     if "records" in info:
         table.add_row("records", "  ".join(f"{kind} {count:,}" for kind, count in info["records"].items()))
         if info["size_ratio"] is not None and info["source_bytes"] != info["payload_bytes"]:
-            table.add_row("vs source", f"{info['payload_bytes']:,} bytes of images from {info['source_bytes']:,} "
-                                       f"of source files: {info['size_ratio']:.1%} ({info['size_ratio'] - 1:+.1%})")
+            table.add_row(
+                "vs source",
+                f"{info['payload_bytes']:,} bytes of images from {info['source_bytes']:,} "
+                f"of source files: {info['size_ratio']:.1%} ({info['size_ratio'] - 1:+.1%})",
+            )
     if "compared" in info:
         c = info["compared"]
-        psnr = "identical" if c["psnr_db"] is None else (
-            f"PSNR {c['psnr_db']:.2f} dB (lowest record " +
-            ("identical" if c["min_psnr_db"] is None else f"{c['min_psnr_db']:.2f} dB") + ")")
-        table.add_row("vs source pixels", f"{c['records']} records: {psnr}, mean abs error "
-                                          f"{c['mean_abs_error']:.3f}, max error {c['max_error']}")
+        psnr = (
+            "identical"
+            if c["psnr_db"] is None
+            else (
+                f"PSNR {c['psnr_db']:.2f} dB (lowest record "
+                + ("identical" if c["min_psnr_db"] is None else f"{c['min_psnr_db']:.2f} dB")
+                + ")"
+            )
+        )
+        table.add_row(
+            "vs source pixels",
+            f"{c['records']} records: {psnr}, mean abs error {c['mean_abs_error']:.3f}, max error {c['max_error']}",
+        )
     for skip in info.get("skipped", []):
         examples = ", ".join(_printable(e) for e in skip["examples"])
-        table.add_row("skipped", f"{skip['count']:,} {skip['reason']}: {examples}"
-                      + (", ..." if skip["count"] > len(skip["examples"]) else ""))
+        table.add_row(
+            "skipped",
+            f"{skip['count']:,} {skip['reason']}: {examples}"
+            + (", ..." if skip["count"] > len(skip["examples"]) else ""),
+        )
     console.print(table)
     if args.verify:
         for i, error in bad:
@@ -334,7 +478,9 @@ def run(args: argparse.Namespace) -> int:
             return _pack(args, console)
         if args.command == "merge":
             s = packed.merge(args.dst)
-            console.print(f"merged {s.shards} shards, {s.samples:,} samples into {os.path.join(args.dst, packed.INDEX_FILE)}")
+            console.print(
+                f"merged {s.shards} shards, {s.samples:,} samples into {os.path.join(args.dst, packed.INDEX_FILE)}"
+            )
             return 0
         if args.command == "index":
             for path in args.paths:

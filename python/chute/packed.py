@@ -7,9 +7,9 @@ from __future__ import annotations
 import glob as _glob
 import os
 import re
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable
 
 from chute import _native, _validate
 from chute.sources import ImageFolder, NativeSource
@@ -17,8 +17,18 @@ from chute.sources import ImageFolder, NativeSource
 INDEX_FILE = "index.chidx"
 FORMAT_VERSION = _native.FORMAT_VERSION
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
-          "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 10**3,
+    "m": 10**6,
+    "g": 10**9,
+    "t": 10**12,
+    "ki": 2**10,
+    "mi": 2**20,
+    "gi": 2**30,
+    "ti": 2**40,
+}
 
 
 def parse_size(text: str | int, name: str = "size") -> int:
@@ -131,14 +141,19 @@ def _tar_paths(path: str) -> list[str] | None:
     if os.path.isfile(path) and path.endswith(".tar"):
         return [path]
     if os.path.isdir(path) and not os.path.exists(os.path.join(path, INDEX_FILE)):
-        tars = sorted(p for p in (os.path.join(path, f) for f in os.listdir(path) if f.endswith(".tar"))
-                      if os.path.isfile(p))  # a class folder may be named "x.tar"
+        tars = sorted(
+            p for p in (os.path.join(path, f) for f in os.listdir(path) if f.endswith(".tar")) if os.path.isfile(p)
+        )  # a class folder may be named "x.tar"
         return tars or None
     return None
 
 
-def open(path_or_glob: str | os.PathLike, *, verify: bool = True,  # noqa: A001
-         cache_dir: str | os.PathLike | None = None) -> PackedDataset | TarDataset:
+def open(
+    path_or_glob: str | os.PathLike,
+    *,
+    verify: bool = True,  # noqa: A001
+    cache_dir: str | os.PathLike | None = None,
+) -> PackedDataset | TarDataset:
     """Opens a packed dataset (its directory, or its ``index.chidx``), or tar / WebDataset shards (a
     ``.tar`` file, a glob such as ``"shards/train-*.tar"``, or a directory of tars). The result works
     with :class:`chute.Loader` like :class:`chute.ImageFolder`. ``cache_dir``: where tar indexes are
@@ -194,7 +209,8 @@ def source_from_path(path: str | os.PathLike) -> ImageFolder | PackedDataset | T
                     f"{path!r} is ambiguous: it holds {len(tars)} tar file(s) ({names}), readable as tar / "
                     f"WebDataset shards, and class folders of images (such as {tree!r}), readable as an "
                     f"ImageFolder. Say which: chute.ImageFolder({path!r}) for the image folders, or "
-                    f"chute.open({path!r}) (or chute.open({os.path.join(path, '*.tar')!r})) for the tars.")
+                    f"chute.open({path!r}) (or chute.open({os.path.join(path, '*.tar')!r})) for the tars."
+                )
             return open(path)
     return ImageFolder(path)
 
@@ -243,13 +259,28 @@ class PackSummary:
         return self.samples / self.seconds if self.seconds else float("nan")
 
 
-def pack(src, dst: str | os.PathLike, *, shard_size: str | int = "1GB", num_threads: int | None = None,
-         part: int | None = None, parts: int | None = None,
-         progress: Callable[[int, int, int], None] | None = None, validate: str = "header",
-         skip_bad: bool = False, max_pixels: int = 200_000_000, max_file_bytes: int = 1 << 30,
-         max_side: int | None = None, max_shorter_side: int | None = None, quality: int | None = None,
-         keep_original: bool = True, raw: bool = False, raw_below: int | None = None,
-         raw_compression: str | None = None, subsampling: str | None = None) -> PackSummary:
+def pack(
+    src,
+    dst: str | os.PathLike,
+    *,
+    shard_size: str | int = "1GB",
+    num_threads: int | None = None,
+    part: int | None = None,
+    parts: int | None = None,
+    progress: Callable[[int, int, int], None] | None = None,
+    validate: str = "header",
+    skip_bad: bool = False,
+    max_pixels: int = 200_000_000,
+    max_file_bytes: int = 1 << 30,
+    max_side: int | None = None,
+    max_shorter_side: int | None = None,
+    quality: int | None = None,
+    keep_original: bool = True,
+    raw: bool = False,
+    raw_below: int | None = None,
+    raw_compression: str | None = None,
+    subsampling: str | None = None,
+) -> PackSummary:
     """Writes ``src`` (an ImageFolder directory or object, a file list, tar / WebDataset shards, or a
     packed dataset) to ``dst`` as packed shards of about ``shard_size`` bytes, in the source's order.
 
@@ -295,28 +326,52 @@ def pack(src, dst: str | os.PathLike, *, shard_size: str | int = "1GB", num_thre
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be callable(samples, bytes, total) or None, got {progress!r}")
     if validate not in ("header", "full", "none"):
-        raise ValueError(f"validate must be 'header' (check each image's header), 'full' (decode every "
-                         f"pixel) or 'none', got {validate!r}")
+        raise ValueError(
+            f"validate must be 'header' (check each image's header), 'full' (decode every "
+            f"pixel) or 'none', got {validate!r}"
+        )
     max_pixels = _validate.integer("max_pixels", max_pixels, 1, _validate.INT64_MAX)
     max_file_bytes = _validate.integer("max_file_bytes", max_file_bytes, 1, _validate.UINT64_MAX)
-    store = _store_options(validate, max_side, max_shorter_side, quality, keep_original, raw, raw_below,
-                           raw_compression, subsampling)
+    store = _store_options(
+        validate, max_side, max_shorter_side, quality, keep_original, raw, raw_below, raw_compression, subsampling
+    )
     dst = _validate.path("dst", dst)
     source, classes = _source_for(src)
     start = time.perf_counter()
-    result = _native.pack(source, classes, dst, shard_size=shard_bytes, num_threads=num_threads or 0, part=part,
-                          parts=parts, progress=progress, validate=validate, max_pixels=max_pixels,
-                          skip_bad=bool(skip_bad), max_file_bytes=max_file_bytes, **store)
-    return PackSummary(result["samples"], result["payload_bytes"], result["file_bytes"], result["shards"],
-                       time.perf_counter() - start, [tuple(k) for k in result["skipped"]], result["source_bytes"])
+    result = _native.pack(
+        source,
+        classes,
+        dst,
+        shard_size=shard_bytes,
+        num_threads=num_threads or 0,
+        part=part,
+        parts=parts,
+        progress=progress,
+        validate=validate,
+        max_pixels=max_pixels,
+        skip_bad=bool(skip_bad),
+        max_file_bytes=max_file_bytes,
+        **store,
+    )
+    return PackSummary(
+        result["samples"],
+        result["payload_bytes"],
+        result["file_bytes"],
+        result["shards"],
+        time.perf_counter() - start,
+        [tuple(k) for k in result["skipped"]],
+        result["source_bytes"],
+    )
 
 
-def _store_options(validate, max_side, max_shorter_side, quality, keep_original, raw, raw_below, raw_compression,
-                   subsampling) -> dict:
+def _store_options(
+    validate, max_side, max_shorter_side, quality, keep_original, raw, raw_below, raw_compression, subsampling
+) -> dict:
     """pack()'s store-less arguments, checked, as the native pack takes them."""
     max_side = _validate.integer("max_side", max_side, 1, _validate.INT32_MAX, alternatives=(None,))
-    max_shorter_side = _validate.integer("max_shorter_side", max_shorter_side, 1, _validate.INT32_MAX,
-                                         alternatives=(None,))
+    max_shorter_side = _validate.integer(
+        "max_shorter_side", max_shorter_side, 1, _validate.INT32_MAX, alternatives=(None,)
+    )
     if max_side is not None and max_shorter_side is not None:
         raise ValueError("give max_side or max_shorter_side, not both")
     capped = max_side is not None or max_shorter_side is not None
@@ -325,10 +380,15 @@ def _store_options(validate, max_side, max_shorter_side, quality, keep_original,
     if not isinstance(keep_original, bool) or not isinstance(raw, bool):
         raise TypeError("keep_original and raw must be bools")
     if quality is not None and (raw or (keep_original and not capped)):
-        raise ValueError(f"quality={quality} re-encodes nothing here: "
-                         + ("raw=True stores every image as pixels" if raw else
-                            "without max_side or max_shorter_side every image is within the cap and "
-                            "keep_original=True keeps it; pass keep_original=False to re-encode every image"))
+        raise ValueError(
+            f"quality={quality} re-encodes nothing here: "
+            + (
+                "raw=True stores every image as pixels"
+                if raw
+                else "without max_side or max_shorter_side every image is within the cap and "
+                "keep_original=True keeps it; pass keep_original=False to re-encode every image"
+            )
+        )
     if raw_compression is not None and not raw and raw_below is None:
         raise ValueError("raw_compression applies to raw records: give raw=True or raw_below")
     if raw_compression not in (None, "zstd", "none"):
@@ -339,9 +399,16 @@ def _store_options(validate, max_side, max_shorter_side, quality, keep_original,
     active = capped or raw or raw_below is not None or not keep_original
     if active and validate == "none":
         raise ValueError("storing less decodes every image: it needs validate='header' or 'full', not 'none'")
-    return {"max_side": max_side or 0, "max_shorter_side": max_shorter_side or 0, "quality": quality or 90,
-            "subsampling": subsampling or "420", "keep_original": keep_original, "raw": raw,
-            "raw_below": raw_below or 0, "raw_compression": raw_compression or "zstd"}
+    return {
+        "max_side": max_side or 0,
+        "max_shorter_side": max_shorter_side or 0,
+        "quality": quality or 90,
+        "subsampling": subsampling or "420",
+        "keep_original": keep_original,
+        "raw": raw,
+        "raw_below": raw_below or 0,
+        "raw_compression": raw_compression or "zstd",
+    }
 
 
 def merge(dst: str | os.PathLike) -> PackSummary:
@@ -350,12 +417,19 @@ def merge(dst: str | os.PathLike) -> PackSummary:
 
     start = time.perf_counter()
     r = _native.merge_parts(_validate.path("dst", dst))
-    return PackSummary(r["samples"], r["payload_bytes"], r["file_bytes"], r["shards"], time.perf_counter() - start,
-                       source_bytes=r["source_bytes"])
+    return PackSummary(
+        r["samples"],
+        r["payload_bytes"],
+        r["file_bytes"],
+        r["shards"],
+        time.perf_counter() - start,
+        source_bytes=r["source_bytes"],
+    )
 
 
-def verify(dataset: PackedDataset, *, num_threads: int | None = None,
-           progress: Callable[[int], None] | None = None) -> list[tuple[int, str]]:
+def verify(
+    dataset: PackedDataset, *, num_threads: int | None = None, progress: Callable[[int], None] | None = None
+) -> list[tuple[int, str]]:
     """Checks every record of a packed dataset (bounds, header against index, XXH3 checksum) on
     ``num_threads`` threads. Returns ``(index, error)`` for each bad record, in order; the error names
     the shard file and record."""
@@ -372,8 +446,9 @@ def verify(dataset: PackedDataset, *, num_threads: int | None = None,
     return bad
 
 
-def check_images(dataset, *, validate: str = "full", num_threads: int | None = None,
-                 progress: Callable[[int], None] | None = None) -> list[tuple[int, str]]:
+def check_images(
+    dataset, *, validate: str = "full", num_threads: int | None = None, progress: Callable[[int], None] | None = None
+) -> list[tuple[int, str]]:
     """What the loader would refuse in ``dataset`` (a packed dataset, tar shards or an ImageFolder):
     ``validate='full'`` decodes every image whole, ``'header'`` reads headers only. Returns
     ``(index, error)`` for each sample that fails, in order; the error names its path or key."""
@@ -382,8 +457,9 @@ def check_images(dataset, *, validate: str = "full", num_threads: int | None = N
     ranges = [(b, min(b + chunk, n)) for b in range(0, n, chunk)]
     bad: list[tuple[int, str]] = []
     with ThreadPoolExecutor(num_threads or _native.available_cores()) as pool:
-        for (b, e), found in zip(ranges, pool.map(
-                lambda r: _native.check_images(dataset._native, r[0], r[1], validate), ranges)):
+        for (b, e), found in zip(
+            ranges, pool.map(lambda r: _native.check_images(dataset._native, r[0], r[1], validate), ranges)
+        ):
             bad.extend(found)
             if progress is not None:
                 progress(e - b)
@@ -399,13 +475,16 @@ def describe(dataset: PackedDataset | TarDataset) -> dict:
     labels = np.asarray(dataset._native.labels(), dtype=np.int64)
     if isinstance(dataset, PackedDataset):
         directory = dataset._native.directory
-        shards = [{"file": name, "records": records, "bytes": size}
-                  for name, records, size, _ in dataset._native.shards()]
+        shards = [
+            {"file": name, "records": records, "bytes": size} for name, records, size, _ in dataset._native.shards()
+        ]
         index_bytes = os.path.getsize(os.path.join(directory, INDEX_FILE))
         kind, version = "chute packed shards", FORMAT_VERSION
     else:
-        shards = [{"file": p, "records": None, "bytes": os.path.getsize(p), "index": index or None}
-                  for p, index in zip(dataset._native.tar_paths(), dataset._native.index_paths())]
+        shards = [
+            {"file": p, "records": None, "bytes": os.path.getsize(p), "index": index or None}
+            for p, index in zip(dataset._native.tar_paths(), dataset._native.index_paths())
+        ]
         index_bytes = 0  # indexes are cached apart from the dataset (or held in memory)
         kind, version = "tar / WebDataset", None
     stored: dict = {}
@@ -414,9 +493,11 @@ def describe(dataset: PackedDataset | TarDataset) -> dict:
         kinds, _, _, source_bytes = dataset._native.records()
         counts = np.bincount(np.asarray(kinds, dtype=np.int64), minlength=len(_native.RECORD_KINDS))
         source_total = int(np.asarray(source_bytes, dtype=np.int64).sum())
-        stored = {"records": {name: int(c) for name, c in zip(_native.RECORD_KINDS, counts) if c},
-                  "source_bytes": source_total,
-                  "size_ratio": float(sizes.sum() / source_total) if source_total else None}
+        stored = {
+            "records": {name: int(c) for name, c in zip(_native.RECORD_KINDS, counts) if c},
+            "source_bytes": source_total,
+            "size_ratio": float(sizes.sum() / source_total) if source_total else None,
+        }
     percentiles = (0, 10, 50, 90, 99, 100)
     values = np.percentile(sizes, percentiles).round().astype(int).tolist() if len(sizes) else [0] * len(percentiles)
     labelled = labels[labels >= 0]
@@ -431,9 +512,10 @@ def describe(dataset: PackedDataset | TarDataset) -> dict:
         "shards": shards,
         "bytes": int(sum(s["bytes"] for s in shards) + index_bytes),
         "payload_bytes": int(sizes.sum()),
-        "image_bytes": {"mean": float(sizes.mean()) if len(sizes) else 0.0,
-                        **{("min" if p == 0 else "max" if p == 100 else f"p{p}"): v
-                           for p, v in zip(percentiles, values)}},
+        "image_bytes": {
+            "mean": float(sizes.mean()) if len(sizes) else 0.0,
+            **{("min" if p == 0 else "max" if p == 100 else f"p{p}"): v for p, v in zip(percentiles, values)},
+        },
         **stored,
     }
 
@@ -447,7 +529,7 @@ def _source_keys(source) -> list[str]:
     if root is None:
         return names
     prefix = os.path.join(root, "")
-    return [n[len(prefix):] if n.startswith(prefix) else n for n in names]
+    return [n[len(prefix) :] if n.startswith(prefix) else n for n in names]
 
 
 def compare(dataset: PackedDataset, src, *, sample: int = 64, seed: int = 0) -> dict:
@@ -473,8 +555,10 @@ def compare(dataset: PackedDataset, src, *, sample: int = 64, seed: int = 0) -> 
     for i in picks:
         key = dataset._native.name(i)
         if key not in by_key:
-            raise ValueError(f"record {i} ({key!r}) has no sample with that key in {src!r}: is it the source "
-                             "this dataset was packed from?")
+            raise ValueError(
+                f"record {i} ({key!r}) has no sample with that key in {src!r}: is it the source "
+                "this dataset was packed from?"
+            )
         rgb, w, h = _native.decode_rgb(_native.read_sample(dataset._native, i))
         stored = np.frombuffer(rgb, dtype=np.uint8).reshape(h, w, 3).astype(np.int32)
         with Image.open(io.BytesIO(_native.read_sample(source, by_key[key]))) as im:
@@ -490,6 +574,11 @@ def compare(dataset: PackedDataset, src, *, sample: int = 64, seed: int = 0) -> 
         lowest = min(lowest, 10 * math.log10(255**2 / mse) if mse else math.inf)
         compared.append(i)
     pooled = squared / count if count else 0.0
-    return {"records": len(compared), "indices": compared, "psnr_db": 10 * math.log10(255**2 / pooled) if pooled else None,
-            "min_psnr_db": lowest if lowest != math.inf else None,
-            "mean_abs_error": abs_sum / count if count else 0.0, "max_error": worst}
+    return {
+        "records": len(compared),
+        "indices": compared,
+        "psnr_db": 10 * math.log10(255**2 / pooled) if pooled else None,
+        "min_psnr_db": lowest if lowest != math.inf else None,
+        "mean_abs_error": abs_sum / count if count else 0.0,
+        "max_error": worst,
+    }

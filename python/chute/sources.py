@@ -48,9 +48,12 @@ class ImageFolder(NativeSource):
 
             counts = collections.Counter(os.path.splitext(p)[1].lower() for p in self.left_out)
             kinds = ", ".join(f"{n} {ext}" for ext, n in sorted(counts.items()))
-            warnings.warn(f"chute.ImageFolder({self.root!r}) left out {len(self.left_out)} files in formats chute "
-                          f"cannot decode ({kinds}), e.g. {self.left_out[0]!r}; torchvision's ImageFolder would "
-                          "list them. Convert them to JPEG, PNG or WebP to train on them.", stacklevel=2)
+            warnings.warn(
+                f"chute.ImageFolder({self.root!r}) left out {len(self.left_out)} files in formats chute "
+                f"cannot decode ({kinds}), e.g. {self.left_out[0]!r}; torchvision's ImageFolder would "
+                "list them. Convert them to JPEG, PNG or WebP to train on them.",
+                stacklevel=2,
+            )
 
     def __repr__(self) -> str:
         return f"chute.ImageFolder({self.root!r}, samples={len(self)}, classes={len(self.classes)})"

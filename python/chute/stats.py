@@ -37,8 +37,10 @@ class LoaderStats(dict):
             f"chute.Loader stats over {s['elapsed_s']:.1f} s: {s['samples_delivered']:,} samples delivered "
             f"({rate:,.0f}/s) in {s['batches']:,} batches, {s['bytes_read'] / 1e6:,.1f} MB read, "
             f"{s['errors_skipped']} skipped, {s['decode_warnings']} decode warnings",
-            "  worker time per sample: " + " | ".join([stage("read", s["read_s"]), stage("decode", s["decode_s"]),
-                                                      stage("transform", s["transform_s"])])
+            "  worker time per sample: "
+            + " | ".join(
+                [stage("read", s["read_s"]), stage("decode", s["decode_s"]), stage("transform", s["transform_s"])]
+            )
             + f" | batch {1e3 * s['batch_s'] / n:.3f} ms",
             f"  workers: {s['active_threads']} of {s['threads']} threads active{auto(s['auto_threads'])}, "
             f"{1e3 * s['worker_cpu_s'] / n:.3f} ms CPU per sample{idle}",
@@ -49,6 +51,8 @@ class LoaderStats(dict):
             f"  verdict: {s['verdict']}",
         ]
         if s.get("members_skipped"):
-            lines.append("  source: members in no sample: " + ", ".join(
-                f"{n} {reason}" for reason, n in s["members_skipped"].items()))
+            lines.append(
+                "  source: members in no sample: "
+                + ", ".join(f"{n} {reason}" for reason, n in s["members_skipped"].items())
+            )
         return "\n".join(lines)

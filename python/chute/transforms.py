@@ -38,8 +38,7 @@ def _check_bilinear(interpolation, antialias, name: str) -> None:
 class RandomResizedCrop:
     """Crop a random area and aspect ratio, then resize to ``size`` (torchvision's sampling, fallback included)."""
 
-    def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0), interpolation="bilinear",
-                 antialias=True):
+    def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0), interpolation="bilinear", antialias=True):
         self.size = _size_pair(size, "RandomResizedCrop")
         scale = _validate.reals("RandomResizedCrop: scale", scale, 2)
         ratio = _validate.reals("RandomResizedCrop: ratio", ratio, 2)
@@ -51,11 +50,19 @@ class RandomResizedCrop:
 
     def _to_native(self):
         (scale_min, scale_max), (ratio_min, ratio_max) = self.scale, self.ratio
-        return _native.RandomResizedCrop(self.size[0], self.size[1], scale_min=scale_min, scale_max=scale_max,
-                                         ratio_min=ratio_min, ratio_max=ratio_max)
+        return _native.RandomResizedCrop(
+            self.size[0],
+            self.size[1],
+            scale_min=scale_min,
+            scale_max=scale_max,
+            ratio_min=ratio_min,
+            ratio_max=ratio_max,
+        )
 
     def __repr__(self) -> str:
-        return f"RandomResizedCrop(size={self.size}, scale={self.scale}, ratio={tuple(round(r, 4) for r in self.ratio)})"
+        return (
+            f"RandomResizedCrop(size={self.size}, scale={self.scale}, ratio={tuple(round(r, 4) for r in self.ratio)})"
+        )
 
 
 class Resize:

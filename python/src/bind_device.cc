@@ -45,7 +45,8 @@ void register_device(nb::module_& m) {
   });
   // The CPUs on the GPU's NUMA node that this process may use; empty when unknown.
   m.def(
-      "cuda_local_cpus", [](int index, const std::string& sysfs_root) {
+      "cuda_local_cpus",
+      [](int index, const std::string& sysfs_root) {
         const std::string bus = cuda_pci_bus_id(index);
         return bus.empty() ? std::vector<int>{} : pci_local_cpus(sysfs_root, bus);
       },
@@ -54,7 +55,8 @@ void register_device(nb::module_& m) {
   // Pinned blocks lent by torch's host allocator (chute/delivery.py stocks it) for a hand-over ring.
   nb::class_<PyBlockPool>(m, "BlockPool")
       .def("__init__", [](PyBlockPool* self) { new (self) PyBlockPool{std::make_shared<BlockPool>("torch pinned")}; })
-      .def("donate", [](PyBlockPool& p, uintptr_t address, size_t bytes) { p.impl->donate(reinterpret_cast<void*>(address), bytes); })
+      .def("donate", [](PyBlockPool& p, uintptr_t address,
+                        size_t bytes) { p.impl->donate(reinterpret_cast<void*>(address), bytes); })
       .def("take_returned",
            [](PyBlockPool& p) {
              std::vector<uintptr_t> out;
@@ -64,7 +66,8 @@ void register_device(nb::module_& m) {
       .def_prop_ro("handed_over", [](const PyBlockPool& p) { return p.impl->handed_over_count(); });
 
   nb::class_<PyDevice>(m, "Device")
-      .def_static("cuda", [](int index) { return PyDevice{unwrap(open_cuda_device(index))}; }, nb::arg("index"))
+      .def_static(
+          "cuda", [](int index) { return PyDevice{unwrap(open_cuda_device(index))}; }, nb::arg("index"))
       .def_static(
           "simulated",
           [](uint64_t seed, int max_delay_us) {
@@ -81,32 +84,47 @@ void register_device(nb::module_& m) {
       .def_prop_ro("live_host_bytes", [](const PyDevice& d) { return simulated(d)->live_host_bytes(); })
       .def_prop_ro("live_device_bytes", [](const PyDevice& d) { return simulated(d)->live_device_bytes(); })
       // The simulated consumer (simulated_device.h): torch's caching host allocator, lagging streams, copies.
-      .def("pinned_block",
-           [](const PyDevice& d, size_t bytes) {
-             void* p = unwrap(simulated(d)->allocate_block(bytes));
-             nb::capsule owner(new SimBlock{d.impl, p}, [](void* b) noexcept { delete static_cast<SimBlock*>(b); });
-             const size_t shape[1] = {bytes};
-             return nb::ndarray<nb::pytorch, uint8_t>(p, 1, shape, owner);
-           }, nb::arg("nbytes"))
-      .def("create_stream", [](const PyDevice& d, int min_delay_us, int max_delay_us) {
-             return unwrap(simulated(d)->create_stream(min_delay_us, max_delay_us));
-           }, nb::arg("min_delay_us"), nb::arg("max_delay_us"))
-      .def("copy_to_device", [](const PyDevice& d, uintptr_t src, size_t bytes, int stream) {
-             return reinterpret_cast<uintptr_t>(unwrap(simulated(d)->copy_to_device(reinterpret_cast<void*>(src), bytes, stream)));
-           }, nb::arg("src"), nb::arg("nbytes"), nb::arg("stream"))
-      .def("synchronize_stream", [](const PyDevice& d, int stream) {
-             Status st = [&] {
-               nb::gil_scoped_release release;
-               return simulated(d)->synchronize_stream(stream);
-             }();
-             if (!st.is_ok()) throw_status(st);
-           }, nb::arg("stream"))
+      .def(
+          "pinned_block",
+          [](const PyDevice& d, size_t bytes) {
+            void* p = unwrap(simulated(d)->allocate_block(bytes));
+            nb::capsule owner(new SimBlock{d.impl, p}, [](void* b) noexcept { delete static_cast<SimBlock*>(b); });
+            const size_t shape[1] = {bytes};
+            return nb::ndarray<nb::pytorch, uint8_t>(p, 1, shape, owner);
+          },
+          nb::arg("nbytes"))
+      .def(
+          "create_stream",
+          [](const PyDevice& d, int min_delay_us, int max_delay_us) {
+            return unwrap(simulated(d)->create_stream(min_delay_us, max_delay_us));
+          },
+          nb::arg("min_delay_us"), nb::arg("max_delay_us"))
+      .def(
+          "copy_to_device",
+          [](const PyDevice& d, uintptr_t src, size_t bytes, int stream) {
+            return reinterpret_cast<uintptr_t>(
+                unwrap(simulated(d)->copy_to_device(reinterpret_cast<void*>(src), bytes, stream)));
+          },
+          nb::arg("src"), nb::arg("nbytes"), nb::arg("stream"))
+      .def(
+          "synchronize_stream",
+          [](const PyDevice& d, int stream) {
+            Status st = [&] {
+              nb::gil_scoped_release release;
+              return simulated(d)->synchronize_stream(stream);
+            }();
+            if (!st.is_ok()) throw_status(st);
+          },
+          nb::arg("stream"))
       // The bytes of a completed copy_to_device(), which frees its device memory.
-      .def("read_device", [](const PyDevice& d, uintptr_t p, size_t bytes) {
-             nb::bytes out(reinterpret_cast<const char*>(p), bytes);
-             d.impl->free_device(reinterpret_cast<void*>(p), bytes);
-             return out;
-           }, nb::arg("address"), nb::arg("nbytes"));
+      .def(
+          "read_device",
+          [](const PyDevice& d, uintptr_t p, size_t bytes) {
+            nb::bytes out(reinterpret_cast<const char*>(p), bytes);
+            d.impl->free_device(reinterpret_cast<void*>(p), bytes);
+            return out;
+          },
+          nb::arg("address"), nb::arg("nbytes"));
 
   nb::class_<PyDeviceLoader>(m, "DeviceLoader")
       .def(
@@ -140,9 +158,8 @@ void register_device(nb::module_& m) {
             if (!b) return nb::none();
             const bool cuda = d.device().kind() == DeviceKind::kCuda;
             auto owner = [&] {
-              return nb::capsule(new std::shared_ptr<DeviceBatch>(b), [](void* p) noexcept {
-                delete static_cast<std::shared_ptr<DeviceBatch>*>(p);
-              });
+              return nb::capsule(new std::shared_ptr<DeviceBatch>(b),
+                                 [](void* p) noexcept { delete static_cast<std::shared_ptr<DeviceBatch>*>(p); });
             };
             return batch_tensors(b->images(), b->labels(), b->size(), *l.loader, l.loader->options().output.dtype,
                                  owner, cuda ? nb::device::cuda::value : nb::device::cpu::value,

@@ -36,8 +36,8 @@ void register_gather(nb::module_& m) {
             std::vector<GatherColumn> cols;
             for (const auto& [ptr, row_bytes, rows] : columns)
               cols.push_back({reinterpret_cast<const void*>(ptr), row_bytes, rows});
-            GatherOptions o{.num_threads = num_threads, .min_chunk_bytes = min_chunk_bytes,
-                            .max_free_bytes = max_free_bytes};
+            GatherOptions o{
+                .num_threads = num_threads, .min_chunk_bytes = min_chunk_bytes, .max_free_bytes = max_free_bytes};
             new (self) PyGatherer{unwrap(Gatherer::create(std::move(cols), o))};
           },
           nb::arg("columns"), nb::arg("num_threads") = 0, nb::arg("min_chunk_bytes") = size_t{1} << 20,
@@ -78,9 +78,11 @@ void register_gather(nb::module_& m) {
           nb::arg("ticket"),
           "The batch's columns as 1-D uint8 tensors (view them as the dataset's dtype and row shape); "
           "IndexError when an index was out of range.")
-      .def("park", [](PyGatherer& g) { g.impl->park(); }, nb::call_guard<nb::gil_scoped_release>(),
-           "Stops the copy threads once queued batches are copied; the next submit() starts them again.")
-      .def("close", [](PyGatherer& g) { g.impl->close(); }, nb::call_guard<nb::gil_scoped_release>());
+      .def(
+          "park", [](PyGatherer& g) { g.impl->park(); }, nb::call_guard<nb::gil_scoped_release>(),
+          "Stops the copy threads once queued batches are copied; the next submit() starts them again.")
+      .def(
+          "close", [](PyGatherer& g) { g.impl->close(); }, nb::call_guard<nb::gil_scoped_release>());
 }
 
 }  // namespace chute::py

@@ -21,12 +21,18 @@ namespace chute::py {
 Pipeline make_pipeline(const nb::list& transforms) {
   std::vector<Transform> list;
   for (nb::handle t : transforms) {
-    if (nb::isinstance<RandomResizedCrop>(t)) list.emplace_back(nb::cast<RandomResizedCrop>(t));
-    else if (nb::isinstance<Resize>(t)) list.emplace_back(nb::cast<Resize>(t));
-    else if (nb::isinstance<CenterCrop>(t)) list.emplace_back(nb::cast<CenterCrop>(t));
-    else if (nb::isinstance<RandomHorizontalFlip>(t)) list.emplace_back(nb::cast<RandomHorizontalFlip>(t));
-    else if (nb::isinstance<Normalize>(t)) list.emplace_back(nb::cast<Normalize>(t));
-    else throw nb::type_error("not a native transform");
+    if (nb::isinstance<RandomResizedCrop>(t))
+      list.emplace_back(nb::cast<RandomResizedCrop>(t));
+    else if (nb::isinstance<Resize>(t))
+      list.emplace_back(nb::cast<Resize>(t));
+    else if (nb::isinstance<CenterCrop>(t))
+      list.emplace_back(nb::cast<CenterCrop>(t));
+    else if (nb::isinstance<RandomHorizontalFlip>(t))
+      list.emplace_back(nb::cast<RandomHorizontalFlip>(t));
+    else if (nb::isinstance<Normalize>(t))
+      list.emplace_back(nb::cast<Normalize>(t));
+    else
+      throw nb::type_error("not a native transform");
   }
   return unwrap(Pipeline::create(std::move(list)));
 }
@@ -38,15 +44,15 @@ std::pair<int64_t*, nb::capsule> copied_labels(const int64_t* labels, size_t n) 
   auto copy = std::make_unique<int64_t[]>(std::max<size_t>(n, 1));
   std::memcpy(copy.get(), labels, n * sizeof(int64_t));
   int64_t* data = copy.get();
-  nb::capsule owner(copy.release(), [](void* p) noexcept { std::default_delete<int64_t[]>()(static_cast<int64_t*>(p)); });
+  nb::capsule owner(copy.release(),
+                    [](void* p) noexcept { std::default_delete<int64_t[]>()(static_cast<int64_t*>(p)); });
   return {data, std::move(owner)};
 }
 
 }  // namespace
 
 nb::tuple batch_tensors(void* images, int64_t* labels, int64_t size, const Loader& loader, DType out_dtype,
-                        const std::function<nb::capsule()>& owner, int device_type, int device_id,
-                        bool copy_labels) {
+                        const std::function<nb::capsule()>& owner, int device_type, int device_id, bool copy_labels) {
   const LoaderOptions& o = loader.options();
   const size_t n = static_cast<size_t>(size), h = loader.out_height(), w = loader.out_width();
   const size_t shape[4] = {n, 3, h, w};
@@ -60,10 +66,17 @@ nb::tuple batch_tensors(void* images, int64_t* labels, int64_t size, const Loade
   }
   nb::dlpack::dtype dtype = nb::dtype<uint8_t>();
   switch (out_dtype) {
-    case DType::kUInt8: break;
-    case DType::kFloat32: dtype = nb::dtype<float>(); break;
-    case DType::kFloat16: dtype = {static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1}; break;
-    case DType::kBFloat16: dtype = {static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1}; break;
+    case DType::kUInt8:
+      break;
+    case DType::kFloat32:
+      dtype = nb::dtype<float>();
+      break;
+    case DType::kFloat16:
+      dtype = {static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1};
+      break;
+    case DType::kBFloat16:
+      dtype = {static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1};
+      break;
   }
   nb::ndarray<nb::pytorch> image_array(images, 4, shape, owner(), strides, dtype, device_type, device_id);
   const size_t label_shape[1] = {n};
@@ -88,8 +101,9 @@ nb::capsule owner_of(const std::shared_ptr<Batch>& batch) {
 }
 
 nb::tuple to_tensors(const std::shared_ptr<Batch>& batch, const Loader& loader) {
-  return batch_tensors(batch->images(), batch->labels(), batch->size(), loader, loader.options().output.dtype,
-                       [&] { return owner_of(batch); }, nb::device::cpu::value, 0, /*copy_labels=*/true);
+  return batch_tensors(
+      batch->images(), batch->labels(), batch->size(), loader, loader.options().output.dtype,
+      [&] { return owner_of(batch); }, nb::device::cpu::value, 0, /*copy_labels=*/true);
 }
 
 nb::object error_tuple(const FailedSample& e) {
@@ -145,16 +159,18 @@ void register_loader(nb::module_& m) {
       .def("position", [](const PyLoader& l) { return l.impl->position(); })
       .def_prop_ro("decode_warnings", [](const PyLoader& l) { return l.impl->decode_warnings(); })
       // hand_over: the batch's block becomes the caller's (a BlockPool ring, chute/delivery.py).
-      .def("next",
-           [](PyLoader& l, bool hand_over) -> nb::object {
-             Loader& loader = *l.impl;
-             Result<std::shared_ptr<Batch>> next =
-                 wait_interruptibly([&](std::chrono::milliseconds slice) { return loader.next(slice); });
-             if (!next.is_ok()) throw_next_error(next.status(), loader);  // chute.SampleError for a bad sample
-             if (!*next) return nb::none();
-             if (hand_over) (*next)->hand_over();
-             return to_tensors(*next, loader);
-           }, nb::arg("hand_over") = false)
+      .def(
+          "next",
+          [](PyLoader& l, bool hand_over) -> nb::object {
+            Loader& loader = *l.impl;
+            Result<std::shared_ptr<Batch>> next =
+                wait_interruptibly([&](std::chrono::milliseconds slice) { return loader.next(slice); });
+            if (!next.is_ok()) throw_next_error(next.status(), loader);  // chute.SampleError for a bad sample
+            if (!*next) return nb::none();
+            if (hand_over) (*next)->hand_over();
+            return to_tensors(*next, loader);
+          },
+          nb::arg("hand_over") = false)
       .def("host_blocks_wanted", [](const PyLoader& l) { return l.impl->host_blocks_wanted(); })
       .def_prop_ro("host_block_bytes", [](const PyLoader& l) { return l.impl->host_block_bytes(); })
       .def("host_blocks_added", [](PyLoader& l) { l.impl->host_blocks_added(); })

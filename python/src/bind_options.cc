@@ -5,10 +5,10 @@
 // text as validate()'s), so the defaults and the ranges are written once, in the C++ headers.
 #include <functional>
 #include <map>
-#include <type_traits>
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <nanobind/stl/optional.h>
@@ -48,8 +48,10 @@ V to_int(nb::handle v, const OptionRange& r) {
   if (overflow == 0 && r.contains(static_cast<int64_t>(s))) return static_cast<V>(s);
   if (overflow > 0) {
     const unsigned long long u = PyLong_AsUnsignedLongLong(i.ptr());
-    if (PyErr_Occurred() != nullptr) PyErr_Clear();
-    else if (r.contains(static_cast<uint64_t>(u))) return static_cast<V>(u);
+    if (PyErr_Occurred() != nullptr)
+      PyErr_Clear();
+    else if (r.contains(static_cast<uint64_t>(u)))
+      return static_cast<V>(u);
   }
   raise(PyExc_ValueError, r.message(nb::cast<std::string>(nb::str(i))));
 }
@@ -58,8 +60,8 @@ V to_int(nb::handle v, const OptionRange& r) {
 double to_real(nb::handle v, const char* name) {
   if (PyBool_Check(v.ptr()) || nb::isinstance<nb::str>(v) || !PyNumber_Check(v.ptr())) {
     const std::string type = nb::cast<std::string>(nb::getattr(v.type(), "__name__"));
-    raise(PyExc_TypeError, std::string(name) + " must be a number, got " + nb::cast<std::string>(nb::repr(v)) +
-                               " (" + type + ")");
+    raise(PyExc_TypeError,
+          std::string(name) + " must be a number, got " + nb::cast<std::string>(nb::repr(v)) + " (" + type + ")");
   }
   const double d = PyFloat_AsDouble(v.ptr());
   if (d == -1.0 && PyErr_Occurred() != nullptr) throw nb::python_error();
@@ -93,7 +95,8 @@ class OptionsClass {
           for (auto [key, value] : kwargs) {
             const std::string k = nb::cast<std::string>(key);
             auto it = setters->find(k);
-            if (it == setters->end()) raise(PyExc_TypeError, type + "() got an unexpected keyword argument '" + k + "'");
+            if (it == setters->end())
+              raise(PyExc_TypeError, type + "() got an unexpected keyword argument '" + k + "'");
             it->second(options, value);
           }
           new (self) T(std::move(options));
@@ -128,7 +131,8 @@ class OptionsClass {
 
   template <typename At>
   OptionsClass& boolean(const char* name, At at) {
-    return field(name, [at](T& t) { return at(t); }, [at](T& t, nb::handle v) { at(t) = to_bool(v); });
+    return field(
+        name, [at](T& t) { return at(t); }, [at](T& t, nb::handle v) { at(t) = to_bool(v); });
   }
 
   nb::class_<T>& cls() { return cls_; }
@@ -211,7 +215,8 @@ void register_options(nb::module_& m) {
       // GPU delivery: pinned ring buffers from the device, and room for the host batches whose copies are
       // in flight (DeviceLoader::prepare; the DeviceLoader is then built with the same DeliveryOptions).
       .def(
-          "prepare_delivery", [](L& o, const PyDevice& device, const DeliveryOptions& delivery) {
+          "prepare_delivery",
+          [](L& o, const PyDevice& device, const DeliveryOptions& delivery) {
             DeviceLoader::prepare(o, *device.impl, delivery);
           },
           nb::arg("device"), nb::arg("delivery"))

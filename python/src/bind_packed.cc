@@ -1,6 +1,6 @@
 #include <algorithm>
-#include <cstring>
 #include <chrono>
+#include <cstring>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -20,8 +20,8 @@
 #include "chute/pack_writer.h"
 #include "chute/packed_source.h"
 #include "chute/tar_source.h"
-#include "fs_path.h"
 #include "chute/thread.h"
+#include "fs_path.h"
 
 namespace chute::py {
 namespace {
@@ -56,7 +56,8 @@ nb::dict summary_dict(const PackSummary& s) {
   d["file_bytes"] = s.file_bytes;
   d["shards"] = s.shards;
   nb::list skipped;
-  for (const PackSkipped& k : s.skipped) skipped.append(nb::make_tuple(k.index, fs_str(k.name), fs_str(k.status.to_string())));
+  for (const PackSkipped& k : s.skipped)
+    skipped.append(nb::make_tuple(k.index, fs_str(k.name), fs_str(k.status.to_string())));
   d["skipped"] = skipped;
   return d;
 }
@@ -70,14 +71,24 @@ ImageCheck image_check(const std::string& level) {
 
 StoreOptions store_options(int max_side, int max_shorter_side, int quality, const std::string& subsampling,
                            bool keep_original, bool raw, int64_t raw_below, const std::string& raw_compression) {
-  StoreOptions o{.max_side = max_side, .max_shorter_side = max_shorter_side, .quality = quality,
-                 .keep_original = keep_original, .raw = raw, .raw_below = raw_below};
-  if (subsampling == "420") o.subsampling = ChromaSubsampling::k420;
-  else if (subsampling == "444") o.subsampling = ChromaSubsampling::k444;
-  else throw nb::value_error(("subsampling must be '420' or '444', got '" + subsampling + "'").c_str());
-  if (raw_compression == "zstd") o.raw_compression = RawCompression::kZstd;
-  else if (raw_compression == "none") o.raw_compression = RawCompression::kNone;
-  else throw nb::value_error(("raw_compression must be 'zstd' or 'none', got '" + raw_compression + "'").c_str());
+  StoreOptions o{.max_side = max_side,
+                 .max_shorter_side = max_shorter_side,
+                 .quality = quality,
+                 .keep_original = keep_original,
+                 .raw = raw,
+                 .raw_below = raw_below};
+  if (subsampling == "420")
+    o.subsampling = ChromaSubsampling::k420;
+  else if (subsampling == "444")
+    o.subsampling = ChromaSubsampling::k444;
+  else
+    throw nb::value_error(("subsampling must be '420' or '444', got '" + subsampling + "'").c_str());
+  if (raw_compression == "zstd")
+    o.raw_compression = RawCompression::kZstd;
+  else if (raw_compression == "none")
+    o.raw_compression = RawCompression::kNone;
+  else
+    throw nb::value_error(("raw_compression must be 'zstd' or 'none', got '" + raw_compression + "'").c_str());
   if (Status st = o.validate(); !st.is_ok()) throw nb::value_error(st.message().c_str());
   return o;
 }
@@ -92,7 +103,10 @@ void register_packed(nb::module_& m) {
     m.attr("RECORD_KINDS") = kinds;
   }
   m.def(
-      "checksum", [](nb::bytes data) { return checksum({static_cast<const uint8_t*>(data.data()), data.size()}); },
+      "checksum",
+      [](nb::bytes data) {
+        return checksum({static_cast<const uint8_t*>(data.data()), data.size()});
+      },
       nb::arg("data"), "XXH3-64 of the bytes: the checksum of the packed format's records, headers and index.");
 
   nb::class_<PackedSource, Source>(m, "PackedSource")
@@ -170,7 +184,8 @@ void register_packed(nb::module_& m) {
            })
       .def("skipped", [](const TarSource& t) {
         nb::list out;
-        for (const TarSkipped& s : t.skipped()) out.append(nb::make_tuple(fs_str(s.reason), s.count, fs_list(s.examples)));
+        for (const TarSkipped& s : t.skipped())
+          out.append(nb::make_tuple(fs_str(s.reason), s.count, fs_list(s.examples)));
         return out;
       });
 
@@ -218,13 +233,18 @@ void register_packed(nb::module_& m) {
         Status started;
         {
           std::vector<std::jthread> pool;
-          started = start_threads<std::jthread>("chute-read", 0, std::max(1, num_threads), [&](int) {
-            std::vector<uint8_t> out;
-            for (int64_t k; (k = next.fetch_add(1)) < source->size();) {
-              if (source->read(order[static_cast<size_t>(k)], out).is_ok()) bytes += static_cast<int64_t>(out.size());
-              else ++failed;
-            }
-          }, pool);
+          started = start_threads<std::jthread>(
+              "chute-read", 0, std::max(1, num_threads),
+              [&](int) {
+                std::vector<uint8_t> out;
+                for (int64_t k; (k = next.fetch_add(1)) < source->size();) {
+                  if (source->read(order[static_cast<size_t>(k)], out).is_ok())
+                    bytes += static_cast<int64_t>(out.size());
+                  else
+                    ++failed;
+                }
+              },
+              pool);
           if (pool.empty()) {
             nb::gil_scoped_acquire acquire;
             throw_status(started);

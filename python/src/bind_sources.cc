@@ -22,8 +22,10 @@ void register_sources(nb::module_& m) {
   // The core trusts its callers with indices; Python callers get IndexError instead.
   nb::class_<Source>(m, "Source")
       .def("__len__", &Source::size)
-      .def("label", [](const Source& s, int64_t i) { return s.label(checked_index(s, i)); }, nb::arg("index"))
-      .def("name", [](const Source& s, int64_t i) { return fs_str(s.name(checked_index(s, i))); }, nb::arg("index"))
+      .def(
+          "label", [](const Source& s, int64_t i) { return s.label(checked_index(s, i)); }, nb::arg("index"))
+      .def(
+          "name", [](const Source& s, int64_t i) { return fs_str(s.name(checked_index(s, i))); }, nb::arg("index"))
       .def("labels",
            [](const Source& s) {
              std::vector<int64_t> out(static_cast<size_t>(s.size()));

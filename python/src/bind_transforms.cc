@@ -28,13 +28,11 @@ void register_transforms(nb::module_& m) {
         const CropBox b = random_resized_crop_box(width, height, t, rng);
         return std::make_tuple(b.x, b.y, b.width, b.height);
       },
-      nb::arg("width"), nb::arg("height"), nb::arg("transform"), nb::arg("seed"), nb::arg("epoch"),
-      nb::arg("index"));
+      nb::arg("width"), nb::arg("height"), nb::arg("transform"), nb::arg("seed"), nb::arg("epoch"), nb::arg("index"));
 
   // The Pillow release whose pass order resample_rgb follows (chute/resampling.py sets it at import).
-  m.def("resample_pass_order", [] {
-    return resample_pass_order() == ResamplePassOrder::kPillow13 ? "pillow13" : "horizontal_first";
-  });
+  m.def("resample_pass_order",
+        [] { return resample_pass_order() == ResamplePassOrder::kPillow13 ? "pillow13" : "horizontal_first"; });
   m.def(
       "set_resample_pass_order",
       [](const std::string& name) {
@@ -43,8 +41,8 @@ void register_transforms(nb::module_& m) {
         } else if (name == "horizontal_first") {
           set_resample_pass_order(ResamplePassOrder::kHorizontalFirst);
         } else {
-          throw nb::value_error(("resample pass order must be 'pillow13' or 'horizontal_first', got '" + name +
-                                 "'").c_str());
+          throw nb::value_error(
+              ("resample pass order must be 'pillow13' or 'horizontal_first', got '" + name + "'").c_str());
         }
       },
       nb::arg("name"));

@@ -55,8 +55,10 @@ struct type_caster<chute::py::FsPath> {
       return false;
     }
     PyObject* encoded = nullptr;
-    if (PyUnicode_Check(path)) encoded = PyUnicode_EncodeFSDefault(path);  // surrogateescape, like os.fsencode
-    else if (PyBytes_Check(path)) encoded = (Py_INCREF(path), path);
+    if (PyUnicode_Check(path))
+      encoded = PyUnicode_EncodeFSDefault(path);  // surrogateescape, like os.fsencode
+    else if (PyBytes_Check(path))
+      encoded = (Py_INCREF(path), path);
     Py_DECREF(path);
     if (encoded == nullptr) {
       PyErr_Clear();

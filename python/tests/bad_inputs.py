@@ -25,16 +25,16 @@ import subprocess
 import sys
 import tempfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 from PIL import Image
 
 HERE = Path(__file__).resolve().parent
-GOOD = 10          # good images around the bad ones
+GOOD = 10  # good images around the bad ones
 BATCH = 4
-BAD_AT = 5         # where a single bad file goes: batch 1, so one full batch comes before it
+BAD_AT = 5  # where a single bad file goes: batch 1, so one full batch comes before it
 
 
 def _encode(img: Image.Image, fmt: str, **kw) -> bytes:
@@ -45,7 +45,7 @@ def _encode(img: Image.Image, fmt: str, **kw) -> bytes:
 
 def good_image(i: int, size=(72, 56)) -> Image.Image:
     rng = np.random.default_rng(i)
-    y, x = np.mgrid[0:size[1], 0:size[0]]
+    y, x = np.mgrid[0 : size[1], 0 : size[0]]
     base = np.stack([(x * (3 + c) + y * (5 - c) + 40 * c) % 256 for c in range(3)], axis=-1)
     noisy = base + rng.normal(0, 8, base.shape)
     return Image.fromarray(np.clip(noisy, 0, 255).astype(np.uint8))
@@ -70,8 +70,12 @@ def jpeg_bomb() -> bytes:
 def png_bomb() -> bytes:
     """A PNG whose IHDR (CRC fixed up) claims 65500 x 65500 RGB, with a tiny IDAT."""
     ihdr = struct.pack(">IIBBBBB", 65500, 65500, 8, 2, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", ihdr) + _png_chunk(b"IDAT", zlib.compress(b"\0" * 64))
-            + _png_chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _png_chunk(b"IHDR", ihdr)
+        + _png_chunk(b"IDAT", zlib.compress(b"\0" * 64))
+        + _png_chunk(b"IEND", b"")
+    )
 
 
 def corrupt_entropy() -> bytes:
@@ -79,9 +83,9 @@ def corrupt_entropy() -> bytes:
     0xFF: long runs of 1 bits, which no Huffman table of libjpeg's encoder assigns)."""
     data = bytearray(good_jpeg(1))
     sos = data.find(b"\xff\xda")
-    scan = sos + 2 + int.from_bytes(data[sos + 2:sos + 4], "big")
+    scan = sos + 2 + int.from_bytes(data[sos + 2 : sos + 4], "big")
     mid = (scan + len(data)) // 2
-    data[mid:mid + 64] = b"\xff\x00" * 32
+    data[mid : mid + 64] = b"\xff\x00" * 32
     return bytes(data)
 
 
@@ -92,12 +96,12 @@ def truncation_offsets(n: int) -> list[int]:
 
 @dataclasses.dataclass
 class Case:
-    name: str                      # the row of the table
+    name: str  # the row of the table
     plant: Callable[[Path, list[Path]], list[int]]  # makes the bad files; returns their indices
-    reason: str                    # a substring of every bad sample's reason ("": reasons vary)
-    process: str = "in"            # "in": this process; "nodac": a child without root's file-permission override
+    reason: str  # a substring of every bad sample's reason ("": reasons vary)
+    process: str = "in"  # "in": this process; "nodac": a child without root's file-permission override
     after_index: Callable[[Path, list[Path]], None] | None = None  # runs after ImageFolder() has listed the files
-    decodes: bool = False          # a valid image in a surprising form: it must decode, under both policies
+    decodes: bool = False  # a valid image in a surprising form: it must decode, under both policies
 
 
 def sample_path(root: Path, index: int) -> Path:
@@ -108,6 +112,7 @@ def _one(data_fn: Callable[[], bytes], at: int = BAD_AT):
     def plant(root: Path, files: list[Path]) -> list[int]:
         files[at].write_bytes(data_fn())
         return [at]
+
     return plant
 
 
@@ -143,8 +148,11 @@ CASES = [
     Case("truncated JPEG, cut at 17 offsets (SOI, headers, scan, EOI)", _plant_truncations, ""),
     Case("zero-byte file", _one(lambda: b""), "empty file"),
     Case("random bytes", _one(lambda: np.random.default_rng(7).bytes(3000)), "not a JPEG, PNG or WebP"),
-    Case("random bytes after a JPEG SOI marker", _one(lambda: b"\xff\xd8\xff" + np.random.default_rng(8).bytes(3000)),
-         "CorruptData"),
+    Case(
+        "random bytes after a JPEG SOI marker",
+        _one(lambda: b"\xff\xd8\xff" + np.random.default_rng(8).bytes(3000)),
+        "CorruptData",
+    ),
     Case("PNG named .jpg", _one(lambda: _encode(good_image(3), "PNG")), "", decodes=True),
     Case("GIF named .jpg", _one(lambda: _encode(good_image(4), "GIF")), "GIF images are not supported"),
     Case("valid header, corrupt entropy stream", _one(corrupt_entropy), "Corrupt JPEG data"),
@@ -152,8 +160,12 @@ CASES = [
     Case("PNG header claiming 65500x65500 (bomb)", _one(png_bomb), "over the limit of 200000000 (max_pixels"),
     Case("CMYK JPEG (Adobe, inverted)", _one(lambda: _encode(good_image(5).convert("CMYK"), "JPEG")), "", decodes=True),
     Case("unreadable file (mode 000)", _plant_unreadable, "Permission denied", process="nodac"),
-    Case("file deleted after indexing", lambda root, files: [BAD_AT], "No such file or directory",
-         after_index=_delete_after_index),
+    Case(
+        "file deleted after indexing",
+        lambda root, files: [BAD_AT],
+        "No such file or directory",
+        after_index=_delete_after_index,
+    ),
     Case("FIFO named .jpg", _plant_fifo, "not a regular file"),
 ]
 
@@ -172,15 +184,15 @@ def build(case: Case, root: Path) -> list[int]:
 @dataclasses.dataclass
 class Outcome:
     policy: str
-    num_samples: int                      # in the source
-    sizes: list[int]                      # batch sizes of the first epoch (raise: of every resumed run)
-    labels: list[int]                     # the samples delivered in the first epoch, in order
-    before_first_error: int               # samples delivered before the first SampleError
-    raised: list[tuple[int, str, str]]    # (index, path, reason) of each SampleError, in order
-    errors: list[tuple[int, str, str]]    # loader.errors() after the epoch (skip)
-    quarantined: list[dict]               # lines of the quarantine file
-    second_epoch_same: bool               # the next epoch gives the same batches and errors
-    expected_paths: dict[int, str]        # bad index -> its path in the source
+    num_samples: int  # in the source
+    sizes: list[int]  # batch sizes of the first epoch (raise: of every resumed run)
+    labels: list[int]  # the samples delivered in the first epoch, in order
+    before_first_error: int  # samples delivered before the first SampleError
+    raised: list[tuple[int, str, str]]  # (index, path, reason) of each SampleError, in order
+    errors: list[tuple[int, str, str]]  # loader.errors() after the epoch (skip)
+    quarantined: list[dict]  # lines of the quarantine file
+    second_epoch_same: bool  # the next epoch gives the same batches and errors
+    expected_paths: dict[int, str]  # bad index -> its path in the source
 
     def summary(self) -> str:
         if self.policy == "raise":
@@ -188,12 +200,16 @@ class Outcome:
                 return f"decoded; batches {self.sizes}"
             first = self.raised[0]
             resumed = f"; resumed past each: {len(self.raised)} raised" if len(self.raised) > 1 else ""
-            return (f"SampleError(index {first[0]}, reason '{_short(first[2])}') after {self.before_first_error} samples"
-                    f"{resumed}; next epoch {'identical' if self.second_epoch_same else 'DIFFERS'}")
+            return (
+                f"SampleError(index {first[0]}, reason '{_short(first[2])}') after {self.before_first_error} samples"
+                f"{resumed}; next epoch {'identical' if self.second_epoch_same else 'DIFFERS'}"
+            )
         if not self.errors:
             return f"decoded; batches {self.sizes}"
-        return (f"skipped {len(self.errors)}; batches {self.sizes}; errors() and quarantine name "
-                f"{'each' if len(self.quarantined) == len(self.errors) else 'NOT each'}")
+        return (
+            f"skipped {len(self.errors)}; batches {self.sizes}; errors() and quarantine name "
+            f"{'each' if len(self.quarantined) == len(self.errors) else 'NOT each'}"
+        )
 
 
 def _short(reason: str, n: int = 100) -> str:
@@ -205,13 +221,22 @@ def run_policy(root: Path, policy: str, bad: list[int], after_index=None) -> Out
     resumed just past it (load_state_dict), so every bad sample is reported; the second epoch must
     repeat the first exactly."""
     import torch
+
     import chute
+
     source = chute.ImageFolder(root)
     if after_index is not None:
         after_index(root, [Path(p) for p, _ in source.samples])
     quarantine = Path(tempfile.mkdtemp()) / "bad.jsonl"
-    loader = chute.Loader(source, batch_size=BATCH, on_error=policy, quarantine=quarantine, num_threads=2,
-                          transforms=[chute.RandomResizedCrop(32), chute.RandomHorizontalFlip()], seed=3)
+    loader = chute.Loader(
+        source,
+        batch_size=BATCH,
+        on_error=policy,
+        quarantine=quarantine,
+        num_threads=2,
+        transforms=[chute.RandomResizedCrop(32), chute.RandomHorizontalFlip()],
+        seed=3,
+    )
 
     def epoch(e: int):
         sizes, labels, raised, before = [], [], [], None
@@ -242,8 +267,18 @@ def run_policy(root: Path, policy: str, bad: list[int], after_index=None) -> Out
     quarantined = [json.loads(line) for line in quarantine.read_text().splitlines()] if quarantine.exists() else []
     shutil.rmtree(quarantine.parent)
     paths = {i: p for i, (p, _) in enumerate(source.samples)}
-    return Outcome(policy, len(source), sizes, labels, before, raised, errors, quarantined,
-                   (sizes, labels, raised, before) == second, {i: paths[i] for i in bad})
+    return Outcome(
+        policy,
+        len(source),
+        sizes,
+        labels,
+        before,
+        raised,
+        errors,
+        quarantined,
+        (sizes, labels, raised, before) == second,
+        {i: paths[i] for i in bad},
+    )
 
 
 def _run_elsewhere(case: Case, runs: list[tuple[Path, str, list[int]]]) -> list[Outcome]:
@@ -253,12 +288,15 @@ def _run_elsewhere(case: Case, runs: list[tuple[Path, str, list[int]]]) -> list[
     prefix = []
     if case.process == "nodac" and os.geteuid() == 0:
         prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
-    code = ("import dataclasses, json, sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
-            "import bad_inputs as b; "
-            "print(json.dumps([dataclasses.asdict(b.run_policy(Path(r), p, bad)) for r, p, bad in json.loads(sys.argv[2])]))")
+    code = (
+        "import dataclasses, json, sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
+        "import bad_inputs as b; "
+        "print(json.dumps([dataclasses.asdict(b.run_policy(Path(r), p, bad)) for r, p, bad in json.loads(sys.argv[2])]))"
+    )
     arg = json.dumps([(str(root), policy, bad) for root, policy, bad in runs])
-    out = subprocess.run(prefix + [sys.executable, "-c", code, str(HERE), arg],
-                         capture_output=True, text=True, env=env, timeout=300)
+    out = subprocess.run(
+        prefix + [sys.executable, "-c", code, str(HERE), arg], capture_output=True, text=True, env=env, timeout=300
+    )
     if out.returncode != 0:
         raise RuntimeError(f"{case.name}: child failed:\n{out.stderr}")
     outcomes = []
@@ -278,8 +316,9 @@ def faulty_read_library() -> Path:
     global _shim
     if _shim is None:
         out = Path(tempfile.mkdtemp()) / "libfaulty_read.so"
-        subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(out), str(HERE / "faulty_read.c"), "-ldl"],
-                       check=True)
+        subprocess.run(
+            ["cc", "-shared", "-fPIC", "-O2", "-o", str(out), str(HERE / "faulty_read.c"), "-ldl"], check=True
+        )
         _shim = out
     return _shim
 

@@ -35,9 +35,15 @@ def main() -> None:
         # The ring may hold 6 buffers: keeping the labels of 27 batches pinned their images before the fix,
         # which then raised ResourceExhausted.
         batch_bytes = BATCH * (3 * SIZE * SIZE * 4 + 8)
-        loader = chute.Loader(chute.ImageFolder(root), batch_size=BATCH, num_threads=2, prefetch=2,
-                              dtype=torch.float32, transforms=[chute.Resize((SIZE, SIZE))],
-                              max_ring_bytes=6 * batch_bytes)
+        loader = chute.Loader(
+            chute.ImageFolder(root),
+            batch_size=BATCH,
+            num_threads=2,
+            prefetch=2,
+            dtype=torch.float32,
+            transforms=[chute.Resize((SIZE, SIZE))],
+            max_ring_bytes=6 * batch_bytes,
+        )
     else:
         dataset = T.ImageFolder(root, transform=T.Compose([T.Resize((SIZE, SIZE)), T.ToTensor()]))
         loader = chute.DataLoader(dataset, batch_size=BATCH)

@@ -15,14 +15,17 @@ import chute.ray  # noqa: E402
 root = sys.argv[1]
 kw = dict(batch_size=5, shuffle=True, seed=3, transforms=[chute.RandomResizedCrop(24), chute.RandomHorizontalFlip()])
 expected = [(i.clone(), y) for i, y in chute.Loader(root, **kw)]
-with chute.ray.RemoteLoader(root, num_actors=1, actor_options={"resources": {"cpu_node": 1}}, timeout_s=120,
-                            **kw) as remote:
+with chute.ray.RemoteLoader(
+    root, num_actors=1, actor_options={"resources": {"cpu_node": 1}}, timeout_s=120, **kw
+) as remote:
     got = list(remote)
     assert len(got) == len(expected)
     for (ei, el), (gi, gl) in zip(expected, got):
         assert torch.equal(ei, gi) and torch.equal(el, gl)
-    nodes = ray.get([a.__ray_call__.remote(lambda self: ray.get_runtime_context().get_node_id())
-                     for a in remote._actors], timeout=120)
+    nodes = ray.get(
+        [a.__ray_call__.remote(lambda self: ray.get_runtime_context().get_node_id()) for a in remote._actors],
+        timeout=120,
+    )
 head = ray.get_runtime_context().get_node_id()
 assert head not in nodes, "an actor ran on the head node despite its cpu_node resource"
 print("ok", len(set(nodes)), "worker nodes")

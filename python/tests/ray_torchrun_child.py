@@ -14,8 +14,13 @@ ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=Fal
 import chute.ray  # noqa: E402
 
 root = sys.argv[1]
-kw = dict(batch_size=4, shuffle=True, seed=5, even_split=False,
-          transforms=[chute.RandomResizedCrop(24), chute.RandomHorizontalFlip()])
+kw = dict(
+    batch_size=4,
+    shuffle=True,
+    seed=5,
+    even_split=False,
+    transforms=[chute.RandomResizedCrop(24), chute.RandomHorizontalFlip()],
+)
 expected = [(i.clone(), y.clone()) for i, y in chute.Loader(root, num_threads=1, **kw)]
 with chute.ray.RemoteLoader(root, num_actors=1, num_cpus_per_actor=1, timeout_s=120, **kw) as remote:
     assert (remote.rank, remote.world_size) == (int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))

@@ -43,8 +43,14 @@ def snapshot() -> dict:
         shared = sum("/dev/shm" in line or "memfd:" in line for line in f)
     with open("/proc/self/statm") as f:
         rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    return {"workers": names.count("chute-worker"), "threads": len(names), "fds": fds,
-            "dev_shm": own_shm(), "shared_maps": shared, "rss": rss}
+    return {
+        "workers": names.count("chute-worker"),
+        "threads": len(names),
+        "fds": fds,
+        "dev_shm": own_shm(),
+        "shared_maps": shared,
+        "rss": rss,
+    }
 
 
 def own_shm() -> list[str]:
@@ -54,8 +60,14 @@ def own_shm() -> list[str]:
 
 
 def make_loader(root: str) -> chute.Loader:
-    return chute.Loader(chute.ImageFolder(root), batch_size=BATCH, num_threads=2, prefetch=4, dtype=torch.float32,
-                        transforms=[chute.RandomResizedCrop(SIZE), chute.RandomHorizontalFlip()])
+    return chute.Loader(
+        chute.ImageFolder(root),
+        batch_size=BATCH,
+        num_threads=2,
+        prefetch=4,
+        dtype=torch.float32,
+        transforms=[chute.RandomResizedCrop(SIZE), chute.RandomHorizontalFlip()],
+    )
 
 
 def wait_for_workers_to_leave(deadline_s: float = 10.0) -> None:
@@ -68,7 +80,7 @@ def wait_for_workers_to_leave(deadline_s: float = 10.0) -> None:
 def warm_up(root: str) -> None:
     """torch's and chute's lazily created state exists before the first snapshot."""
     with make_loader(root) as loader:
-        for x, y in loader:
+        for _x, _y in loader:
             break
 
 
@@ -79,26 +91,30 @@ def main() -> None:
     t0 = 0.0
 
     if scenario == "break":
+
         def train():
             nonlocal t0
-            for x, y in make_loader(root):
+            for _x, _y in make_loader(root):
                 t0 = time.perf_counter()
                 break  # the loader goes out of scope when train() returns
+
         train()
     elif scenario == "del":
         loader = make_loader(root)
-        for x, y in loader:
+        for x, y in loader:  # noqa: B007 (the batch is used after the loop)
             break
         t0 = time.perf_counter()
         del loader
         float(x[-1, -1, -1, -1])  # the batch stays valid after its loader is gone (no torch op: it may start threads)
         del x, y
     elif scenario == "exception":
+
         def train():
             nonlocal t0
-            for x, y in make_loader(root):
+            for _x, _y in make_loader(root):
                 t0 = time.perf_counter()
                 raise ValueError("loss is nan")
+
         try:
             train()
         except ValueError:
@@ -113,6 +129,7 @@ def main() -> None:
             nonlocal t0
             t0 = time.perf_counter()
             os.kill(os.getpid(), signal.SIGINT)
+
         try:
             with make_loader(root) as loader:
                 it = iter(loader)
@@ -139,6 +156,7 @@ def main() -> None:
             start = clock()
             original(self)
             write(2, b"loader __del__ %.6f %.6f\n" % (start, clock()))
+
         chute.Loader.__del__ = timed_del
         _exit_state = (loader, it if scenario == "exit" else None)
         print(json.dumps({"exit_at": time.time()}), flush=True)

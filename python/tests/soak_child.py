@@ -35,22 +35,43 @@ def main() -> None:
     root, epochs = sys.argv[1], int(sys.argv[2])
     source = chute.ImageFolder(root)
     baseline = status_kb("VmRSS")
-    loader = chute.Loader(source, batch_size=BATCH, shuffle=True, seed=0, num_threads=2, prefetch=PREFETCH,
-                          dtype=torch.float32, on_error="skip",
-                          transforms=[chute.RandomResizedCrop(SIZE), chute.RandomHorizontalFlip(),
-                                      chute.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))])
+    loader = chute.Loader(
+        source,
+        batch_size=BATCH,
+        shuffle=True,
+        seed=0,
+        num_threads=2,
+        prefetch=PREFETCH,
+        dtype=torch.float32,
+        on_error="skip",
+        transforms=[
+            chute.RandomResizedCrop(SIZE),
+            chute.RandomHorizontalFlip(),
+            chute.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
+        ],
+    )
     per_epoch = []
     for epoch in range(epochs):
         reset_peak()
         start, samples, checksum = time.perf_counter(), 0, 0.0
-        for images, labels in loader:
+        for images, _labels in loader:
             samples += images.shape[0]
             checksum += float(images[:, :, ::56, ::56].sum())  # the consumer reads every batch
-        per_epoch.append({"epoch": epoch, "peak_kb": status_kb("VmHWM"), "end_kb": status_kb("VmRSS"),
-                          "samples": samples, "seconds": time.perf_counter() - start})
+        per_epoch.append(
+            {
+                "epoch": epoch,
+                "peak_kb": status_kb("VmHWM"),
+                "end_kb": status_kb("VmRSS"),
+                "samples": samples,
+                "seconds": time.perf_counter() - start,
+            }
+        )
     ring_bytes = (PREFETCH + 2) * BATCH * (3 * SIZE * SIZE * 4 + 8)  # the prefetch budget: the ring
-    print(json.dumps({"baseline_kb": baseline, "ring_bytes": ring_bytes, "epochs": per_epoch,
-                      "errors": len(loader.errors())}))
+    print(
+        json.dumps(
+            {"baseline_kb": baseline, "ring_bytes": ring_bytes, "epochs": per_epoch, "errors": len(loader.errors())}
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -65,12 +65,15 @@ def test_loader_numbers_out_of_range_name_the_argument_and_its_range(folder, nam
     assert NATIVE_TYPE_ERROR not in str(e.value)
 
 
-@pytest.mark.parametrize("kwargs, error, message", [
-    (dict(rank=0, world_size=2**63), ValueError, "world_size must be an int in [1, 2**63 - 1]"),
-    (dict(rank="a", world_size=2), TypeError, "rank must be an int in [0, 2**63 - 1], got 'a' (str)"),
-    (dict(rank=2, world_size=2), ValueError, "rank must be in [0, world_size), got rank=2 with world_size=2"),
-    (dict(rank=0, world_size=1.0), TypeError, "world_size must be an int"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        (dict(rank=0, world_size=2**63), ValueError, "world_size must be an int in [1, 2**63 - 1]"),
+        (dict(rank="a", world_size=2), TypeError, "rank must be an int in [0, 2**63 - 1], got 'a' (str)"),
+        (dict(rank=2, world_size=2), ValueError, "rank must be in [0, world_size), got rank=2 with world_size=2"),
+        (dict(rank=0, world_size=1.0), TypeError, "world_size must be an int"),
+    ],
+)
 def test_rank_and_world_size_arguments_name_themselves(folder, kwargs, error, message):
     with pytest.raises(error) as e:
         make(folder, **kwargs)
@@ -95,8 +98,11 @@ def test_set_epoch_checks_its_argument(folder):
 
 # (constructor, exception, what the message must say)
 TRANSFORM_CASES = [
-    (lambda: chute.CenterCrop(2**40), ValueError,
-     "CenterCrop: size must be an int in [1, 2**31 - 1], got 1099511627776"),
+    (
+        lambda: chute.CenterCrop(2**40),
+        ValueError,
+        "CenterCrop: size must be an int in [1, 2**31 - 1], got 1099511627776",
+    ),
     (lambda: chute.CenterCrop((8, -2)), ValueError, "CenterCrop: size must be an int in [1, 2**31 - 1], got -2"),
     (lambda: chute.CenterCrop(1.5), TypeError, "CenterCrop: size must be an int or a sequence of one or two ints"),
     (lambda: chute.CenterCrop("a"), TypeError, "CenterCrop: size must be an int or a sequence of one or two ints"),
@@ -107,8 +113,11 @@ TRANSFORM_CASES = [
     (lambda: chute.RandomResizedCrop(8, ratio=(0.5,)), ValueError, "RandomResizedCrop: ratio must be a sequence of 2"),
     (lambda: chute.RandomResizedCrop(8, scale=(float("nan"), 1)), ValueError, "scale[0] must be a finite number"),
     (lambda: chute.RandomHorizontalFlip("x"), TypeError, "RandomHorizontalFlip: p must be a number, got 'x'"),
-    (lambda: chute.RandomHorizontalFlip(2**2000), ValueError,
-     "RandomHorizontalFlip: p must be a finite number in [0, 1]"),
+    (
+        lambda: chute.RandomHorizontalFlip(2**2000),
+        ValueError,
+        "RandomHorizontalFlip: p must be a finite number in [0, 1]",
+    ),
     (lambda: chute.RandomHorizontalFlip(1.5), ValueError, "RandomHorizontalFlip: p must be a finite number in [0, 1]"),
     (lambda: chute.Normalize((0.5, 0.5, 0.5), (1, 1, "a")), TypeError, "Normalize: std[2] must be a number"),
     (lambda: chute.Normalize((0.5, 0.5), (1, 1, 1)), ValueError, "Normalize: mean must be a sequence of 3 numbers"),
@@ -129,10 +138,13 @@ def test_transforms_take_tensors_and_numpy_numbers():
     assert chute.RandomHorizontalFlip(torch.tensor(0.25)).p == 0.25
 
 
-@pytest.mark.parametrize("kwargs, error, message", [
-    (dict(batch_size=2**62, prefetch=2), ValueError, "lower batch_size"),          # the slot size wrapped
-    (dict(transforms=[chute.CenterCrop(2**31 - 1)], prefetch=1, dtype=torch.float32), ValueError, "too large"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        (dict(batch_size=2**62, prefetch=2), ValueError, "lower batch_size"),  # the slot size wrapped
+        (dict(transforms=[chute.CenterCrop(2**31 - 1)], prefetch=1, dtype=torch.float32), ValueError, "too large"),
+    ],
+)
 def test_sizes_that_overflow_are_errors_not_small_buffers(folder, kwargs, error, message):
     # Before: a batch of 2**62 samples of 16x16 pixels wrapped to a tiny buffer, and the loader was built.
     with pytest.raises(error, match=message):
@@ -142,27 +154,36 @@ def test_sizes_that_overflow_are_errors_not_small_buffers(folder, kwargs, error,
 def test_a_prefetch_that_overflows_the_ring_is_an_error_not_an_abort(folder):
     # Before: prefetch + 2 overflowed an int and a native check aborted the process. In a child, so that a
     # regression fails this test rather than killing the test run.
-    code = ("import chute, sys\n"
-            "try:\n"
-            "    chute.Loader(chute.ImageFolder(sys.argv[1]), batch_size=4, transforms=[chute.CenterCrop(16)],"
-            " prefetch=2**31 - 1)\n"
-            "except ValueError as e:\n"
-            "    print('ValueError:', e)\n")
+    code = (
+        "import chute, sys\n"
+        "try:\n"
+        "    chute.Loader(chute.ImageFolder(sys.argv[1]), batch_size=4, transforms=[chute.CenterCrop(16)],"
+        " prefetch=2**31 - 1)\n"
+        "except ValueError as e:\n"
+        "    print('ValueError:', e)\n"
+    )
     done = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "ValueError:" in done.stdout and "lower prefetch" in done.stdout, done.stdout
 
 
-@pytest.mark.parametrize("kwargs, error, message", [
-    (dict(shard_size=2**70), ValueError, "shard_size must be an int in [0, 2**64 - 1]"),
-    (dict(shard_size="99999999999999TB"), ValueError, "shard_size: '99999999999999TB' is more than 2**64 - 1 bytes"),
-    (dict(shard_size=1.5), TypeError, "shard_size must be an int"),
-    (dict(num_threads=2**40), ValueError, "num_threads must be an int in [1, 2**31 - 1] or None"),
-    (dict(num_threads="2"), ValueError, "num_threads must be an int in [1, 2**31 - 1] or None"),
-    (dict(part="a", parts=2), TypeError, "part must be an int in [0, 2**31 - 1], got 'a'"),
-    (dict(part=0, parts=2**40), ValueError, "parts must be an int in [1, 2**31 - 1]"),
-    (dict(progress=5), TypeError, "progress must be callable"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        (dict(shard_size=2**70), ValueError, "shard_size must be an int in [0, 2**64 - 1]"),
+        (
+            dict(shard_size="99999999999999TB"),
+            ValueError,
+            "shard_size: '99999999999999TB' is more than 2**64 - 1 bytes",
+        ),
+        (dict(shard_size=1.5), TypeError, "shard_size must be an int"),
+        (dict(num_threads=2**40), ValueError, "num_threads must be an int in [1, 2**31 - 1] or None"),
+        (dict(num_threads="2"), ValueError, "num_threads must be an int in [1, 2**31 - 1] or None"),
+        (dict(part="a", parts=2), TypeError, "part must be an int in [0, 2**31 - 1], got 'a'"),
+        (dict(part=0, parts=2**40), ValueError, "parts must be an int in [1, 2**31 - 1]"),
+        (dict(progress=5), TypeError, "progress must be callable"),
+    ],
+)
 def test_pack_arguments_name_themselves(folder, tmp_path, kwargs, error, message):
     with pytest.raises(error) as e:
         chute.pack(folder, tmp_path / "out", **kwargs)
@@ -170,14 +191,17 @@ def test_pack_arguments_name_themselves(folder, tmp_path, kwargs, error, message
     assert not (tmp_path / "out").exists()  # refused before anything was written
 
 
-@pytest.mark.parametrize("build, message", [
-    (lambda: chute.ImageFolder(5), "root must be a path"),
-    (lambda: chute.FileList(None), "path must be a path"),
-    (lambda: chute.open(3), "path_or_glob must be a path"),
-    (lambda: chute.pack(5, "unused"), "src must be a path"),
-    (lambda: chute.packed.merge(5), "dst must be a path"),
-    (lambda: chute.packed.index(5), "path_or_glob must be a path"),
-])
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: chute.ImageFolder(5), "root must be a path"),
+        (lambda: chute.FileList(None), "path must be a path"),
+        (lambda: chute.open(3), "path_or_glob must be a path"),
+        (lambda: chute.pack(5, "unused"), "src must be a path"),
+        (lambda: chute.packed.merge(5), "dst must be a path"),
+        (lambda: chute.packed.index(5), "path_or_glob must be a path"),
+    ],
+)
 def test_source_paths_of_the_wrong_type_name_the_argument(build, message):
     with pytest.raises(TypeError, match=message):
         build()
@@ -185,16 +209,25 @@ def test_source_paths_of_the_wrong_type_name_the_argument(build, message):
 
 # --------------------------------------------------------------------------------------- the environment
 
-@pytest.mark.parametrize("env, message", [
-    ({"RANK": "abc", "WORLD_SIZE": "2"}, "the environment variable RANK='abc' is not an integer"),
-    ({"RANK": "0", "WORLD_SIZE": "two"}, "the environment variable WORLD_SIZE='two' is not an integer"),
-    ({"RANK": "5", "WORLD_SIZE": "2"}, "rank must be in [0, world_size), got rank=5 with world_size=2 (from the "
-                                       "environment variables RANK and WORLD_SIZE)"),
-    ({"RANK": "-1", "WORLD_SIZE": "2"}, "the environment variable RANK='-1' is out of range: it must be an int in "
-                                        "[0, 2**63 - 1]"),
-    ({"RANK": "0", "WORLD_SIZE": "0"}, "the environment variable WORLD_SIZE='0' is out of range"),
-    ({"RANK": "0", "WORLD_SIZE": str(2**64)}, "WORLD_SIZE='18446744073709551616' is out of range"),
-])
+
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"RANK": "abc", "WORLD_SIZE": "2"}, "the environment variable RANK='abc' is not an integer"),
+        ({"RANK": "0", "WORLD_SIZE": "two"}, "the environment variable WORLD_SIZE='two' is not an integer"),
+        (
+            {"RANK": "5", "WORLD_SIZE": "2"},
+            "rank must be in [0, world_size), got rank=5 with world_size=2 (from the "
+            "environment variables RANK and WORLD_SIZE)",
+        ),
+        (
+            {"RANK": "-1", "WORLD_SIZE": "2"},
+            "the environment variable RANK='-1' is out of range: it must be an int in [0, 2**63 - 1]",
+        ),
+        ({"RANK": "0", "WORLD_SIZE": "0"}, "the environment variable WORLD_SIZE='0' is out of range"),
+        ({"RANK": "0", "WORLD_SIZE": str(2**64)}, "WORLD_SIZE='18446744073709551616' is out of range"),
+    ],
+)
 def test_torchrun_variables_that_are_not_ints_name_the_variable(folder, monkeypatch, env, message):
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -215,11 +248,15 @@ def test_local_rank_is_not_read(folder, monkeypatch):
 
 # ------------------------------------------------------------------------------------------ quarantine
 
-@pytest.mark.parametrize("where, error", [
-    ("missing/dir/bad.jsonl", FileNotFoundError),
-    (".", IsADirectoryError),
-    ("a_file/bad.jsonl", NotADirectoryError),
-])
+
+@pytest.mark.parametrize(
+    "where, error",
+    [
+        ("missing/dir/bad.jsonl", FileNotFoundError),
+        (".", IsADirectoryError),
+        ("a_file/bad.jsonl", NotADirectoryError),
+    ],
+)
 def test_an_unwritable_quarantine_path_fails_at_construction(folder, tmp_path, where, error):
     (tmp_path / "a_file").write_text("not a directory")
     path = tmp_path / where
@@ -238,6 +275,7 @@ def test_a_writable_quarantine_file_exists_from_construction(folder, tmp_path):
 
 # ------------------------------------------------------------------------------------------ world_size
 
+
 def test_world_size_larger_than_the_dataset_is_an_error_with_even_split(folder):
     with pytest.raises(ValueError) as e:
         make(folder, rank=3, world_size=100)
@@ -249,8 +287,11 @@ def test_world_size_larger_than_the_dataset_is_an_error_with_even_split(folder):
 
 
 def test_drop_last_that_leaves_a_rank_no_batch_warns(folder):
-    with pytest.warns(UserWarning, match=r"this rank visits 4 of the source's 36 samples .* fewer than batch_size=8: "
-                                         r"with drop_last=True every epoch yields no batch"):
+    with pytest.warns(
+        UserWarning,
+        match=r"this rank visits 4 of the source's 36 samples .* fewer than batch_size=8: "
+        r"with drop_last=True every epoch yields no batch",
+    ):
         loader = make(folder, batch_size=8, rank=0, world_size=9, drop_last=True)
     assert len(loader) == 0 and list(loader) == []
     with warnings.catch_warnings():
@@ -260,17 +301,20 @@ def test_drop_last_that_leaves_a_rank_no_batch_warns(folder):
 
 # ------------------------------------------------------------------------------------------ pin_memory
 
+
 def test_pin_memory_without_cuda_warns_like_torch_and_carries_on_unpinned(folder, monkeypatch):
     monkeypatch.setattr(delivery, "cuda_availability", lambda: (False, 0, "no CUDA GPU (test)"))
-    with pytest.warns(UserWarning, match=r"'pin_memory' argument is set as true but no accelerator is found, then "
-                                         r"device pinned memory won't be used \(chute: no CUDA GPU \(test\)\)"):
+    with pytest.warns(
+        UserWarning,
+        match=r"'pin_memory' argument is set as true but no accelerator is found, then "
+        r"device pinned memory won't be used \(chute: no CUDA GPU \(test\)\)",
+    ):
         loader = make(folder, pin_memory=True)
     assert loader.pin_memory is False
     batches = [(x.clone(), y.clone()) for x, y in loader]
     assert sum(len(y) for _, y in batches) == 36 and not batches[0][0].is_pinned()
     expected = [(x.clone(), y.clone()) for x, y in make(folder, pin_memory=False)]
     assert all(torch.equal(a, c) and torch.equal(b, d) for (a, b), (c, d) in zip(batches, expected, strict=True))
-
 
 
 def test_scaled_decode_is_gone_for_decode_reduced(folder):

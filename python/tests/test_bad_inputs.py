@@ -5,9 +5,8 @@ batch. `python bench/robustness_table.py` prints the same runs as a table."""
 
 from __future__ import annotations
 
-import pytest
-
 import bad_inputs
+import pytest
 from bad_inputs import BATCH, CASES
 
 
@@ -27,8 +26,13 @@ def test_raise_names_each_bad_sample_and_the_loader_stays_usable(case_outcomes):
     assert [index for index, _, _ in o.raised] == bad  # each one, resuming past the previous
     for index, path, reason in o.raised:
         assert path == o.expected_paths[index]
-        assert case.reason in reason and reason.split(":")[0] in ("CorruptData", "Unsupported", "IoError",
-                                                                   "NotFound", "ResourceExhausted")
+        assert case.reason in reason and reason.split(":")[0] in (
+            "CorruptData",
+            "Unsupported",
+            "IoError",
+            "NotFound",
+            "ResourceExhausted",
+        )
     # Every batch before the first bad sample's batch arrived, full; nothing after it.
     assert o.before_first_error == bad[0] // BATCH * BATCH
     assert o.labels == sorted(set(o.labels)) and not set(o.labels) & set(bad)
@@ -50,8 +54,7 @@ def test_skip_records_each_bad_sample_and_keeps_batches_full(case_outcomes):
         for index, path, reason in o.errors:
             assert path == o.expected_paths[index] and case.reason in reason
         # One quarantine line per bad sample, though the second epoch failed on them again.
-        assert [(q["index"], q["path"], q["reason"], q["epoch"]) for q in o.quarantined] == \
-            [e + (0,) for e in o.errors]
+        assert [(q["index"], q["path"], q["reason"], q["epoch"]) for q in o.quarantined] == [e + (0,) for e in o.errors]
     assert o.labels == good  # exactly the good samples, in order
     assert o.sizes[:-1] == [BATCH] * (len(o.sizes) - 1) and sum(o.sizes) == len(good)
 
@@ -68,10 +71,17 @@ def test_caught_sample_errors_do_not_hold_batch_buffers(tmp_path, capfd):
     reference cycle, so each caught error kept a buffer until the garbage collector ran, and the ring
     grew (this test failed so). With the collector off, 8 raising epochs must fit in the initial ring."""
     import gc
+
     import chute
+
     bad = bad_inputs.build(CASES[1], tmp_path / "d")  # zero-byte file at index 5
-    loader = chute.Loader(chute.ImageFolder(tmp_path / "d"), batch_size=BATCH, prefetch=1, num_threads=1,
-                          transforms=[chute.CenterCrop(16)])
+    loader = chute.Loader(
+        chute.ImageFolder(tmp_path / "d"),
+        batch_size=BATCH,
+        prefetch=1,
+        num_threads=1,
+        transforms=[chute.CenterCrop(16)],
+    )
     gc.collect()
     gc.disable()
     try:

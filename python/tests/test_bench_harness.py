@@ -32,8 +32,7 @@ def batches(clock: FakeClock, sizes, seconds_each: float):
 
 def test_time_epoch_counts_the_samples_received_over_the_fake_seconds():
     clock, cpu = FakeClock(), FakeClock(5.0)
-    t = time_epoch(batches(clock, [4, 4, 2], 0.5), clock=clock, cpu_clock=cpu,
-                   on_batch=lambda b: cpu.tick(0.25))
+    t = time_epoch(batches(clock, [4, 4, 2], 0.5), clock=clock, cpu_clock=cpu, on_batch=lambda b: cpu.tick(0.25))
     assert (t.items, t.batches, t.seconds, t.cpu_seconds) == (10, 3, 1.5, 0.75)
     assert t.rate == pytest.approx(10 / 1.5)
     assert t.rate_per_cpu_second == pytest.approx(10 / 0.75)
@@ -75,9 +74,17 @@ def test_time_epoch_counts_with_the_given_function_and_empty_epochs_have_no_rate
     assert empty.rate_per_cpu_second != empty.rate_per_cpu_second  # nan: no CPU clock
 
 
-@pytest.mark.parametrize("batch, n", [(torch.zeros(7, 2), 7), ((torch.zeros(3, 2), torch.zeros(3)), 3),
-                                      ({"x": torch.zeros(5), "y": [torch.zeros(9)]}, 5),
-                                      ([[torch.zeros(2, 2)]], 2), (torch.tensor(1.0), 1), ("text", 1)])
+@pytest.mark.parametrize(
+    "batch, n",
+    [
+        (torch.zeros(7, 2), 7),
+        ((torch.zeros(3, 2), torch.zeros(3)), 3),
+        ({"x": torch.zeros(5), "y": [torch.zeros(9)]}, 5),
+        ([[torch.zeros(2, 2)]], 2),
+        (torch.tensor(1.0), 1),
+        ("text", 1),
+    ],
+)
 def test_batch_samples_is_the_leading_dimension_of_the_first_tensor(batch, n):
     assert harness.batch_samples(batch) == n
 
@@ -111,9 +118,10 @@ def test_interleave_warms_each_contender_up_then_alternates_round_by_round():
         def measure():
             order.append(name)
             return Timing.of_rate(next(rates))
+
         return Contender(name, measure, warm=warm)
 
-    a = contender("a", [0.0, 10.0, 30.0, 20.0])   # first value: the warm-up, discarded
+    a = contender("a", [0.0, 10.0, 30.0, 20.0])  # first value: the warm-up, discarded
     b = contender("b", [0.0, 5.0, 6.0, 4.0])
     ref = contender("ref", [1.0, 2.0, 3.0], warm=False)
     interleave([a, b, ref], rounds=3, on_step=steps.append)
@@ -146,8 +154,24 @@ def test_chute_bench_rows_are_medians_of_interleaved_rounds(folder, tmp_path, ca
 
     packed = tmp_path / "packed"
     chute.pack(chute.ImageFolder(folder), packed)
-    rc = cli.main(["bench", "--root", str(folder), "--rounds", "2", "--batch-size", "8", "--workers", "0",
-                   "--threads", "1", "--source", str(packed), "--json"])
+    rc = cli.main(
+        [
+            "bench",
+            "--root",
+            str(folder),
+            "--rounds",
+            "2",
+            "--batch-size",
+            "8",
+            "--workers",
+            "0",
+            "--threads",
+            "1",
+            "--source",
+            str(packed),
+            "--json",
+        ]
+    )
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     kinds = [r["kind"] for r in out["results"]]

@@ -38,11 +38,14 @@ def test_get_params_matches_torchvision_stream():
     assert params == [(17, 80, 294, 343), (52, 183, 251, 271), (26, 182, 295, 318)]
 
 
-@pytest.mark.parametrize("scale, ratio, expected", [
-    ((0.9, 1.0), (5.0, 6.0), ((H - 100) // 2, 0, 100, W)),
-    ((0.9, 1.0), (0.1, 0.2), (0, (W - 75) // 2, H, 75)),
-    ((2.0, 2.0), (1.0, 1.5), (0, 0, H, W)),
-])
+@pytest.mark.parametrize(
+    "scale, ratio, expected",
+    [
+        ((0.9, 1.0), (5.0, 6.0), ((H - 100) // 2, 0, 100, W)),
+        ((0.9, 1.0), (0.1, 0.2), (0, (W - 75) // 2, H, 75)),
+        ((2.0, 2.0), (1.0, 1.5), (0, 0, H, W)),
+    ],
+)
 def test_get_params_fallback_centre_crop(scale, ratio, expected):
     img = Image.new("RGB", (W, H))
     torch.manual_seed(0)
@@ -54,8 +57,7 @@ def test_get_params_reproducible_with_manual_seed():
     draws = []
     for seed in (7, 7, 8):
         torch.manual_seed(seed)
-        draws.append([RandomResizedCrop.get_params(img, (0.08, 1.0), (3 / 4, 4 / 3))
-                      for _ in range(20)])
+        draws.append([RandomResizedCrop.get_params(img, (0.08, 1.0), (3 / 4, 4 / 3)) for _ in range(20)])
     assert draws[0] == draws[1]
     assert draws[0] != draws[2]
 
@@ -80,13 +82,16 @@ def test_horizontal_flip_follows_torch_rng():
     assert kept is img
 
 
-@pytest.mark.parametrize("size, expected", [
-    ((500, 375), (341, 256)),
-    ((375, 500), (256, 341)),
-    ((300, 300), (256, 256)),
-    ((1000, 257), (996, 256)),
-    ((100, 50), (512, 256)),
-])
+@pytest.mark.parametrize(
+    "size, expected",
+    [
+        ((500, 375), (341, 256)),
+        ((375, 500), (256, 341)),
+        ((300, 300), (256, 256)),
+        ((1000, 257), (996, 256)),
+        ((100, 50), (512, 256)),
+    ],
+)
 def test_resize_shorter_side_rule(size, expected):
     assert Resize(256)(Image.new("RGB", size)).size == expected
 
@@ -96,12 +101,15 @@ def test_resize_keeps_image_already_at_size():
     assert Resize(256)(img) is img
 
 
-@pytest.mark.parametrize("width, height, top, left", [
-    (341, 256, 16, 58),  # round(58.5) is 58: Python rounds halves to even
-    (256, 341, 58, 16),
-    (227, 229, 2, 2),  # round(1.5) and round(2.5) are both 2
-    (224, 224, 0, 0),
-])
+@pytest.mark.parametrize(
+    "width, height, top, left",
+    [
+        (341, 256, 16, 58),  # round(58.5) is 58: Python rounds halves to even
+        (256, 341, 58, 16),
+        (227, 229, 2, 2),  # round(1.5) and round(2.5) are both 2
+        (224, 224, 0, 0),
+    ],
+)
 def test_center_crop_offsets(width, height, top, left):
     out = np.asarray(CenterCrop(224)(coordinate_image(width, height)))
     assert out.shape == (224, 224)
@@ -151,18 +159,33 @@ def make_tree(root, files):
 
 
 def test_pil_image_folder_listing(tmp_path):
-    make_tree(tmp_path, [
-        "dog/b.JPG", "dog/sub/a.png", "dog/sub/z/c.jpeg", "dog/notes.txt", "dog/x.jpg.bak",
-        "cat/2.jpg", "cat/10.Jpg", "Zebra/deep/er/k.webp", "Zebra/a.BMP", "stray.jpg",
-    ])
+    make_tree(
+        tmp_path,
+        [
+            "dog/b.JPG",
+            "dog/sub/a.png",
+            "dog/sub/z/c.jpeg",
+            "dog/notes.txt",
+            "dog/x.jpg.bak",
+            "cat/2.jpg",
+            "cat/10.Jpg",
+            "Zebra/deep/er/k.webp",
+            "Zebra/a.BMP",
+            "stray.jpg",
+        ],
+    )
     folder = pil_reference.ImageFolder(tmp_path)
     assert folder.classes == ["Zebra", "cat", "dog"]
     assert folder.class_to_idx == {"Zebra": 0, "cat": 1, "dog": 2}
     relative = [(os.path.relpath(path, tmp_path), target) for path, target in folder.samples]
     assert relative == [
-        ("Zebra/a.BMP", 0), ("Zebra/deep/er/k.webp", 0),
-        ("cat/10.Jpg", 1), ("cat/2.jpg", 1),
-        ("dog/b.JPG", 2), ("dog/sub/a.png", 2), ("dog/sub/z/c.jpeg", 2),
+        ("Zebra/a.BMP", 0),
+        ("Zebra/deep/er/k.webp", 0),
+        ("cat/10.Jpg", 1),
+        ("cat/2.jpg", 1),
+        ("dog/b.JPG", 2),
+        ("dog/sub/a.png", 2),
+        ("dog/sub/z/c.jpeg", 2),
     ]
     assert folder.targets == [0, 0, 1, 1, 2, 2, 2]
     img, target = folder[3]
@@ -178,8 +201,7 @@ def test_pil_image_folder_rejects_empty_class(tmp_path):
 @pytest.fixture(scope="module")
 def tiny_dataset(tmp_path_factory):
     parent = tmp_path_factory.mktemp("cache")
-    root = dataset.ensure_dataset(parent / "ds", num_images=12, num_classes=3, seed=0,
-                                  progress=False)
+    root = dataset.ensure_dataset(parent / "ds", num_images=12, num_classes=3, seed=0, progress=False)
     return parent, root
 
 
@@ -187,10 +209,13 @@ def test_ensure_dataset_layout(tiny_dataset):
     parent, root = tiny_dataset
     assert root == parent / "ds"
     assert sorted(p.name for p in parent.iterdir()) == ["ds"]
-    assert sorted(p.name for p in root.iterdir()) == [
-        "COMPLETE", "class_00", "class_01", "class_02"]
+    assert sorted(p.name for p in root.iterdir()) == ["COMPLETE", "class_00", "class_01", "class_02"]
     assert sorted(p.name for p in (root / "class_01").iterdir()) == [
-        "img_00001.jpg", "img_00004.jpg", "img_00007.jpg", "img_00010.jpg"]
+        "img_00001.jpg",
+        "img_00004.jpg",
+        "img_00007.jpg",
+        "img_00010.jpg",
+    ]
     manifest = json.loads((root / "COMPLETE").read_text())
     assert manifest == {"version": dataset.VERSION, "count": 12, "classes": 3, "seed": 0}
     for path in root.glob("class_*/*.jpg"):
@@ -204,8 +229,7 @@ def test_ensure_dataset_layout(tiny_dataset):
 def test_ensure_dataset_is_idempotent(tiny_dataset):
     parent, root = tiny_dataset
     before = {p: p.stat().st_mtime_ns for p in root.rglob("*")}
-    assert dataset.ensure_dataset(root, num_images=12, num_classes=3, seed=0,
-                                  progress=False) == root
+    assert dataset.ensure_dataset(root, num_images=12, num_classes=3, seed=0, progress=False) == root
     assert {p: p.stat().st_mtime_ns for p in root.rglob("*")} == before
     assert sorted(p.name for p in parent.iterdir()) == ["ds"]
 
@@ -218,8 +242,7 @@ def test_ensure_dataset_refuses_different_dataset(tiny_dataset):
 
 def test_ensure_dataset_is_deterministic(tiny_dataset, tmp_path):
     _, root = tiny_dataset
-    other = dataset.ensure_dataset(tmp_path / "again", num_images=3, num_classes=3, seed=0,
-                                   progress=False)
+    other = dataset.ensure_dataset(tmp_path / "again", num_images=3, num_classes=3, seed=0, progress=False)
     for name in ("class_00/img_00000.jpg", "class_02/img_00002.jpg"):
         assert (other / name).read_bytes() == (root / name).read_bytes()
 
@@ -273,11 +296,13 @@ def test_center_crop_pads_each_side_like_torchvision():
     assert out.shape == (10, 10, 3)
     assert not out[:, :1].any() and not out[:, 8:].any()  # 3 columns of padding: 1 left, 2 right
     top = int(round((20 - 10) / 2))
-    assert np.array_equal(out[:, 1:8], np.asarray(img)[top:top + 10])
+    assert np.array_equal(out[:, 1:8], np.asarray(img)[top : top + 10])
 
 
-@pytest.mark.parametrize("size, max_size, expected", [
-    (256, None, (341, 256)), (256, 300, (300, 225)), ([256], 400, (341, 256)), ((100, 60), None, (60, 100))])
+@pytest.mark.parametrize(
+    "size, max_size, expected",
+    [(256, None, (341, 256)), (256, 300, (300, 225)), ([256], 400, (341, 256)), ((100, 60), None, (60, 100))],
+)
 def test_resize_output_size_follows_torchvision(size, max_size, expected):
     assert Resize(size, max_size=max_size)(Image.new("RGB", (500, 375))).size == expected
 
@@ -329,12 +354,15 @@ def test_as_torchvision_is_what_the_fast_path_recognises_and_the_plain_reference
     assert T.Resize.__module__ == "torchvision.transforms.transforms" and T.Resize.__name__ == "Resize"
     assert issubclass(T.Resize, pil_reference.Resize)
     assert (T.ImageFolder.__module__, T.DatasetFolder.__module__) == ("torchvision.datasets.folder",) * 2
-    assert T.default_loader.__module__ == "torchvision.datasets.folder" and T.default_loader.__name__ == "default_loader"
+    assert (
+        T.default_loader.__module__ == "torchvision.datasets.folder" and T.default_loader.__name__ == "default_loader"
+    )
     tv = T.ImageFolder(tmp_path, transform=T.Compose([T.CenterCrop(2), T.PILToTensor()]))
     assert tv.loader is T.default_loader
     assert chute.DataLoader(tv, batch_size=3).stats()["path"] == "fast:imagefolder"
-    plain = pil_reference.ImageFolder(tmp_path, transform=pil_reference.Compose([pil_reference.CenterCrop(2),
-                                                                                pil_reference.PILToTensor()]))
+    plain = pil_reference.ImageFolder(
+        tmp_path, transform=pil_reference.Compose([pil_reference.CenterCrop(2), pil_reference.PILToTensor()])
+    )
     assert chute.DataLoader(plain, batch_size=3).stats()["path"] == "generic"
     again = pickle.loads(pickle.dumps(plain))
     assert again.samples == plain.samples and torch.equal(again[0][0], plain[0][0])

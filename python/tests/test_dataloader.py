@@ -68,8 +68,11 @@ def _shm_files() -> int:
     if not os.path.isdir("/dev/shm"):
         return 0
     pids = _our_pids()
-    return sum(1 for name in os.listdir("/dev/shm")
-               if name.startswith("torch_") and name.split("_")[1].isdigit() and int(name.split("_")[1]) in pids)
+    return sum(
+        1
+        for name in os.listdir("/dev/shm")
+        if name.startswith("torch_") and name.split("_")[1].isdigit() and int(name.split("_")[1]) in pids
+    )
 
 
 def _check(batch, first):
@@ -172,10 +175,17 @@ class Aliasing(Dataset):
 
 def _aliasing_collate(batch):
     base = torch.arange(10.0) + batch[0]
-    return {"base": base, "view": base[2:6], "strided": base[::3], "empty": torch.empty(0, 5),
-            "int8": torch.tensor(batch, dtype=torch.int8), "bool": torch.tensor(batch) > 2,
-            "cplx": torch.tensor([1 + 2j], dtype=torch.complex64), "grad": torch.ones(2, requires_grad=True),
-            "nt": (1, "two", 3.0, None)}
+    return {
+        "base": base,
+        "view": base[2:6],
+        "strided": base[::3],
+        "empty": torch.empty(0, 5),
+        "int8": torch.tensor(batch, dtype=torch.int8),
+        "bool": torch.tensor(batch) > 2,
+        "cplx": torch.tensor([1 + 2j], dtype=torch.complex64),
+        "grad": torch.ones(2, requires_grad=True),
+        "nt": (1, "two", 3.0, None),
+    }
 
 
 def test_custom_collate_structures_survive_the_arena():
@@ -197,7 +207,9 @@ def test_tensors_larger_than_a_slot_use_torch_sharing(monkeypatch):
     monkeypatch.setattr(arena, "MAX_SLOT_BYTES", 1 << 16)  # read by the forked workers
     loader = DataLoader(Arange(16, shape=(64, 128)), batch_size=4, num_workers=1)  # 128 KiB per batch
     for k, b in enumerate(loader):
-        assert torch.equal(b["x"], torch.arange(4 * k, 4 * k + 4, dtype=torch.float32)[:, None, None].expand(4, 64, 128))
+        assert torch.equal(
+            b["x"], torch.arange(4 * k, 4 * k + 4, dtype=torch.float32)[:, None, None].expand(4, 64, 128)
+        )
         assert b["i"].tolist() == list(range(4 * k, 4 * k + 4))  # small tensors still fit the slot
 
 
@@ -238,7 +250,7 @@ def test_no_leaked_workers_or_fds_after_early_exit(how):
     pids = {w.pid for w in it._workers}
     assert pids <= _children()
     if how == "break":
-        for k, b in enumerate(it):
+        for k, b in enumerate(it):  # noqa: B007 (b: the held batch, deleted below)
             if k == 3:
                 break
         del it, b
@@ -258,11 +270,11 @@ def test_no_leaked_workers_or_fds_after_early_exit(how):
 
 def test_persistent_workers_survive_epochs_and_early_breaks():
     loader = DataLoader(Arange(40), batch_size=4, num_workers=2, persistent_workers=True)
-    for b in loader:
+    for b in loader:  # noqa: B007 (the next loop reassigns b, which frees this last batch's slot)
         pass
     it = loader._iterator
     pids = [w.pid for w in it._workers]
-    for epoch in range(3):
+    for _epoch in range(3):
         for k, b in enumerate(loader):
             _check(b, 4 * k)
             if k == 2:
@@ -351,8 +363,10 @@ def test_stats_and_log_line(caplog):
         list(loader)
         list(loader)
     records = [r for r in caplog.records if r.name == "chute.dataloader"]
-    reason = "test_dataloader.Arange has no native fast path (TensorDataset, chute_columns, torchvision " \
-             "ImageFolder/DatasetFolder have)"
+    reason = (
+        "test_dataloader.Arange has no native fast path (TensorDataset, chute_columns, torchvision "
+        "ImageFolder/DatasetFolder have)"
+    )
     # Once per loader, as a WARNING (issue 18: at INFO nobody saw it), with the reason and what to change.
     assert [r.levelno for r in records] == [logging.WARNING]
     assert reason in records[0].getMessage() and "chute_columns" in records[0].getMessage().split(reason)[1]
@@ -491,11 +505,19 @@ class _BadAt7(Dataset):
         return i
 
 
-@pytest.mark.parametrize("batch_size,collate_fn,exc,note", [
-    (2, None, KeyError, "chute.DataLoader: in-process loading failed (sample index 7)"),
-    (None, None, KeyError, "chute.DataLoader: in-process loading failed (sample index 7)"),
-    (2, _failing_collate, ValueError, "chute.DataLoader: in-process loading failed (while collating batch indices [0, 1])"),
-])
+@pytest.mark.parametrize(
+    "batch_size,collate_fn,exc,note",
+    [
+        (2, None, KeyError, "chute.DataLoader: in-process loading failed (sample index 7)"),
+        (None, None, KeyError, "chute.DataLoader: in-process loading failed (sample index 7)"),
+        (
+            2,
+            _failing_collate,
+            ValueError,
+            "chute.DataLoader: in-process loading failed (while collating batch indices [0, 1])",
+        ),
+    ],
+)
 def test_in_process_errors_keep_torchs_exception_and_name_the_sample(batch_size, collate_fn, exc, note):
     with pytest.raises(exc) as info:
         list(DataLoader(_BadAt7(), batch_size=batch_size, collate_fn=collate_fn))
@@ -522,12 +544,17 @@ def test_stats_report_each_paths_pinning_and_held_batches(monkeypatch):
     from chute.dataloader.tensor_path import TensorPlan
 
     def loaders(**kwargs):
-        return {"generic, in process": DataLoader(Arange(8), batch_size=4, **kwargs),
-                "generic, workers": DataLoader(Arange(8), batch_size=4, num_workers=1, **kwargs),
-                "tensor": DataLoader(TensorDataset(torch.arange(8)), batch_size=4, **kwargs)}
+        return {
+            "generic, in process": DataLoader(Arange(8), batch_size=4, **kwargs),
+            "generic, workers": DataLoader(Arange(8), batch_size=4, num_workers=1, **kwargs),
+            "tensor": DataLoader(TensorDataset(torch.arange(8)), batch_size=4, **kwargs),
+        }
 
-    held = {"generic, in process": SingleProcessIter.held_batches, "generic, workers": MultiProcessIter.held_batches,
-            "tensor": TensorPlan.held_batches}
+    held = {
+        "generic, in process": SingleProcessIter.held_batches,
+        "generic, workers": MultiProcessIter.held_batches,
+        "tensor": TensorPlan.held_batches,
+    }
     assert len(set(held.values())) == 3 and all(held.values())  # each path states its own
     for name, loader in loaders().items():
         stats = loader.stats()

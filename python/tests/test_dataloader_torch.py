@@ -356,8 +356,8 @@ def _check_sequential(loader):
     else:
         for i, (sample, target) in enumerate(loader):
             idx = i * batch_size
-            assert torch.equal(sample, DATA[idx:idx + batch_size])
-            assert torch.equal(target, LABELS[idx:idx + batch_size])
+            assert torch.equal(sample, DATA[idx : idx + batch_size])
+            assert torch.equal(target, LABELS[idx : idx + batch_size])
         assert i == math.floor((len(DATASET) - 1) / batch_size)
 
 
@@ -466,8 +466,9 @@ def test_shuffle_batch_workers_prefetch():
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_shuffle_reproducibility(num_workers):
     def run(cls):
-        loader = cls(DATASET, shuffle=True, batch_size=7, num_workers=num_workers,
-                     generator=torch.Generator().manual_seed(42))
+        loader = cls(
+            DATASET, shuffle=True, batch_size=7, num_workers=num_workers, generator=torch.Generator().manual_seed(42)
+        )
         return [b[1].tolist() for epoch in range(2) for b in loader]
 
     ours = run(DataLoader)
@@ -484,7 +485,7 @@ def test_sampler(num_workers):
     assert len(dl) == 5
     for i, (inp, _target) in enumerate(dl):
         assert len(inp) == 2
-        assert torch.equal(inp, DATA[i * 2 + 2:i * 2 + 4])
+        assert torch.equal(inp, DATA[i * 2 + 2 : i * 2 + 4])
 
 
 def _check_batch_sampler(**kwargs):
@@ -498,11 +499,14 @@ def _check_batch_sampler(**kwargs):
         offset = i * 5 // 2
         n = 2 if i % 2 == 0 else 3
         assert len(inp) == n
-        assert torch.equal(inp, DATA[offset:offset + n])
+        assert torch.equal(inp, DATA[offset : offset + n])
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"num_workers": 2}, {"num_workers": 2, "multiprocessing_context": "spawn"}],
-                         ids=["inproc", "fork", "spawn"])
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"num_workers": 2}, {"num_workers": 2, "multiprocessing_context": "spawn"}],
+    ids=["inproc", "fork", "spawn"],
+)
 def test_batch_sampler(kwargs):
     _check_batch_sampler(**kwargs)
 
@@ -544,8 +548,14 @@ def test_iterabledataset_len():
         def __iter__(self):
             return iter(range(10))
 
-    for bs, drop_last, expected in [(1, False, 10), (1, True, 10), (2, False, 5), (2, True, 5), (3, False, 4),
-                                    (3, True, 3)]:
+    for bs, drop_last, expected in [
+        (1, False, 10),
+        (1, True, 10),
+        (2, False, 5),
+        (2, True, 5),
+        (3, False, 4),
+        (3, True, 3),
+    ]:
         assert len(DataLoader(Ds(), batch_size=bs, drop_last=drop_last)) == expected
 
 
@@ -601,9 +611,13 @@ def test_invalid_ctor_args_combinations():
             DataLoader(DATASET, batch_sampler=batch_sampler, **kwargs)
 
     dataset = CountingIterableDataset(20)
-    for kwargs, what in (({"shuffle": True}, "shuffle"), ({"shuffle": 3}, "shuffle"),
-                         ({"sampler": SequentialSampler(dataset)}, "sampler"), ({"sampler": 3}, "sampler"),
-                         ({"batch_sampler": 3}, "batch_sampler")):
+    for kwargs, what in (
+        ({"shuffle": True}, "shuffle"),
+        ({"shuffle": 3}, "shuffle"),
+        ({"sampler": SequentialSampler(dataset)}, "sampler"),
+        ({"sampler": 3}, "sampler"),
+        ({"batch_sampler": 3}, "batch_sampler"),
+    ):
         with pytest.raises(ValueError, match=f"DataLoader with IterableDataset: expected unspecified {what}"):
             DataLoader(dataset, **kwargs)
 
@@ -665,8 +679,9 @@ def test_iterable_style_dataset_workers(prefetch_factor):
     sizes = [0, 4, 20]
     expected = sorted(functools.reduce(operator.iadd, (list(range(s)) for s in sizes), []))
     # no auto-batching: ints stay ints
-    dataloader = DataLoader(WorkerSpecificIterableDataset(sizes), num_workers=3, batch_size=None,
-                            prefetch_factor=prefetch_factor)
+    dataloader = DataLoader(
+        WorkerSpecificIterableDataset(sizes), num_workers=3, batch_size=None, prefetch_factor=prefetch_factor
+    )
     it = iter(dataloader)
     fetched = sorted(it)
     assert fetched == expected and all(type(a) is int for a in fetched)
@@ -677,13 +692,25 @@ def test_iterable_style_dataset_workers(prefetch_factor):
         w.join(JOIN_TIMEOUT)
         assert not w.is_alive() and w.exitcode == 0
     # auto-batching: worker 0 gives no batch, worker 1 one, worker 2 three
-    fetched = list(DataLoader(WorkerSpecificIterableDataset(sizes), num_workers=3, batch_size=7,
-                              prefetch_factor=prefetch_factor))
-    assert {tuple(t.tolist()) for t in fetched} == {tuple(range(4)), tuple(range(7)), tuple(range(7, 14)),
-                                                    tuple(range(14, 20))}
+    fetched = list(
+        DataLoader(WorkerSpecificIterableDataset(sizes), num_workers=3, batch_size=7, prefetch_factor=prefetch_factor)
+    )
+    assert {tuple(t.tolist()) for t in fetched} == {
+        tuple(range(4)),
+        tuple(range(7)),
+        tuple(range(7, 14)),
+        tuple(range(14, 20)),
+    }
     assert len(fetched) == 4
-    fetched = list(DataLoader(WorkerSpecificIterableDataset(sizes), num_workers=3, batch_size=7, drop_last=True,
-                              prefetch_factor=prefetch_factor))
+    fetched = list(
+        DataLoader(
+            WorkerSpecificIterableDataset(sizes),
+            num_workers=3,
+            batch_size=7,
+            drop_last=True,
+            prefetch_factor=prefetch_factor,
+        )
+    )
     assert {tuple(t.tolist()) for t in fetched} == {tuple(range(7)), tuple(range(7, 14))}
 
 
@@ -735,8 +762,9 @@ def test_multiprocessing_contexts(ctx):
     got = list(DataLoader(CountingDataset(11), multiprocessing_context=ctx, **kwargs))
     assert [t.tolist() for t in got] == [t.tolist() for t in reference]
     if ctx is not None:
-        got = list(DataLoader(CountingDataset(11), multiprocessing_context=torch.multiprocessing.get_context(ctx),
-                              **kwargs))
+        got = list(
+            DataLoader(CountingDataset(11), multiprocessing_context=torch.multiprocessing.get_context(ctx), **kwargs)
+        )
         assert [t.tolist() for t in got] == [t.tolist() for t in reference]
 
 
@@ -750,15 +778,18 @@ def test_multiple_dataloaders():
 
 def test_worker_seed():
     num_workers = 3
-    dataloader = DataLoader(SynchronizedSeedDataset(num_workers, num_workers), batch_size=1,
-                            num_workers=num_workers)
+    dataloader = DataLoader(SynchronizedSeedDataset(num_workers, num_workers), batch_size=1, num_workers=num_workers)
     assert len({int(batch[0]) for batch in dataloader}) == num_workers
 
 
 def test_worker_seed_reproducibility():
     def run():
-        return {int(b) for b in DataLoader(SynchronizedSeedDataset(3, 3), batch_size=1, num_workers=3,
-                                           generator=torch.Generator().manual_seed(42))}
+        return {
+            int(b)
+            for b in DataLoader(
+                SynchronizedSeedDataset(3, 3), batch_size=1, num_workers=3, generator=torch.Generator().manual_seed(42)
+            )
+        }
 
     assert run() == run()
 
@@ -818,8 +849,9 @@ def test_get_worker_info():
 
 def _run_ind_worker_queue(batch_size, num_workers):
     dataset = WorkerQueueDataset(list(range(64)))
-    loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers, timeout=10,
-                        worker_init_fn=dataset.worker_init_fn)
+    loader = DataLoader(
+        dataset, batch_size=batch_size, num_workers=num_workers, timeout=10, worker_init_fn=dataset.worker_init_fn
+    )
     current = 0
     for i, (worker_ids, sample) in enumerate(loader):
         assert worker_ids.tolist() == [current] * batch_size
@@ -893,14 +925,14 @@ def test_error_in_init(num_workers):
 
 
 def test_error_in_worker_init_fn():
-    _raises(DataLoader(DATASET, num_workers=2, worker_init_fn=error_worker_init_fn), RuntimeError,
-            "Error in worker_init_fn")
+    _raises(
+        DataLoader(DATASET, num_workers=2, worker_init_fn=error_worker_init_fn), RuntimeError, "Error in worker_init_fn"
+    )
 
 
 @pytest.mark.parametrize("persistent", [False, True])
 def test_timeout(persistent):
-    dataloader = DataLoader(SleepDataset(10, 3), batch_size=2, num_workers=2, timeout=1,
-                            persistent_workers=persistent)
+    dataloader = DataLoader(SleepDataset(10, 3), batch_size=2, num_workers=2, timeout=1, persistent_workers=persistent)
     _raises(dataloader, RuntimeError, r"DataLoader timed out after \d+ seconds", first_only=True)
 
 
@@ -993,9 +1025,16 @@ def test_numpy(num_workers):
 
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_numpy_scalars(num_workers):
-    dtypes = {np.float64: torch.DoubleTensor, np.float32: torch.FloatTensor, np.float16: torch.HalfTensor,
-              np.int64: torch.LongTensor, np.int32: torch.IntTensor, np.int16: torch.ShortTensor,
-              np.int8: torch.CharTensor, np.uint8: torch.ByteTensor}
+    dtypes = {
+        np.float64: torch.DoubleTensor,
+        np.float32: torch.FloatTensor,
+        np.float16: torch.HalfTensor,
+        np.int64: torch.LongTensor,
+        np.int32: torch.IntTensor,
+        np.int16: torch.ShortTensor,
+        np.int8: torch.CharTensor,
+        np.uint8: torch.ByteTensor,
+    }
 
     class Ds(Dataset):
         def __init__(self, dtype):
@@ -1048,8 +1087,9 @@ def test_dataloader_with_namedtuple(num_workers):
 
 
 def test_custom_batch_and_packed_sequence_worker():
-    dataset = TensorDataset(torch.arange(50, dtype=torch.float32).view(10, 5),
-                            torch.arange(50, dtype=torch.float32).view(10, 5))
+    dataset = TensorDataset(
+        torch.arange(50, dtype=torch.float32).view(10, 5), torch.arange(50, dtype=torch.float32).view(10, 5)
+    )
     for sample in DataLoader(dataset, batch_size=2, collate_fn=collate_wrapper, num_workers=1):
         assert isinstance(sample, SimpleCustomBatch) and sample.inp.shape == (2, 5)
     for sample in DataLoader(dataset, batch_size=2, collate_fn=collate_into_packed_sequence, num_workers=1):
@@ -1062,8 +1102,12 @@ def test_nested_tensor_multiprocessing(ctx):
     loader = DataLoader(dataset, batch_size=1, num_workers=2, collate_fn=_clone_collate, multiprocessing_context=ctx)
     for i, batch in enumerate(loader):
         assert torch.equal(batch[0].unbind()[0], dataset[i].unbind()[0])
-    _raises(DataLoader(dataset, batch_size=1, num_workers=2, multiprocessing_context=ctx), RuntimeError,
-            "not currently supported by the default collate_fn", first_only=True)
+    _raises(
+        DataLoader(dataset, batch_size=1, num_workers=2, multiprocessing_context=ctx),
+        RuntimeError,
+        "not currently supported by the default collate_fn",
+        first_only=True,
+    )
 
 
 # ---------------------------------------------------------------------------------------------- in_order

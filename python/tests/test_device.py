@@ -48,8 +48,11 @@ def test_sim_delivers_the_cpu_batches(folder, device_prefetch):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last])
 def test_float_and_normalize_on_the_device_equal_the_cpu_path(folder, dtype, memory_format):
-    kw = dict(dtype=dtype, memory_format=memory_format,
-              transforms=[chute.RandomResizedCrop(40), chute.RandomHorizontalFlip(), NORM])
+    kw = dict(
+        dtype=dtype,
+        memory_format=memory_format,
+        transforms=[chute.RandomResizedCrop(40), chute.RandomHorizontalFlip(), NORM],
+    )
     expected, got = epoch(make(folder, "cpu", **kw)), epoch(make(folder, "sim", **kw))
     for (x, y), (ex, ey) in zip(got, expected, strict=True):
         assert x.dtype == dtype and x.shape == ex.shape
@@ -80,6 +83,7 @@ def test_early_break_state_dict_counts_what_the_consumer_received(folder):
 
 def test_sample_errors_arrive_after_the_batches_before_them(tmp_path, folder):
     import shutil
+
     root = tmp_path / "broken"
     shutil.copytree(folder, root)
     files = sorted(root.rglob("*.jpg"))
@@ -135,11 +139,14 @@ def test_cuda_without_a_gpu_is_a_clear_error(folder):
     assert chute._native.cuda_local_cpus(0) == []  # no GPU, no NUMA node: nothing pinned
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(device="tpu"), "device must be"),
-    (dict(device="sim", device_prefetch=0), "device_prefetch"),
-    (dict(device="sim", max_device_memory=1000), "max_device_memory"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(device="tpu"), "device must be"),
+        (dict(device="sim", device_prefetch=0), "device_prefetch"),
+        (dict(device="sim", max_device_memory=1000), "max_device_memory"),
+    ],
+)
 def test_invalid_device_arguments(folder, kwargs, match):
     with pytest.raises(ValueError, match=match):
         make(folder, **kwargs)
@@ -162,6 +169,7 @@ def test_cuda_delivers_the_cpu_batches(folder):
 def test_interpreter_exit_with_copies_in_flight_and_a_held_device_batch(folder):
     import subprocess
     import sys
+
     code = """
 import sys, torch, chute
 loader = chute.Loader(chute.ImageFolder(sys.argv[1]), batch_size=4, transforms=[chute.CenterCrop(32)],
@@ -181,8 +189,10 @@ print(labels.tolist())
 # a copy out of it is pending is lent again only once that copy is done). The loop below is the standard
 # `images = images.cuda(non_blocking=True)`, which drops the CPU batch at once.
 
+
 def _sim_pinned(monkeypatch, sim):
     from chute import delivery
+
     monkeypatch.setattr(delivery, "host_pinning", lambda pin_memory: delivery.HostBlocks(sim.pinned_block))
 
 
@@ -269,6 +279,7 @@ print("maps", maps)
 def _build_fake_cuda(tmp_path):
     import shutil
     import subprocess
+
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         pytest.fail("no C compiler to build the stand-in CUDA (scripts/setup.sh installs one)")
@@ -276,26 +287,36 @@ def _build_fake_cuda(tmp_path):
     out = {}
     for soname in ("libcudart.so.12", "libcuda.so.1"):
         path = tmp_path / soname
-        subprocess.run([cc, "-shared", "-fPIC", "-O1", f'-DFAKE_NAME="{soname}"', f"-Wl,-soname,{soname}", src,
-                        "-o", str(path)], check=True, timeout=120)
+        subprocess.run(
+            [cc, "-shared", "-fPIC", "-O1", f'-DFAKE_NAME="{soname}"', f"-Wl,-soname,{soname}", src, "-o", str(path)],
+            check=True,
+            timeout=120,
+        )
         out[soname] = path
     return out
 
 
-@pytest.mark.skipif(torch.version.cuda is not None,
-                    reason="a CUDA torch loads its own libcudart at import; test_gpu_one_libcudart_in_the_process "
-                           "checks the rule there")
+@pytest.mark.skipif(
+    torch.version.cuda is not None,
+    reason="a CUDA torch loads its own libcudart at import; test_gpu_one_libcudart_in_the_process "
+    "checks the rule there",
+)
 def test_one_cuda_runtime_and_no_stray_context(folder, tmp_path):
     import os
     import subprocess
     import sys
+
     fake = _build_fake_cuda(tmp_path)
     log = tmp_path / "cuda.log"
     env = dict(os.environ, FAKE_CUDA_LOG=str(log))
     env.pop("CHUTE_CUDART", None)
-    result = subprocess.run([sys.executable, "-c", _FAKE_CUDA_SCRIPT, str(fake["libcudart.so.12"]),
-                             str(fake["libcuda.so.1"]), str(folder)],
-                            capture_output=True, text=True, timeout=120, env=env)
+    result = subprocess.run(
+        [sys.executable, "-c", _FAKE_CUDA_SCRIPT, str(fake["libcudart.so.12"]), str(fake["libcuda.so.1"]), str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
     lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
     assert lines["available"].startswith("True 2"), lines["available"]  # the preloaded runtime's answer
@@ -308,6 +329,7 @@ def test_one_cuda_runtime_and_no_stray_context(folder, tmp_path):
 
 
 # On a GPU (bench/gpu_check.sh runs these and counts a skip as a failure): the same rules with real CUDA.
+
 
 def _libcudart_mappings():
     return sorted({line.split()[-1] for line in open("/proc/self/maps") if "libcudart" in line})
@@ -352,8 +374,11 @@ def test_gpu_pinned_batches_under_a_lagging_stream(folder, prefetch, side_stream
 
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 def test_gpu_cuda_batches_match_the_cpu_loader_on_a_side_stream_in_bf16(folder):
-    kw = dict(dtype=torch.bfloat16, transforms=[chute.RandomResizedCrop(48), chute.RandomHorizontalFlip(), NORM],
-              memory_format=torch.channels_last)
+    kw = dict(
+        dtype=torch.bfloat16,
+        transforms=[chute.RandomResizedCrop(48), chute.RandomHorizontalFlip(), NORM],
+        memory_format=torch.channels_last,
+    )
     expected = epoch(make(folder, "cpu", **kw))
     side = torch.cuda.Stream()
     got = []
@@ -365,5 +390,7 @@ def test_gpu_cuda_batches_match_the_cpu_loader_on_a_side_stream_in_bf16(folder):
     assert len(got) == len(expected)
     for (x, y), (ex, ey) in zip(got, expected):
         assert x.dtype == torch.bfloat16 and x.is_contiguous(memory_format=torch.channels_last)
-        assert torch.allclose(x.float().cpu(), ex.float(), rtol=2**-7, atol=2**-7), (x.float().cpu() - ex.float()).abs().max()
+        assert torch.allclose(x.float().cpu(), ex.float(), rtol=2**-7, atol=2**-7), (
+            (x.float().cpu() - ex.float()).abs().max()
+        )
         assert torch.equal(y.cpu(), ey)

@@ -20,12 +20,12 @@ import time
 import numpy as np
 import pytest
 import torch
+from conftest import jpeg_bytes, natural_image
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 import chute
 from chute.bench import pil_reference as R
-from conftest import jpeg_bytes, natural_image
 
 READ_LATENCY_S = 0.004
 
@@ -109,8 +109,7 @@ def decode_diagnosis(tmp_path_factory):
         for i in range(24):
             (root / f"class_{c}" / f"{i:03d}.jpg").write_bytes(images[(c + i) % 4])
     transform = R.Compose([R.CenterCrop(224), R.ToTensor()])
-    loader = DataLoader(R.ImageFolder(root, transform=transform), batch_size=8, shuffle=True,
-                        num_workers=0)
+    loader = DataLoader(R.ImageFolder(root, transform=transform), batch_size=8, shuffle=True, num_workers=0)
     # One torch thread, as in a DataLoader worker. With torch's default (every core) on a busy shared
     # machine, ToTensor's two-thread ops were measured at 48 ms instead of 0.3 ms: a second, unplanted
     # bottleneck (the doctor reports it as transform time) that would make this test depend on the load.

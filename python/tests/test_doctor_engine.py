@@ -15,13 +15,12 @@ import time
 import numpy as np
 import pytest
 import torch
+from conftest import jpeg_bytes, natural_image
 
 import chute
 from chute import _native
-from chute.doctor import verdict as verdict_module
-from conftest import jpeg_bytes, natural_image
-
 from chute.bench.pil_reference import as_torchvision
+from chute.doctor import verdict as verdict_module
 
 T = as_torchvision()
 
@@ -31,10 +30,24 @@ def test_doctor_thresholds_are_the_engines():
 
 
 def test_engine_diagnose_on_given_figures():
-    figures = {"samples": 1000, "samples_delivered": 1000, "batches": 10, "elapsed_s": 10, "wait_s": 5,
-               "consumer_s": 5, "read_s": 1, "decode_s": 12, "transform_s": 4, "worker_cpu_s": 17,
-               "worker_idle_s": 8, "threads": 2, "active_threads": 2, "prefetch": 2, "cores": 2,
-               "process_cpu_s": 19.5}
+    figures = {
+        "samples": 1000,
+        "samples_delivered": 1000,
+        "batches": 10,
+        "elapsed_s": 10,
+        "wait_s": 5,
+        "consumer_s": 5,
+        "read_s": 1,
+        "decode_s": 12,
+        "transform_s": 4,
+        "worker_cpu_s": 17,
+        "worker_idle_s": 8,
+        "threads": 2,
+        "active_threads": 2,
+        "prefetch": 2,
+        "cores": 2,
+        "process_cpu_s": 19.5,
+    }
     # Idle workers with every core busy: the busiest stage, never "prefetch".
     assert _native.diagnose(figures)["limit"] == "decode"
     assert _native.diagnose({**figures, "process_cpu_s": 12})["limit"] == "prefetch"
@@ -109,8 +122,9 @@ class _Straddling:
 
 
 def test_an_unsettled_stall_measures_more_batches_up_to_max_steps():
-    d = chute.doctor(_Straddling(200), lambda b: time.sleep(0.01), steps=6, warmup=1, max_steps=30,
-                     storage=False, compare=False)
+    d = chute.doctor(
+        _Straddling(200), lambda b: time.sleep(0.01), steps=6, warmup=1, max_steps=30, storage=False, compare=False
+    )
     # The interval straddled 10% after 6 batches, so the doctor measured on, 6 at a time, up to 30.
     assert len(d.run.measured) == 30 or d.run.settled(verdict_module.INPUT_BOUND_STALL)
     assert len(d.run.measured) > 6 or d.run.settled(verdict_module.INPUT_BOUND_STALL)
@@ -128,8 +142,9 @@ d = chute.doctor(loader, steps=3, warmup=1, storage=False, report=sys.argv[2])
 print("NOTES", d.notes)
 """
     report = tmp_path / "r.html"
-    out = subprocess.run([sys.executable, "-c", code, str(folder), str(report)], capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(folder), str(report)], capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr
     assert "written without plots" in out.stdout
     html = report.read_text()

@@ -26,6 +26,7 @@ def tiny_batches(n: int = 6):
 
 # --- edges -----------------------------------------------------------------------------------------
 
+
 def test_empty_loader_is_a_clear_error():
     with pytest.raises(ValueError, match="yielded no batches"):
         chute.doctor([])
@@ -52,11 +53,17 @@ def test_a_step_that_raises_propagates_naming_the_batch():
     assert any("raised by step_fn on batch 0" in n for n in info.value.__notes__)
 
 
-@pytest.mark.parametrize("kwargs, error", [
-    (dict(loader=42), TypeError), (dict(loader="a/path"), TypeError),
-    (dict(step_fn="not callable"), TypeError), (dict(steps=0), ValueError), (dict(steps=True), ValueError),
-    (dict(warmup=-1), ValueError),
-])
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        (dict(loader=42), TypeError),
+        (dict(loader="a/path"), TypeError),
+        (dict(step_fn="not callable"), TypeError),
+        (dict(steps=0), ValueError),
+        (dict(steps=True), ValueError),
+        (dict(warmup=-1), ValueError),
+    ],
+)
 def test_bad_arguments_are_refused(kwargs, error):
     args = dict(loader=tiny_batches(), step_fn=None, steps=3, warmup=1) | kwargs
     with pytest.raises(error):
@@ -86,6 +93,7 @@ def test_cpu_device_is_not_a_cuda_device():
 
 # --- measurement -------------------------------------------------------------------------------------
 
+
 def test_run_records_wait_and_step_and_sees_non_blocking_copies():
     def step(batch):
         images, _ = batch
@@ -110,12 +118,14 @@ def test_chute_loader_stats_cover_the_measured_steps_only(folder):
 
 # --- storage -------------------------------------------------------------------------------------------
 
+
 def test_mount_of_finds_network_filesystems(tmp_path):
     info = tmp_path / "mountinfo"
     info.write_text(
         "22 1 0:21 / / rw,relatime - ext4 /dev/vda rw\n"
         "40 22 0:50 / /mnt/my\\040data rw,relatime shared:1 - nfs4 server:/export rw,vers=4.2\n"
-        "41 22 0:51 / /mnt/bucket rw - fuse.gcsfuse bucket rw\n")
+        "41 22 0:51 / /mnt/bucket rw - fuse.gcsfuse bucket rw\n"
+    )
     assert mount_of("/mnt/my data/train/a.jpg", str(info)).fs_type == "nfs4"
     assert mount_of("/mnt/my data/train/a.jpg", str(info)).network
     assert mount_of("/mnt/bucket/x", str(info)).network
@@ -138,6 +148,7 @@ def test_probe_storage_reads_cold_and_hot(folder):
 
 
 # --- the dataset profile ----------------------------------------------------------------------------------
+
 
 class _Mixed(torch.utils.data.Dataset):
     """read: a file-like read that blocks 5 ms; other: about as much CPU work in the dataset's own code
@@ -171,6 +182,7 @@ def test_profile_charges_blocking_reads_to_storage_and_own_code_to_other():
 
 
 # --- device: NVML through ctypes ------------------------------------------------------------------------
+
 
 def test_nvml_absent_is_reported_not_raised_at_import():
     with pytest.raises(NvmlError, match="NVML is not available"):
@@ -229,6 +241,7 @@ def test_without_cuda_nvml_is_not_used(fake_nvml):
 
 
 # --- watch() and the CLI ------------------------------------------------------------------------------------
+
 
 def test_watch_measures_the_scripts_own_loop_and_passes_every_batch(folder, capsys):
     loader = chute.Loader(chute.ImageFolder(folder), batch_size=4, transforms=[chute.CenterCrop(16)])
@@ -292,8 +305,11 @@ def test_cli_reports_a_script_without_loaders(tmp_path, capsys):
 
 def test_cli_with_an_explicit_watch_in_the_script(folder, tmp_path, capsys):
     script = tmp_path / "train.py"
-    script.write_text(_SCRIPT.replace("for images, labels in loader:",
-                                      "for images, labels in chute.doctor.watch(loader, steps=2, warmup=1):"))
+    script.write_text(
+        _SCRIPT.replace(
+            "for images, labels in loader:", "for images, labels in chute.doctor.watch(loader, steps=2, warmup=1):"
+        )
+    )
     assert cli_main(["doctor", str(script), str(folder), "y"]) == 0
     out = capsys.readouterr()
     assert "script done y" in out.out and out.err.count("verdict: consumer") == 1  # once, not per epoch
@@ -305,10 +321,15 @@ def test_environment_variable_watches_a_script_the_cli_does_not_run(folder, tmp_
 
     script = tmp_path / "train.py"
     script.write_text(_SCRIPT)
-    env = os.environ | {"CHUTE_DOCTOR": str(tmp_path / "report-{rank}.html"), "CHUTE_DOCTOR_STEPS": "3",
-                        "CHUTE_DOCTOR_WARMUP": "1", "RANK": "5"}
-    done = subprocess.run([sys.executable, str(script), str(folder), "z"], env=env, capture_output=True, text=True,
-                          timeout=300)
+    env = os.environ | {
+        "CHUTE_DOCTOR": str(tmp_path / "report-{rank}.html"),
+        "CHUTE_DOCTOR_STEPS": "3",
+        "CHUTE_DOCTOR_WARMUP": "1",
+        "RANK": "5",
+    }
+    done = subprocess.run(
+        [sys.executable, str(script), str(folder), "z"], env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     assert "script done z" in done.stdout and done.stderr.count("verdict: consumer") == 1
     assert (tmp_path / "report-5.html").stat().st_size > 10_000

@@ -9,8 +9,8 @@ import re
 import time
 
 import numpy as np
-import torch
 import pytest
+import torch
 from PIL import Image
 
 import chute
@@ -27,7 +27,7 @@ def report(folder, tmp_path_factory):
 def test_report_is_self_contained_with_three_plots(report):
     d, path = report
     text = path.read_text()
-    assert "src=\"http" not in text and "<script" not in text and "<link" not in text
+    assert 'src="http' not in text and "<script" not in text and "<link" not in text
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', text)
     assert len(images) == 3  # timeline, per-stage bars, throughput
     for b64 in images:
@@ -38,7 +38,7 @@ def test_report_is_self_contained_with_three_plots(report):
 
 def _colour_pixels(png, colour: str, tolerance: int = 12) -> int:
     rgb = np.asarray(Image.open(png).convert("RGB")).astype(int)
-    target = np.array([int(colour[i:i + 2], 16) for i in (1, 3, 5)])
+    target = np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)])
     return int((np.abs(rgb - target).max(axis=-1) <= tolerance).sum())
 
 
@@ -76,10 +76,14 @@ def test_device_findings_shape_the_verdict_and_the_timeline():
     without_gpu = Image.open(io.BytesIO(base64.b64decode(timeline_png(d)))).height
     t = [0.05 * i for i in range(40)]
     per_batch_ms = 1e3 * (d.run.wait_s + d.run.step_s) / len(d.run.measured)  # copies scaled to the measured batch
-    d.device = DeviceReport(available=True, name="made-up GPU", memory_total=80 << 30,
-                            timeline=GpuTimeline(t, [90 if i % 4 else 0 for i in range(40)], [1 << 30] * 40),
-                            copy=CopyTiming(8 * 3 * 32 * 32 * 4, pageable_ms=0.6 * per_batch_ms,
-                                             pinned_ms=0.2 * per_batch_ms), sample_hz=20)
+    d.device = DeviceReport(
+        available=True,
+        name="made-up GPU",
+        memory_total=80 << 30,
+        timeline=GpuTimeline(t, [90 if i % 4 else 0 for i in range(40)], [1 << 30] * 40),
+        copy=CopyTiming(8 * 3 * 32 * 32 * 4, pageable_ms=0.6 * per_batch_ms, pinned_ms=0.2 * per_batch_ms),
+        sample_hz=20,
+    )
     v = decide(d)
     assert any("GPU utilisation mean" in e for e in v.evidence)
     actions = [r.action for r in v.recommendations if not r.measured]

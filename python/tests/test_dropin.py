@@ -14,24 +14,28 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import jpeg_bytes, natural_image
 from PIL import Image, ImageFile
 from torch.utils.data import DataLoader, Subset, TensorDataset
 
 import chute
+from chute.bench.pil_reference import as_torchvision
 from chute.dataloader import folder_path
 from chute.dataloader import plan as seam
 
-from chute.bench.pil_reference import as_torchvision
-
 T = as_torchvision()
-from conftest import jpeg_bytes, natural_image
 
 HERE = Path(__file__).resolve().parent
 
 
 def keep_labels(root: Path, mode: str) -> dict:
-    out = subprocess.run([sys.executable, str(HERE / "keep_labels_child.py"), str(root), mode],
-                         capture_output=True, text=True, timeout=300, cwd=HERE)
+    out = subprocess.run(
+        [sys.executable, str(HERE / "keep_labels_child.py"), str(root), mode],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=HERE,
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -61,8 +65,9 @@ def test_a_kept_labels_tensor_holds_no_batch_buffer(folder):
 
 
 def test_kept_labels_hold_no_device_batch(folder):
-    loader = chute.Loader(chute.ImageFolder(folder), batch_size=4, transforms=[chute.Resize((32, 32))],
-                          device="sim", device_prefetch=1)
+    loader = chute.Loader(
+        chute.ImageFolder(folder), batch_size=4, transforms=[chute.Resize((32, 32))], device="sim", device_prefetch=1
+    )
     targets = [labels for _, labels in loader]  # before: "held by batches the consumer still references"
     assert torch.cat(targets).tolist() == [0] * 12 + [1] * 12 + [2] * 12
     loader.close()
@@ -70,8 +75,14 @@ def test_kept_labels_hold_no_device_batch(folder):
 
 def test_max_ring_bytes_named_in_the_error_is_settable(folder):
     batch_bytes = 4 * (3 * 32 * 32 + 8)
-    loader = chute.Loader(chute.ImageFolder(folder), batch_size=4, num_threads=1, prefetch=1,
-                          transforms=[chute.Resize((32, 32))], max_ring_bytes=3 * batch_bytes)
+    loader = chute.Loader(
+        chute.ImageFolder(folder),
+        batch_size=4,
+        num_threads=1,
+        prefetch=1,
+        transforms=[chute.Resize((32, 32))],
+        max_ring_bytes=3 * batch_bytes,
+    )
     kept = []
     with pytest.raises(RuntimeError, match="max_ring_bytes"):
         for images, _ in loader:
@@ -79,22 +90,29 @@ def test_max_ring_bytes_named_in_the_error_is_settable(folder):
     assert len(kept) == 3  # the ring's 3 buffers, all held
     kept.clear()
     # A larger budget lets the same consumer keep every batch.
-    loader = chute.Loader(chute.ImageFolder(folder), batch_size=4, num_threads=1, prefetch=1,
-                          transforms=[chute.Resize((32, 32))], max_ring_bytes=100 * batch_bytes)
+    loader = chute.Loader(
+        chute.ImageFolder(folder),
+        batch_size=4,
+        num_threads=1,
+        prefetch=1,
+        transforms=[chute.Resize((32, 32))],
+        max_ring_bytes=100 * batch_bytes,
+    )
     assert len([images for images, _ in loader]) == 9
     with pytest.raises(ValueError, match="max_ring_bytes"):
         chute.Loader(chute.ImageFolder(folder), max_ring_bytes=0)
 
 
 def test_the_ring_shrinks_back_once_the_consumer_lets_go(folder):
-    loader = chute.Loader(chute.ImageFolder(folder), batch_size=4, num_threads=1, prefetch=1,
-                          transforms=[chute.Resize((32, 32))])
+    loader = chute.Loader(
+        chute.ImageFolder(folder), batch_size=4, num_threads=1, prefetch=1, transforms=[chute.Resize((32, 32))]
+    )
     base = loader.stats()["batch_buffers"]  # prefetch + 2
     kept = [images for images, _ in loader]
     grown = loader.stats()["batch_buffers"]
     assert grown >= len(kept) == 9  # it grew for the kept batches
     del kept
-    for images, _ in loader:  # the next epoch starts by freeing what nobody holds any more
+    for images, _ in loader:  # noqa: B007 (images: the last batch, checked below)  the next epoch starts by freeing what nobody holds any more
         assert loader.stats()["batch_buffers"] <= base + 1 < grown
     assert torch.equal(images, images.clone())
     loader.close()
@@ -232,8 +250,9 @@ def test_center_crop_larger_than_the_image_pads_with_zeros_like_torchvision(fold
 
 def test_fast_path_pads_center_crop_after_resize_then_normalises_and_flips_the_zeros(folder):
     mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-    transform = T.Compose([T.Resize(60), T.CenterCrop((75, 81)), T.RandomHorizontalFlip(1.0), T.ToTensor(),
-                           T.Normalize(mean, std)])
+    transform = T.Compose(
+        [T.Resize(60), T.CenterCrop((75, 81)), T.RandomHorizontalFlip(1.0), T.ToTensor(), T.Normalize(mean, std)]
+    )
     dataset = T.ImageFolder(folder, transform=transform)
     loader = chute.DataLoader(dataset, batch_size=6)
     assert loader.stats()["path"] == "fast:imagefolder", loader.stats()["fallback_reason"]
@@ -268,8 +287,9 @@ def truncated_copies(root: Path, subsampling: int, progressive: bool = False) ->
     """A JPEG cut at many points: inside its header, all along its scan data and, progressive, inside the
     markers between its scans. Returns (the copies PIL decodes with LOAD_TRUNCATED_IMAGES, the copies it
     still refuses), each in a folder of its own."""
-    data = jpeg_bytes(natural_image(np.random.default_rng(7), 96, 80), quality=90, subsampling=subsampling,
-                      progressive=progressive)
+    data = jpeg_bytes(
+        natural_image(np.random.default_rng(7), 96, 80), quality=90, subsampling=subsampling, progressive=progressive
+    )
     cuts = set(range(60, 700, 90)) | {int(len(data) * f) for f in np.linspace(0.15, 0.995, 12)}
     first_scan = data.find(b"\xff\xda")
     cuts |= {first_scan + 5}  # inside the first scan header: PIL refuses (its header reader needs all of it)
@@ -294,7 +314,7 @@ def first_image(path: Path) -> np.ndarray:
     dataset = T.ImageFolder(path.parent.parent, transform=T.Compose([T.CenterCrop((80, 96)), T.PILToTensor()]))
     loader = chute.DataLoader(dataset, batch_size=1)
     assert loader.stats()["path"] == "fast:imagefolder", loader.stats()["fallback_reason"]
-    (images, _), = list(loader)
+    ((images, _),) = list(loader)
     return images[0].permute(1, 2, 0).numpy()
 
 
@@ -331,7 +351,7 @@ def test_load_truncated_images_is_read_when_each_epoch_starts(tmp_path, load_tru
     with pytest.raises(OSError, match="truncated"):
         pil_rgb(path)
     load_truncated(True)  # set between epochs, as a user does after the first error
-    (images, _), = list(loader)
+    ((images, _),) = list(loader)
     assert np.array_equal(images[0].permute(1, 2, 0).numpy(), pil_rgb(path))
     assert loader.stats()["path"] == "fast:imagefolder"
 

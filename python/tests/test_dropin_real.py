@@ -16,11 +16,14 @@ from torch.utils.data import DataLoader, Subset
 import chute
 
 try:
-    from torchvision import datasets, transforms as T1
+    from torchvision import datasets
+    from torchvision import transforms as T1
     from torchvision.transforms import v2
 except (ImportError, OSError, RuntimeError) as e:  # torchvision's build must match torch's
-    pytest.skip(f"torchvision does not import here ({type(e).__name__}); scripts/test_torchvision.sh runs this",
-                allow_module_level=True)
+    pytest.skip(
+        f"torchvision does not import here ({type(e).__name__}); scripts/test_torchvision.sh runs this",
+        allow_module_level=True,
+    )
 
 from conftest import jpeg_bytes, natural_image  # noqa: E402
 
@@ -41,12 +44,23 @@ def assert_same(fast, ref):
         assert torch.equal(images, ri)  # PIL geometry: chute is bit-exact, padding included
 
 
-@pytest.mark.parametrize("transform", [
-    T1.Compose([T1.CenterCrop(300), T1.PILToTensor()]),
-    T1.Compose([T1.Resize(60), T1.CenterCrop((75, 81)), T1.RandomHorizontalFlip(1.0), T1.ToTensor(),
-                T1.Normalize(MEAN, STD)]),
-    v2.Compose([v2.CenterCrop(300), v2.PILToTensor()]),
-], ids=["v1-pad", "v1-resize-pad-flip-normalize", "v2-pad"])
+@pytest.mark.parametrize(
+    "transform",
+    [
+        T1.Compose([T1.CenterCrop(300), T1.PILToTensor()]),
+        T1.Compose(
+            [
+                T1.Resize(60),
+                T1.CenterCrop((75, 81)),
+                T1.RandomHorizontalFlip(1.0),
+                T1.ToTensor(),
+                T1.Normalize(MEAN, STD),
+            ]
+        ),
+        v2.Compose([v2.CenterCrop(300), v2.PILToTensor()]),
+    ],
+    ids=["v1-pad", "v1-resize-pad-flip-normalize", "v2-pad"],
+)
 def test_center_crop_larger_than_the_image_pads_like_torchvision(folder, transform):
     fast, ref = fast_and_torch(datasets.ImageFolder(folder, transform=transform), batch_size=6)
     assert_same(fast, ref)
@@ -68,11 +82,12 @@ def test_subset_takes_the_fast_path_without_torchs_worker_warning(folder):
 def test_load_truncated_images_as_torchvision_loads_them(tmp_path, monkeypatch):
     monkeypatch.setattr(ImageFile, "LOAD_TRUNCATED_IMAGES", True)
     for progressive in (False, True):
-        data = jpeg_bytes(natural_image(np.random.default_rng(3), 96, 80), quality=90, subsampling=0,
-                          progressive=progressive)
+        data = jpeg_bytes(
+            natural_image(np.random.default_rng(3), 96, 80), quality=90, subsampling=0, progressive=progressive
+        )
         d = tmp_path / f"p{int(progressive)}" / "c"
         d.mkdir(parents=True)
         for i, frac in enumerate((0.3, 0.5, 0.8, 0.97)):
-            (d / f"{i}.jpg").write_bytes(data[:int(len(data) * frac)])
+            (d / f"{i}.jpg").write_bytes(data[: int(len(data) * frac)])
         dataset = datasets.ImageFolder(d.parent, transform=T1.Compose([T1.CenterCrop((80, 96)), T1.PILToTensor()]))
         assert_same(*fast_and_torch(dataset, batch_size=4))

@@ -14,10 +14,9 @@ from PIL import Image
 from torch.utils.data import DataLoader, SubsetRandomSampler
 
 import chute
-from chute.dataloader import translate
-from chute.dataloader import plan as seam
-
 from chute.bench.pil_reference import as_torchvision, real_torchvision
+from chute.dataloader import plan as seam
+from chute.dataloader import translate
 
 T = real_torchvision() or as_torchvision()
 
@@ -85,9 +84,15 @@ def test_eval_float_normalised_matches_the_pil_pipeline(folder):
     assert mae < 1.0 and mx <= 8
 
 
-@pytest.mark.parametrize("tail", [[T.ToTensor()], [T.PILToTensor(), T.ConvertImageDtype(torch.float32)],
-                                  [T.ToTensor(), T.ConvertImageDtype(torch.float32)]],
-                         ids=["ToTensor", "PILToTensor+ConvertImageDtype", "ToTensor+ConvertImageDtype"])
+@pytest.mark.parametrize(
+    "tail",
+    [
+        [T.ToTensor()],
+        [T.PILToTensor(), T.ConvertImageDtype(torch.float32)],
+        [T.ToTensor(), T.ConvertImageDtype(torch.float32)],
+    ],
+    ids=["ToTensor", "PILToTensor+ConvertImageDtype", "ToTensor+ConvertImageDtype"],
+)
 def test_float_in_unit_range(folder, tail):
     ds = T.ImageFolder(folder, transform=T.Compose(EVAL + tail))
     fast, ref = fast_and_ref(ds, batch_size=7)
@@ -100,8 +105,11 @@ def test_float_in_unit_range(folder, tail):
 
 def test_samplers_and_batch_sampler_order(folder):
     ds = T.ImageFolder(folder, transform=T.Compose(EVAL + [T.PILToTensor()]))
-    fast, ref = fast_and_ref(ds, batch_size=4, make_sampler=lambda: SubsetRandomSampler(
-        list(range(0, 36, 3)), generator=torch.Generator().manual_seed(1)))
+    fast, ref = fast_and_ref(
+        ds,
+        batch_size=4,
+        make_sampler=lambda: SubsetRandomSampler(list(range(0, 36, 3)), generator=torch.Generator().manual_seed(1)),
+    )
     check_structure(fast, ref)
     batches = [[35, 0, 0], [-1, 7, 20], [2]]
     fast, ref = fast_and_ref(ds, batch_sampler=batches)
@@ -195,23 +203,45 @@ def reason(dataset, **kwargs) -> str:
     return str(p)
 
 
-@pytest.mark.parametrize("transform, expected", [
-    (None, "transform is None"),
-    (T.Compose([T.Resize(64), T.CenterCrop(56)]), "no ToTensor/PILToTensor"),
-    (T.Compose([T.Resize(64), T.ColorJitter(0.4), T.CenterCrop(56), T.ToTensor()]), "transform ColorJitter"),
-    (T.Compose([T.RandomHorizontalFlip(), T.CenterCrop(56), T.ToTensor()]), "RandomHorizontalFlip before CenterCrop"),
-    (T.Compose([T.CenterCrop(56), T.PILToTensor(), T.Normalize(MEAN, STD)]), "Normalize on a uint8 tensor"),
-    (T.Compose([T.CenterCrop(56), T.ToTensor(), T.Normalize(MEAN, STD), T.Normalize(MEAN, STD)]), "two Normalize"),
-    (T.Compose([T.CenterCrop(56), T.PILToTensor(), T.ConvertImageDtype(torch.float16)]), "ConvertImageDtype"),
-    (T.Compose([T.Resize(64, interpolation=T.InterpolationMode.BICUBIC), T.CenterCrop(56), T.ToTensor()]),
-     "transform Resize"),
-    (T.Compose([T.Resize(64), T.ToTensor()]), "native pipeline"),
-    (T.Compose([T.CenterCrop(56), T.ToTensor(), T.Normalize((0.5,), (0.5,))]), "transform Normalize"),
-    (T.Compose([T.CenterCrop(56), T.ToTensor(), T.CenterCrop(50)]), "CenterCrop on float32 tensors"),
-    (T.Compose([T.CenterCrop(56), lambda x: x, T.ToTensor()]), "not a torchvision v1 or v2 transform"),
-    ([T.CenterCrop(56), T.ToTensor()], "not a torchvision Compose"),
-], ids=["none", "no-tensor", "jitter", "flip-first", "norm-uint8", "two-norm", "fp16", "bicubic", "no-fixed-size",
-        "norm-1ch", "tensor-crop", "lambda", "list"])
+@pytest.mark.parametrize(
+    "transform, expected",
+    [
+        (None, "transform is None"),
+        (T.Compose([T.Resize(64), T.CenterCrop(56)]), "no ToTensor/PILToTensor"),
+        (T.Compose([T.Resize(64), T.ColorJitter(0.4), T.CenterCrop(56), T.ToTensor()]), "transform ColorJitter"),
+        (
+            T.Compose([T.RandomHorizontalFlip(), T.CenterCrop(56), T.ToTensor()]),
+            "RandomHorizontalFlip before CenterCrop",
+        ),
+        (T.Compose([T.CenterCrop(56), T.PILToTensor(), T.Normalize(MEAN, STD)]), "Normalize on a uint8 tensor"),
+        (T.Compose([T.CenterCrop(56), T.ToTensor(), T.Normalize(MEAN, STD), T.Normalize(MEAN, STD)]), "two Normalize"),
+        (T.Compose([T.CenterCrop(56), T.PILToTensor(), T.ConvertImageDtype(torch.float16)]), "ConvertImageDtype"),
+        (
+            T.Compose([T.Resize(64, interpolation=T.InterpolationMode.BICUBIC), T.CenterCrop(56), T.ToTensor()]),
+            "transform Resize",
+        ),
+        (T.Compose([T.Resize(64), T.ToTensor()]), "native pipeline"),
+        (T.Compose([T.CenterCrop(56), T.ToTensor(), T.Normalize((0.5,), (0.5,))]), "transform Normalize"),
+        (T.Compose([T.CenterCrop(56), T.ToTensor(), T.CenterCrop(50)]), "CenterCrop on float32 tensors"),
+        (T.Compose([T.CenterCrop(56), lambda x: x, T.ToTensor()]), "not a torchvision v1 or v2 transform"),
+        ([T.CenterCrop(56), T.ToTensor()], "not a torchvision Compose"),
+    ],
+    ids=[
+        "none",
+        "no-tensor",
+        "jitter",
+        "flip-first",
+        "norm-uint8",
+        "two-norm",
+        "fp16",
+        "bicubic",
+        "no-fixed-size",
+        "norm-1ch",
+        "tensor-crop",
+        "lambda",
+        "list",
+    ],
+)
 def test_unsupported_transforms_fall_back_naming_them(folder, transform, expected):
     assert expected in reason(T.ImageFolder(folder, transform=transform))
 
@@ -229,13 +259,15 @@ def test_dataset_level_fallbacks(folder, tmp_path):
 
 
 def test_translate_keeps_order_and_output_dtype():
-    ts, dtype = translate.translate(T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(0.3),
-                                                   T.ToTensor(), T.Normalize(MEAN, STD)]))
+    ts, dtype = translate.translate(
+        T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(0.3), T.ToTensor(), T.Normalize(MEAN, STD)])
+    )
     assert dtype == torch.float32
     assert [type(t).__name__ for t in ts] == ["RandomResizedCrop", "RandomHorizontalFlip", "Normalize"]
     assert ts[1].p == 0.3
-    ts, dtype = translate.translate(T.Compose([T.Resize(256), T.CenterCrop(224), T.PILToTensor(),
-                                                   T.RandomHorizontalFlip()]))
+    ts, dtype = translate.translate(
+        T.Compose([T.Resize(256), T.CenterCrop(224), T.PILToTensor(), T.RandomHorizontalFlip()])
+    )
     assert dtype == torch.uint8 and [type(t).__name__ for t in ts] == ["Resize", "CenterCrop", "RandomHorizontalFlip"]
 
 
@@ -279,8 +311,9 @@ def test_chute_dataloader_runs_the_fast_path_keyed_by_its_generator(folder):
 def test_the_epoch_seed_counts_in_all_64_bits(folder):
     """torch's base seed is 64 bits; it is the engine's seed for the epoch (once it rode in the epoch, whose
     upper 32 bits the counter-based generator dropped: two seeds differing only there gave the same crops)."""
-    ds = T.ImageFolder(folder, transform=T.Compose([T.RandomResizedCrop(32), T.RandomHorizontalFlip(),
-                                                    T.PILToTensor()]))
+    ds = T.ImageFolder(
+        folder, transform=T.Compose([T.RandomResizedCrop(32), T.RandomHorizontalFlip(), T.PILToTensor()])
+    )
     loader = DataLoader(ds, batch_size=6)
 
     def crops(base_seed):

@@ -10,8 +10,17 @@ import time
 import numpy as np
 import pytest
 import torch
-from torch.utils.data import (BatchSampler, DataLoader, Dataset, IterableDataset, RandomSampler, SequentialSampler,
-                              SubsetRandomSampler, TensorDataset, WeightedRandomSampler)
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    Dataset,
+    IterableDataset,
+    RandomSampler,
+    SequentialSampler,
+    SubsetRandomSampler,
+    TensorDataset,
+    WeightedRandomSampler,
+)
 
 from chute.dataloader import plan as seam
 from chute.dataloader.iterator import _chute_threads
@@ -67,12 +76,16 @@ def test_same_batches_as_torch(shuffle, drop_last, batch_size):
     compare(images_and_labels(), batch_size=batch_size, shuffle=shuffle, drop_last=drop_last)
 
 
-@pytest.mark.parametrize("make_sampler", [
-    lambda n: SequentialSampler(range(n)),
-    lambda n: RandomSampler(range(n), replacement=True, num_samples=2 * n),
-    lambda n: SubsetRandomSampler([3, 1, 4, 1, 5, 9, 2, 6]),
-    lambda n: WeightedRandomSampler(torch.linspace(0.1, 1, n), num_samples=30),
-], ids=["sequential", "replacement", "subset", "weighted"])
+@pytest.mark.parametrize(
+    "make_sampler",
+    [
+        lambda n: SequentialSampler(range(n)),
+        lambda n: RandomSampler(range(n), replacement=True, num_samples=2 * n),
+        lambda n: SubsetRandomSampler([3, 1, 4, 1, 5, 9, 2, 6]),
+        lambda n: WeightedRandomSampler(torch.linspace(0.1, 1, n), num_samples=30),
+    ],
+    ids=["sequential", "replacement", "subset", "weighted"],
+)
 def test_samplers(make_sampler):
     ds = images_and_labels()
     torch.manual_seed(3)
@@ -86,14 +99,29 @@ def test_batch_sampler_and_repeated_indices():
     ds = images_and_labels(10)
     batches = [[0, 0, 9], [5], [9, 8, 7, 6, 5, 4, 3, 2, 1, 0], [-1, -10]]
     assert_same_batches(run_fast(DataLoader(ds, batch_sampler=batches)), list(DataLoader(ds, batch_sampler=batches)))
+
     def bs():
         return BatchSampler(RandomSampler(ds, generator=torch.Generator().manual_seed(1)), 3, drop_last=False)
 
     assert_same_batches(run_fast(DataLoader(ds, batch_sampler=bs())), list(DataLoader(ds, batch_sampler=bs())))
 
 
-@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
-                                   torch.bfloat16, torch.float32, torch.float64, torch.bool, torch.complex64])
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.float16,
+        torch.bfloat16,
+        torch.float32,
+        torch.float64,
+        torch.bool,
+        torch.complex64,
+    ],
+)
 def test_dtypes(dtype):
     x = (torch.arange(40 * 3) % 7).reshape(40, 3).to(dtype)
     y = torch.arange(40, dtype=torch.float64)
@@ -102,8 +130,9 @@ def test_dtypes(dtype):
 
 def test_many_tensors_and_odd_row_sizes():
     n = 33
-    ds = TensorDataset(torch.randn(n, 5, 7), torch.arange(n), torch.rand(n, 1, 1, 3), torch.randint(0, 255, (n, 13),
-                                                                                                   dtype=torch.uint8))
+    ds = TensorDataset(
+        torch.randn(n, 5, 7), torch.arange(n), torch.rand(n, 1, 1, 3), torch.randint(0, 255, (n, 13), dtype=torch.uint8)
+    )
     compare(ds, batch_size=5, shuffle=True)
     compare(TensorDataset(torch.randn(n, 9)), batch_size=4)  # a single tensor: batches are 1-element lists
 
@@ -156,8 +185,12 @@ class OneArray(Dataset):
 
 def test_numpy_columns():
     rng = np.random.default_rng(0)
-    ds = Columns(rng.random((30, 4, 2), dtype=np.float32), rng.integers(0, 9, 30), (rng.random(30) > 0.5),
-                 rng.random(30).astype(np.float16))
+    ds = Columns(
+        rng.random((30, 4, 2), dtype=np.float32),
+        rng.integers(0, 9, 30),
+        (rng.random(30) > 0.5),
+        rng.random(30).astype(np.float16),
+    )
     compare(ds, batch_size=4, shuffle=True)
     compare(OneArray(rng.integers(0, 255, (30, 3, 5), dtype=np.uint8)), batch_size=8, shuffle=True)
     compare(OneArray(torch.randn(30, 2)), batch_size=8)
@@ -266,23 +299,45 @@ def test_empty_dataset_and_empty_epoch():
     assert run_fast(DataLoader(images_and_labels(3), batch_size=4, drop_last=True)) == []
 
 
-@pytest.mark.parametrize("make, reason", [
-    (lambda: DataLoader(TensorDataset(torch.randn(4, 5).t()), batch_size=2), "not contiguous"),
-    (lambda: DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2, collate_fn=lambda b: b), "custom collate_fn"),
-    (lambda: DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=None), "batch_size=None"),
-    (lambda: DataLoader(Stream(), batch_size=2), "iterable-style"),
-    (lambda: DataLoader(TensorDataset(torch.randn(8, 2, requires_grad=True)), batch_size=2), "requires grad"),
-    (lambda: DataLoader(Columns(np.array(["a", "b"])), batch_size=2), "dtype <U1"),
-    (lambda: DataLoader(Columns(np.zeros((6, 4))[:, ::2]), batch_size=2), "non-contiguous numpy"),
-    (lambda: DataLoader(Columns(np.zeros(4, dtype=">f4")), batch_size=2), "byte order"),
-    (lambda: DataLoader(Columns(torch.zeros(4), torch.zeros(5)), batch_size=2), "column 1 has 5 rows"),
-    (lambda: DataLoader(Columns([1, 2, 3]), batch_size=2), "column 0 is a list, not a tensor"),
-    (lambda: DataLoader(Transformed(torch.arange(6.0)), batch_size=2), "differs from default_collate"),
-    (lambda: DataLoader(list(range(5)), batch_size=2), "builtins.list has no native fast path"),
-    (lambda: DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2, num_workers=2, worker_init_fn=print),
-     "worker_init_fn is set"),
-], ids=["noncontig", "collate", "nobatch", "iterable", "grad", "strings", "np-strided", "big-endian", "lengths",
-        "list-column", "transformed", "plain-list", "worker-init"])
+@pytest.mark.parametrize(
+    "make, reason",
+    [
+        (lambda: DataLoader(TensorDataset(torch.randn(4, 5).t()), batch_size=2), "not contiguous"),
+        (
+            lambda: DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2, collate_fn=lambda b: b),
+            "custom collate_fn",
+        ),
+        (lambda: DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=None), "batch_size=None"),
+        (lambda: DataLoader(Stream(), batch_size=2), "iterable-style"),
+        (lambda: DataLoader(TensorDataset(torch.randn(8, 2, requires_grad=True)), batch_size=2), "requires grad"),
+        (lambda: DataLoader(Columns(np.array(["a", "b"])), batch_size=2), "dtype <U1"),
+        (lambda: DataLoader(Columns(np.zeros((6, 4))[:, ::2]), batch_size=2), "non-contiguous numpy"),
+        (lambda: DataLoader(Columns(np.zeros(4, dtype=">f4")), batch_size=2), "byte order"),
+        (lambda: DataLoader(Columns(torch.zeros(4), torch.zeros(5)), batch_size=2), "column 1 has 5 rows"),
+        (lambda: DataLoader(Columns([1, 2, 3]), batch_size=2), "column 0 is a list, not a tensor"),
+        (lambda: DataLoader(Transformed(torch.arange(6.0)), batch_size=2), "differs from default_collate"),
+        (lambda: DataLoader(list(range(5)), batch_size=2), "builtins.list has no native fast path"),
+        (
+            lambda: DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2, num_workers=2, worker_init_fn=print),
+            "worker_init_fn is set",
+        ),
+    ],
+    ids=[
+        "noncontig",
+        "collate",
+        "nobatch",
+        "iterable",
+        "grad",
+        "strings",
+        "np-strided",
+        "big-endian",
+        "lengths",
+        "list-column",
+        "transformed",
+        "plain-list",
+        "worker-init",
+    ],
+)
 def test_fallback_reasons(make, reason):
     p = seam.choose(make())
     assert isinstance(p, seam.Fallback), p
@@ -398,7 +453,11 @@ def test_columns_changed_mid_epoch_give_torchs_batches_never_a_crash(how):
 
 
 def test_fast_path_made_before_fork_works_in_the_child():
-    r = subprocess.run([sys.executable, "-c", """
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            """
 import os, torch, chute
 from torch.utils.data import TensorDataset
 ds = TensorDataset(torch.arange(40 * 3).view(40, 3), torch.arange(40))
@@ -413,5 +472,10 @@ if pid == 0:
 _, status = os.waitpid(pid, 0)
 assert os.waitstatus_to_exitcode(status) == 0, status
 print("ok")
-"""], capture_output=True, text=True, timeout=300)
+""",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]

@@ -84,7 +84,8 @@ def _runtime_nodes(tree: ast.AST):
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def tangles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -153,13 +154,13 @@ def test_package_has_no_import_cycle():
     graph = _without_facade(import_graph(PACKAGE))
     found = tangles(graph)
     assert not found, "import cycles: " + "; ".join(
-        f"{' -> '.join(c)} (modules tied together: {', '.join(t)})" for c, t in zip(cycles(graph), found))
+        f"{' -> '.join(c)} (modules tied together: {', '.join(t)})" for c, t in zip(cycles(graph), found)
+    )
 
 
 def test_only_tools_import_the_facade():
     graph = import_graph(PACKAGE)
-    below = sorted(m for m, edges in graph.items()
-                   if FACADE in edges and m != FACADE and not m.startswith(TOOLS))
+    below = sorted(m for m, edges in graph.items() if FACADE in edges and m != FACADE and not m.startswith(TOOLS))
     assert not below, f"modules below the tools that import the chute facade (import a submodule instead): {below}"
 
 
@@ -178,34 +179,45 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
 def test_checker_finds_a_cycle_through_a_function_level_import(tmp_path):
     # Today's shape before the drop-in moved into dataloader/: the seam imported the folder path lazily, the
     # folder path imported the seam's classes.
-    root = _tree(tmp_path, {
-        "__init__.py": "from chute.dataloader import DataLoader\n",
-        "native_folder.py": "from chute.dataloader.fastpath import Fallback, Plan\n",
-        "dataloader/__init__.py": "from chute.dataloader.loader import DataLoader\n",
-        "dataloader/loader.py": "from chute.dataloader import fastpath\n",
-        "dataloader/fastpath.py": "def plan():\n    from chute import native_folder\n",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "__init__.py": "from chute.dataloader import DataLoader\n",
+            "native_folder.py": "from chute.dataloader.fastpath import Fallback, Plan\n",
+            "dataloader/__init__.py": "from chute.dataloader.loader import DataLoader\n",
+            "dataloader/loader.py": "from chute.dataloader import fastpath\n",
+            "dataloader/fastpath.py": "def plan():\n    from chute import native_folder\n",
+        },
+    )
     found = cycles(_without_facade(import_graph(root)))
     assert found == [["chute.dataloader.fastpath", "chute.native_folder", "chute.dataloader.fastpath"]]
 
 
 def test_checker_ignores_type_checking_imports(tmp_path):
-    root = _tree(tmp_path, {"__init__.py": "", "a.py": "def f():\n    from chute import b\n",
-                            "b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from chute.a import A\n"})
+    root = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "a.py": "def f():\n    from chute import b\n",
+            "b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from chute.a import A\n",
+        },
+    )
     assert cycles(import_graph(root)) == []
     (root / "b.py").write_text("import chute.a\n")
     assert cycles(import_graph(root)) == [["chute.a", "chute.b", "chute.a"]]
 
 
-@pytest.mark.parametrize("text, edge", [
-    ("from . import b\n", "chute.pkg.b"),
-    ("from .b import thing\n", "chute.pkg.b"),
-    ("from .. import top\n", "chute.top"),
-    ("import chute.pkg.b as bee\n", "chute.pkg.b"),
-    ("from chute.pkg import thing\n", "chute.pkg"),
-    ("from chute import _native\n", "chute._native"),
-])
+@pytest.mark.parametrize(
+    "text, edge",
+    [
+        ("from . import b\n", "chute.pkg.b"),
+        ("from .b import thing\n", "chute.pkg.b"),
+        ("from .. import top\n", "chute.top"),
+        ("import chute.pkg.b as bee\n", "chute.pkg.b"),
+        ("from chute.pkg import thing\n", "chute.pkg"),
+        ("from chute import _native\n", "chute._native"),
+    ],
+)
 def test_checker_resolves_each_import_form(tmp_path, text, edge):
-    root = _tree(tmp_path, {"__init__.py": "", "top.py": "", "pkg/__init__.py": "", "pkg/b.py": "",
-                            "pkg/a.py": text})
+    root = _tree(tmp_path, {"__init__.py": "", "top.py": "", "pkg/__init__.py": "", "pkg/b.py": "", "pkg/a.py": text})
     assert import_graph(root)["chute.pkg.a"] == {edge}

@@ -11,8 +11,16 @@ import sys
 
 import pytest
 
-LAZY = ("chute.doctor", "chute.doctor.api", "chute.dataloader", "chute.dataloader.worker",
-        "chute.dataloader.iterator", "chute.dataloader.plan", "chute.dataloader.folder_path", "chute.bench")
+LAZY = (
+    "chute.doctor",
+    "chute.doctor.api",
+    "chute.dataloader",
+    "chute.dataloader.worker",
+    "chute.dataloader.iterator",
+    "chute.dataloader.plan",
+    "chute.dataloader.folder_path",
+    "chute.bench",
+)
 
 
 def _child(code: str, **env) -> dict:
@@ -23,35 +31,48 @@ def _child(code: str, **env) -> dict:
 
 
 def test_import_chute_leaves_the_doctor_and_the_dataloader_unloaded():
-    out = _child("import json, sys, chute, torch.utils.data\n"
-                 "print(json.dumps({'loaded': sorted(m for m in sys.modules if m.startswith('chute')),"
-                 " 'hooked': torch.utils.data.DataLoader.__iter__.__name__ != '__iter__'"
-                 " or chute.Loader.__iter__.__name__ != '__iter__'}))")
+    out = _child(
+        "import json, sys, chute, torch.utils.data\n"
+        "print(json.dumps({'loaded': sorted(m for m in sys.modules if m.startswith('chute')),"
+        " 'hooked': torch.utils.data.DataLoader.__iter__.__name__ != '__iter__'"
+        " or chute.Loader.__iter__.__name__ != '__iter__'}))"
+    )
     assert not set(LAZY) & set(out["loaded"]), out["loaded"]
     assert "chute.loader" in out["loaded"]
     assert out["hooked"] is False  # no CHUTE_DOCTOR: nothing patched
 
 
 def test_lazy_names_work_when_touched():
-    out = _child("import json, sys, chute, torch\n"
-                 "from chute.dataloader.loader import DataLoader\n"
-                 "from chute.doctor.api import doctor, watch\n"
-                 "dl = chute.DataLoader(torch.utils.data.TensorDataset(torch.zeros(4, 2)), batch_size=2)\n"
-                 "print(json.dumps({'dataloader': chute.DataLoader is DataLoader, 'batches': len(list(dl)),"
-                 " 'callable': callable(chute.doctor), 'watch': chute.doctor.watch is watch,"
-                 " 'worker_info': chute.get_worker_info is torch.utils.data.get_worker_info,"
-                 " 'dir': {'DataLoader', 'doctor'} <= set(dir(chute)),"
-                 " 'doctor_runs': chute.doctor([torch.zeros(2, 3)] * 4, steps=2, warmup=1, storage=False,"
-                 " compare=False, profile=False).run.samples}))")
-    assert out == {"dataloader": True, "batches": 2, "callable": True, "watch": True, "worker_info": True,
-                   "dir": True, "doctor_runs": 4}
+    out = _child(
+        "import json, sys, chute, torch\n"
+        "from chute.dataloader.loader import DataLoader\n"
+        "from chute.doctor.api import doctor, watch\n"
+        "dl = chute.DataLoader(torch.utils.data.TensorDataset(torch.zeros(4, 2)), batch_size=2)\n"
+        "print(json.dumps({'dataloader': chute.DataLoader is DataLoader, 'batches': len(list(dl)),"
+        " 'callable': callable(chute.doctor), 'watch': chute.doctor.watch is watch,"
+        " 'worker_info': chute.get_worker_info is torch.utils.data.get_worker_info,"
+        " 'dir': {'DataLoader', 'doctor'} <= set(dir(chute)),"
+        " 'doctor_runs': chute.doctor([torch.zeros(2, 3)] * 4, steps=2, warmup=1, storage=False,"
+        " compare=False, profile=False).run.samples}))"
+    )
+    assert out == {
+        "dataloader": True,
+        "batches": 2,
+        "callable": True,
+        "watch": True,
+        "worker_info": True,
+        "dir": True,
+        "doctor_runs": 4,
+    }
 
 
 def test_the_doctor_stays_callable_when_a_submodule_is_imported_first():
     """``import chute.doctor.storage`` binds chute.doctor to the package: the package itself is callable."""
-    out = _child("import json, chute.doctor.storage, chute, torch\n"
-                 "d = chute.doctor([torch.zeros(2, 3)] * 3, steps=1, warmup=1, storage=False, compare=False)\n"
-                 "print(json.dumps({'samples': d.run.samples, 'module': type(chute.doctor).__mro__[1].__name__}))")
+    out = _child(
+        "import json, chute.doctor.storage, chute, torch\n"
+        "d = chute.doctor([torch.zeros(2, 3)] * 3, steps=1, warmup=1, storage=False, compare=False)\n"
+        "print(json.dumps({'samples': d.run.samples, 'module': type(chute.doctor).__mro__[1].__name__}))"
+    )
     assert out == {"samples": 2, "module": "module"}
 
 
@@ -63,17 +84,21 @@ def test_an_unknown_attribute_is_an_attribute_error():
 
 
 def test_chute_doctor_environment_variable_installs_the_hook():
-    out = _child("import json, sys, chute, torch.utils.data\n"
-                 "print(json.dumps({'doctor': 'chute.doctor' in sys.modules,"
-                 " 'hooked': torch.utils.data.DataLoader.__iter__.__name__ == 'patched'}))",
-                 CHUTE_DOCTOR="1")
+    out = _child(
+        "import json, sys, chute, torch.utils.data\n"
+        "print(json.dumps({'doctor': 'chute.doctor' in sys.modules,"
+        " 'hooked': torch.utils.data.DataLoader.__iter__.__name__ == 'patched'}))",
+        CHUTE_DOCTOR="1",
+    )
     assert out == {"doctor": True, "hooked": True}
 
 
 def test_the_doctor_loads_the_dataloader_before_it_measures():
     """The doctor's measured loops ask isinstance(loader, chute.DataLoader): importing the drop-in there
     would be charged to a batch's wait."""
-    out = _child("import json, sys, chute\n"
-                 "chute.doctor.watch\n"
-                 "print(json.dumps({'dataloader': 'chute.dataloader.loader' in sys.modules}))")
+    out = _child(
+        "import json, sys, chute\n"
+        "chute.doctor.watch\n"
+        "print(json.dumps({'dataloader': 'chute.dataloader.loader' in sys.modules}))"
+    )
     assert out == {"dataloader": True}

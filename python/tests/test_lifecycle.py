@@ -40,8 +40,9 @@ def bad_every_tenth(tmp_path: Path, folder: Path) -> tuple[Path, set[int]]:
 @pytest.mark.parametrize("device", ["cpu", "sim"])
 def test_next_after_a_sample_error_goes_on_like_torch(bad_every_tenth, device):
     root, bad = bad_every_tenth
-    loader = chute.Loader(chute.ImageFolder(root), batch_size=8, transforms=[chute.CenterCrop(16)], num_threads=2,
-                          device=device)
+    loader = chute.Loader(
+        chute.ImageFolder(root), batch_size=8, transforms=[chute.CenterCrop(16)], num_threads=2, device=device
+    )
     it = iter(loader)
     labels, errors = [], []
     for _ in range(100):  # bounded: an iterator that never ends fails below
@@ -103,7 +104,8 @@ def test_close_from_another_thread_during_iteration_raises_in_the_iterating_thre
 
 
 def test_concurrent_close_from_four_threads_returns_in_each(folder):
-    r = run_child("""
+    r = run_child(
+        """
 import sys, threading, chute
 for trial in range(5):
     loader = chute.Loader(chute.ImageFolder(sys.argv[1]), batch_size=4, transforms=[chute.CenterCrop(16)],
@@ -123,12 +125,15 @@ for trial in range(5):
     assert not errors, errors
     del loader  # __del__ after close: nothing left to do
 print("ok")
-""", str(folder))
+""",
+        str(folder),
+    )
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
 
 
 def test_fork_with_a_live_loader_child_exits_and_cannot_use_it(folder):
-    r = run_child("""
+    r = run_child(
+        """
 import os, sys, chute
 loader = chute.Loader(chute.ImageFolder(sys.argv[1]), batch_size=4, transforms=[chute.CenterCrop(16)],
                       num_threads=3, prefetch=4)
@@ -153,12 +158,15 @@ _, status = os.waitpid(pid, 0)
 assert os.waitstatus_to_exitcode(status) == 0, status
 assert sum(x.shape[0] for x, _ in it) == 32  # the parent's epoch is untouched
 print("ok")
-""", str(folder))
+""",
+        str(folder),
+    )
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
 
 
 def test_multiprocessing_fork_and_torch_workers_keep_working_beside_a_live_loader(folder):
-    r = run_child("""
+    r = run_child(
+        """
 import multiprocessing as mp, sys, torch, chute
 from torch.utils.data import DataLoader
 loader = chute.Loader(chute.ImageFolder(sys.argv[1]), batch_size=4, transforms=[chute.CenterCrop(16)],
@@ -173,7 +181,9 @@ torch_loader = DataLoader(list(range(8)), batch_size=4, num_workers=2, multiproc
 assert [b.tolist() for b in torch_loader] == [[0, 1, 2, 3], [4, 5, 6, 7]]
 assert sum(x.shape[0] for x, _ in it) == 32
 print("ok")
-""", str(folder))
+""",
+        str(folder),
+    )
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
 
 
@@ -200,6 +210,7 @@ def limit():
 @pytest.fixture()
 def readable_folder(folder: Path) -> Path:
     import tempfile
+
     root = Path(tempfile.mkdtemp(prefix="chute-limits-"))
     shutil.copytree(folder, root / "f")
     for p in [root, *root.rglob("*")]:
@@ -209,7 +220,9 @@ def readable_folder(folder: Path) -> Path:
 
 
 def test_no_thread_allowed_is_a_runtime_error_naming_the_limit(readable_folder):
-    r = run_child(LIMITED + """
+    r = run_child(
+        LIMITED
+        + """
 source = chute.ImageFolder(root)
 limit()
 try:
@@ -217,7 +230,10 @@ try:
     print("started")
 except RuntimeError as e:
     print("error:", e)
-""", str(readable_folder), "nproc")
+""",
+        str(readable_folder),
+        "nproc",
+    )
     if r.returncode != 0 and "Operation not permitted" in r.stderr:
         pytest.skip("cannot become user nobody to set RLIMIT_NPROC")
     assert r.returncode == 0, r.stderr[-3000:]  # before: "terminate called without an active exception"
@@ -225,13 +241,18 @@ except RuntimeError as e:
 
 
 def test_few_threads_allowed_runs_with_those_it_got_and_says_so_once(readable_folder):
-    r = run_child(LIMITED + """
+    r = run_child(
+        LIMITED
+        + """
 source = chute.ImageFolder(root)
 limit()
 loader = chute.Loader(source, batch_size=4, transforms=[chute.CenterCrop(16)], num_threads=64)
 n = sum(x.shape[0] for x, _ in loader) + sum(x.shape[0] for x, _ in loader)
 print(loader.num_threads, n)
-""", str(readable_folder), "nproc+3")
+""",
+        str(readable_folder),
+        "nproc+3",
+    )
     if r.returncode != 0 and "Operation not permitted" in r.stderr:
         pytest.skip("cannot become user nobody to set RLIMIT_NPROC")
     assert r.returncode == 0, r.stderr[-3000:]
@@ -241,7 +262,9 @@ print(loader.num_threads, n)
 
 
 def test_tensor_fast_path_runs_under_a_thread_limit(readable_folder):
-    r = run_child(LIMITED + """
+    r = run_child(
+        LIMITED
+        + """
 from torch.utils.data import DataLoader, TensorDataset
 ds = TensorDataset(torch.arange(64 * 5, dtype=torch.float32).view(64, 5), torch.arange(64))
 ref = list(DataLoader(ds, batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(3)))
@@ -251,7 +274,10 @@ got = list(fast)
 assert fast.stats()["path"] == "fast:tensor", fast.stats()["path"]
 assert len(got) == len(ref) and all(torch.equal(a, b) for g, r in zip(got, ref) for a, b in zip(g, r))
 print("ok")
-""", str(readable_folder), "nproc")
+""",
+        str(readable_folder),
+        "nproc",
+    )
     if r.returncode != 0 and "Operation not permitted" in r.stderr:
         pytest.skip("cannot become user nobody to set RLIMIT_NPROC")
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
@@ -263,7 +289,9 @@ def test_pack_under_a_thread_limit_names_the_limit_or_packs(readable_folder, all
     out = readable_folder.parent / f"packed-{allowed}"
     out.mkdir(mode=0o777)
     out.chmod(0o777)
-    r = run_child(LIMITED + """
+    r = run_child(
+        LIMITED
+        + """
 from chute import packed
 limit()
 try:
@@ -271,7 +299,11 @@ try:
     print("packed", summary.samples)
 except RuntimeError as e:
     print("error:", e)
-""", str(readable_folder), allowed, str(out))
+""",
+        str(readable_folder),
+        allowed,
+        str(out),
+    )
     if r.returncode != 0 and "Operation not permitted" in r.stderr:
         pytest.skip("cannot become user nobody to set RLIMIT_NPROC")
     assert r.returncode == 0, r.stderr[-3000:]  # before: "Resource temporarily unavailable", or terminate

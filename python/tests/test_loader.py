@@ -11,7 +11,6 @@ import pytest
 import torch
 
 import chute
-from conftest import make_folder
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
@@ -63,12 +62,14 @@ def test_float_output_matches_to_tensor_scaling(folder):
 def test_channels_last_is_the_same_image_with_nhwc_strides(folder):
     source = chute.ImageFolder(folder)
     nchw = collect(chute.Loader(source, batch_size=6, transforms=[chute.CenterCrop(40)]))
-    nhwc = collect(chute.Loader(source, batch_size=6, transforms=[chute.CenterCrop(40)],
-                                memory_format=torch.channels_last))
+    nhwc = collect(
+        chute.Loader(source, batch_size=6, transforms=[chute.CenterCrop(40)], memory_format=torch.channels_last)
+    )
     for (a, _), (b, _) in zip(nchw, nhwc):
         assert torch.equal(a, b)
-    x, _ = next(iter(chute.Loader(source, batch_size=6, transforms=[chute.CenterCrop(40)],
-                                  memory_format=torch.channels_last)))
+    x, _ = next(
+        iter(chute.Loader(source, batch_size=6, transforms=[chute.CenterCrop(40)], memory_format=torch.channels_last))
+    )
     assert x.is_contiguous(memory_format=torch.channels_last)
 
 
@@ -141,22 +142,25 @@ def test_early_break_then_new_epoch_is_complete(folder):
     assert sum(x.shape[0] for x, _ in loader) == 36
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(batch_size=0), "batch_size"),
-    (dict(batch_size=2, dtype=torch.float64), "dtype"),
-    (dict(batch_size=2, on_error="ignore"), "on_error"),
-    (dict(batch_size=2, num_threads=0), "num_threads"),
-    (dict(batch_size=2, prefetch=0), "prefetch"),
-    (dict(batch_size=2, num_threads="many"), "num_threads"),
-    (dict(batch_size=2, prefetch="more"), "prefetch"),
-    (dict(batch_size=2, max_threads=0), "max_threads"),
-    (dict(batch_size=2, num_threads=4, max_threads=2), "exceeds max_threads"),
-    (dict(batch_size=2, max_memory=0), "max_memory"),
-    (dict(batch_size=64, transforms=[chute.CenterCrop(64)], max_memory=1 << 20), "fewer than 3 batch buffers"),
-    (dict(batch_size=2, transforms=[chute.CenterCrop(8), chute.Normalize(MEAN, STD)]), "floating-point"),
-    (dict(batch_size=2, transforms=[chute.Resize(32)]), "one size"),
-    (dict(batch_size=2, transforms=[chute.RandomResizedCrop(8), chute.Resize((8, 8))]), "once"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(batch_size=0), "batch_size"),
+        (dict(batch_size=2, dtype=torch.float64), "dtype"),
+        (dict(batch_size=2, on_error="ignore"), "on_error"),
+        (dict(batch_size=2, num_threads=0), "num_threads"),
+        (dict(batch_size=2, prefetch=0), "prefetch"),
+        (dict(batch_size=2, num_threads="many"), "num_threads"),
+        (dict(batch_size=2, prefetch="more"), "prefetch"),
+        (dict(batch_size=2, max_threads=0), "max_threads"),
+        (dict(batch_size=2, num_threads=4, max_threads=2), "exceeds max_threads"),
+        (dict(batch_size=2, max_memory=0), "max_memory"),
+        (dict(batch_size=64, transforms=[chute.CenterCrop(64)], max_memory=1 << 20), "fewer than 3 batch buffers"),
+        (dict(batch_size=2, transforms=[chute.CenterCrop(8), chute.Normalize(MEAN, STD)]), "floating-point"),
+        (dict(batch_size=2, transforms=[chute.Resize(32)]), "one size"),
+        (dict(batch_size=2, transforms=[chute.RandomResizedCrop(8), chute.Resize((8, 8))]), "once"),
+    ],
+)
 def test_invalid_arguments_are_clear_errors(folder, kwargs, match):
     with pytest.raises(ValueError, match=match):
         chute.Loader(chute.ImageFolder(folder), **kwargs)
@@ -174,7 +178,9 @@ def test_non_chute_transform_and_missing_folder(folder, tmp_path):
 
 def gif_bytes() -> bytes:
     import io
+
     from PIL import Image
+
     buf = io.BytesIO()
     Image.new("RGB", (40, 30), (200, 10, 10)).save(buf, format="GIF")
     return buf.getvalue()
@@ -249,8 +255,9 @@ def test_closed_loaders_leave_no_native_threads(folder):
     gc.collect()  # loaders of earlier tests that are garbage close their threads now
     before = workers()
     for _ in range(20):
-        with chute.Loader(chute.ImageFolder(folder), batch_size=3, transforms=[chute.CenterCrop(16)],
-                          num_threads=3) as loader:
+        with chute.Loader(
+            chute.ImageFolder(folder), batch_size=3, transforms=[chute.CenterCrop(16)], num_threads=3
+        ) as loader:
             assert loader.num_threads == 3
             for _ in loader:
                 assert workers() <= before + 3  # (threads may still be starting)
@@ -265,6 +272,7 @@ def test_closed_loaders_leave_no_native_threads(folder):
 def run_script(code: str, *args: str, timeout: float = 60) -> str:
     import subprocess
     import sys
+
     result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, result.stderr
     return result.stdout
@@ -275,6 +283,7 @@ def slow_folder(tmp_path_factory) -> Path:
     """Large noisy JPEGs: one batch of all of them takes a single thread a good fraction of a second."""
     import numpy as np
     from PIL import Image
+
     root = tmp_path_factory.mktemp("slow") / "only_class"
     root.mkdir()
     rng = np.random.default_rng(0)
@@ -284,7 +293,8 @@ def slow_folder(tmp_path_factory) -> Path:
 
 
 def test_ctrl_c_interrupts_a_wait_for_a_slow_batch(slow_folder):
-    out = run_script("""
+    out = run_script(
+        """
 import os, signal, sys, threading, time, torch, chute
 signal.signal(signal.SIGINT, signal.default_int_handler)  # Python leaves SIGINT ignored if its parent did
 loader = chute.Loader(chute.ImageFolder(sys.argv[1]), batch_size=12, num_threads=1,
@@ -298,28 +308,35 @@ try:
 except KeyboardInterrupt:
     print("interrupted", (time.perf_counter() - t) / full)
 loader.close()
-""", str(slow_folder))
+""",
+        str(slow_folder),
+    )
     word, *fraction = out.split()
     assert word == "interrupted"
     assert float(fraction[0]) < 0.5  # handled while waiting, not after the batch arrived
 
 
 def test_interpreter_exit_with_a_live_loader_and_held_batch(folder):
-    out = run_script("""
+    out = run_script(
+        """
 import sys, chute
 loader = chute.Loader(chute.ImageFolder(sys.argv[1]), batch_size=4, transforms=[chute.CenterCrop(32)],
                       num_threads=2, prefetch=4)
 it = iter(loader)
 images, labels = next(it)
 print(labels.tolist())
-""", str(folder), timeout=30)
+""",
+        str(folder),
+        timeout=30,
+    )
     assert out.strip() == "[0, 0, 0, 0]"
 
 
 def test_benign_decoder_warnings_are_counted_not_fatal(tmp_path, folder):
     """Junk bytes between JPEG segments (common in ImageNet) decode as PIL does, and are counted."""
-    from PIL import Image
     import numpy as np
+    from PIL import Image
+
     root = tmp_path / "junk"
     (root / "a").mkdir(parents=True)
     data = next((folder / "class_0").glob("*.jpg")).read_bytes()
@@ -329,7 +346,7 @@ def test_benign_decoder_warnings_are_counted_not_fatal(tmp_path, folder):
         expected = np.asarray(im.convert("RGB"))
     h, w = expected.shape[:2]
     loader = chute.Loader(root, batch_size=1, transforms=[chute.CenterCrop((h, w))])
-    (x, _), = list(loader)
+    ((x, _),) = list(loader)
     assert np.array_equal(x[0].permute(1, 2, 0).numpy(), expected)
     assert loader.decode_warnings == 1
     list(loader)

@@ -36,16 +36,18 @@ def labels_of(loader) -> list[list[int]]:
 
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_sequential_batches_match_torch_samplers(one_per_class, drop_last):
-    loader = chute.Loader(one_per_class, batch_size=5, drop_last=drop_last, transforms=[chute.CenterCrop(16)],
-                          rank=0, world_size=1)
+    loader = chute.Loader(
+        one_per_class, batch_size=5, drop_last=drop_last, transforms=[chute.CenterCrop(16)], rank=0, world_size=1
+    )
     expected = list(BatchSampler(SequentialSampler(range(23)), batch_size=5, drop_last=drop_last))
     assert labels_of(loader) == expected
     assert len(loader) == len(expected)
 
 
 def test_shuffled_epochs_are_permutations_that_change_per_epoch(one_per_class):
-    loader = chute.Loader(one_per_class, batch_size=4, shuffle=True, transforms=[chute.CenterCrop(16)],
-                          rank=0, world_size=1)
+    loader = chute.Loader(
+        one_per_class, batch_size=4, shuffle=True, transforms=[chute.CenterCrop(16)], rank=0, world_size=1
+    )
     epochs = [sum(labels_of(loader), []) for _ in range(3)]
     for order in epochs:
         assert sorted(order) == list(range(23))
@@ -58,8 +60,15 @@ def run(loader) -> list[tuple[torch.Tensor, torch.Tensor]]:
 
 @pytest.mark.parametrize("cut", [0, 1, 3, 6])
 def test_resume_mid_epoch_yields_exactly_the_rest(folder, cut):
-    kwargs = dict(batch_size=4, shuffle=True, seed=7, dtype=torch.float32, rank=0, world_size=1,
-                  transforms=[chute.RandomResizedCrop(32), chute.RandomHorizontalFlip(), chute.Normalize(MEAN, STD)])
+    kwargs = dict(
+        batch_size=4,
+        shuffle=True,
+        seed=7,
+        dtype=torch.float32,
+        rank=0,
+        world_size=1,
+        transforms=[chute.RandomResizedCrop(32), chute.RandomHorizontalFlip(), chute.Normalize(MEAN, STD)],
+    )
     reference = chute.Loader(folder, num_threads=2, **kwargs)
     run(reference)  # epoch 0
     expected = run(reference)  # epoch 1, uninterrupted
@@ -98,11 +107,13 @@ def test_bad_states_and_arguments_are_clear_errors(folder, one_per_class):
     with pytest.raises(ValueError, match="dataset of 36 samples"):
         other.load_state_dict(state)
     with pytest.raises(ValueError, match="world_size"):
-        chute.Loader(folder, batch_size=4, transforms=[chute.CenterCrop(16)], rank=0, world_size=2) \
-            .load_state_dict(state)
+        chute.Loader(folder, batch_size=4, transforms=[chute.CenterCrop(16)], rank=0, world_size=2).load_state_dict(
+            state
+        )
     with pytest.raises(ValueError, match="seed"):
-        chute.Loader(folder, batch_size=4, seed=1, transforms=[chute.CenterCrop(16)], rank=0, world_size=1) \
-            .load_state_dict(state)
+        chute.Loader(
+            folder, batch_size=4, seed=1, transforms=[chute.CenterCrop(16)], rank=0, world_size=1
+        ).load_state_dict(state)
     with pytest.raises(ValueError, match="format_version"):
         loader.load_state_dict({**state, "format_version": 99})
     with pytest.raises(ValueError, match="rank must be in"):
@@ -120,7 +131,8 @@ def test_rank_and_world_size_come_from_torchrun_environment(folder, monkeypatch)
 
 def test_torchrun_ranks_are_disjoint_equal_and_exact_in_eval_mode(one_per_class, tmp_path):
     script = tmp_path / "ranks.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import sys, torch, torch.distributed as dist, chute
         dist.init_process_group("gloo")
         rank, world = dist.get_rank(), dist.get_world_size()
@@ -143,10 +155,22 @@ def test_torchrun_ranks_are_disjoint_equal_and_exact_in_eval_mode(one_per_class,
                     assert sorted(samples) == list(range(23)), "exact mode must visit every sample once"
                 print("ok", even, counts, len(samples))
         dist.destroy_process_group()
-    """))
+    """)
+    )
     result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script),
-         str(one_per_class)], capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            str(script),
+            str(one_per_class),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ok True [4, 4] 22" in result.stdout
     assert "ok False [4, 4] 23" in result.stdout

@@ -50,12 +50,15 @@ def test_round_trip_is_byte_identical_with_the_same_labels_and_order(folder, pac
             ds._native.label(bad)
         with pytest.raises(IndexError):
             ds._native.name(bad)
-    assert sorted(p.name for p in packed.iterdir()) == ["index.chidx"] + [f"shard-{i:05d}.chute" for i in
-                                                                          range(len(list(packed.glob("*.chute"))))]
+    assert sorted(p.name for p in packed.iterdir()) == ["index.chidx"] + [
+        f"shard-{i:05d}.chute" for i in range(len(list(packed.glob("*.chute"))))
+    ]
 
 
 def test_loader_gives_the_same_batches_from_shards_as_from_the_folder(folder, packed):
-    kwargs = dict(batch_size=7, shuffle=True, seed=3, transforms=[chute.RandomResizedCrop(48), chute.RandomHorizontalFlip()])
+    kwargs = dict(
+        batch_size=7, shuffle=True, seed=3, transforms=[chute.RandomResizedCrop(48), chute.RandomHorizontalFlip()]
+    )
     a = collect(chute.Loader(chute.ImageFolder(folder), **kwargs))
     b = collect(chute.Loader(chute.open(packed), **kwargs))
     c = collect(chute.Loader(str(packed), **kwargs))  # a path: recognised as packed
@@ -243,9 +246,11 @@ def test_interrupted_pack_leaves_nothing_that_opens(folder, tmp_path):
     # progress report (after about 100 ms) kills it.
     files = sorted(folder.glob("*/*.jpg"))
     (tmp_path / "list.txt").write_text("".join(f"{p} 0\n" for p in files) * 200)
-    code = ("import chute, os, signal\n"
-            f"chute.pack({str(tmp_path / 'list.txt')!r}, {str(dst)!r}, shard_size='4MB', num_threads=1, "
-            "progress=lambda s, b, t: os.kill(os.getpid(), signal.SIGKILL) if 10 <= s < t else None)\n")
+    code = (
+        "import chute, os, signal\n"
+        f"chute.pack({str(tmp_path / 'list.txt')!r}, {str(dst)!r}, shard_size='4MB', num_threads=1, "
+        "progress=lambda s, b, t: os.kill(os.getpid(), signal.SIGKILL) if 10 <= s < t else None)\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
     assert proc.returncode == -9, proc.stderr
     assert not (dst / "index.chidx").exists()

@@ -38,7 +38,7 @@ def report(name: str, diffs: list[np.ndarray]) -> tuple[float, int]:
 def test_eval_pipeline_matches_pil(folder):
     source = chute.ImageFolder(folder)
     loader = chute.Loader(source, batch_size=len(source), transforms=[chute.Resize(64), chute.CenterCrop(56)])
-    (images, _), = list(loader)
+    ((images, _),) = list(loader)
     diffs = []
     for out, (path, _) in zip(as_hwc(images), source.samples):
         ref = eval_reference(path, 64, 56)
@@ -54,7 +54,7 @@ def test_random_resized_crop_matches_pil_for_the_same_window(folder, flip):
     rrc = chute.RandomResizedCrop(48)
     transforms = [rrc] + ([chute.RandomHorizontalFlip(1.0)] if flip else [])
     loader = chute.Loader(source, batch_size=len(source), seed=11, transforms=transforms)
-    (images, _), = list(loader)
+    ((images, _),) = list(loader)
     diffs = []
     for index, (out, (path, _)) in enumerate(zip(as_hwc(images), source.samples)):
         img = R.pil_loader(path)
@@ -71,9 +71,10 @@ def test_random_resized_crop_matches_pil_for_the_same_window(folder, flip):
 def test_normalize_matches_torchvision_arithmetic(folder):
     source = chute.ImageFolder(folder)
     t = [chute.Resize(40), chute.CenterCrop(32)]
-    (u8, _), = list(chute.Loader(source, batch_size=len(source), transforms=t))
-    (f32, _), = list(chute.Loader(source, batch_size=len(source), transforms=t + [chute.Normalize(MEAN, STD)],
-                                  dtype=torch.float32))
+    ((u8, _),) = list(chute.Loader(source, batch_size=len(source), transforms=t))
+    ((f32, _),) = list(
+        chute.Loader(source, batch_size=len(source), transforms=t + [chute.Normalize(MEAN, STD)], dtype=torch.float32)
+    )
     mean, std = torch.tensor(MEAN).view(1, 3, 1, 1), torch.tensor(STD).view(1, 3, 1, 1)
     expected = (u8.float() / 255 - mean) / std  # ToTensor, then Normalize
     torch.testing.assert_close(f32, expected, rtol=0, atol=1e-6)
@@ -87,14 +88,26 @@ def test_random_resized_crop_windows_follow_torchvision_distribution():
     ours = np.array([_native.random_resized_crop_box(500, 375, t, 0, 0, i) for i in range(n)], dtype=np.float64)
     torch.manual_seed(0)
     img = Image.new("RGB", (500, 375))
-    theirs = np.array([(j, i, w, h) for i, j, h, w in
-                       (R.RandomResizedCrop.get_params(img, (0.08, 1.0), (3 / 4, 4 / 3)) for _ in range(n))], dtype=np.float64)
+    theirs = np.array(
+        [
+            (j, i, w, h)
+            for i, j, h, w in (R.RandomResizedCrop.get_params(img, (0.08, 1.0), (3 / 4, 4 / 3)) for _ in range(n))
+        ],
+        dtype=np.float64,
+    )
     for boxes in (ours, theirs):
         area = boxes[:, 2] * boxes[:, 3] / (500 * 375)
         assert area.min() >= 0.079 and area.max() <= 1.0
+
     def stats(b):
-        return np.array([(b[:, 2] * b[:, 3]).mean() / (500 * 375), (b[:, 2] / b[:, 3]).mean(),
-                         (b[:, 0] / np.maximum(1, 500 - b[:, 2])).mean()])
+        return np.array(
+            [
+                (b[:, 2] * b[:, 3]).mean() / (500 * 375),
+                (b[:, 2] / b[:, 3]).mean(),
+                (b[:, 0] / np.maximum(1, 500 - b[:, 2])).mean(),
+            ]
+        )
+
     # Standard errors at n=4000 are below 0.005 for each statistic.
     np.testing.assert_allclose(stats(ours), stats(theirs), atol=0.02)
 
@@ -103,14 +116,15 @@ def test_random_resized_crop_windows_follow_torchvision_distribution():
 def test_half_precision_outputs_round_like_torch(folder, dtype):
     source = chute.ImageFolder(folder)
     t = [chute.RandomResizedCrop(40), chute.RandomHorizontalFlip(), chute.Normalize(MEAN, STD)]
-    (f32, _), = list(chute.Loader(source, batch_size=len(source), transforms=t, dtype=torch.float32))
-    (half, _), = list(chute.Loader(source, batch_size=len(source), transforms=t, dtype=dtype))
+    ((f32, _),) = list(chute.Loader(source, batch_size=len(source), transforms=t, dtype=torch.float32))
+    ((half, _),) = list(chute.Loader(source, batch_size=len(source), transforms=t, dtype=dtype))
     assert half.dtype == dtype
     assert torch.equal(half, f32.to(dtype))  # round to nearest even, bit for bit
 
 
 def test_cmyk_jpeg_matches_pil(tmp_path):
     from conftest import natural_image
+
     root = tmp_path / "cmyk"
     (root / "a").mkdir(parents=True)
     rng = np.random.default_rng(3)
@@ -120,7 +134,7 @@ def test_cmyk_jpeg_matches_pil(tmp_path):
         img.save(root / "a" / f"{i}.jpg", quality=93)
         sizes.append(img.size)
     source = chute.ImageFolder(root)
-    (images, _), = list(chute.Loader(source, batch_size=4, transforms=[chute.CenterCrop((90, 120))]))
+    ((images, _),) = list(chute.Loader(source, batch_size=4, transforms=[chute.CenterCrop((90, 120))]))
     diffs = []
     for out, (path, _) in zip(as_hwc(images), source.samples):
         with Image.open(path) as im:
@@ -133,14 +147,16 @@ def test_cmyk_jpeg_matches_pil(tmp_path):
 
 @pytest.mark.parametrize("orientation", range(1, 9))
 def test_exif_orientation_follows_pil_exif_transpose(tmp_path, orientation):
-    from PIL import ImageOps
     from conftest import natural_image
+    from PIL import ImageOps
+
     root = tmp_path / "exif"
     (root / "a").mkdir(parents=True)
     exif = Image.Exif()
     exif[0x0112] = orientation
-    natural_image(np.random.default_rng(orientation), 64, 40).save(root / "a" / "x.jpg", quality=95, exif=exif,
-                                                                     subsampling=2)
+    natural_image(np.random.default_rng(orientation), 64, 40).save(
+        root / "a" / "x.jpg", quality=95, exif=exif, subsampling=2
+    )
     with Image.open(root / "a" / "x.jpg") as im:
         plain = im.convert("RGB")
         upright = ImageOps.exif_transpose(im).convert("RGB")
@@ -148,7 +164,7 @@ def test_exif_orientation_follows_pil_exif_transpose(tmp_path, orientation):
     for apply, ref in ((False, plain), (True, upright)):
         w, h = ref.size
         t = [chute.CenterCrop((h - 10, w - 6))]
-        (x, _), = list(chute.Loader(source, batch_size=1, transforms=t, apply_exif_orientation=apply))
+        ((x, _),) = list(chute.Loader(source, batch_size=1, transforms=t, apply_exif_orientation=apply))
         expected = np.asarray(R.CenterCrop((h - 10, w - 6))(ref))
         assert np.array_equal(as_hwc(x)[0], expected), f"apply={apply}"
 
@@ -165,6 +181,7 @@ def test_max_pixels_guard_names_the_sample(folder):
 def large_folder(tmp_path_factory):
     """Photos large enough for the scaled IDCT to apply: 1200x900 and 900x1200, 4:4:4 and 4:2:0."""
     from conftest import natural_image
+
     root = tmp_path_factory.mktemp("large")
     (root / "a").mkdir()
     rng = np.random.default_rng(21)
@@ -180,8 +197,9 @@ def test_reduced_decode_at_gap_one_stays_within_tolerance_of_pil(large_folder):
     rrc = chute.RandomResizedCrop(224, scale=(0.5, 1.0))
     out = {}
     for decode in ("exact", "reduced"):
-        (x, _), = list(chute.Loader(source, batch_size=len(source), seed=3, transforms=[rrc], decode=decode,
-                                    reducing_gap=1.0))
+        ((x, _),) = list(
+            chute.Loader(source, batch_size=len(source), seed=3, transforms=[rrc], decode=decode, reducing_gap=1.0)
+        )
         out[decode] = as_hwc(x)
     diffs_rrc, diffs_exact = [], []
     for index, (path, _) in enumerate(source.samples):
@@ -197,7 +215,7 @@ def test_reduced_decode_at_gap_one_stays_within_tolerance_of_pil(large_folder):
     assert 0 < mae < 1.0 and mx < 32
 
     t = [chute.Resize(256), chute.CenterCrop(224)]
-    (x, _), = list(chute.Loader(source, batch_size=len(source), transforms=t, decode="reduced", reducing_gap=1.0))
+    ((x, _),) = list(chute.Loader(source, batch_size=len(source), transforms=t, decode="reduced", reducing_gap=1.0))
     diffs = []
     for got, (path, _) in zip(as_hwc(x), source.samples):
         ref = eval_reference(path, 256, 224)
@@ -216,7 +234,7 @@ def test_reduced_decode_at_the_default_gap_is_within_one_level_of_exact(large_fo
     source = chute.ImageFolder(large_folder)
     out = {}
     for decode in ("exact", "reduced"):
-        (x, _), = list(chute.Loader(source, batch_size=len(source), seed=4, transforms=transforms, decode=decode))
+        ((x, _),) = list(chute.Loader(source, batch_size=len(source), seed=4, transforms=transforms, decode=decode))
         out[decode] = as_hwc(x).astype(np.int16)
     diffs = list(np.abs(out["reduced"] - out["exact"]))
     mae, mx = report(f"reduced (gap 3) against exact, {len(transforms)} transforms", diffs)
@@ -229,12 +247,14 @@ def test_reduced_decode_with_a_gap_that_allows_no_reduction_is_exact(large_folde
     t = SMALL_EVAL + [chute.RandomHorizontalFlip()]
     batches = {}
     for decode, gap in (("exact", 3.0), ("reduced", 7.1)):  # 900 / 128 = 7.03 < 7.1 * 1
-        (x, _), = list(chute.Loader(source, batch_size=len(source), seed=2, transforms=t, decode=decode,
-                                    reducing_gap=gap))
+        ((x, _),) = list(
+            chute.Loader(source, batch_size=len(source), seed=2, transforms=t, decode=decode, reducing_gap=gap)
+        )
         batches[decode] = x
     assert torch.equal(batches["exact"], batches["reduced"])
-    (x, _), = list(chute.Loader(source, batch_size=len(source), seed=2, transforms=t, decode="reduced",
-                                reducing_gap=3.5))  # 7.03 / 3.5 >= 2: reduced, so not equal
+    ((x, _),) = list(
+        chute.Loader(source, batch_size=len(source), seed=2, transforms=t, decode="reduced", reducing_gap=3.5)
+    )  # 7.03 / 3.5 >= 2: reduced, so not equal
     assert not torch.equal(batches["exact"], x)
 
 
@@ -243,8 +263,9 @@ def test_reduced_decode_follows_pillows_draft_and_reducing_gap(large_folder, gap
     """Pillow's own reduction of a JPEG (Image.thumbnail's way: draft() at size * reducing_gap, then resize
     from the box it returns) against chute's, for Resize + CenterCrop."""
     source = chute.ImageFolder(large_folder)
-    (x, _), = list(chute.Loader(source, batch_size=len(source), transforms=SMALL_EVAL, decode="reduced",
-                                reducing_gap=gap))
+    ((x, _),) = list(
+        chute.Loader(source, batch_size=len(source), transforms=SMALL_EVAL, decode="reduced", reducing_gap=gap)
+    )
     diffs, reduced = [], 0
     for got, (path, _) in zip(as_hwc(x), source.samples):
         with Image.open(path) as im:
@@ -266,8 +287,9 @@ def test_reduced_random_crops_follow_pillows_draft_and_resize_box(large_folder):
     (Pillow's resize rule for the factor: int(box / size / reducing_gap), a power of two on both axes)."""
     source = chute.ImageFolder(large_folder)
     gap, rrc = 2.0, SMALL_TRAIN[0]
-    (x, _), = list(chute.Loader(source, batch_size=len(source), seed=6, transforms=[rrc], decode="reduced",
-                                reducing_gap=gap))
+    ((x, _),) = list(
+        chute.Loader(source, batch_size=len(source), seed=6, transforms=[rrc], decode="reduced", reducing_gap=gap)
+    )
     diffs, reductions = [], []
     for index, (got, (path, _)) in enumerate(zip(as_hwc(x), source.samples)):
         with Image.open(path) as im:
@@ -291,6 +313,7 @@ def tall_folder(tmp_path_factory):
     """PNGs (no decoder in the comparison) whose resizes shrink the height far more than the width: where
     Pillow 13 runs its vertical pass first, and Pillow <= 12 does not."""
     from conftest import natural_image
+
     root = tmp_path_factory.mktemp("tall")
     (root / "a").mkdir()
     rng = np.random.default_rng(8)
@@ -304,10 +327,12 @@ def test_resize_follows_the_installed_pillows_pass_order(tall_folder, size):
     """Bit-exact with the installed Pillow, whichever release: chute orders its two rounding passes as it
     does (chute/resampling.py). Run with Pillow 13 (main venv, .venv-tv) and 11.3 (scripts/test_torchvision.sh)."""
     import PIL
+
     from chute import resampling
+
     assert resampling.pass_order() == resampling.order_for_pillow(PIL.__version__)
     source = chute.ImageFolder(tall_folder)
-    (x, _), = list(chute.Loader(source, batch_size=len(source), transforms=[chute.Resize(size)]))
+    ((x, _),) = list(chute.Loader(source, batch_size=len(source), transforms=[chute.Resize(size)]))
     diffs = []
     for out, (path, _) in zip(as_hwc(x), source.samples):
         ref = np.asarray(R.Resize(size)(R.pil_loader(path)))
@@ -319,14 +344,16 @@ def test_resize_follows_the_installed_pillows_pass_order(tall_folder, size):
 def test_the_other_pass_order_differs_by_one_level(tall_folder):
     """What following the wrong Pillow costs: one level on some pixels (why the order is detected)."""
     from chute import resampling
+
     source = chute.ImageFolder(tall_folder)
     out = {}
     saved = resampling.pass_order()
     try:
         for order in resampling.ORDERS:
             resampling.set_pass_order(order)
-            (out[order], _), = list(chute.Loader(source, batch_size=len(source),
-                                                 transforms=[chute.Resize((224, 224))]))
+            ((out[order], _),) = list(
+                chute.Loader(source, batch_size=len(source), transforms=[chute.Resize((224, 224))])
+            )
     finally:
         resampling.set_pass_order(saved)
     d = (out["pillow13"].short() - out["horizontal_first"].short()).abs()
@@ -338,6 +365,7 @@ def test_the_other_pass_order_differs_by_one_level(tall_folder):
 
 def test_pass_order_from_the_pillow_version():
     from chute import resampling
+
     assert resampling.order_for_pillow("13.0.0") == "pillow13"
     assert resampling.order_for_pillow("14.1.0.dev0") == "pillow13"
     assert resampling.order_for_pillow("12.3.0") == "horizontal_first"

@@ -51,12 +51,18 @@ def _pack_row(row: np.ndarray, depth: int) -> bytes:
         return flat.astype(">u2").tobytes()
     if depth == 8:
         return flat.astype(np.uint8).tobytes()
-    bits = np.unpackbits(flat.astype(np.uint8)[:, None], axis=1)[:, 8 - depth:]
+    bits = np.unpackbits(flat.astype(np.uint8)[:, None], axis=1)[:, 8 - depth :]
     return np.packbits(bits.reshape(-1)).tobytes()
 
 
-def raw_png(samples: np.ndarray, depth: int, color_type: int, palette: bytes | None = None,
-            trns: bytes | None = None, interlace: bool = False) -> bytes:
+def raw_png(
+    samples: np.ndarray,
+    depth: int,
+    color_type: int,
+    palette: bytes | None = None,
+    trns: bytes | None = None,
+    interlace: bool = False,
+) -> bytes:
     """``samples``: (height, width, channels) integers below 2**depth."""
     h, w = samples.shape[:2]
     images = [samples[y0::dy, x0::dx] for x0, y0, dx, dy in ADAM7] if interlace else [samples]
@@ -161,7 +167,7 @@ def make_gray16(rng):
 
 
 def _raw(rng, depth, color_type, channels, interlace=False, palette_size=0, trns=None):
-    top = 2 ** depth
+    top = 2**depth
     samples = rng.integers(0, top, (H, W, channels)).astype(np.uint16)
     if depth == 16:
         samples.reshape(-1)[:6] = [0, 255, 256, 0x00FF, 0xFF00, 0xFFFF]
@@ -225,7 +231,7 @@ def make_palette4_adam7(rng):
     return _raw(rng, 4, PALETTE, 1, interlace=True, palette_size=16, trns=bytes(range(0, 160, 10)))
 
 
-KINDS = {name[len("make_"):]: fn for name, fn in sorted(globals().items()) if name.startswith("make_")}
+KINDS = {name[len("make_") :]: fn for name, fn in sorted(globals().items()) if name.startswith("make_")}
 
 
 def pil_rgb(path: Path) -> np.ndarray:
@@ -264,8 +270,21 @@ def decode_all(root: Path, transforms, **kwargs) -> list[tuple[Path, np.ndarray]
 
 def test_rules_table_covers_every_kind_in_the_brief():
     assert set(KINDS) >= {
-        "rgb8", "rgba8", "gray8", "gray_alpha8", "palette8", "palette8_trns", "gray1", "gray2", "gray4",
-        "palette1", "palette2_trns", "palette4", "rgb16", "gray16", "rgb8_adam7",
+        "rgb8",
+        "rgba8",
+        "gray8",
+        "gray_alpha8",
+        "palette8",
+        "palette8_trns",
+        "gray1",
+        "gray2",
+        "gray4",
+        "palette1",
+        "palette2_trns",
+        "palette4",
+        "rgb16",
+        "gray16",
+        "rgb8_adam7",
     }
 
 
@@ -287,7 +306,7 @@ def test_centre_crop_of_a_png_is_pillows_crop(tmp_path, kind):
     h, w = H - 6, W - 11
     top, left = int(round((H - h) / 2.0)), int(round((W - w) / 2.0))
     ((path, image),) = decode_all(tmp_path, [chute.CenterCrop((h, w))])
-    np.testing.assert_array_equal(image, pil_rgb(path)[top:top + h, left:left + w])
+    np.testing.assert_array_equal(image, pil_rgb(path)[top : top + h, left : left + w])
 
 
 def test_format_comes_from_the_bytes_not_the_name(tmp_path):

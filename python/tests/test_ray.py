@@ -26,8 +26,14 @@ WAIT_S = 120  # every wait in this file fails the test after this long, never ha
 
 @pytest.fixture(scope="module")
 def cluster():
-    ray.init(address="local", num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False,
-             configure_logging=False)
+    ray.init(
+        address="local",
+        num_cpus=4,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+        configure_logging=False,
+    )
     import chute.ray  # noqa: F401  (after init: nothing of it starts a cluster by itself here)
 
     yield
@@ -66,8 +72,7 @@ def test_import_chute_does_not_import_ray():
 
 
 def test_chute_ray_without_ray_names_the_extra():
-    code = ("import sys; sys.modules['ray'] = None\n"
-            "try:\n    import chute.ray\nexcept ImportError as e:\n    print(e)\n")
+    code = "import sys; sys.modules['ray'] = None\ntry:\n    import chute.ray\nexcept ImportError as e:\n    print(e)\n"
     env = dict(os.environ, PYTHONPATH=str(Path(chute.__file__).parents[1]))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=WAIT_S)
     assert "pip install 'chute[ray]'" in out.stdout, out.stderr
@@ -90,8 +95,9 @@ def test_epoch_order_is_the_loaders_sharding():
 def remote(cluster, folder):
     import chute.ray
 
-    loader = chute.ray.RemoteLoader(str(folder), num_actors=2, num_cpus_per_actor=0.5, max_inflight=3,
-                                    timeout_s=WAIT_S, **_kwargs())
+    loader = chute.ray.RemoteLoader(
+        str(folder), num_actors=2, num_cpus_per_actor=0.5, max_inflight=3, timeout_s=WAIT_S, **_kwargs()
+    )
     yield loader
     loader.close()
 
@@ -163,8 +169,7 @@ def test_bfloat16_channels_last_normalized_same_bytes(cluster, folder):
     extra = dict(dtype=torch.bfloat16, memory_format=torch.channels_last)
     kw = _kwargs(**extra)
     kw["transforms"] = _transforms() + [chute.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))]
-    with chute.ray.RemoteLoader(str(folder), num_actors=1, num_cpus_per_actor=0.5, timeout_s=WAIT_S,
-                                **kw) as remote:
+    with chute.ray.RemoteLoader(str(folder), num_actors=1, num_cpus_per_actor=0.5, timeout_s=WAIT_S, **kw) as remote:
         got = list(remote)
     with chute.Loader(str(folder), num_threads=1, **kw) as local:
         expected = [(i.clone(memory_format=torch.channels_last), y.clone()) for i, y in local]
@@ -175,6 +180,7 @@ def test_bfloat16_channels_last_normalized_same_bytes(cluster, folder):
 def _blocking_hook(marker_dir: str, block: dict):
     """An actor hook: the first actor to reach batch ``block[epoch]`` (its first source index) writes its
     pid to a marker and stops there until it is killed; a restarted actor finds the marker and goes on."""
+
     def hook(epoch, indices):
         first = block.get(epoch)
         marker = os.path.join(marker_dir, f"blocked-{epoch}")
@@ -184,6 +190,7 @@ def _blocking_hook(marker_dir: str, block: dict):
             f.write(str(os.getpid()))
         os.rename(marker + ".tmp", marker)
         time.sleep(3600)  # killed long before this
+
     return hook
 
 
@@ -202,8 +209,16 @@ def test_killed_actor_loses_and_duplicates_nothing(cluster, folder, tmp_path):
     # ray.kill(no_restart=True) (gone for good: the survivor takes its batches).
     order0, order1 = (_native.epoch_order(36, True, 11, e) for e in (0, 1))
     hook = _blocking_hook(str(tmp_path), {0: int(order0[15]), 1: int(order1[10])})
-    loader = chute.ray.RemoteLoader(str(folder), num_actors=2, num_cpus_per_actor=0.5, max_inflight=4,
-                                    max_restarts=1, timeout_s=WAIT_S, _actor_hook=hook, **_kwargs())
+    loader = chute.ray.RemoteLoader(
+        str(folder),
+        num_actors=2,
+        num_cpus_per_actor=0.5,
+        max_inflight=4,
+        max_restarts=1,
+        timeout_s=WAIT_S,
+        _actor_hook=hook,
+        **_kwargs(),
+    )
     with loader:
         got = []
         it = iter(loader)
@@ -234,8 +249,9 @@ def test_two_ranks_get_the_loaders_shares(cluster, folder):
 
     for rank in range(2):
         kw = _kwargs(rank=rank, world_size=2, even_split=False)
-        with chute.ray.RemoteLoader(str(folder), num_actors=1, num_cpus_per_actor=0.5, timeout_s=WAIT_S,
-                                    **kw) as remote:
+        with chute.ray.RemoteLoader(
+            str(folder), num_actors=1, num_cpus_per_actor=0.5, timeout_s=WAIT_S, **kw
+        ) as remote:
             _same(_local(folder, 0, rank=rank, world_size=2, even_split=False), list(remote))
 
 
@@ -256,11 +272,13 @@ def _tree_digest(path: Path) -> dict[str, str]:
 
 def _kill_first_attempt(marker_dir: str):
     """A pack hook: the first attempt at part 1 kills its own worker (SIGKILL) midway through the part."""
+
     def hook(stage, part, samples):
         marker = os.path.join(marker_dir, "killed")
         if stage == "progress" and part == 1 and not os.path.exists(marker):
             open(marker, "w").close()
             os.kill(os.getpid(), signal.SIGKILL)
+
     return hook
 
 
@@ -275,8 +293,15 @@ def test_ray_pack_is_byte_identical_after_a_killed_task(cluster, folder, tmp_pat
     chute.pack(str(folder), str(single), shard_size=4096)
 
     out = tmp_path / "ray"
-    summary = chute.ray.pack(str(folder), str(out), parts=3, shard_size=4096, num_cpus=1,
-                             progress=False, _test_hook=_kill_first_attempt(str(tmp_path)))
+    summary = chute.ray.pack(
+        str(folder),
+        str(out),
+        parts=3,
+        shard_size=4096,
+        num_cpus=1,
+        progress=False,
+        _test_hook=_kill_first_attempt(str(tmp_path)),
+    )
     assert (tmp_path / "killed").exists()  # the first attempt did die
     assert summary.samples == 36
     assert _tree_digest(out) == _tree_digest(reference)  # same names, same bytes, no leftovers
@@ -311,14 +336,23 @@ def test_actors_on_cpu_only_nodes(folder):
     actor lands on that node only, and the batches are chute.Loader's."""
     repo = Path(__file__).resolve().parents[2]
     python_dir = str(Path(chute.__file__).parents[1])
-    env = dict(os.environ, PYTHONPATH=python_dir, RAY_AUTH_MODE="disabled", CHUTE_RAY_PORT="6391",
-               CHUTE_VENV=str(Path(sys.executable).parents[1]))
+    env = dict(
+        os.environ,
+        PYTHONPATH=python_dir,
+        RAY_AUTH_MODE="disabled",
+        CHUTE_RAY_PORT="6391",
+        CHUTE_VENV=str(Path(sys.executable).parents[1]),
+    )
     script = str(repo / "scripts" / "ray_cluster.sh")
     try:
         subprocess.run([script, "start", "1"], env=env, check=True, timeout=WAIT_S * 2)
-        child = subprocess.run([sys.executable, str(Path(__file__).with_name("ray_cluster_child.py")), str(folder)],
-                               env=dict(env, RAY_ADDRESS="127.0.0.1:6391"), capture_output=True, text=True,
-                               timeout=WAIT_S * 2)
+        child = subprocess.run(
+            [sys.executable, str(Path(__file__).with_name("ray_cluster_child.py")), str(folder)],
+            env=dict(env, RAY_ADDRESS="127.0.0.1:6391"),
+            capture_output=True,
+            text=True,
+            timeout=WAIT_S * 2,
+        )
         assert child.returncode == 0, child.stderr[-3000:]
         assert "ok 1 worker nodes" in child.stdout
     finally:
@@ -328,11 +362,24 @@ def test_actors_on_cpu_only_nodes(folder):
 def test_torchrun_two_ranks(folder):
     """torchrun with 2 processes: each rank's RemoteLoader serves that rank's share (chute.Loader's), and
     the shares cover the 36 samples exactly once (even_split=False)."""
-    env = dict(os.environ, PYTHONPATH=str(Path(chute.__file__).parents[1]), RAY_AUTH_MODE="disabled",
-               OMP_NUM_THREADS="1")
-    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                          str(Path(__file__).with_name("ray_torchrun_child.py")), str(folder)],
-                         env=env, capture_output=True, text=True, timeout=WAIT_S * 3)
+    env = dict(
+        os.environ, PYTHONPATH=str(Path(chute.__file__).parents[1]), RAY_AUTH_MODE="disabled", OMP_NUM_THREADS="1"
+    )
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            str(Path(__file__).with_name("ray_torchrun_child.py")),
+            str(folder),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S * 3,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     counts = sorted(line.split() for line in run.stdout.splitlines() if " ok " in line)
     assert [c[:2] for c in counts] == [["rank", "0"], ["rank", "1"]]

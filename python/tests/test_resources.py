@@ -22,9 +22,8 @@ import textwrap
 import warnings
 from pathlib import Path
 
-import pytest
-
 import bad_inputs
+import pytest
 
 HERE = Path(__file__).resolve().parent
 # Where the chute this test imports lives: the installed package (scripts/test.sh), or a source tree on
@@ -47,10 +46,17 @@ def _folder(root: Path, n: int = 10) -> list[Path]:
 def _child(code: str, *args: str, env: dict | None = None) -> dict:
     """Runs `code` in a fresh interpreter that imports this worktree's chute; returns the JSON it printed
     last. A child killed by a signal (std::terminate, SIGBUS) fails the test with its stderr."""
-    full_env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(PYTHON_DIR), os.environ.get("PYTHONPATH")])))
+    full_env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(PYTHON_DIR), os.environ.get("PYTHONPATH")]))
+    )
     full_env.update(env or {})
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
-                         env=full_env, timeout=CHILD_TIMEOUT)
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=CHILD_TIMEOUT,
+    )
     assert out.returncode == 0, f"child exited with {out.returncode}:\n{out.stderr[-4000:]}"
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -76,7 +82,9 @@ _RUN_EPOCH = """
 def test_running_out_of_descriptors_raises_resource_error_and_quarantines_nothing(tmp_path):
     _folder(tmp_path / "data")
     quarantine = tmp_path / "bad.jsonl"
-    result = _child(_RUN_EPOCH + """
+    result = _child(
+        _RUN_EPOCH
+        + """
     import resource
     loader = chute.Loader(sys.argv[1], batch_size=4, num_threads=2, on_error="skip", quarantine=sys.argv[2],
                           transforms=[chute.CenterCrop(16)])
@@ -92,7 +100,10 @@ def test_running_out_of_descriptors_raises_resource_error_and_quarantines_nothin
     for fd in held:
         os.close(fd)
     print(json.dumps(result))
-    """, str(tmp_path / "data"), str(quarantine))
+    """,
+        str(tmp_path / "data"),
+        str(quarantine),
+    )
     assert result["type"] == "ResourceError", result
     assert result["is_oserror"] and result["is_resource"]
     assert "ulimit -n" in result["error"] and "Too many open files" in result["error"]
@@ -103,20 +114,31 @@ def test_running_out_of_descriptors_raises_resource_error_and_quarantines_nothin
 
 def _eio_child(tmp_path: Path, times: int | None, errno_value: int = 5, device: str = "cpu") -> dict:
     files = _folder(tmp_path / "data")
-    env = {"LD_PRELOAD": str(bad_inputs.faulty_read_library()), "CHUTE_FAULTY_READ": str(files[5]),
-           "CHUTE_FAULTY_ERRNO": str(errno_value)}
+    env = {
+        "LD_PRELOAD": str(bad_inputs.faulty_read_library()),
+        "CHUTE_FAULTY_READ": str(files[5]),
+        "CHUTE_FAULTY_ERRNO": str(errno_value),
+    }
     if times is not None:
         env["CHUTE_FAULTY_TIMES"] = str(times)
-    return _child(_RUN_EPOCH + """
+    return _child(
+        _RUN_EPOCH
+        + """
     loader = chute.Loader(sys.argv[1], batch_size=4, num_threads=2, on_error="skip", quarantine=sys.argv[2],
                           transforms=[chute.CenterCrop(16)], device=sys.argv[3])
     print(json.dumps(run(loader)))
-    """, str(tmp_path / "data"), str(tmp_path / "bad.jsonl"), device, env=env)
+    """,
+        str(tmp_path / "data"),
+        str(tmp_path / "bad.jsonl"),
+        device,
+        env=env,
+    )
 
 
 @pytest.mark.parametrize("errno_name", ["EIO", "EAGAIN", "EINTR"])
 def test_a_transient_read_failure_is_retried_and_the_sample_delivered(tmp_path, errno_name):
     import errno
+
     # EINTR is retried at once by the read loop; EIO and EAGAIN with backoff. Two failures, then the disk answers.
     result = _eio_child(tmp_path, times=2, errno_value=getattr(errno, errno_name))
     assert result["error"] is None, result
@@ -138,6 +160,7 @@ def test_a_persistent_eio_raises_resource_error_and_is_not_quarantined(tmp_path,
 def _big_png(path: Path, size: int) -> None:
     """A size x size RGB PNG of a few hundred KB that decodes to size*size*3 bytes."""
     from PIL import Image
+
     Image.new("RGB", (size, size), (20, 120, 220)).save(path, compress_level=1)
 
 
@@ -145,7 +168,9 @@ def test_allocation_failure_on_a_worker_is_an_error_not_an_abort(tmp_path):
     root = tmp_path / "data" / "a"
     root.mkdir(parents=True)
     _big_png(root / "big.png", 8000)  # 192 MB decoded
-    result = _child(_RUN_EPOCH + """
+    result = _child(
+        _RUN_EPOCH
+        + """
     import resource
     loader = chute.Loader(sys.argv[1], batch_size=1, num_threads=2, on_error="skip",
                           transforms=[chute.Resize(32), chute.CenterCrop(32)])
@@ -155,7 +180,9 @@ def test_allocation_failure_on_a_worker_is_an_error_not_an_abort(tmp_path):
     limit = vm_size() + (96 << 20)  # room for small allocations, not for the decoded image
     resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
     print(json.dumps(run(loader)))
-    """, str(tmp_path / "data"))
+    """,
+        str(tmp_path / "data"),
+    )
     assert result["type"] == "ResourceError", result
     assert "out of memory" in result["error"] and "big.png" in result["error"]
     assert result["skipped"] == 0
@@ -163,10 +190,12 @@ def test_allocation_failure_on_a_worker_is_an_error_not_an_abort(tmp_path):
 
 def test_a_file_over_max_file_bytes_is_a_bad_sample_never_read(tmp_path):
     import chute
+
     files = _folder(tmp_path)
     files[3].write_bytes(files[3].read_bytes() + bytes(100_000))  # trailing bytes: a valid, large JPEG
-    loader = chute.Loader(tmp_path, batch_size=4, num_threads=2, on_error="skip", max_file_bytes=50_000,
-                          transforms=[chute.CenterCrop(16)])
+    loader = chute.Loader(
+        tmp_path, batch_size=4, num_threads=2, on_error="skip", max_file_bytes=50_000, transforms=[chute.CenterCrop(16)]
+    )
     labels = [y for _, ys in loader for y in ys.tolist()]
     assert labels == [i for i in range(10) if i != 3]
     [error] = loader.errors()
@@ -186,7 +215,8 @@ def test_large_decodes_stay_within_max_memory(tmp_path):
     for i in range(1, 4):
         os.link(root / "0.png", root / f"{i}.png")
     max_memory = 256 << 20
-    result = _child("""
+    result = _child(
+        """
     import json, resource, sys
     import chute
     loader = chute.Loader(sys.argv[1], batch_size=1, num_threads=2, prefetch=2, max_memory=int(sys.argv[2]),
@@ -200,7 +230,10 @@ def test_large_decodes_stay_within_max_memory(tmp_path):
         peak = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
     print(json.dumps({"n": n, "growth": peak - rss_before}))
     print(f"peak RSS growth {(peak - rss_before) >> 20} MiB", file=sys.stderr)
-    """, str(tmp_path / "data"), str(max_memory))
+    """,
+        str(tmp_path / "data"),
+        str(max_memory),
+    )
     assert result["n"] == 4
     bound = max_memory + 2 * (16 << 20) + (32 << 20)
     assert result["growth"] <= bound, f"peak RSS grew by {result['growth'] >> 20} MiB, over {bound >> 20} MiB"
@@ -208,12 +241,19 @@ def test_large_decodes_stay_within_max_memory(tmp_path):
 
 def test_an_integer_prefetch_beyond_max_memory_is_lowered_with_one_warning(tmp_path):
     import chute
+
     _folder(tmp_path, 4)
     max_memory = 16 << 20  # 53 batch buffers of 2 x 224 x 224 x 3 bytes
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        loader = chute.Loader(tmp_path, batch_size=2, num_threads=1, prefetch=10**6, max_memory=max_memory,
-                              transforms=[chute.Resize(224), chute.CenterCrop(224)])
+        loader = chute.Loader(
+            tmp_path,
+            batch_size=2,
+            num_threads=1,
+            prefetch=10**6,
+            max_memory=max_memory,
+            transforms=[chute.Resize(224), chute.CenterCrop(224)],
+        )
     messages = [str(w.message) for w in caught if "prefetch" in str(w.message)]
     assert len(messages) == 1 and "max_memory" in messages[0], messages
     stats = loader.stats()
@@ -222,8 +262,14 @@ def test_an_integer_prefetch_beyond_max_memory_is_lowered_with_one_warning(tmp_p
     assert sum(x.shape[0] for x, _ in loader) == 4
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a prefetch that fits: no warning
-        chute.Loader(tmp_path, batch_size=2, num_threads=1, prefetch=4, max_memory=max_memory,
-                     transforms=[chute.Resize(224), chute.CenterCrop(224)])
+        chute.Loader(
+            tmp_path,
+            batch_size=2,
+            num_threads=1,
+            prefetch=4,
+            max_memory=max_memory,
+            transforms=[chute.Resize(224), chute.CenterCrop(224)],
+        )
 
 
 def test_pack_under_a_thread_limit_names_the_limit_and_leaves_nothing(tmp_path):
@@ -231,7 +277,8 @@ def test_pack_under_a_thread_limit_names_the_limit_and_leaves_nothing(tmp_path):
     `ulimit -u` or a cgroup's pids.max (which root cannot be given here). The pack names the limits."""
     _folder(tmp_path / "data", 6)
     dst = tmp_path / "out" / "packed"
-    result = _child("""
+    result = _child(
+        """
     import json, resource, sys
     import chute
     source = chute.ImageFolder(sys.argv[1])
@@ -243,7 +290,10 @@ def test_pack_under_a_thread_limit_names_the_limit_and_leaves_nothing(tmp_path):
         print(json.dumps({"type": None}))
     except Exception as e:  # noqa: BLE001
         print(json.dumps({"type": type(e).__name__, "error": str(e)}))
-    """, str(tmp_path / "data"), str(dst))
+    """,
+        str(tmp_path / "data"),
+        str(dst),
+    )
     assert result["type"] == "ResourceError", result
     assert "reader thread" in result["error"] and "ulimit -u" in result["error"] and "pids.max" in result["error"]
     assert not dst.exists() or list(dst.iterdir()) == []
@@ -251,6 +301,7 @@ def test_pack_under_a_thread_limit_names_the_limit_and_leaves_nothing(tmp_path):
 
 def _packed(tmp_path: Path, n: int = 40) -> Path:
     import chute
+
     _folder(tmp_path / "src", n)
     dst = tmp_path / "packed"
     chute.pack(tmp_path / "src", dst, num_threads=1)
@@ -259,7 +310,9 @@ def _packed(tmp_path: Path, n: int = 40) -> Path:
 
 def test_a_shard_truncated_while_open_gives_sample_errors_not_sigbus(tmp_path):
     dst = _packed(tmp_path)
-    result = _child(_RUN_EPOCH + """
+    result = _child(
+        _RUN_EPOCH
+        + """
     from pathlib import Path
     loader = chute.Loader(sys.argv[1], batch_size=4, num_threads=2, on_error="skip",
                           transforms=[chute.CenterCrop(16)])
@@ -269,7 +322,9 @@ def test_a_shard_truncated_while_open_gives_sample_errors_not_sigbus(tmp_path):
     result["reasons"] = sorted({e.reason.split(", record")[0] for e in loader.errors()})
     result["shard"] = str(shard)
     print(json.dumps(result))
-    """, str(dst))
+    """,
+        str(dst),
+    )
     assert result["error"] is None, result  # a data error: skipped, the epoch goes on
     assert result["skipped"] > 30 and result["delivered"] == 40 - result["skipped"]
     assert result["reasons"] == [f"IoError: shard {result['shard']}"], result
@@ -279,14 +334,24 @@ def test_an_index_truncated_while_open_is_a_fatal_message_naming_it(tmp_path):
     """Reads of the index in place are not guarded (they are everywhere, and cheap): a SIGBUS there still
     ends the process, but stderr names the file first."""
     dst = _packed(tmp_path)
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent("""
     import os, sys
     import chute
     dataset = chute.open(sys.argv[1])
     os.truncate(os.path.join(sys.argv[1], "index.chidx"), 0)
     print([dataset._native.name(i) for i in range(len(dataset))])
-    """), str(dst)], capture_output=True, text=True, timeout=CHILD_TIMEOUT,
-        env=dict(os.environ, PYTHONPATH=str(PYTHON_DIR)))
+    """),
+            str(dst),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT,
+        env=dict(os.environ, PYTHONPATH=str(PYTHON_DIR)),
+    )
     assert out.returncode != 0
     assert f"chute: fatal SIGBUS reading {dst / 'index.chidx'}" in out.stderr, out.stderr[-2000:]
 
@@ -319,19 +384,24 @@ def test_dataloader_out_of_descriptors_names_ulimit(tmp_path):
 
 def test_a_tar_truncated_while_open_gives_sample_errors_not_sigbus(tmp_path):
     import tarfile
+
     files = _folder(tmp_path / "src", 20)
     tar = tmp_path / "data.tar"
     with tarfile.open(tar, "w", format=tarfile.GNU_FORMAT) as t:
         for i, f in enumerate(files):
             t.add(f, arcname=f"{i:03d}.jpg")
-    result = _child(_RUN_EPOCH + """
+    result = _child(
+        _RUN_EPOCH
+        + """
     loader = chute.Loader(chute.open(sys.argv[1]), batch_size=4, num_threads=2, on_error="skip",
                           transforms=[chute.CenterCrop(16)])
     os.truncate(sys.argv[1], 8192)
     result = run(loader)
     result["reasons"] = sorted({e.reason.split(":")[0] + ":" + e.reason.split(":")[1] for e in loader.errors()})
     print(json.dumps(result))
-    """, str(tar))
+    """,
+        str(tar),
+    )
     assert result["error"] is None, result
     assert result["skipped"] > 10 and result["delivered"] == 20 - result["skipped"]
     assert result["reasons"] == [f"IoError: {tar} shrank while in use"], result

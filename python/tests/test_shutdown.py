@@ -46,8 +46,12 @@ def make_dataset(root: Path) -> Path:
 
 
 def run_scenario(root: Path, scenario: str) -> dict:
-    proc = subprocess.Popen([sys.executable, str(HERE / "shutdown_child.py"), str(root), scenario],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "shutdown_child.py"), str(root), scenario],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         if scenario.startswith("exit"):
             line = proc.stdout.readline()  # printed just before the interpreter starts to exit
@@ -59,8 +63,11 @@ def run_scenario(root: Path, scenario: str) -> dict:
             stderr = "\n".join(x for x in stderr.splitlines() if not x.startswith("loader __del__"))
             assert len(dels) == 1, f"the loader was not finalised at exit: {stderr}"
             # elapsed_s: the loader's shutdown at exit; after_del_s: from then until the process is gone
-            result = {"elapsed_s": dels[0][1] - dels[0][0], "process_s": gone - exit_at,
-                      "after_del_s": gone - dels[0][1]}
+            result = {
+                "elapsed_s": dels[0][1] - dels[0][0],
+                "process_s": gone - exit_at,
+                "after_del_s": gone - dels[0][1],
+            }
         else:
             out, stderr = proc.communicate(timeout=120)
             result = json.loads(out.strip().splitlines()[-1])
@@ -99,22 +106,29 @@ def test_shutdown_is_fast_and_leaves_nothing_behind(dataset, scenario):
 
 def main() -> None:
     import tempfile
+
     with tempfile.TemporaryDirectory() as tmp:
         root = make_dataset(Path(tmp))
-        print("| scenario | time to shut down | chute-worker threads after | fds before/after | "
-              "RSS after - before (a buffer: 38.5 MB) |")
+        print(
+            "| scenario | time to shut down | chute-worker threads after | fds before/after | "
+            "RSS after - before (a buffer: 38.5 MB) |"
+        )
         print("|---|---|---|---|---|")
         for scenario in SCENARIOS:
             r = run_scenario(root, scenario)
             if scenario == "exit":
                 base = run_scenario(root, "exit-baseline")
-                print(f"| interpreter exit | {r['elapsed_s'] * 1000:.0f} ms (the loader's __del__ during teardown); "
-                      f"script end to process gone {r['process_s']:.2f} s, {base['process_s']:.2f} s with the loader "
-                      f"closed before exit (torch's own teardown) | (process gone) | (process gone) | (process gone) |")
+                print(
+                    f"| interpreter exit | {r['elapsed_s'] * 1000:.0f} ms (the loader's __del__ during teardown); "
+                    f"script end to process gone {r['process_s']:.2f} s, {base['process_s']:.2f} s with the loader "
+                    f"closed before exit (torch's own teardown) | (process gone) | (process gone) | (process gone) |"
+                )
             else:
-                print(f"| {scenario} | {r['elapsed_s'] * 1000:.0f} ms | {r['after']['workers']} | "
-                      f"{len(r['before']['fds'])}/{len(r['after']['fds'])} | "
-                      f"{(r['after']['rss'] - r['before']['rss']) / 1e6:+.1f} MB |")
+                print(
+                    f"| {scenario} | {r['elapsed_s'] * 1000:.0f} ms | {r['after']['workers']} | "
+                    f"{len(r['before']['fds'])}/{len(r['after']['fds'])} | "
+                    f"{(r['after']['rss'] - r['before']['rss']) / 1e6:+.1f} MB |"
+                )
 
 
 if __name__ == "__main__":

@@ -16,13 +16,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import jpeg_bytes, natural_image
 
 HERE = Path(__file__).resolve().parent
 SAMPLES, DISTINCT = 512, 16
 OVERHEAD_MB = 100  # the brief's target: peak RSS at most the prefetch budget + 100 MB
-FLAT_MB = 4        # growth allowed between the peaks of epoch 2 and any later epoch
+FLAT_MB = 4  # growth allowed between the peaks of epoch 2 and any later epoch
 
 
 def make_dataset(root: Path) -> Path:
@@ -43,20 +42,29 @@ def make_dataset(root: Path) -> Path:
 
 
 def soak(root: Path, epochs: int = 10) -> dict:
-    out = subprocess.run([sys.executable, str(HERE / "soak_child.py"), str(root), str(epochs)],
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, str(HERE / "soak_child.py"), str(root), str(epochs)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def table(r: dict) -> str:
     base = r["baseline_kb"] / 1024
-    lines = [f"RSS before the loader: {base:.0f} MB; prefetch budget (ring): {r['ring_bytes'] / 2**20:.0f} MB; "
-             f"limit on peak - before: {r['ring_bytes'] / 2**20 + OVERHEAD_MB:.0f} MB",
-             "| epoch | samples | peak RSS (MB) | peak - before (MB) | RSS at end (MB) | s |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"RSS before the loader: {base:.0f} MB; prefetch budget (ring): {r['ring_bytes'] / 2**20:.0f} MB; "
+        f"limit on peak - before: {r['ring_bytes'] / 2**20 + OVERHEAD_MB:.0f} MB",
+        "| epoch | samples | peak RSS (MB) | peak - before (MB) | RSS at end (MB) | s |",
+        "|---|---|---|---|---|---|",
+    ]
     for e in r["epochs"]:
-        lines.append(f"| {e['epoch'] + 1} | {e['samples']} | {e['peak_kb'] / 1024:.1f} | "
-                     f"{(e['peak_kb'] - r['baseline_kb']) / 1024:.1f} | {e['end_kb'] / 1024:.1f} | {e['seconds']:.1f} |")
+        lines.append(
+            f"| {e['epoch'] + 1} | {e['samples']} | {e['peak_kb'] / 1024:.1f} | "
+            f"{(e['peak_kb'] - r['baseline_kb']) / 1024:.1f} | {e['end_kb'] / 1024:.1f} | {e['seconds']:.1f} |"
+        )
     return "\n".join(lines)
 
 
@@ -75,5 +83,6 @@ def test_rss_is_bounded_by_the_prefetch_budget_and_flat_over_10_epochs(tmp_path)
 
 if __name__ == "__main__":
     import tempfile
+
     with tempfile.TemporaryDirectory() as tmp:
         print(table(soak(make_dataset(Path(tmp)), int(sys.argv[1]) if len(sys.argv) > 1 else 10)))

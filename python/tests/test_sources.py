@@ -122,7 +122,8 @@ def test_inspect_lists_skipped_members(folder, tmp_path, monkeypatch, capsys):
     info = json.loads(capsys.readouterr().out)
     reasons = {s["reason"]: s for s in info["skipped"]}
     assert reasons["symbolic link pointing outside the archive"]["examples"] == [
-        f"{tmp_path / 'tree.tar'}:cat/outside.jpg"]
+        f"{tmp_path / 'tree.tar'}:cat/outside.jpg"
+    ]
     assert cli_main(["inspect", str(tmp_path / "tree.tar")]) == 0
     assert "symbolic link pointing outside the archive" in capsys.readouterr().out
 
@@ -172,8 +173,9 @@ def test_names_that_are_not_utf8_are_carried_as_fsdecoded_str(folder, tmp_path):
     assert chute.ImageFolder(root).classes == source.classes  # bytes paths are accepted too
 
     quarantine = tmp_path / "bad.jsonl"
-    loader = chute.Loader(source, batch_size=2, on_error="skip", quarantine=quarantine,
-                          transforms=[chute.CenterCrop(16)])
+    loader = chute.Loader(
+        source, batch_size=2, on_error="skip", quarantine=quarantine, transforms=[chute.CenterCrop(16)]
+    )
     assert _count(loader) == 4
     [error] = loader.errors()
     assert os.fsencode(error.path) == os.path.join(root, b"plain", b"bad\xff.jpg")
@@ -219,8 +221,11 @@ def test_the_dataloader_fast_path_takes_names_that_are_not_utf8(tmp_path):
     plan = seam.choose(loader)
     assert isinstance(plan, seam.Plan), str(plan)
     try:
-        base_seed = torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item() \
-            if loader.generator is not None else 0
+        base_seed = (
+            torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item()
+            if loader.generator is not None
+            else 0
+        )
         it = plan.batches(iter(loader._index_sampler), base_seed=base_seed)
         assert next(it)[0].shape == (1, 3, 16, 16)
         with pytest.raises(chute.SampleError) as e:

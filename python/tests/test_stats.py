@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import time
 
-
 import chute
 
 
 def test_stats_count_what_the_epoch_did(folder):
-    loader = chute.Loader(chute.ImageFolder(folder), batch_size=8, num_threads=2, prefetch=3,
-                          transforms=[chute.RandomResizedCrop(32)])
+    loader = chute.Loader(
+        chute.ImageFolder(folder), batch_size=8, num_threads=2, prefetch=3, transforms=[chute.RandomResizedCrop(32)]
+    )
     assert loader.stats()["bound"] == "unknown"
     for _ in loader:
         pass
@@ -52,7 +52,9 @@ def test_auto_defaults_use_every_allowed_thread_and_respect_max_threads(folder):
 def test_auto_threads_shrink_for_a_slow_consumer(tiny_folder):
     # The consumer takes 20 ms per batch of 8 (400 samples/s); one thread decodes these far faster. Auto
     # mode starts with all 4 threads and must give them back within the epoch (about 2.4 s).
-    loader = chute.Loader(chute.ImageFolder(tiny_folder), batch_size=8, max_threads=4, transforms=[chute.CenterCrop(24)])
+    loader = chute.Loader(
+        chute.ImageFolder(tiny_folder), batch_size=8, max_threads=4, transforms=[chute.CenterCrop(24)]
+    )
     assert loader.active_threads == 4
     seen = []
     for _ in loader:
@@ -65,8 +67,9 @@ def test_auto_threads_shrink_for_a_slow_consumer(tiny_folder):
 
 
 def test_fixed_settings_stay_fixed_under_a_slow_consumer(tiny_folder):
-    loader = chute.Loader(chute.ImageFolder(tiny_folder), batch_size=8, num_threads=3, prefetch=2,
-                          transforms=[chute.CenterCrop(24)])
+    loader = chute.Loader(
+        chute.ImageFolder(tiny_folder), batch_size=8, num_threads=3, prefetch=2, transforms=[chute.CenterCrop(24)]
+    )
     for i, _ in enumerate(loader):
         time.sleep(0.005)
         if i == 60:

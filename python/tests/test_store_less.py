@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import natural_image
 from PIL import Image
 
 import chute
 from chute import _native
 from chute.cli import main as cli_main
-from conftest import natural_image
 
 PIPELINES = {
     "train": [chute.RandomResizedCrop(48), chute.RandomHorizontalFlip()],
@@ -148,8 +148,8 @@ def test_a_corrupt_raw_record_is_a_sample_error_naming_it(png_folder, tmp_path):
         list(chute.Loader(chute.open(dst, verify=False), batch_size=4, transforms=[chute.CenterCrop(16)]))
     assert e.value.index == 3 and e.value.path == key
     # A header that disagrees with its pixels: the size is named.
-    data[at: at + len(payload)] = payload
-    data[at + 8: at + 12] = struct.pack("<I", struct.unpack("<I", payload[8:12])[0] + 1)
+    data[at : at + len(payload)] = payload
+    data[at + 8 : at + 12] = struct.pack("<I", struct.unpack("<I", payload[8:12])[0] + 1)
     shard.write_bytes(bytes(data))
     with pytest.raises(chute.SampleError, match=rf"sample 3 \({key}\): .*pixel bytes for"):
         list(chute.Loader(chute.open(dst, verify=False), batch_size=4, transforms=[chute.CenterCrop(16)]))
@@ -160,7 +160,7 @@ def as_version1(dst: Path) -> None:
     index entries (no record kind, stored size or source bytes), version 1 in every header."""
     index = bytearray((dst / "index.chidx").read_bytes())
     n, entries_off, strings_off = (struct.unpack_from("<Q", index, at)[0] for at in (32, 72, 80))
-    entries = b"".join(index[entries_off + 64 * i: entries_off + 64 * i + 40] for i in range(n))
+    entries = b"".join(index[entries_off + 64 * i : entries_off + 64 * i + 40] for i in range(n))
     out = bytearray(index[:entries_off]) + entries
     strings = len(out)
     out += index[strings_off:]
@@ -193,8 +193,28 @@ def test_a_version_1_pack_still_loads(folder, tmp_path):
 
 def test_cli_pack_flags_and_inspect_report_kinds_size_and_error(folder, tmp_path, capsys):
     dst = tmp_path / "small"
-    assert cli_main(["pack", str(folder), str(dst), "--max-side", "120", "--quality", "85", "--subsampling", "420",
-                     "--keep-original", "--raw-below", "8000", "--raw-compression", "zstd", "--json"]) == 0
+    assert (
+        cli_main(
+            [
+                "pack",
+                str(folder),
+                str(dst),
+                "--max-side",
+                "120",
+                "--quality",
+                "85",
+                "--subsampling",
+                "420",
+                "--keep-original",
+                "--raw-below",
+                "8000",
+                "--raw-compression",
+                "zstd",
+                "--json",
+            ]
+        )
+        == 0
+    )
     summary = json.loads(capsys.readouterr().out)
     assert summary["payload_bytes"] < summary["source_bytes"]
     assert cli_main(["inspect", str(dst), "--compare", str(folder), "--sample", "12", "--json"]) == 0
@@ -240,10 +260,10 @@ def test_raw_and_reencoded_records_keep_the_exif_orientation(tmp_path):
     chute.pack(src, tmp_path / "raw", raw=True)
     chute.pack(src, tmp_path / "small", max_side=45, raw=True)
     kwargs = dict(batch_size=4, transforms=[chute.Resize(40), chute.CenterCrop(32)], apply_exif_orientation=True)
-    (want, _), = collect(chute.Loader(chute.ImageFolder(src), **kwargs))
-    (got, _), = collect(chute.Loader(chute.open(tmp_path / "raw"), **kwargs))
+    ((want, _),) = collect(chute.Loader(chute.ImageFolder(src), **kwargs))
+    ((got, _),) = collect(chute.Loader(chute.open(tmp_path / "raw"), **kwargs))
     assert torch.equal(want, got)
-    (small, _), = collect(chute.Loader(chute.open(tmp_path / "small"), **kwargs))
+    ((small, _),) = collect(chute.Loader(chute.open(tmp_path / "small"), **kwargs))
     assert small.shape == want.shape
     for k in range(4):  # upright: the downscaled copy is close to the original's pixels, not their rotation
         assert (small[k].float() - want[k].float()).abs().mean() < 12, k

@@ -28,25 +28,37 @@ def _result(rates: dict[tuple[str, object, object], float]) -> SweepResult:
     configs = [Config(f, w, None, p, rates=[r]) for (f, w, p), r in rates.items()]
     auto = next(c for c in configs if c.workers == "auto")
     manual = max((c for c in configs if c.family == "chute" and c.workers != "auto"), key=lambda c: c.rate)
-    return SweepResult("train", 100, 8, 2, 0.0, configs, manual, auto,
-                       {"manual": 100.0, "auto": 96.0, "manual_config": manual.name})
+    return SweepResult(
+        "train", 100, 8, 2, 0.0, configs, manual, auto, {"manual": 100.0, "auto": 96.0, "manual_config": manual.name}
+    )
 
 
 def test_knee_is_the_fewest_workers_within_95_percent_of_the_best():
-    r = _result({("dataloader", 0, None): 100, ("dataloader", 1, 2): 300, ("dataloader", 1, 4): 380,
-                 ("dataloader", 2, 2): 400, ("dataloader", 4, 2): 390,
-                 ("chute", 1, 2): 700, ("chute", 2, 2): 1300, ("chute", 4, 2): 1240, ("chute", "auto", "auto"): 1290})
+    r = _result(
+        {
+            ("dataloader", 0, None): 100,
+            ("dataloader", 1, 2): 300,
+            ("dataloader", 1, 4): 380,
+            ("dataloader", 2, 2): 400,
+            ("dataloader", 4, 2): 390,
+            ("chute", 1, 2): 700,
+            ("chute", 2, 2): 1300,
+            ("chute", 4, 2): 1240,
+            ("chute", "auto", "auto"): 1290,
+        }
+    )
     assert r.best("dataloader").rate == 400
     assert r.knee("dataloader") == 1  # 380 >= 0.95 * 400, with prefetch_factor=4
-    assert r.knee("chute") == 2        # 700 is not within 95% of 1300
+    assert r.knee("chute") == 2  # 700 is not within 95% of 1300
     assert r.best("chute").workers == 2  # auto is not a manual setting
     assert r.auto_ratio() == pytest.approx(0.96)
 
 
 def test_sweep_cli_json_and_plot(folder, tmp_path, capsys):
     png = tmp_path / "sweep.png"
-    rc = cli.main(["bench", "--root", str(folder), "--sweep", "--rounds", "1", "--batch-size", "8", "--json",
-                   "--plot", str(png)])
+    rc = cli.main(
+        ["bench", "--root", str(folder), "--sweep", "--rounds", "1", "--batch-size", "8", "--json", "--plot", str(png)]
+    )
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     names = [c["name"] for c in out["configs"]]
@@ -61,8 +73,21 @@ def test_sweep_cli_json_and_plot(folder, tmp_path, capsys):
 
 
 def test_chute_only_sweep_with_a_slow_consumer(folder, capsys):
-    rc = cli.main(["bench", "--root", str(folder), "--sweep", "--chute-only", "--rounds", "1", "--batch-size", "12",
-                   "--consumer-ms", "20"])
+    rc = cli.main(
+        [
+            "bench",
+            "--root",
+            str(folder),
+            "--sweep",
+            "--chute-only",
+            "--rounds",
+            "1",
+            "--batch-size",
+            "12",
+            "--consumer-ms",
+            "20",
+        ]
+    )
     assert rc == 0
     out = capsys.readouterr().out
     table = out.split("knee")[0]

@@ -10,9 +10,10 @@ import sys
 import numpy as np
 import pytest
 import torch
+from conftest import natural_image
+
 from chute import cli
 from chute.bench import storage
-from conftest import natural_image
 
 
 def test_error_histogram_matches_numpy():
@@ -65,8 +66,7 @@ def photos(tmp_path_factory):
 
 def test_sweep_rows_that_run_and_rows_whose_pack_fails(photos):
     rows = (("pack", []), ("pack --no-such-flag", ["--no-such-flag"]))
-    result = storage.run_storage_sweep(photos, batch_size=5, rounds=1, threads=1, reducing_gap=1.0,
-                                       pack_rows=rows)
+    result = storage.run_storage_sweep(photos, batch_size=5, rounds=1, threads=1, reducing_gap=1.0, pack_rows=rows)
     by_name = {r.name: r for r in result.rows}
     originals = by_name["originals"]
     # The reference against itself: deterministic, so bit-identical.
@@ -89,25 +89,43 @@ def test_sweep_rows_that_run_and_rows_whose_pack_fails(photos):
 def test_sweep_storage_cli_json_and_plot(photos, tmp_path, capsys):
     pytest.importorskip("matplotlib")
     png = tmp_path / "storage.png"
-    rc = cli.main(["bench", "--root", str(photos), "--sweep-storage", "--rounds", "1", "--batch-size", "6",
-                   "--threads", "1", "--json", "--plot", str(png)])
+    rc = cli.main(
+        [
+            "bench",
+            "--root",
+            str(photos),
+            "--sweep-storage",
+            "--rounds",
+            "1",
+            "--batch-size",
+            "6",
+            "--threads",
+            "1",
+            "--json",
+            "--plot",
+            str(png),
+        ]
+    )
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     names = [r["name"] for r in out["rows"]]
     assert names[0] == "originals" and "originals, decode='reduced' (gap 3)" in names
-    assert [n for n, _ in storage.PACK_ROWS] == names[1:1 + len(storage.PACK_ROWS)]
+    assert [n for n, _ in storage.PACK_ROWS] == names[1 : 1 + len(storage.PACK_ROWS)]
     for row in out["rows"]:  # each row ran, or says why not
         assert (row["unavailable"] is None) == (row["error"] is not None)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--sweep-storage", "--sweep"], "separate runs"),
-    (["--ffcv-python", "python3"], "go with --sweep-storage"),
-    (["--images", "5"], "go with --sweep-storage"),
-    (["--sweep-storage", "--reducing-gap", "0.5"], "must be >= 1.0"),
-    (["--plot", "x.png"], "--plot goes with"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--sweep-storage", "--sweep"], "separate runs"),
+        (["--ffcv-python", "python3"], "go with --sweep-storage"),
+        (["--images", "5"], "go with --sweep-storage"),
+        (["--sweep-storage", "--reducing-gap", "0.5"], "must be >= 1.0"),
+        (["--plot", "x.png"], "--plot goes with"),
+    ],
+)
 def test_sweep_storage_cli_refuses_mismatched_flags(photos, capsys, argv, message):
     assert cli.main(["bench", "--root", str(photos), *argv]) == 2
     assert message in capsys.readouterr().out
@@ -115,8 +133,9 @@ def test_sweep_storage_cli_refuses_mismatched_flags(photos, capsys, argv, messag
 
 def test_sweep_on_the_first_images_packs_and_compares_only_those(photos):
     # This Python has no ffcv: the FFCV row says so, and the rest runs.
-    result = storage.run_storage_sweep(photos, batch_size=4, rounds=1, threads=1, images=5, pack_rows=(("pack", []),),
-                                       ffcv_python=sys.executable)
+    result = storage.run_storage_sweep(
+        photos, batch_size=4, rounds=1, threads=1, images=5, pack_rows=(("pack", []),), ffcv_python=sys.executable
+    )
     ffcv = next(r for r in result.rows if r.name == storage.FFCV_NAME)
     assert "No module named 'ffcv'" in ffcv.unavailable
     assert result.images == 5
@@ -129,11 +148,14 @@ def test_sweep_on_the_first_images_packs_and_compares_only_those(photos):
         storage.run_storage_sweep(photos, images=13)
 
 
-@pytest.mark.skipif(not os.environ.get("CHUTE_FFCV_PYTHON"),
-                    reason="set CHUTE_FFCV_PYTHON to a Python with ffcv (scripts/setup_ffcv.sh) to run FFCV's row")
+@pytest.mark.skipif(
+    not os.environ.get("CHUTE_FFCV_PYTHON"),
+    reason="set CHUTE_FFCV_PYTHON to a Python with ffcv (scripts/setup_ffcv.sh) to run FFCV's row",
+)
 def test_ffcv_row_writes_reads_and_compares(photos):
-    result = storage.run_storage_sweep(photos, batch_size=4, rounds=1, threads=1, pack_rows=(),
-                                       ffcv_python=os.environ["CHUTE_FFCV_PYTHON"])
+    result = storage.run_storage_sweep(
+        photos, batch_size=4, rounds=1, threads=1, pack_rows=(), ffcv_python=os.environ["CHUTE_FFCV_PYTHON"]
+    )
     ffcv = next(r for r in result.rows if r.name == storage.FFCV_NAME)
     assert ffcv.unavailable is None, ffcv.unavailable
     assert ffcv.bytes > 0 and ffcv.rate > 0 and ffcv.per_core > 0

@@ -22,17 +22,20 @@ from PIL import Image
 from torch.utils.data import DataLoader
 
 import chute
-from chute.dataloader import translate
 from chute.dataloader import plan as seam
+from chute.dataloader import translate
 
 try:
     import torchvision
-    from torchvision import datasets, transforms as T1
+    from torchvision import datasets
+    from torchvision import transforms as T1
     from torchvision.io import ImageReadMode, decode_image
     from torchvision.transforms import v2
 except (ImportError, OSError, RuntimeError) as e:  # torchvision's build must match torch's
-    pytest.skip(f"torchvision does not import here ({type(e).__name__}); scripts/test_torchvision.sh runs this",
-                allow_module_level=True)
+    pytest.skip(
+        f"torchvision does not import here ({type(e).__name__}); scripts/test_torchvision.sh runs this",
+        allow_module_level=True,
+    )
 
 from test_fastpath_folder import check_structure, fast_and_ref, pixel_error  # noqa: E402
 
@@ -49,6 +52,7 @@ def to_float():
 def rgb_folder(tmp_path_factory):
     """RGB JPEGs only (decode_image's UNCHANGED mode then gives 3 channels, as chute does)."""
     from conftest import natural_image
+
     root = tmp_path_factory.mktemp("rgb")
     rng = np.random.default_rng(4)
     for c in range(2):
@@ -69,21 +73,40 @@ def run(dataset, batch_size=6, **kwargs):
 
 # (transform, 0-255 scale of one output unit, max error in levels): PIL geometry is exact.
 V2_ON_PIL = {
-    "eval-float": (lambda: v2.Compose([v2.Resize(64), v2.CenterCrop(56), v2.ToImage(), *to_float()]),
-                   F32 / min(STD), FLOAT_EPS),
-    "eval-uint8-pil-to-tensor": (lambda: v2.Compose([v2.Resize([64]), v2.CenterCrop(56), v2.PILToTensor()]),
-                                 1.0, 0),
+    "eval-float": (
+        lambda: v2.Compose([v2.Resize(64), v2.CenterCrop(56), v2.ToImage(), *to_float()]),
+        F32 / min(STD),
+        FLOAT_EPS,
+    ),
+    "eval-uint8-pil-to-tensor": (lambda: v2.Compose([v2.Resize([64]), v2.CenterCrop(56), v2.PILToTensor()]), 1.0, 0),
     "eval-ToTensor": (lambda: v2.Compose([v2.Resize(64), v2.CenterCrop(56), v2.ToTensor()]), F32, FLOAT_EPS),
-    "nested-compose": (lambda: v2.Compose([v2.Resize((48, 40)), v2.Compose([v2.ToImage(),
-                                                                            v2.ToDtype(torch.float32, scale=True)])]),
-                       F32, FLOAT_EPS),
-    "antialias-false-ignored-on-pil": (lambda: v2.Compose([v2.Resize(64, antialias=False), v2.CenterCrop(56),
-                                                           v2.ToImage()]), 1.0, 0),
-    "flip-always-on-tv-tensor": (lambda: v2.Compose([v2.Resize((40, 40)), v2.ToImage(),
-                                                     v2.RandomHorizontalFlip(p=1.0)]), 1.0, 0),
-    "scale-false-255": (lambda: v2.Compose([v2.CenterCrop(100), v2.ToImage(), v2.ToDtype(torch.float32),
-                                            v2.Normalize([127.0, 127.0, 127.0], [64.0, 64.0, 64.0])]),
-                        1.0 / 64, FLOAT_EPS),
+    "nested-compose": (
+        lambda: v2.Compose([v2.Resize((48, 40)), v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])]),
+        F32,
+        FLOAT_EPS,
+    ),
+    "antialias-false-ignored-on-pil": (
+        lambda: v2.Compose([v2.Resize(64, antialias=False), v2.CenterCrop(56), v2.ToImage()]),
+        1.0,
+        0,
+    ),
+    "flip-always-on-tv-tensor": (
+        lambda: v2.Compose([v2.Resize((40, 40)), v2.ToImage(), v2.RandomHorizontalFlip(p=1.0)]),
+        1.0,
+        0,
+    ),
+    "scale-false-255": (
+        lambda: v2.Compose(
+            [
+                v2.CenterCrop(100),
+                v2.ToImage(),
+                v2.ToDtype(torch.float32),
+                v2.Normalize([127.0, 127.0, 127.0], [64.0, 64.0, 64.0]),
+            ]
+        ),
+        1.0 / 64,
+        FLOAT_EPS,
+    ),
     "tall-shrink-pillow13-order": (lambda: v2.Compose([v2.Resize((32, 100)), v2.PILToTensor()]), 1.0, 0),
 }
 
@@ -104,8 +127,9 @@ def test_v2_pipelines_on_pil_images_match_torchs_dataloader(folder, name):
 V2_ON_TENSORS = {
     "ToImage-first-eval": lambda: v2.Compose([v2.ToImage(), v2.Resize(64), v2.CenterCrop(56), *to_float()]),
     "ToImage-first-uint8": lambda: v2.Compose([v2.ToImage(), v2.Resize((48, 64)), v2.RandomHorizontalFlip(p=1.0)]),
-    "PILToTensor-first": lambda: v2.Compose([v2.PILToTensor(), v2.CenterCrop(120), v2.Resize(50),
-                                             v2.CenterCrop(40), v2.ToDtype(torch.uint8)]),
+    "PILToTensor-first": lambda: v2.Compose(
+        [v2.PILToTensor(), v2.CenterCrop(120), v2.Resize(50), v2.CenterCrop(40), v2.ToDtype(torch.uint8)]
+    ),
 }
 
 
@@ -127,8 +151,11 @@ def test_decode_image_loader_takes_the_fast_path(rgb_folder, mode):
     loader = decode_image if mode == "default" else functools.partial(decode_image, mode=getattr(ImageReadMode, mode))
     # RandomResizedCrop at full scale and ratio 1 takes the largest centred square (the whole of a square
     # image, else the ten tries fail and it falls back to the centre crop): the same window whatever the RNG.
-    tf = v2.Compose([v2.RandomResizedCrop(48, scale=(1.0, 1.0), ratio=(1.0, 1.0)), *to_float()]) \
-        if mode == "RGB" else v2.Compose([v2.Resize(64), v2.CenterCrop(56), *to_float()])
+    tf = (
+        v2.Compose([v2.RandomResizedCrop(48, scale=(1.0, 1.0), ratio=(1.0, 1.0)), *to_float()])
+        if mode == "RGB"
+        else v2.Compose([v2.Resize(64), v2.CenterCrop(56), *to_float()])
+    )
     ds = datasets.ImageFolder(rgb_folder, loader=loader, transform=tf)
     fast, ref = run(ds, shuffle=True)
     check_structure(fast, ref)
@@ -169,21 +196,45 @@ def reason(dataset) -> str:
     return str(p)
 
 
-@pytest.mark.parametrize("make, expected", [
-    (lambda: v2.Compose([v2.Resize(64), v2.ColorJitter(0.4), v2.CenterCrop(56), v2.ToImage()]), "transform ColorJitter"),
-    (lambda: v2.Compose([v2.ToImage(), v2.Resize(64, antialias=False), v2.CenterCrop(56)]), "antialias=False"),
-    (lambda: v2.Compose([v2.ToImage(), *to_float(), v2.Resize(64), v2.CenterCrop(56)]),
-     "Resize on float32 tensors"),
-    (lambda: v2.Compose([v2.CenterCrop(56), v2.ToImage(), v2.Normalize(MEAN, STD)]), "Normalize on a uint8 tensor"),
-    (lambda: v2.Compose([v2.ToImage(), T1.Resize(64), T1.CenterCrop(56)]), "v1 resizes tensors in float"),
-    (lambda: v2.Compose([v2.CenterCrop(56), v2.ToImage(), v2.ToDtype({torch.Tensor: torch.float32})]),
-     "dict of dtypes"),
-    (lambda: v2.Compose([v2.Resize(64, interpolation=v2.InterpolationMode.BICUBIC), v2.CenterCrop(56),
-                         v2.ToImage()]), "transform Resize"),
-    (lambda: v2.Compose([v2.Resize(64), v2.CenterCrop(56)]), "no ToTensor/PILToTensor/ToImage"),
-    (lambda: v2.Compose([v2.CenterCrop(56), v2.Lambda(lambda x: x), v2.ToImage()]), "transform Lambda"),
-], ids=["jitter", "tensor-no-antialias", "float-resize", "norm-uint8", "v1-on-tensor", "dtype-dict", "bicubic",
-        "no-tensor", "lambda"])
+@pytest.mark.parametrize(
+    "make, expected",
+    [
+        (
+            lambda: v2.Compose([v2.Resize(64), v2.ColorJitter(0.4), v2.CenterCrop(56), v2.ToImage()]),
+            "transform ColorJitter",
+        ),
+        (lambda: v2.Compose([v2.ToImage(), v2.Resize(64, antialias=False), v2.CenterCrop(56)]), "antialias=False"),
+        (
+            lambda: v2.Compose([v2.ToImage(), *to_float(), v2.Resize(64), v2.CenterCrop(56)]),
+            "Resize on float32 tensors",
+        ),
+        (lambda: v2.Compose([v2.CenterCrop(56), v2.ToImage(), v2.Normalize(MEAN, STD)]), "Normalize on a uint8 tensor"),
+        (lambda: v2.Compose([v2.ToImage(), T1.Resize(64), T1.CenterCrop(56)]), "v1 resizes tensors in float"),
+        (
+            lambda: v2.Compose([v2.CenterCrop(56), v2.ToImage(), v2.ToDtype({torch.Tensor: torch.float32})]),
+            "dict of dtypes",
+        ),
+        (
+            lambda: v2.Compose(
+                [v2.Resize(64, interpolation=v2.InterpolationMode.BICUBIC), v2.CenterCrop(56), v2.ToImage()]
+            ),
+            "transform Resize",
+        ),
+        (lambda: v2.Compose([v2.Resize(64), v2.CenterCrop(56)]), "no ToTensor/PILToTensor/ToImage"),
+        (lambda: v2.Compose([v2.CenterCrop(56), v2.Lambda(lambda x: x), v2.ToImage()]), "transform Lambda"),
+    ],
+    ids=[
+        "jitter",
+        "tensor-no-antialias",
+        "float-resize",
+        "norm-uint8",
+        "v1-on-tensor",
+        "dtype-dict",
+        "bicubic",
+        "no-tensor",
+        "lambda",
+    ],
+)
 def test_v2_fallback_reasons_name_the_transform(folder, make, expected):
     r = reason(datasets.ImageFolder(folder, transform=make()))
     assert expected in r
@@ -197,10 +248,14 @@ def test_decode_image_fallbacks(rgb_folder, tmp_path):
     gray.mkdir(parents=True)
     Image.new("L", (80, 60), 128).save(gray / "a.jpg")
     assert "is a L JPEG" in reason(datasets.ImageFolder(gray.parent, loader=decode_image, transform=tf))
-    assert "mode=GRAY" in reason(datasets.ImageFolder(
-        rgb_folder, loader=functools.partial(decode_image, mode=ImageReadMode.GRAY), transform=tf))
-    assert "apply_exif_orientation" in reason(datasets.ImageFolder(
-        rgb_folder, loader=functools.partial(decode_image, apply_exif_orientation=True), transform=tf))
+    assert "mode=GRAY" in reason(
+        datasets.ImageFolder(rgb_folder, loader=functools.partial(decode_image, mode=ImageReadMode.GRAY), transform=tf)
+    )
+    assert "apply_exif_orientation" in reason(
+        datasets.ImageFolder(
+            rgb_folder, loader=functools.partial(decode_image, apply_exif_orientation=True), transform=tf
+        )
+    )
     png = tmp_path / "png" / "c0"
     png.mkdir(parents=True)
     Image.new("RGB", (80, 60)).save(png / "a.png")
@@ -209,9 +264,17 @@ def test_decode_image_fallbacks(rgb_folder, tmp_path):
 
 
 def test_translate_v2_keeps_order_and_dtype():
-    ts, dtype = translate.translate(v2.Compose([v2.RandomResizedCrop(224), v2.RandomHorizontalFlip(0.3),
-                                                    v2.ToImage(), v2.ToDtype(torch.float32, scale=True),
-                                                    v2.Normalize(MEAN, STD)]))
+    ts, dtype = translate.translate(
+        v2.Compose(
+            [
+                v2.RandomResizedCrop(224),
+                v2.RandomHorizontalFlip(0.3),
+                v2.ToImage(),
+                v2.ToDtype(torch.float32, scale=True),
+                v2.Normalize(MEAN, STD),
+            ]
+        )
+    )
     assert dtype == torch.float32
     assert [type(t).__name__ for t in ts] == ["RandomResizedCrop", "RandomHorizontalFlip", "Normalize"]
     ts, dtype = translate.translate(v2.Compose([v2.Resize(256), v2.CenterCrop(224)]), "tensor")

@@ -9,10 +9,10 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import jpeg_bytes, make_folder, natural_image
 from PIL import Image
 
 import chute
-from conftest import jpeg_bytes, make_folder, natural_image
 
 
 def damaged_at_bottom(width: int = 64, height: int = 512) -> bytes:
@@ -21,7 +21,7 @@ def damaged_at_bottom(width: int = 64, height: int = 512) -> bytes:
     rng = np.random.default_rng(3)
     data = jpeg_bytes(Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8)), 95)
     sos = data.index(b"\xff\xda")
-    scan = sos + 2 + int.from_bytes(data[sos + 2:sos + 4], "big")
+    scan = sos + 2 + int.from_bytes(data[sos + 2 : sos + 4], "big")
     end = len(data) - 2
     assert data[end:] == b"\xff\xd9"
     cut = end - (end - scan) // 5
@@ -48,25 +48,36 @@ def test_bottom_damage_escapes_a_top_crop_by_default_and_fails_with_validate_ful
     crop = [chute.CenterCrop(32)]
     default = chute.Loader(chute.ImageFolder(bottom_damaged_folder), 2, transforms=crop, num_threads=1)
     assert len(epoch(default)) == 1
-    full = chute.Loader(chute.ImageFolder(bottom_damaged_folder), 2, transforms=crop, num_threads=1,
-                        validate="full")
+    full = chute.Loader(chute.ImageFolder(bottom_damaged_folder), 2, transforms=crop, num_threads=1, validate="full")
     with pytest.raises(chute.SampleError, match="b_bad.jpg") as raised:
         epoch(full)
     assert "Corrupt JPEG data" in str(raised.value)
-    skip = chute.Loader(chute.ImageFolder(bottom_damaged_folder), 1, transforms=crop, num_threads=1,
-                        validate="full", on_error="skip")
+    skip = chute.Loader(
+        chute.ImageFolder(bottom_damaged_folder), 1, transforms=crop, num_threads=1, validate="full", on_error="skip"
+    )
     assert len(epoch(skip)) == 1
     assert [e.index for e in skip.errors()] == [1]
 
 
-@pytest.mark.parametrize("options", [{}, {"decode": "reduced", "reducing_gap": 1.0},
-                                     {"apply_exif_orientation": True}], ids=["plain", "reduced", "exif"])
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"decode": "reduced", "reducing_gap": 1.0}, {"apply_exif_orientation": True}],
+    ids=["plain", "reduced", "exif"],
+)
 def test_validate_full_delivers_the_same_pixels(folder, options):
     tf = [chute.RandomResizedCrop(64), chute.RandomHorizontalFlip()]
     runs = []
     for validate in ("window", "full"):
-        loader = chute.Loader(chute.ImageFolder(folder), 8, shuffle=True, seed=5, transforms=tf, num_threads=2,
-                              validate=validate, **options)
+        loader = chute.Loader(
+            chute.ImageFolder(folder),
+            8,
+            shuffle=True,
+            seed=5,
+            transforms=tf,
+            num_threads=2,
+            validate=validate,
+            **options,
+        )
         runs.append([epoch(loader) for _ in range(2)])
     for a, b in zip(runs[0], runs[1]):
         assert len(a) == len(b)
@@ -139,8 +150,7 @@ def test_pack_skip_bad_leaves_out_and_lists_what_the_loader_would_refuse(mixed_f
     assert sum(len(y) for _, y in loader) == len(ds)
 
 
-def test_cli_pack_skip_bad_reports_and_inspect_verify_decodes_every_record(mixed_folder, tmp_path, capsys,
-                                                                          monkeypatch):
+def test_cli_pack_skip_bad_reports_and_inspect_verify_decodes_every_record(mixed_folder, tmp_path, capsys, monkeypatch):
     from chute.cli import main as cli_main
 
     monkeypatch.setenv("COLUMNS", "1000")  # rich wraps long paths otherwise

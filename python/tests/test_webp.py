@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import natural_image
 from PIL import Image
 
 import chute
-from conftest import natural_image
 
 H, W = 45, 67  # odd sizes: chroma upsampling at the edges
 
@@ -44,8 +44,10 @@ def pil_rgb(path: Path) -> np.ndarray:
 def decode_all(root: Path, transforms, **kwargs) -> list[tuple[Path, np.ndarray]]:
     source = chute.ImageFolder(root)
     loader = chute.Loader(source, batch_size=1, transforms=transforms, **kwargs)
-    return [(Path(path), images[0].permute(1, 2, 0).numpy().copy())
-            for (images, _), (path, _) in zip(loader, source.samples, strict=True)]
+    return [
+        (Path(path), images[0].permute(1, 2, 0).numpy().copy())
+        for (images, _), (path, _) in zip(loader, source.samples, strict=True)
+    ]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -68,7 +70,7 @@ def test_centre_crop_of_a_webp_is_pillows_crop(tmp_path, kind):
     h, w = H - 10, W - 17
     top, left = int(round((H - h) / 2.0)), int(round((W - w) / 2.0))
     ((_, image),) = decode_all(tmp_path, [chute.CenterCrop((h, w))])
-    np.testing.assert_array_equal(image, pil_rgb(path)[top:top + h, left:left + w])
+    np.testing.assert_array_equal(image, pil_rgb(path)[top : top + h, left : left + w])
 
 
 def test_resized_webp_matches_the_same_pixels_as_png(tmp_path):
@@ -81,8 +83,10 @@ def test_resized_webp_matches_the_same_pixels_as_png(tmp_path):
             (tmp_path / root / "c").mkdir(parents=True, exist_ok=True)
             img.save(tmp_path / root / "c" / f"{i}.{fmt.lower()}", format=fmt, lossless=True)
     tf = [chute.RandomResizedCrop(32), chute.RandomHorizontalFlip()]
-    runs = [list(chute.Loader(chute.ImageFolder(tmp_path / root), 3, shuffle=True, seed=1, transforms=tf,
-                              num_threads=2)) for root in ("w", "p")]
+    runs = [
+        list(chute.Loader(chute.ImageFolder(tmp_path / root), 3, shuffle=True, seed=1, transforms=tf, num_threads=2))
+        for root in ("w", "p")
+    ]
     for (xa, ya), (xb, yb) in zip(*runs, strict=True):
         assert torch.equal(xa, xb) and torch.equal(ya, yb)
 

@@ -27,13 +27,13 @@
 namespace chute {
 
 struct TunerObservation {
-  double now_s = 0;          // a steady clock, in seconds
-  int64_t samples = 0;       // samples processed by the workers
-  double busy_s = 0;         // the workers' busy time (read + decode + transform), summed over threads
-  double idle_s = 0;         // active workers' time with nothing they were allowed to start
-  double wait_s = 0;         // the consumer's time waiting for batches
-  double consumer_s = 0;     // the consumer's own time between batches
-  int64_t batches = 0;       // batches delivered
+  double now_s = 0;       // a steady clock, in seconds
+  int64_t samples = 0;    // samples processed by the workers
+  double busy_s = 0;      // the workers' busy time (read + decode + transform), summed over threads
+  double idle_s = 0;      // active workers' time with nothing they were allowed to start
+  double wait_s = 0;      // the consumer's time waiting for batches
+  double consumer_s = 0;  // the consumer's own time between batches
+  int64_t batches = 0;    // batches delivered
   int64_t samples_delivered = 0;
 };
 
@@ -44,8 +44,8 @@ struct TunerSettings {
   bool tune_prefetch = true;  // false: prefetch stays at `prefetch`
   int prefetch = 2;           // initial (or fixed)
   int64_t batch_size = 1;
-  size_t slot_bytes = 0;      // one batch buffer
-  size_t max_memory = 0;      // budget for the batch buffers of the prefetch window
+  size_t slot_bytes = 0;  // one batch buffer
+  size_t max_memory = 0;  // budget for the batch buffers of the prefetch window
 };
 
 class Autotuner {

@@ -17,8 +17,8 @@ int available_cores();
 
 // Where the cgroup limits are read (for tests: a fake tree).
 struct CgroupPaths {
-  std::string root = "/sys/fs/cgroup";        // where cgroupfs is mounted
-  std::string self = "/proc/self/cgroup";     // the process's cgroup membership
+  std::string root = "/sys/fs/cgroup";     // where cgroupfs is mounted
+  std::string self = "/proc/self/cgroup";  // the process's cgroup membership
 };
 
 // The CPUs the cgroup quota allows (ceil(quota / period), the smallest along the path to the root), or 0

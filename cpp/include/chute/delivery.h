@@ -36,7 +36,7 @@
 namespace chute {
 
 struct DeliveryOptions {
-  int device_prefetch = 2;                      // batches copied ahead of the consumer
+  int device_prefetch = 2;                     // batches copied ahead of the consumer
   size_t max_device_memory = size_t{4} << 30;  // bytes of device batch buffers, at most
 
   // device_prefetch + 1 ring slots must stay a C int.
@@ -57,7 +57,7 @@ class DeviceBatch {
   DeviceBatch& operator=(const DeviceBatch&) = delete;
 
   int64_t size() const { return size_; }
-  void* images() const { return images_; }   // device memory, the Loader's layout and dtype
+  void* images() const { return images_; }     // device memory, the Loader's layout and dtype
   int64_t* labels() const { return labels_; }  // device memory
   StreamHandle stream() const { return stream_; }
 
@@ -116,9 +116,9 @@ class DeviceLoader {
     int64_t count;
     int64_t next_position;  // Loader::position() after its batch
   };
-  std::deque<Ready> ready_;  // copied (or copying), not yet delivered
-  bool active_ = false;      // an epoch is running
-  bool host_done_ = false;   // the Loader delivered its last batch of the epoch
+  std::deque<Ready> ready_;              // copied (or copying), not yet delivered
+  bool active_ = false;                  // an epoch is running
+  bool host_done_ = false;               // the Loader delivered its last batch of the epoch
   std::optional<Status> pending_error_;  // the Loader's (or a copy's) error, after the batches before it
   int64_t position_ = 0;
   bool closed_ = false;

@@ -54,7 +54,7 @@ struct GatherColumn {
 };
 
 struct GatherOptions {
-  int num_threads = 0;                    // pool threads; 0: one per core this process may run on
+  int num_threads = 0;                       // pool threads; 0: one per core this process may run on
   size_t min_chunk_bytes = size_t{1} << 20;  // a job is split into chunks of at least this many bytes
   size_t max_free_bytes = size_t{1} << 30;   // freed output buffers kept for reuse
 };
@@ -74,8 +74,8 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   void release(uint8_t* p, size_t bytes);
   mutable std::mutex mu_;
   size_t max_free_bytes_;
-  size_t free_bytes_ = 0;               // guarded by mu_
-  int64_t allocations_ = 0;             // guarded by mu_
+  size_t free_bytes_ = 0;                 // guarded by mu_
+  int64_t allocations_ = 0;               // guarded by mu_
   std::multimap<size_t, uint8_t*> free_;  // guarded by mu_
 };
 
@@ -132,14 +132,14 @@ class Gatherer {
   GatherOptions options_;
   std::shared_ptr<BufferPool> pool_;
   std::mutex mu_;
-  std::condition_variable work_cv_;  // workers: a chunk to take, or stop
-  std::condition_variable done_cv_;  // consumer: a job finished
-  bool stop_ = false;                            // guarded by mu_
-  bool parking_ = false;                         // guarded by mu_: threads exit once the queue is empty
-  int64_t next_ticket_ = 0;                      // guarded by mu_
-  std::deque<std::shared_ptr<Job>> queue_;       // jobs with chunks not yet taken; guarded by mu_
+  std::condition_variable work_cv_;               // workers: a chunk to take, or stop
+  std::condition_variable done_cv_;               // consumer: a job finished
+  bool stop_ = false;                             // guarded by mu_
+  bool parking_ = false;                          // guarded by mu_: threads exit once the queue is empty
+  int64_t next_ticket_ = 0;                       // guarded by mu_
+  std::deque<std::shared_ptr<Job>> queue_;        // jobs with chunks not yet taken; guarded by mu_
   std::map<int64_t, std::shared_ptr<Job>> jobs_;  // ticket -> job, until waited for; guarded by mu_
-  mutable std::mutex threads_mu_;  // start_threads/park/close: one at a time, from whichever thread calls them
+  mutable std::mutex threads_mu_;     // start_threads/park/close: one at a time, from whichever thread calls them
   std::vector<std::thread> threads_;  // guarded by threads_mu_
   bool warned_threads_ = false;       // guarded by threads_mu_: a shortfall of threads was reported
   ForkMark fork_mark_;

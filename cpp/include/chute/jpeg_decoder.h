@@ -43,8 +43,8 @@ class JpegDecoder {
   using View = ImageView;
   // With `reduction` 2, 4 or 8, libjpeg's scaled IDCT decodes the image that many times smaller (sizes
   // rounded up) and `window` is in the reduced image's pixels.
-  Result<View> decode(std::span<const uint8_t> data, Window window, std::vector<uint8_t>& buffer,
-                      size_t padding = 0, int reduction = 1);
+  Result<View> decode(std::span<const uint8_t> data, Window window, std::vector<uint8_t>& buffer, size_t padding = 0,
+                      int reduction = 1);
 
   // Benign warnings seen since construction (e.g. "extraneous bytes before marker").
   int64_t benign_warnings() const;

@@ -27,8 +27,8 @@ class JpegEncoder {
   JpegEncoder& operator=(const JpegEncoder&) = delete;
 
   // Encodes `width` x `height` RGB pixels (rows `pitch` bytes apart) into `out`. quality in [1, 100].
-  Status encode(const uint8_t* pixels, size_t pitch, int width, int height, int quality,
-                ChromaSubsampling subsampling, int orientation, std::vector<uint8_t>& out);
+  Status encode(const uint8_t* pixels, size_t pitch, int width, int height, int quality, ChromaSubsampling subsampling,
+                int orientation, std::vector<uint8_t>& out);
 
  private:
   struct State;

@@ -10,8 +10,9 @@
 //
 // Errors travel with their sample. With ErrorPolicy::kRaise, the consumer receives every batch before the
 // bad sample's batch, then the error in place of that batch (its other samples are dropped, as torch's
-// DataLoader drops a batch whose fetch raised); a next call goes on with the following batch. With kSkip, the sample is recorded in errors() and the following
-// samples move up to fill its place, so every batch but the epoch's last stays full.
+// DataLoader drops a batch whose fetch raised); a next call goes on with the following batch. With kSkip, the sample is
+// recorded in errors() and the following samples move up to fill its place, so every batch but the epoch's last stays
+// full.
 //
 // Thread-safety: one consumer thread calls start_epoch()/next(); close() may be called from any thread,
 // and from several at once (each returns once the threads are gone; a consumer waiting in next() gets
@@ -149,7 +150,7 @@ class Loader {
   int64_t epoch_size() const;
   int64_t num_batches() const;
   int num_threads() const { return static_cast<int>(threads_.size()); }  // the pool
-  int active_threads() const;  // threads allowed to work now
+  int active_threads() const;                                            // threads allowed to work now
   int prefetch() const;
   int out_height() const { return pipeline_.out_height(); }
   int out_width() const { return pipeline_.out_width(); }

@@ -35,8 +35,10 @@ struct OptionRange {
   template <typename T>
   Status check(T v) const {
     bool in;
-    if constexpr (std::is_signed_v<T>) in = contains(static_cast<int64_t>(v));
-    else in = contains(static_cast<uint64_t>(v));
+    if constexpr (std::is_signed_v<T>)
+      in = contains(static_cast<int64_t>(v));
+    else
+      in = contains(static_cast<uint64_t>(v));
     if ((v == 0 && !zero_means.empty()) || in) return Status::ok();
     return invalid_argument(message(std::to_string(v)));
   }

@@ -31,8 +31,8 @@ struct StoreOptions {
   // An image that needs no resize (and is not stored raw) keeps its source bytes: no added loss. False:
   // every image is decoded and encoded again at `quality`.
   bool keep_original = true;
-  bool raw = false;        // store every image as raw pixels
-  int64_t raw_below = 0;   // store an image raw when its stored size has fewer pixels than this (0: never)
+  bool raw = false;       // store every image as raw pixels
+  int64_t raw_below = 0;  // store an image raw when its stored size has fewer pixels than this (0: never)
   RawCompression raw_compression = RawCompression::kZstd;
 
   // Whether any image may be stored otherwise than as its source bytes.

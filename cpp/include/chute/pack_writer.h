@@ -22,9 +22,9 @@
 namespace chute {
 
 struct PackOptions {
-  std::string dst;                       // output directory, created if missing
+  std::string dst;                          // output directory, created if missing
   uint64_t shard_size = uint64_t{1} << 30;  // a shard is closed before a record would take it past this size
-  int num_threads = 0;                   // reader threads; 0: all cores
+  int num_threads = 0;                      // reader threads; 0: all cores
   int part = 0;
   int parts = 1;
   // The key stored with sample i (default: source.name(i)).

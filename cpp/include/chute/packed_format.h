@@ -31,7 +31,7 @@ inline constexpr uint32_t kOldestFormatVersion = 1;
 inline constexpr size_t kShardHeaderSize = 64;
 inline constexpr size_t kIndexHeaderSize = 128;
 inline constexpr size_t kRecordHeaderSize = 32;
-inline constexpr size_t kIndexEntrySize = 64;    // version 2
+inline constexpr size_t kIndexEntrySize = 64;  // version 2
 inline constexpr size_t kIndexEntrySizeV1 = 40;
 inline constexpr size_t kShardEntrySize = 56;
 inline constexpr size_t kClassEntrySize = 16;
@@ -51,10 +51,10 @@ inline bool add_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __buil
 
 struct ShardHeader {
   uint32_t version = kFormatVersion;
-  uint64_t shard_id = 0;      // random; the index stores it, so a shard from another pack is refused
+  uint64_t shard_id = 0;  // random; the index stores it, so a shard from another pack is refused
   uint64_t record_count = 0;
-  uint64_t file_size = 0;     // the complete file's size: a truncated shard is caught at open
-  uint32_t part = 0;          // which --part wrote it, and its number within that part
+  uint64_t file_size = 0;  // the complete file's size: a truncated shard is caught at open
+  uint32_t part = 0;       // which --part wrote it, and its number within that part
   uint32_t number = 0;
 };
 

@@ -55,8 +55,7 @@ class PngDecoder {
   // `window` must lie inside the image. Errors: kUnsupported (not a PNG), kCorruptData (truncated,
   // CRC, zlib or format errors), kResourceExhausted (more than max_pixels pixels), kInvalidArgument
   // (window outside the image).
-  Result<View> decode(std::span<const uint8_t> data, Window window, std::vector<uint8_t>& buffer,
-                      size_t padding = 0);
+  Result<View> decode(std::span<const uint8_t> data, Window window, std::vector<uint8_t>& buffer, size_t padding = 0);
 
   // libpng warnings and benign errors seen since construction (e.g. an invalid ancillary chunk).
   int64_t benign_warnings() const;

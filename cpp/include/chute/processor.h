@@ -22,7 +22,7 @@ namespace chute {
 
 enum class DecodeMode { kExact, kReduced };
 inline constexpr double kDefaultReducingGap = 3.0;
-const char* decode_mode_name(DecodeMode mode);           // "exact", "reduced"
+const char* decode_mode_name(DecodeMode mode);  // "exact", "reduced"
 Result<DecodeMode> parse_decode_mode(std::string_view name);
 
 // How images are decoded, whatever the transforms.
@@ -66,17 +66,17 @@ class SampleProcessor {
   SampleProcessor(const Source& source, const Pipeline& pipeline, const OutputWriter& writer,
                   DecodeOptions decode = {});
 
-  // Processes source sample `index`, its random draws keyed by (key.seed, key.epoch, index), into `dst` (OutputWriter::sample_bytes() bytes). With
-  // `times`, adds the time spent in each stage (also when the sample fails). An environment failure (out
-  // of descriptors or memory, std::bad_alloc included, or a transient I/O error) is retried with backoff
-  // and then returned as kEnvironment (environment.h); nothing thrown escapes.
+  // Processes source sample `index`, its random draws keyed by (key.seed, key.epoch, index), into `dst`
+  // (OutputWriter::sample_bytes() bytes). With `times`, adds the time spent in each stage (also when the sample fails).
+  // An environment failure (out of descriptors or memory, std::bad_alloc included, or a transient I/O error) is retried
+  // with backoff and then returned as kEnvironment (environment.h); nothing thrown escapes.
   Status process(int64_t index, EpochKey key, void* dst, StageTimes* times = nullptr);
 
   int64_t benign_warnings() const { return decoder_.benign_warnings(); }
 
  private:
   Status process_once(int64_t index, EpochKey key, void* dst, StageTimes* times);
-  void release_scratch();  // frees every buffer this processor keeps between samples
+  void release_scratch();                  // frees every buffer this processor keeps between samples
   void pad_zeros(const SamplePlan& plan);  // resized_ -> padded_
 
   const Source& source_;
@@ -87,8 +87,8 @@ class SampleProcessor {
   std::vector<uint8_t> bytes_;     // the encoded file
   std::vector<uint8_t> window_;    // the decoded window
   std::vector<uint8_t> oriented_;  // the decoded window turned upright (EXIF orientation)
-  std::vector<uint8_t> resized_;  // the resampled output, RGB
-  std::vector<uint8_t> padded_;   // the output with zero padding around it (CenterCrop larger than the image)
+  std::vector<uint8_t> resized_;   // the resampled output, RGB
+  std::vector<uint8_t> padded_;    // the output with zero padding around it (CenterCrop larger than the image)
   ResampleScratch scratch_;
 };
 

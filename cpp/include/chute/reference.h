@@ -23,8 +23,8 @@ struct ReferenceWindow {
 
 // One step of decode_rate(): decodes what `keep` keeps of `file`, as drawn for file `index` in pass `pass`
 // (SampleRng(0, pass, index)), into `pixels`.
-Status reference_decode(JpegDecoder& decoder, std::span<const uint8_t> file, const ReferenceWindow& keep,
-                        uint64_t pass, uint64_t index, std::vector<uint8_t>& pixels);
+Status reference_decode(JpegDecoder& decoder, std::span<const uint8_t> file, const ReferenceWindow& keep, uint64_t pass,
+                        uint64_t index, std::vector<uint8_t>& pixels);
 
 // Images per second of one thread decoding JPEGs already in memory to RGB (libjpeg-turbo, the accurate
 // integer IDCT, fancy upsampling: what PIL does), keeping what `keep` says. Repeats over `files` for at
@@ -35,7 +35,6 @@ struct DecodeRate {
   int64_t images = 0;
   int64_t failures = 0;
 };
-DecodeRate decode_rate(const std::vector<std::vector<uint8_t>>& files, const ReferenceWindow& keep,
-                       double min_seconds);
+DecodeRate decode_rate(const std::vector<std::vector<uint8_t>>& files, const ReferenceWindow& keep, double min_seconds);
 
 }  // namespace chute

@@ -21,8 +21,8 @@ namespace chute {
 // sub-range of outputs (a crop after the resize), so only needed outputs are computed.
 struct AxisCoeffs {
   int in_size = 0;
-  int out_size = 0;   // number of outputs kept
-  int taps = 0;       // stride of `weights`
+  int out_size = 0;       // number of outputs kept
+  int taps = 0;           // stride of `weights`
   bool identity = false;  // same size, no resampling: PIL skips this pass
   // Input size minus resized size along this axis, as Pillow compares them to order its passes: the
   // whole resize (before any crop of its output), in the image PIL resizes (after any crop before it).
@@ -88,8 +88,8 @@ inline constexpr size_t kResampleInputPadding = 4;
 // packed rows of xs.out_size pixels). `xs` and `ys` must have been rebased to the input's origin, and
 // the input readable for kResampleInputPadding bytes past its last pixel. The result does not depend on
 // which kernel (AVX2 or portable) runs: both compute Pillow's integer arithmetic exactly.
-void resample_rgb(const uint8_t* in, size_t in_pitch, const AxisCoeffs& xs, const AxisCoeffs& ys,
-                  uint8_t* out, ResampleScratch& scratch);
+void resample_rgb(const uint8_t* in, size_t in_pitch, const AxisCoeffs& xs, const AxisCoeffs& ys, uint8_t* out,
+                  ResampleScratch& scratch);
 
 // Which kernels resample_rgb uses: the best this CPU runs of "avx512" (AVX-512 F, BW and VBMI), "avx2"
 // and "portable", unless use_resample_kernels() chose others. The horizontal pass falls back from avx512 to

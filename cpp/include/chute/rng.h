@@ -34,9 +34,9 @@ class SampleRng {
   std::array<uint32_t, 2> key_;
   uint64_t sample_index_;
   uint32_t epoch_ = 0;
-  uint32_t block_ = 0;                 // which Philox block we are in
-  std::array<uint32_t, 4> words_{};    // the current block's output
-  int used_ = 4;                       // words of words_ already handed out
+  uint32_t block_ = 0;               // which Philox block we are in
+  std::array<uint32_t, 4> words_{};  // the current block's output
+  int used_ = 4;                     // words of words_ already handed out
 };
 
 }  // namespace chute

@@ -71,8 +71,8 @@ class SimulatedDevice final : public Device, public std::enable_shared_from_this
 
   int64_t violations() const;
   std::string first_violation() const;
-  int64_t copies() const;            // completed
-  size_t live_host_bytes() const;    // allocated and not yet freed
+  int64_t copies() const;          // completed
+  size_t live_host_bytes() const;  // allocated and not yet freed
   size_t live_device_bytes() const;
 
   struct EventState;
@@ -84,14 +84,14 @@ class SimulatedDevice final : public Device, public std::enable_shared_from_this
   struct Block;
   void run(Stream& stream);
   Status start_stream(int min_delay_us, int max_delay_us);  // with mu_ held; a refused thread is its Status
-  void violation(std::string what);  // with mu_ held
+  void violation(std::string what);                         // with mu_ held
   bool live(const std::map<uintptr_t, size_t>& allocations, const void* p, size_t bytes) const;
   Result<void*> allocate(std::map<uintptr_t, size_t>& allocations, size_t bytes);
   void release(std::map<uintptr_t, size_t>& allocations, void* p, size_t bytes, const char* what) noexcept;
 
   const int min_delay_us_, max_delay_us_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;  // ops queued, events completed, queue drained
+  std::condition_variable cv_;                    // ops queued, events completed, queue drained
   std::vector<std::unique_ptr<Stream>> streams_;  // [0]: the transfer stream; then the consumer's
   bool stop_ = false;
   const uint64_t seed_;

@@ -27,21 +27,21 @@ struct StageTimes {
 
 // Counters since the loader was created (or since Loader::reset_stats()).
 struct LoaderStats {
-  double elapsed_s = 0;       // wall time covered
-  int64_t samples = 0;        // samples processed by the workers (decoded or failed)
-  int64_t batches = 0;        // batches delivered to the consumer
+  double elapsed_s = 0;  // wall time covered
+  int64_t samples = 0;   // samples processed by the workers (decoded or failed)
+  int64_t batches = 0;   // batches delivered to the consumer
   int64_t samples_delivered = 0;
   int64_t errors_skipped = 0;  // samples left out under on_error='skip'
   int64_t decode_warnings = 0;
-  StageTimes stages;           // summed over workers
-  double batch_s = 0;          // finalising: placing samples and labels, publishing batches (under the lock)
-  double worker_cpu_s = 0;     // the worker threads' CPU time (read every 4 samples: it lags by up to 3 per thread)
-  double worker_idle_s = 0;    // time active workers waited with nothing they were allowed to start
-  double wait_s = 0;           // the consumer's wait in next(): the data stall
-  double fill_wait_s = 0;      // the part of wait_s spent before each epoch's first batch
-  double consumer_s = 0;       // the consumer's own time between receiving a batch and asking for the next
-  int64_t next_calls = 0;      // next() calls that returned a batch
-  int64_t ready_sum = 0;       // batches already ready when those calls came: mean queue occupancy = sum / calls
+  StageTimes stages;         // summed over workers
+  double batch_s = 0;        // finalising: placing samples and labels, publishing batches (under the lock)
+  double worker_cpu_s = 0;   // the worker threads' CPU time (read every 4 samples: it lags by up to 3 per thread)
+  double worker_idle_s = 0;  // time active workers waited with nothing they were allowed to start
+  double wait_s = 0;         // the consumer's wait in next(): the data stall
+  double fill_wait_s = 0;    // the part of wait_s spent before each epoch's first batch
+  double consumer_s = 0;     // the consumer's own time between receiving a batch and asking for the next
+  int64_t next_calls = 0;    // next() calls that returned a batch
+  int64_t ready_sum = 0;     // batches already ready when those calls came: mean queue occupancy = sum / calls
   // Current settings (auto mode changes them as it runs).
   int threads = 0;         // threads in the pool (max_threads)
   int active_threads = 0;  // threads allowed to work
@@ -49,8 +49,8 @@ struct LoaderStats {
   int max_prefetch = 0;    // the most auto prefetch may grow to within max_memory (= prefetch when set by hand)
   bool auto_threads = false;
   bool auto_prefetch = false;
-  size_t slot_bytes = 0;   // one batch buffer
-  int ring_slots = 0;      // batch buffers allocated
+  size_t slot_bytes = 0;  // one batch buffer
+  int ring_slots = 0;     // batch buffers allocated
   // The machine, for the verdict: the cores this process may use, and the CPU time the whole process
   // (workers, consumer, anything else in it) used over elapsed_s. 0 where unknown.
   int cores = 0;

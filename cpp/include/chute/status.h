@@ -81,25 +81,24 @@ class [[nodiscard]] Result {
 #define CHUTE_CONCAT(a, b) CHUTE_CONCAT_INNER(a, b)
 
 // Return the Status from the enclosing function if `expr` is not ok.
-#define CHUTE_RETURN_IF_ERROR(expr)          \
-  do {                                       \
-    ::chute::Status _st = (expr);            \
-    if (!_st.is_ok()) return _st;            \
+#define CHUTE_RETURN_IF_ERROR(expr) \
+  do {                              \
+    ::chute::Status _st = (expr);   \
+    if (!_st.is_ok()) return _st;   \
   } while (0)
 
 // `CHUTE_ASSIGN_OR_RETURN(auto x, f());` binds x to the value or returns the error.
-#define CHUTE_ASSIGN_OR_RETURN(lhs, expr) \
-  CHUTE_ASSIGN_OR_RETURN_IMPL(CHUTE_CONCAT(_res_, __LINE__), lhs, expr)
+#define CHUTE_ASSIGN_OR_RETURN(lhs, expr) CHUTE_ASSIGN_OR_RETURN_IMPL(CHUTE_CONCAT(_res_, __LINE__), lhs, expr)
 #define CHUTE_ASSIGN_OR_RETURN_IMPL(res, lhs, expr) \
   auto res = (expr);                                \
   if (!res.is_ok()) return res.status();            \
   lhs = std::move(res).value()
 
 // A broken invariant: a bug in chute, never a data error. Aborts with the location.
-#define CHUTE_CHECK(cond)                                                              \
-  do {                                                                                 \
-    if (!(cond)) {                                                                     \
+#define CHUTE_CHECK(cond)                                                                    \
+  do {                                                                                       \
+    if (!(cond)) {                                                                           \
       std::fprintf(stderr, "chute: check failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                    \
-    }                                                                                  \
+      std::abort();                                                                          \
+    }                                                                                        \
   } while (0)

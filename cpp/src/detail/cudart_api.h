@@ -85,5 +85,4 @@ void set_cudart_candidates(std::vector<std::string> paths);
 // loads or one lacks a symbol, with the reason in *why.
 const CudartApi* cudart(std::string* why = nullptr);
 
-
 }  // namespace chute::detail

@@ -10,20 +10,19 @@
 namespace chute::detail {
 
 // Rows [row0, row0 + rows) of `in`, resampled along x into `out` (rows out_pitch bytes apart).
-void horizontal_portable(const uint8_t* in, size_t in_pitch, int row0, int rows, const AxisCoeffs& xs,
-                         uint8_t* out, size_t out_pitch);
-void horizontal_avx2(const uint8_t* in, size_t in_pitch, int row0, int rows, const AxisCoeffs& xs,
-                     uint8_t* out, size_t out_pitch);
+void horizontal_portable(const uint8_t* in, size_t in_pitch, int row0, int rows, const AxisCoeffs& xs, uint8_t* out,
+                         size_t out_pitch);
+void horizontal_avx2(const uint8_t* in, size_t in_pitch, int row0, int rows, const AxisCoeffs& xs, uint8_t* out,
+                     size_t out_pitch);
 // Needs xs.span16_fits.
-void horizontal_avx512(const uint8_t* in, size_t in_pitch, int row0, int rows, const AxisCoeffs& xs,
-                       uint8_t* out, size_t out_pitch);
+void horizontal_avx512(const uint8_t* in, size_t in_pitch, int row0, int rows, const AxisCoeffs& xs, uint8_t* out,
+                       size_t out_pitch);
 
 // Output rows of ys, each a weighted sum of rows of `in` (row r of `in` is input row row0 + r), of
 // `row_bytes` bytes each, into `out` (tightly packed).
 void vertical_portable(const uint8_t* in, size_t in_pitch, int row0, const AxisCoeffs& ys, size_t row_bytes,
                        uint8_t* out);
-void vertical_avx2(const uint8_t* in, size_t in_pitch, int row0, const AxisCoeffs& ys, size_t row_bytes,
-                   uint8_t* out);
+void vertical_avx2(const uint8_t* in, size_t in_pitch, int row0, const AxisCoeffs& ys, size_t row_bytes, uint8_t* out);
 void vertical_avx512(const uint8_t* in, size_t in_pitch, int row0, const AxisCoeffs& ys, size_t row_bytes,
                      uint8_t* out);
 

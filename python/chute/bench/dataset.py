@@ -75,14 +75,19 @@ def _texture(rng: np.random.Generator, width: int, height: int) -> np.ndarray:
     grain = rng.standard_normal((height, width), dtype=np.float32)
     for octave, weight in ((2, 0.8), (4, 0.6), (8, 0.5)):
         coarse = rng.standard_normal((height // octave + 2, width // octave + 2), dtype=np.float32)
-        grain += weight * _resize_field(coarse, width + 2 * octave, height + 2 * octave)[
-            octave:octave + height, octave:octave + width]
+        grain += (
+            weight
+            * _resize_field(coarse, width + 2 * octave, height + 2 * octave)[
+                octave : octave + height, octave : octave + width
+            ]
+        )
     amplitude = rng.uniform(0.2, 1.0, (4, 5)).astype(np.float32)
     return grain * _resize_field(amplitude, width, height)
 
 
-def generate_image(rng: np.random.Generator, width: int = 500, height: int = 375,
-                   *, detail: float = 1.0) -> Image.Image:
+def generate_image(
+    rng: np.random.Generator, width: int = 500, height: int = 375, *, detail: float = 1.0
+) -> Image.Image:
     """Generate a photo-like RGB image that JPEG cannot compress trivially.
 
     Smooth colour fields and blurred random shapes give edges and low-frequency content;
@@ -155,8 +160,15 @@ def _generate(tmp: Path, tasks: list[tuple[Path, int, int]], progress: bool) -> 
                 bar.advance(job)
 
 
-def ensure_dataset(root: Path | None = None, *, num_images: int = 2000, num_classes: int = 10,
-                   seed: int = 0, progress: bool = True, shorter_side: tuple[int, int] | None = None) -> Path:
+def ensure_dataset(
+    root: Path | None = None,
+    *,
+    num_images: int = 2000,
+    num_classes: int = 10,
+    seed: int = 0,
+    progress: bool = True,
+    shorter_side: tuple[int, int] | None = None,
+) -> Path:
     """Return an ImageFolder tree of synthetic JPEGs at ``root``, generating it if needed.
 
     The tree is built in a temporary sibling directory and renamed into place once its
@@ -185,8 +197,7 @@ def ensure_dataset(root: Path | None = None, *, num_images: int = 2000, num_clas
         class_dirs = [tmp / f"class_{c:02d}" for c in range(num_classes)]
         for class_dir in class_dirs:
             class_dir.mkdir()
-        tasks = [(class_dirs[i % num_classes] / f"img_{i:05d}.jpg", seed, i, shorter_side)
-                 for i in range(num_images)]
+        tasks = [(class_dirs[i % num_classes] / f"img_{i:05d}.jpg", seed, i, shorter_side) for i in range(num_images)]
         _generate(tmp, tasks, progress)
         (tmp / MARKER).write_text(json.dumps(manifest))
         if root.exists():
@@ -204,9 +215,11 @@ def ensure_dataset(root: Path | None = None, *, num_images: int = 2000, num_clas
     return root
 
 
-def ensure_large_dataset(root: Path | None = None, *, num_images: int = 64, seed: int = 0,
-                         progress: bool = True) -> Path:
+def ensure_large_dataset(
+    root: Path | None = None, *, num_images: int = 64, seed: int = 0, progress: bool = True
+) -> Path:
     """Return (generating it once) a tree of large photos: 4:3, shorter side 1000-2000 px."""
     root = Path(root) if root is not None else default_cache_dir() / LARGE_DATASET_NAME
-    return ensure_dataset(root, num_images=num_images, num_classes=1, seed=seed, progress=progress,
-                          shorter_side=LARGE_SHORTER_SIDE)
+    return ensure_dataset(
+        root, num_images=num_images, num_classes=1, seed=seed, progress=progress, shorter_side=LARGE_SHORTER_SIDE
+    )

@@ -72,20 +72,33 @@ def main() -> None:
         samples = json.load(f)
 
     start = time.perf_counter()
-    writer = DatasetWriter(args.beton, {
-        "image": RGBImageField(write_mode="jpg", max_resolution=args.max_resolution, jpeg_quality=90),
-        "label": IntField(),
-    }, num_workers=args.threads)
+    writer = DatasetWriter(
+        args.beton,
+        {
+            "image": RGBImageField(write_mode="jpg", max_resolution=args.max_resolution, jpeg_quality=90),
+            "label": IntField(),
+        },
+        num_workers=args.threads,
+    )
     writer.from_indexed_dataset(Originals(samples))
     write_s = time.perf_counter() - start
 
     def loader(train: bool):
-        decoder = (RandomResizedCropRGBImageDecoder((224, 224)) if train
-                   else CenterCropRGBImageDecoder((224, 224), ratio=224 / 256))
+        decoder = (
+            RandomResizedCropRGBImageDecoder((224, 224))
+            if train
+            else CenterCropRGBImageDecoder((224, 224), ratio=224 / 256)
+        )
         image = [decoder] + ([RandomHorizontalFlip()] if train else []) + [ToTensor(), ToTorchImage()]
-        return Loader(args.beton, batch_size=args.batch_size, num_workers=args.threads,
-                      order=OrderOption.RANDOM if train else OrderOption.SEQUENTIAL, os_cache=True, drop_last=False,
-                      pipelines={"image": image, "label": [IntDecoder(), ToTensor(), Squeeze()]})
+        return Loader(
+            args.beton,
+            batch_size=args.batch_size,
+            num_workers=args.threads,
+            order=OrderOption.RANDOM if train else OrderOption.SEQUENTIAL,
+            os_cache=True,
+            drop_last=False,
+            pipelines={"image": image, "label": [IntDecoder(), ToTensor(), Squeeze()]},
+        )
 
     timed = loader(args.pipeline == "train")
     epoch(timed)  # warm-up: numba compiles the pipeline
@@ -95,12 +108,21 @@ def main() -> None:
     labels, at = [], 0
     for x, y in loader(False):
         batch = x.permute(0, 2, 3, 1).numpy()  # ToTorchImage's NCHW view of FFCV's NHWC buffer
-        out[at:at + len(batch)] = batch
+        out[at : at + len(batch)] = batch
         labels.extend(int(v) for v in y.reshape(-1))
         at += len(batch)
     out.flush()
-    print(json.dumps({"rates": [r[0] for r in rates], "cpu_rates": [r[1] for r in rates], "bytes": os.path.getsize(args.beton), "write_s": write_s,
-                      "eval_labels": labels}))
+    print(
+        json.dumps(
+            {
+                "rates": [r[0] for r in rates],
+                "cpu_rates": [r[1] for r in rates],
+                "bytes": os.path.getsize(args.beton),
+                "write_s": write_s,
+                "eval_labels": labels,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 Clock = Callable[[], float]
 
@@ -45,6 +46,7 @@ def batch_samples(batch) -> int:
 class Timing:
     """One timed unit: ``items`` handled in ``seconds`` of wall time (``cpu_seconds`` of CPU time when a
     CPU clock was given), over ``batches`` batches; ``extra`` holds a caller's own figures of that unit."""
+
     items: float
     seconds: float
     batches: int = 0
@@ -62,7 +64,7 @@ class Timing:
         return self.items / self.cpu_seconds if self.cpu_seconds else float("nan")
 
     @classmethod
-    def of_rate(cls, rate: float, **extra) -> "Timing":
+    def of_rate(cls, rate: float, **extra) -> Timing:
         """A unit measured elsewhere that reports only its rate (one second's worth of items)."""
         return cls(items=rate, seconds=1.0, extra=extra)
 
@@ -70,13 +72,14 @@ class Timing:
 @dataclass(frozen=True)
 class Summary:
     """The median of a set of figures and their range."""
+
     median: float
     low: float
     high: float
     n: int
 
     @classmethod
-    def of(cls, values: Iterable[float]) -> "Summary":
+    def of(cls, values: Iterable[float]) -> Summary:
         values = list(values)
         if not values:
             return cls(float("nan"), float("nan"), float("nan"), 0)
@@ -89,6 +92,7 @@ class Summary:
 
 class Rated:
     """For a class with ``rates`` (a contender, a report row): the median rate and the range."""
+
     rates: list[float]
 
     @property
@@ -101,9 +105,15 @@ class Rated:
         return self.summary.median if self.rates else 0.0
 
 
-def time_epoch(batches: Iterable, *, max_batches: int | None = None, count: Callable[[Any], int] = batch_samples,
-               on_batch: Callable[[Any], None] | None = None, clock: Clock = time.perf_counter,
-               cpu_clock: Clock | None = None) -> Timing:
+def time_epoch(
+    batches: Iterable,
+    *,
+    max_batches: int | None = None,
+    count: Callable[[Any], int] = batch_samples,
+    on_batch: Callable[[Any], None] | None = None,
+    clock: Clock = time.perf_counter,
+    cpu_clock: Clock | None = None,
+) -> Timing:
     """Times one pass over ``batches`` (from ``iter()`` to the last batch, or to the ``max_batches``-th),
     counting the samples of each batch with ``count``. ``on_batch(batch)`` runs on each batch inside the
     timed span (a simulated or real consumer step). ``cpu_clock`` also measures CPU time over the same span."""
@@ -134,6 +144,7 @@ def time_call(fn: Callable[[], float], *, clock: Clock = time.perf_counter) -> T
 @dataclass
 class Contender(Rated):
     """One configuration under measurement: ``measure()`` times one unit of it (an epoch, a call)."""
+
     name: str
     measure: Callable[[], Timing]
     timings: list[Timing] = field(default_factory=list)
@@ -155,8 +166,9 @@ class Contender(Rated):
         return Summary.of(figure(t) for t in self.timings)
 
 
-def interleave(contenders: Sequence[Contender], *, rounds: int, warmup: int = 1,
-               on_step: Callable[[str], None] = lambda _: None) -> Sequence[Contender]:
+def interleave(
+    contenders: Sequence[Contender], *, rounds: int, warmup: int = 1, on_step: Callable[[str], None] = lambda _: None
+) -> Sequence[Contender]:
     """Measures the contenders round by round: first ``warmup`` untimed units of each contender that is
     ``warm`` (in order: worker start-up, page cache, buffers faulted in), then ``rounds`` rounds, each
     contender once per round in the order given. Appends each timing to its contender's ``timings`` and returns the contenders."""

@@ -39,9 +39,11 @@ class InterpolationMode(enum.Enum):
     BICUBIC = "bicubic"
 
 
-_PIL_FILTERS = {InterpolationMode.NEAREST: Image.Resampling.NEAREST,
-                InterpolationMode.BILINEAR: Image.Resampling.BILINEAR,
-                InterpolationMode.BICUBIC: Image.Resampling.BICUBIC}
+_PIL_FILTERS = {
+    InterpolationMode.NEAREST: Image.Resampling.NEAREST,
+    InterpolationMode.BILINEAR: Image.Resampling.BILINEAR,
+    InterpolationMode.BICUBIC: Image.Resampling.BICUBIC,
+}
 
 
 def _setup_size(size) -> tuple[int, int]:
@@ -55,8 +57,15 @@ def _setup_size(size) -> tuple[int, int]:
     return size[0], size[1]
 
 
-def resized_crop(img: Image.Image, top: int, left: int, height: int, width: int, size: tuple[int, int],
-                 interpolation: InterpolationMode = InterpolationMode.BILINEAR) -> Image.Image:
+def resized_crop(
+    img: Image.Image,
+    top: int,
+    left: int,
+    height: int,
+    width: int,
+    size: tuple[int, int],
+    interpolation: InterpolationMode = InterpolationMode.BILINEAR,
+) -> Image.Image:
     """torchvision's ``F.resized_crop`` on a PIL image: crop the window, resize it to ``size`` (h, w)."""
     crop = img.crop((left, top, left + width, top + height))
     return crop.resize((size[1], size[0]), _PIL_FILTERS[interpolation])
@@ -71,8 +80,10 @@ def resized_output_size(width: int, height: int, size, max_size: int | None = No
         new_short, new_long = requested, int(requested * long / short)
         if max_size is not None:
             if max_size <= requested:
-                raise ValueError(f"max_size = {max_size} must be strictly greater than the requested size for "
-                                 f"the smaller edge size = {size}")
+                raise ValueError(
+                    f"max_size = {max_size} must be strictly greater than the requested size for "
+                    f"the smaller edge size = {size}"
+                )
             if new_long > max_size:
                 new_short, new_long = int(max_size * new_short / new_long), max_size
         return (new_short, new_long) if width <= height else (new_long, new_short)
@@ -90,8 +101,14 @@ class Compose:
 
 
 class RandomResizedCrop(torch.nn.Module):
-    def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0),
-                 interpolation=InterpolationMode.BILINEAR, antialias=True):
+    def __init__(
+        self,
+        size,
+        scale=(0.08, 1.0),
+        ratio=(3.0 / 4.0, 4.0 / 3.0),
+        interpolation=InterpolationMode.BILINEAR,
+        antialias=True,
+    ):
         super().__init__()
         self.size = _setup_size(size)
         self.scale, self.ratio, self.interpolation, self.antialias = scale, ratio, interpolation, antialias
@@ -256,8 +273,16 @@ class DatasetFolder(torch.utils.data.Dataset):
     """Class folders under ``root`` (sorted), each walked in sorted order, following links; a folder with no
     valid file is an error unless ``allow_empty``."""
 
-    def __init__(self, root, loader, extensions=None, transform=None, target_transform=None, is_valid_file=None,
-                 allow_empty=False):
+    def __init__(
+        self,
+        root,
+        loader,
+        extensions=None,
+        transform=None,
+        target_transform=None,
+        is_valid_file=None,
+        allow_empty=False,
+    ):
         self.root = os.fspath(root)
         self.transform, self.target_transform = transform, target_transform
         classes = sorted(e.name for e in os.scandir(self.root) if e.is_dir())
@@ -299,15 +324,33 @@ class DatasetFolder(torch.utils.data.Dataset):
 
 
 class ImageFolder(DatasetFolder):
-    def __init__(self, root, transform=None, target_transform=None, loader=default_loader, is_valid_file=None,
-                 allow_empty=False):
-        super().__init__(root, loader, IMG_EXTENSIONS if is_valid_file is None else None, transform=transform,
-                         target_transform=target_transform, is_valid_file=is_valid_file, allow_empty=allow_empty)
+    def __init__(
+        self, root, transform=None, target_transform=None, loader=default_loader, is_valid_file=None, allow_empty=False
+    ):
+        super().__init__(
+            root,
+            loader,
+            IMG_EXTENSIONS if is_valid_file is None else None,
+            transform=transform,
+            target_transform=target_transform,
+            is_valid_file=is_valid_file,
+            allow_empty=allow_empty,
+        )
         self.imgs = self.samples
 
 
-_TRANSFORM_CLASSES = (Compose, RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, ToTensor, PILToTensor,
-                      ConvertImageDtype, Normalize, ColorJitter)
+_TRANSFORM_CLASSES = (
+    Compose,
+    RandomResizedCrop,
+    Resize,
+    CenterCrop,
+    RandomHorizontalFlip,
+    ToTensor,
+    PILToTensor,
+    ConvertImageDtype,
+    Normalize,
+    ColorJitter,
+)
 _TV_TRANSFORMS, _TV_FOLDER = "torchvision.transforms.transforms", "torchvision.datasets.folder"
 _as_torchvision: types.SimpleNamespace | None = None
 
@@ -332,16 +375,28 @@ def as_torchvision() -> types.SimpleNamespace:
     tv_pil_loader, tv_default_loader = function(pil_loader, _TV_FOLDER), function(default_loader, _TV_FOLDER)
     tv_dataset_folder = subclass(DatasetFolder, _TV_FOLDER)
 
-    def image_folder_init(self, root, transform=None, target_transform=None, loader=tv_default_loader,
-                          is_valid_file=None, allow_empty=False):
+    def image_folder_init(
+        self,
+        root,
+        transform=None,
+        target_transform=None,
+        loader=tv_default_loader,
+        is_valid_file=None,
+        allow_empty=False,
+    ):
         ImageFolder.__init__(self, root, transform, target_transform, loader, is_valid_file, allow_empty)
 
     names = {cls.__name__: subclass(cls, _TV_TRANSFORMS) for cls in _TRANSFORM_CLASSES}
     _as_torchvision = types.SimpleNamespace(
-        **names, InterpolationMode=InterpolationMode, IMG_EXTENSIONS=IMG_EXTENSIONS,
+        **names,
+        InterpolationMode=InterpolationMode,
+        IMG_EXTENSIONS=IMG_EXTENSIONS,
         DatasetFolder=tv_dataset_folder,
         ImageFolder=subclass(ImageFolder, _TV_FOLDER, (tv_dataset_folder,), __init__=image_folder_init),
-        pil_loader=tv_pil_loader, default_loader=tv_default_loader, __name__=__name__)
+        pil_loader=tv_pil_loader,
+        default_loader=tv_default_loader,
+        __name__=__name__,
+    )
     return _as_torchvision
 
 
@@ -355,6 +410,12 @@ def real_torchvision() -> types.SimpleNamespace | None:
     except (ImportError, OSError, RuntimeError):
         return None
     names = {n: getattr(transforms, n) for n in dir(transforms) if not n.startswith("_")}
-    return types.SimpleNamespace(**names, ImageFolder=datasets.ImageFolder, DatasetFolder=datasets.DatasetFolder,
-                                 pil_loader=folder.pil_loader, default_loader=folder.default_loader,
-                                 IMG_EXTENSIONS=folder.IMG_EXTENSIONS, __name__="torchvision")
+    return types.SimpleNamespace(
+        **names,
+        ImageFolder=datasets.ImageFolder,
+        DatasetFolder=datasets.DatasetFolder,
+        pil_loader=folder.pil_loader,
+        default_loader=folder.default_loader,
+        IMG_EXTENSIONS=folder.IMG_EXTENSIONS,
+        __name__="torchvision",
+    )

@@ -11,9 +11,9 @@ DataLoader ran (seen on this workplace's machines, which run proactive memory re
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 import torch
 
@@ -59,9 +59,17 @@ def chute_transforms(pipeline: str) -> list:
     return [chute.Resize(256), chute.CenterCrop(224), normalize]
 
 
-def run_bench(root: Path, *, pipeline: str = "train", batch_size: int = 256, rounds: int = 3,
-              workers: list[int] | None = None, threads: int | None = None, packed_path: str | None = None,
-              on_step: Callable[[str], None] = lambda _: None) -> BenchResult:
+def run_bench(
+    root: Path,
+    *,
+    pipeline: str = "train",
+    batch_size: int = 256,
+    rounds: int = 3,
+    workers: list[int] | None = None,
+    threads: int | None = None,
+    packed_path: str | None = None,
+    on_step: Callable[[str], None] = lambda _: None,
+) -> BenchResult:
     """Measures chute, the DataLoader at each worker count, and single-thread decoding, interleaved.
     With ``packed_path`` (a packed dataset or tar shards of the same images), chute also runs on it, and both
     sources are read without decoding (``read:`` rows, kind "read": the storage layer alone)."""
@@ -73,20 +81,40 @@ def run_bench(root: Path, *, pipeline: str = "train", batch_size: int = 256, rou
     paths = [p for p, _ in source.samples]
 
     loaders: list[tuple[Measurement, Iterable]] = []
-    ours = chute.Loader(source, batch_size, shuffle=True, transforms=chute_transforms(pipeline),
-                        dtype=torch.float32, num_threads=threads)
+    ours = chute.Loader(
+        source,
+        batch_size,
+        shuffle=True,
+        transforms=chute_transforms(pipeline),
+        dtype=torch.float32,
+        num_threads=threads,
+    )
     loaders.append((Measurement(f"chute {threads} threads", "chute", min(threads, cores)), ours))
     reads: list[tuple[Measurement, object]] = []
     if packed_path is not None:
         packed = chute.open(packed_path)
         if len(packed) != len(source):
             raise ValueError(f"{packed_path} holds {len(packed)} samples, {root} {len(source)}: pack the same images")
-        loaders.append((Measurement(f"chute {threads} threads, {type(packed).__name__}", "chute", min(threads, cores)),
-                        chute.Loader(packed, batch_size, shuffle=True, transforms=chute_transforms(pipeline),
-                                     dtype=torch.float32, num_threads=threads)))
-        reads = [(Measurement(f"read: ImageFolder, {threads} threads", "read", min(threads, cores)), source._native),
-                 (Measurement(f"read: {type(packed).__name__}, {threads} threads", "read", min(threads, cores)),
-                  packed._native)]
+        loaders.append(
+            (
+                Measurement(f"chute {threads} threads, {type(packed).__name__}", "chute", min(threads, cores)),
+                chute.Loader(
+                    packed,
+                    batch_size,
+                    shuffle=True,
+                    transforms=chute_transforms(pipeline),
+                    dtype=torch.float32,
+                    num_threads=threads,
+                ),
+            )
+        )
+        reads = [
+            (Measurement(f"read: ImageFolder, {threads} threads", "read", min(threads, cores)), source._native),
+            (
+                Measurement(f"read: {type(packed).__name__}, {threads} threads", "read", min(threads, cores)),
+                packed._native,
+            ),
+        ]
     for w in workers:
         dl = torch_peer.make_dataloader(root, batch_size=batch_size, num_workers=w, train=train)
         loaders.append((Measurement(f"DataLoader workers={w}", "dataloader", max(1, min(w, cores))), dl))
@@ -102,12 +130,19 @@ def run_bench(root: Path, *, pipeline: str = "train", batch_size: int = 256, rou
 
     contenders = [Contender(m.name, lambda loader=loader: time_epoch(loader)) for m, loader in loaders]
     # The references and reads need no warm-up: the loaders' warm-up epochs have filled the page cache.
-    contenders += [Contender(m.name, lambda keep=keep: Timing.of_rate(
-        chute._native.decode_rate(paths, min_seconds=1.0, **keep)[0]), warm=False) for m, keep in references]
+    contenders += [
+        Contender(
+            m.name,
+            lambda keep=keep: Timing.of_rate(chute._native.decode_rate(paths, min_seconds=1.0, **keep)[0]),
+            warm=False,
+        )
+        for m, keep in references
+    ]
 
     def read(native) -> Timing:
         seconds, _, failed = chute._native.read_all(native, threads)
         return Timing(len(source) - failed, seconds)
+
     contenders += [Contender(m.name, lambda native=native: read(native), warm=False) for m, native in reads]
     measurements = [m for m, _ in loaders] + [m for m, _ in references] + [m for m, _ in reads]
     try:

@@ -71,6 +71,7 @@ def throughput_transforms(pipeline: str) -> list:
 @dataclass
 class PixelError:
     """|a - b| over every channel value of every image compared."""
+
     mae: float
     p99: int
     max: int
@@ -127,8 +128,9 @@ def eval_outputs(source, batch_size: int, **loader_kwargs) -> Iterable[tuple[np.
     return outputs(source, eval_transforms(), batch_size, **loader_kwargs)
 
 
-def compare(reference: Iterable[tuple[np.ndarray, torch.Tensor]],
-            candidate: Iterable[tuple[np.ndarray, torch.Tensor]]) -> PixelError:
+def compare(
+    reference: Iterable[tuple[np.ndarray, torch.Tensor]], candidate: Iterable[tuple[np.ndarray, torch.Tensor]]
+) -> PixelError:
     """Sample by sample, batches of the same samples in the same order (the labels must agree)."""
     hist = ErrorHistogram()
     ref_iter, cand_iter = iter(reference), iter(candidate)
@@ -146,7 +148,7 @@ def compare(reference: Iterable[tuple[np.ndarray, torch.Tensor]],
 @dataclass
 class Rates:
     wall: list[float] = field(default_factory=list)  # images per second received, per epoch
-    cpu: list[float] = field(default_factory=list)   # images per CPU-second of this process, per epoch
+    cpu: list[float] = field(default_factory=list)  # images per CPU-second of this process, per epoch
 
     @property
     def per_second(self) -> float:
@@ -211,11 +213,18 @@ class Row:
 
     def to_json(self) -> dict:
         ran = bool(self.rates.wall)
-        return {"name": self.name, "threads": self.threads, "bytes": self.bytes,
-                "rates": self.rates.wall, "cpu_rates": self.rates.cpu,
-                "img_per_s": self.rate if ran else None, "img_per_cpu_s": self.per_core if ran else None,
-                "error": None if self.error is None else vars(self.error),
-                "unavailable": self.unavailable, "note": self.note}
+        return {
+            "name": self.name,
+            "threads": self.threads,
+            "bytes": self.bytes,
+            "rates": self.rates.wall,
+            "cpu_rates": self.rates.cpu,
+            "img_per_s": self.rate if ran else None,
+            "img_per_cpu_s": self.per_core if ran else None,
+            "error": None if self.error is None else vars(self.error),
+            "unavailable": self.unavailable,
+            "note": self.note,
+        }
 
 
 @dataclass
@@ -233,9 +242,16 @@ class StorageSweep:
         return next(r for r in self.rows if r.name == name)
 
     def to_json(self) -> dict:
-        return {"root": self.root, "images": self.images, "pipeline": self.pipeline, "batch_size": self.batch_size,
-                "threads": self.threads, "rounds": self.rounds, "reducing_gap": self.reducing_gap,
-                "rows": [r.to_json() for r in self.rows]}
+        return {
+            "root": self.root,
+            "images": self.images,
+            "pipeline": self.pipeline,
+            "batch_size": self.batch_size,
+            "threads": self.threads,
+            "rounds": self.rounds,
+            "reducing_gap": self.reducing_gap,
+            "rows": [r.to_json() for r in self.rows],
+        }
 
 
 def pack_with_cli(src: Path, dst: Path, flags: list[str], threads: int) -> str | None:
@@ -248,11 +264,20 @@ def pack_with_cli(src: Path, dst: Path, flags: list[str], threads: int) -> str |
     return lines[-1] if lines else f"chute pack exited with status {done.returncode}"
 
 
-def run_storage_sweep(root: Path, *, pipeline: str = "train", batch_size: int = 128, rounds: int = 3,
-                      threads: int | None = None, reducing_gap: float = 3.0, images: int | None = None,
-                      work_dir: Path | None = None, pack_rows: tuple[tuple[str, list[str]], ...] = PACK_ROWS,
-                      ffcv_python: str | None = None,
-                      on_step: Callable[[str], None] = lambda _: None) -> StorageSweep:
+def run_storage_sweep(
+    root: Path,
+    *,
+    pipeline: str = "train",
+    batch_size: int = 128,
+    rounds: int = 3,
+    threads: int | None = None,
+    reducing_gap: float = 3.0,
+    images: int | None = None,
+    work_dir: Path | None = None,
+    pack_rows: tuple[tuple[str, list[str]], ...] = PACK_ROWS,
+    ffcv_python: str | None = None,
+    on_step: Callable[[str], None] = lambda _: None,
+) -> StorageSweep:
     """Builds each row's source (packs into a temporary directory, removed at the end), measures the
     pixel error of each against the exact originals, then the throughput of all, interleaved. With
     ``images``, only the first that many photos of the ImageFolder ``root`` (as a file list)."""
@@ -305,10 +330,19 @@ def run_storage_sweep(root: Path, *, pipeline: str = "train", batch_size: int = 
                 on_step(f"pixel error: {row.name}")
                 row.error = compare(row_outputs("originals"), row_outputs(row.name))
 
-        loaders = {name: chute.Loader(source, batch_size, shuffle=True, seed=0,
-                                      transforms=throughput_transforms(pipeline), decode=decode,
-                                      reducing_gap=reducing_gap, **loader_kwargs)
-                   for name, (source, decode) in sources.items()}
+        loaders = {
+            name: chute.Loader(
+                source,
+                batch_size,
+                shuffle=True,
+                seed=0,
+                transforms=throughput_transforms(pipeline),
+                decode=decode,
+                reducing_gap=reducing_gap,
+                **loader_kwargs,
+            )
+            for name, (source, decode) in sources.items()
+        }
         try:
             for name, rates in interleaved_rates(loaders, rounds, on_step).items():
                 next(r for r in rows if r.name == name).rates = rates
@@ -325,8 +359,17 @@ def run_storage_sweep(root: Path, *, pipeline: str = "train", batch_size: int = 
 FFCV_NAME = "ffcv max_resolution=256 (jpg q90)"
 
 
-def _ffcv_row(samples: list, tmp: Path, ffcv_python: str | None, pipeline: str, batch_size: int, rounds: int,
-              threads: int, originals, on_step) -> Row:
+def _ffcv_row(
+    samples: list,
+    tmp: Path,
+    ffcv_python: str | None,
+    pipeline: str,
+    batch_size: int,
+    rounds: int,
+    threads: int,
+    originals,
+    on_step,
+) -> Row:
     """FFCV, through a Python that has it (its own process, after chute's rows: not interleaved)."""
     if ffcv_python is None:
         return Row(FFCV_NAME, unavailable="no --ffcv-python given (a Python with ffcv installed; see docs/DECODE.md)")
@@ -334,9 +377,26 @@ def _ffcv_row(samples: list, tmp: Path, ffcv_python: str | None, pipeline: str, 
     script = Path(__file__).with_name("ffcv_peer.py")
     beton, out, listing = tmp / "ffcv.beton", tmp / "ffcv_eval.npy", tmp / "ffcv_samples.json"
     listing.write_text(json.dumps([[os.fsdecode(p), int(label)] for p, label in samples]))
-    command = [ffcv_python, str(script), "--samples", str(listing), "--beton", str(beton), "--eval-out", str(out),
-               "--pipeline", pipeline, "--batch-size", str(batch_size), "--rounds", str(rounds),
-               "--threads", str(threads), "--max-resolution", "256"]
+    command = [
+        ffcv_python,
+        str(script),
+        "--samples",
+        str(listing),
+        "--beton",
+        str(beton),
+        "--eval-out",
+        str(out),
+        "--pipeline",
+        pipeline,
+        "--batch-size",
+        str(batch_size),
+        "--rounds",
+        str(rounds),
+        "--threads",
+        str(threads),
+        "--max-resolution",
+        "256",
+    ]
     try:
         done = subprocess.run(command, capture_output=True, text=True, check=False)
     except OSError as e:  # no such interpreter, not executable
@@ -345,15 +405,23 @@ def _ffcv_row(samples: list, tmp: Path, ffcv_python: str | None, pipeline: str, 
         lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
         return Row(FFCV_NAME, unavailable=lines[-1] if lines else f"exited with status {done.returncode}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    row = Row(FFCV_NAME, threads, result["bytes"], Rates(result["rates"], result["cpu_rates"]),
-              note="FFCV's own process, after chute's rows (not interleaved); eval: its CenterCrop decoder "
-                   "(ratio 224/256, OpenCV INTER_AREA)")
+    row = Row(
+        FFCV_NAME,
+        threads,
+        result["bytes"],
+        Rates(result["rates"], result["cpu_rates"]),
+        note="FFCV's own process, after chute's rows (not interleaved); eval: its CenterCrop decoder "
+        "(ratio 224/256, OpenCV INTER_AREA)",
+    )
     ffcv_eval = np.load(out, mmap_mode="r")
     labels = np.asarray(result["eval_labels"])
 
     def ffcv_batches():
         for start in range(0, len(ffcv_eval), batch_size):
-            yield np.asarray(ffcv_eval[start:start + batch_size]), torch.from_numpy(labels[start:start + batch_size])
+            yield (
+                np.asarray(ffcv_eval[start : start + batch_size]),
+                torch.from_numpy(labels[start : start + batch_size]),
+            )
 
     on_step("pixel error: ffcv")
     row.error = compare(eval_outputs(originals, batch_size, num_threads=threads), ffcv_batches())
@@ -363,6 +431,7 @@ def _ffcv_row(samples: list, tmp: Path, ffcv_python: str | None, pipeline: str, 
 def plot(result: StorageSweep, path: Path) -> None:
     """Throughput per core against pixel error (MAE), one labelled point per row; needs matplotlib."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -372,15 +441,18 @@ def plot(result: StorageSweep, path: Path) -> None:
         ax.scatter(row.error.mae, row.per_core, s=40)
         label = f"{row.name}, {row.bytes / 1e6:,.1f} MB" if row.bytes else row.name
         # Rows at the same point (the originals and decode='reduced' on small photos) get their labels stacked.
-        ax.annotate(label, (row.error.mae, row.per_core), textcoords="offset points", xytext=(6, 4 - 10 * (i % 3)),
-                    fontsize=7)
+        ax.annotate(
+            label, (row.error.mae, row.per_core), textcoords="offset points", xytext=(6, 4 - 10 * (i % 3)), fontsize=7
+        )
     ax.set_xlabel("pixel error against exact decoding of the originals (MAE, Resize(256)+CenterCrop(224), uint8)")
     ax.set_ylabel(f"images per CPU-second, per core ({result.pipeline} pipeline)")
     ax.set_ylim(bottom=0)
     right = max((row.error.mae for row in shown), default=1.0) or 1.0
     ax.set_xlim(-0.05 * right, 1.45 * right)  # room for the labels on the right
-    ax.set_title(f"chute bench --sweep-storage: {result.images} images, {result.threads} threads, "
-                 f"median of {result.rounds} epochs")
+    ax.set_title(
+        f"chute bench --sweep-storage: {result.images} images, {result.threads} threads, "
+        f"median of {result.rounds} epochs"
+    )
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

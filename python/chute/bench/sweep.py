@@ -15,9 +15,9 @@ CPU time the process spent per image (chute's threads run in this process; the s
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -31,8 +31,8 @@ KNEE_FRACTION = 0.95
 
 @dataclass
 class Config(Rated):
-    family: str               # "dataloader" or "chute"
-    workers: int | str        # DataLoader num_workers or chute num_threads ("auto")
+    family: str  # "dataloader" or "chute"
+    workers: int | str  # DataLoader num_workers or chute num_threads ("auto")
     pin_memory: bool | None = None
     prefetch: int | str | None = None  # prefetch_factor (DataLoader) or prefetch (chute)
     rates: list[float] = field(default_factory=list)
@@ -80,12 +80,16 @@ class SweepResult:
 
     def to_json(self) -> dict:
         return {
-            "pipeline": self.pipeline, "images": self.images, "batch_size": self.batch_size, "cores": self.cores,
+            "pipeline": self.pipeline,
+            "images": self.images,
+            "batch_size": self.batch_size,
+            "cores": self.cores,
             "consumer_ms": self.consumer_ms,
             "configs": [asdict(c) | {"name": c.name, "img_per_s": c.rate} for c in self.configs],
             "knee": {f: self.knee(f) for f in self.families()},
             "best": {f: self.best(f).name for f in self.families()},
-            "head_to_head": self.head_to_head, "auto_vs_best_manual": self.auto_ratio(),
+            "head_to_head": self.head_to_head,
+            "auto_vs_best_manual": self.auto_ratio(),
         }
 
 
@@ -97,7 +101,7 @@ def grid(cores: int) -> list[Config]:
     configs = []
     for w in worker_counts(cores):
         for pin in (False, True):
-            for pf in ((None,) if w == 0 else (2, 4)):
+            for pf in (None,) if w == 0 else (2, 4):
                 configs.append(Config("dataloader", w, pin, pf))
     for t in worker_counts(cores):
         if t == 0:
@@ -117,11 +121,24 @@ def _epoch(loader, consumer_s: float) -> Timing:
 
 def _make(config: Config, root: Path, source: chute.ImageFolder, pipeline: str, batch_size: int):
     if config.family == "dataloader":
-        return torch_peer.make_dataloader(root, batch_size=batch_size, num_workers=config.workers,
-                                          prefetch_factor=config.prefetch or 2, pin_memory=config.pin_memory,
-                                          persistent_workers=True, train=pipeline == "train")
-    return chute.Loader(source, batch_size, shuffle=True, transforms=chute_transforms(pipeline),
-                        dtype=torch.float32, num_threads=config.workers, prefetch=config.prefetch)
+        return torch_peer.make_dataloader(
+            root,
+            batch_size=batch_size,
+            num_workers=config.workers,
+            prefetch_factor=config.prefetch or 2,
+            pin_memory=config.pin_memory,
+            persistent_workers=True,
+            train=pipeline == "train",
+        )
+    return chute.Loader(
+        source,
+        batch_size,
+        shuffle=True,
+        transforms=chute_transforms(pipeline),
+        dtype=torch.float32,
+        num_threads=config.workers,
+        prefetch=config.prefetch,
+    )
 
 
 def _close(loader) -> None:
@@ -133,8 +150,9 @@ def _close(loader) -> None:
         iterator._shutdown_workers()
 
 
-def _measure(pairs: list[tuple[Config, object]], rounds: int, consumer_s: float,
-             on_step: Callable[[str], None]) -> None:
+def _measure(
+    pairs: list[tuple[Config, object]], rounds: int, consumer_s: float, on_step: Callable[[str], None]
+) -> None:
     """A warm-up epoch of each loader, then ``rounds`` timed epochs of each, interleaved; the rates (and for
     chute, CPU ms per image and the threads working at the end) go to their configurations."""
     contenders = [Contender(c.name, lambda loader=loader: _epoch(loader, consumer_s)) for c, loader in pairs]
@@ -146,9 +164,16 @@ def _measure(pairs: list[tuple[Config, object]], rounds: int, consumer_s: float,
             config.active_threads = loader.active_threads
 
 
-def run_sweep(root: Path, *, pipeline: str = "train", batch_size: int = 256, rounds: int = 3,
-              consumer_ms: float = 0.0, families: tuple[str, ...] = ("dataloader", "chute"),
-              on_step: Callable[[str], None] = lambda _: None) -> SweepResult:
+def run_sweep(
+    root: Path,
+    *,
+    pipeline: str = "train",
+    batch_size: int = 256,
+    rounds: int = 3,
+    consumer_ms: float = 0.0,
+    families: tuple[str, ...] = ("dataloader", "chute"),
+    on_step: Callable[[str], None] = lambda _: None,
+) -> SweepResult:
     """Measures every configuration of the grid (each: a warm-up epoch, then `rounds` timed ones), then
     the best manual chute configuration against auto mode, interleaved."""
     cores = available_cores()
@@ -166,7 +191,10 @@ def run_sweep(root: Path, *, pipeline: str = "train", batch_size: int = 256, rou
     manual = max((c for c in chute_configs if c.workers != "auto"), key=lambda c: c.rate)
 
     # Head to head, interleaved: the two loaders live side by side and alternate epochs.
-    pair = {"manual": Config("chute", manual.workers, None, manual.prefetch), "auto": Config("chute", "auto", None, "auto")}
+    pair = {
+        "manual": Config("chute", manual.workers, None, manual.prefetch),
+        "auto": Config("chute", "auto", None, "auto"),
+    }
     loaders = {k: _make(c, root, source, pipeline, batch_size) for k, c in pair.items()}
     try:
         _measure([(pair[k], loaders[k]) for k in pair], rounds, consumer_s, lambda s: on_step(f"head to head: {s}"))
@@ -174,11 +202,15 @@ def run_sweep(root: Path, *, pipeline: str = "train", batch_size: int = 256, rou
         for loader in loaders.values():
             _close(loader)
     head_to_head = {
-        "manual_config": manual.name, "manual": pair["manual"].rate, "auto": pair["auto"].rate,
-        "manual_rates": pair["manual"].rates, "auto_rates": pair["auto"].rates,
+        "manual_config": manual.name,
+        "manual": pair["manual"].rate,
+        "auto": pair["auto"].rate,
+        "manual_rates": pair["manual"].rates,
+        "auto_rates": pair["auto"].rates,
         "manual_cpu_ms_per_image": Summary.of(pair["manual"].cpu_per_image_ms).median,
         "auto_cpu_ms_per_image": Summary.of(pair["auto"].cpu_per_image_ms).median,
-        "manual_threads": pair["manual"].active_threads, "auto_active_threads": pair["auto"].active_threads,
+        "manual_threads": pair["manual"].active_threads,
+        "auto_active_threads": pair["auto"].active_threads,
     }
     return SweepResult(pipeline, len(source), batch_size, cores, consumer_ms, configs, manual, auto, head_to_head)
 
@@ -186,6 +218,7 @@ def run_sweep(root: Path, *, pipeline: str = "train", batch_size: int = 256, rou
 def plot(result: SweepResult, path: Path) -> None:
     """Throughput against workers (threads), one line per family and setting; needs matplotlib."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
@@ -199,15 +232,22 @@ def plot(result: SweepResult, path: Path) -> None:
             label = f"DataLoader pin_memory={c.pin_memory}" + (f" prefetch_factor={c.prefetch}" if c.prefetch else "")
             if c.workers == 0:  # no prefetch_factor without workers: the point starts both lines
                 for pf in (2, 4):
-                    lines.setdefault(f"DataLoader pin_memory={c.pin_memory} prefetch_factor={pf}", []).append((0, c.rate))
+                    lines.setdefault(f"DataLoader pin_memory={c.pin_memory} prefetch_factor={pf}", []).append(
+                        (0, c.rate)
+                    )
                 continue
         else:
             label = f"chute prefetch={c.prefetch}"
         lines.setdefault(label, []).append((c.workers, c.rate))
     for label, points in sorted(lines.items()):
         points.sort()
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label,
-                linestyle="-" if label.startswith("chute") else "--")
+        ax.plot(
+            [p[0] for p in points],
+            [p[1] for p in points],
+            marker="o",
+            label=label,
+            linestyle="-" if label.startswith("chute") else "--",
+        )
     ax.axhline(result.auto.rate, color="green", linewidth=2, label=f"chute auto ({result.auto.rate:,.0f} img/s)")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("num_workers (DataLoader) / num_threads (chute)")

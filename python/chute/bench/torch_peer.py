@@ -5,8 +5,8 @@ standard train and eval transforms, or, where torchvision does not import, the P
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from torch.utils.data import DataLoader, Dataset
 
@@ -32,8 +32,9 @@ def _modules():
 def make_train_transform() -> Callable:
     """Return ``RandomResizedCrop(224)`` + flip + ``ToTensor`` + ``Normalize``."""
     t = _modules()
-    return t.Compose([t.RandomResizedCrop(224), t.RandomHorizontalFlip(), t.ToTensor(),
-                      t.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+    return t.Compose(
+        [t.RandomResizedCrop(224), t.RandomHorizontalFlip(), t.ToTensor(), t.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
+    )
 
 
 def make_eval_transform() -> Callable:
@@ -48,12 +49,24 @@ def make_peer_dataset(root: str | os.PathLike, train: bool = True) -> Dataset:
     return _modules().ImageFolder(os.fspath(root), transform=transform)
 
 
-def make_dataloader(root: str | os.PathLike, *, batch_size: int = 256, num_workers: int = 0,
-                    prefetch_factor: int = 2, pin_memory: bool = False, persistent_workers: bool = True,
-                    train: bool = True) -> DataLoader:
+def make_dataloader(
+    root: str | os.PathLike,
+    *,
+    batch_size: int = 256,
+    num_workers: int = 0,
+    prefetch_factor: int = 2,
+    pin_memory: bool = False,
+    persistent_workers: bool = True,
+    train: bool = True,
+) -> DataLoader:
     """A shuffling DataLoader over ``root``, configured the way users tune it."""
     multiprocess = num_workers > 0
-    return DataLoader(make_peer_dataset(Path(root), train=train), batch_size=batch_size, shuffle=True,
-                      num_workers=num_workers, pin_memory=pin_memory,
-                      prefetch_factor=prefetch_factor if multiprocess else None,
-                      persistent_workers=persistent_workers and multiprocess)
+    return DataLoader(
+        make_peer_dataset(Path(root), train=train),
+        batch_size=batch_size,
+        shuffle=True,
+        num_workers=num_workers,
+        pin_memory=pin_memory,
+        prefetch_factor=prefetch_factor if multiprocess else None,
+        persistent_workers=persistent_workers and multiprocess,
+    )

@@ -157,8 +157,7 @@ class SlotWriter:
                 return None
             ctypes.memmove(self._maps[self.slot][1] + off, ptr, nbytes)
             region = self._regions[ptr] = (off, nbytes)
-        return ("slot", region[0], region[1], t.dtype, tuple(t.shape), t.stride(), t.storage_offset(),
-                t.requires_grad)
+        return ("slot", region[0], region[1], t.dtype, tuple(t.shape), t.stride(), t.storage_offset(), t.requires_grad)
 
     def _put_compact(self, t: torch.Tensor, nbytes: int):
         """Only the tensor's own elements, contiguous (its storage is much larger than the tensor)."""
@@ -188,8 +187,16 @@ class _BatchPickler(reduction.ForkingPickler):
         self._writer = writer
 
     def persistent_id(self, obj):
-        if (type(obj) is torch.Tensor and obj.layout == torch.strided and obj.device.type == "cpu" and not obj.is_nested
-                and not obj.is_quantized and not obj.is_conj() and not obj.is_neg() and obj.grad_fn is None):
+        if (
+            type(obj) is torch.Tensor
+            and obj.layout == torch.strided
+            and obj.device.type == "cpu"
+            and not obj.is_nested
+            and not obj.is_quantized
+            and not obj.is_conj()
+            and not obj.is_neg()
+            and obj.grad_fn is None
+        ):
             return self._writer.put(obj)
         return None
 
@@ -334,10 +341,10 @@ class _BatchUnpickler(pickle.Unpickler):
         _, off, nbytes, dtype, size, stride, storage_offset, requires_grad = pid
         st = self._storages.get(off)
         if st is None:
-            view = memoryview(self._mm)[off:off + nbytes]
+            view = memoryview(self._mm)[off : off + nbytes]
             st = torch.frombuffer(view, dtype=torch.uint8).untyped_storage()
             lease = self._lease
-            lease.refs.append(weakref.ref(view, lambda r, a=self._arena, l=lease: a._on_view_dead(l, r)))
+            lease.refs.append(weakref.ref(view, lambda r, a=self._arena, held=lease: a._on_view_dead(held, r)))
             del view
             self._storages[off] = st
         t = torch.empty((0,), dtype=dtype).set_(st, storage_offset, size, stride)

@@ -100,8 +100,11 @@ class Plan:
                 self.__dict__.update(new.__dict__)  # take over its native engine
                 new.__dict__.clear()
             else:
-                _log.warning("chute: the dataset changed since its fast path was planned and no longer "
-                             "qualifies (%s); this epoch runs torch's fetch and collate in-process", new)
+                _log.warning(
+                    "chute: the dataset changed since its fast path was planned and no longer "
+                    "qualifies (%s); this epoch runs torch's fetch and collate in-process",
+                    new,
+                )
                 return (yield from in_process(self._dataset, index_batches))
         return (yield from self._batches(index_batches, base_seed))
 
@@ -144,4 +147,3 @@ def in_process(dataset, index_batches):
             yield RaiseInPlace(e)
             continue
         yield batch
-

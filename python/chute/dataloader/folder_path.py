@@ -100,8 +100,10 @@ def _torchvision_base(dataset):
 def _fingerprint(dataset) -> tuple:
     """What a plan is made from, compared by identity each epoch (Plan.batches), and PIL's
     LOAD_TRUNCATED_IMAGES flag and MAX_IMAGE_PIXELS (so an epoch after the user sets them follows them)."""
-    return tuple(getattr(dataset, a, None) for a in ("transform", "target_transform", "loader", "samples")) + \
-        (_load_truncated_images(), _max_pixels())
+    return tuple(getattr(dataset, a, None) for a in ("transform", "target_transform", "loader", "samples")) + (
+        _load_truncated_images(),
+        _max_pixels(),
+    )
 
 
 def _max_pixels() -> int:
@@ -132,8 +134,9 @@ def plan_dataset(dataset, batch_size: int) -> Plan | Fallback | None:
     if isinstance(source, Fallback):
         return source
     if getattr(dataset, "target_transform", None) is not None:
-        return Fallback(f"{name} has a target_transform ({type(dataset.target_transform).__name__}): labels are "
-                        "made natively")
+        return Fallback(
+            f"{name} has a target_transform ({type(dataset.target_transform).__name__}): labels are made natively"
+        )
     translated = translate(getattr(dataset, "transform", None), "pil" if source == "pil" else "tensor")
     if isinstance(translated, Fallback):
         return translated
@@ -146,8 +149,10 @@ def plan_dataset(dataset, batch_size: int) -> Plan | Fallback | None:
         if not os.fsdecode(path).lower().endswith(extensions):
             if source == "pil":
                 return Fallback(f"{path}: only JPEG, PNG and WebP files are decoded natively")
-            return Fallback(f"{path}: with loader=decode_image chute takes JPEG files only (decode_image keeps a "
-                            "PNG's alpha channel and 16-bit samples, chute's decoder makes 8-bit RGB)")
+            return Fallback(
+                f"{path}: with loader=decode_image chute takes JPEG files only (decode_image keeps a "
+                "PNG's alpha channel and 16-bit samples, chute's decoder makes 8-bit RGB)"
+            )
         if isinstance(target, bool) or not isinstance(target, (int, np.integer)):
             return Fallback(f"sample {path!r} has a label of type {type(target).__name__}, not an integer")
     if source == "pil" and _load_truncated_images():
@@ -155,15 +160,19 @@ def plan_dataset(dataset, batch_size: int) -> Plan | Fallback | None:
         # dataset runs torch's path, which never fails where PIL would load the file.
         other = next((path for path, _ in samples if os.fsdecode(path).lower().endswith((".png", ".webp"))), None)
         if other is not None:
-            return Fallback(f"PIL.ImageFile.LOAD_TRUNCATED_IMAGES is set and {other} is a PNG or WebP file: chute "
-                            "loads truncated JPEGs as PIL does under that flag, not truncated PNG or WebP files",
-                            hint="leave LOAD_TRUNCATED_IMAGES unset (a truncated file then raises, naming it) to "
-                                 "take the fast path")
+            return Fallback(
+                f"PIL.ImageFile.LOAD_TRUNCATED_IMAGES is set and {other} is a PNG or WebP file: chute "
+                "loads truncated JPEGs as PIL does under that flag, not truncated PNG or WebP files",
+                hint="leave LOAD_TRUNCATED_IMAGES unset (a truncated file then raises, naming it) to "
+                "take the fast path",
+            )
     if source == "decode_image_unchanged" and samples:
         mode = _jpeg_mode(samples[0][0])
         if mode != "RGB":
-            return Fallback(f"{samples[0][0]} is a {mode} JPEG: decode_image (mode UNCHANGED) keeps its channels, "
-                            "chute makes RGB; pass loader=functools.partial(decode_image, mode=ImageReadMode.RGB)")
+            return Fallback(
+                f"{samples[0][0]} is a {mode} JPEG: decode_image (mode UNCHANGED) keeps its channels, "
+                "chute makes RGB; pass loader=functools.partial(decode_image, mode=ImageReadMode.RGB)"
+            )
     try:
         return FolderPlan(dataset, samples, transforms, dtype, batch_size, pil=source == "pil")
     except ValueError as e:  # a pipeline chute's engine refuses (e.g. no fixed output size)
@@ -189,8 +198,9 @@ def _file_loader(name: str, file_loader) -> str | Fallback:
         return "pil"
     if module == _IO and loader_name == "decode_image":
         if keywords.pop("apply_exif_orientation", False):
-            return Fallback("decode_image(apply_exif_orientation=True): chute's fast path decodes without "
-                            "applying EXIF orientation")
+            return Fallback(
+                "decode_image(apply_exif_orientation=True): chute's fast path decodes without applying EXIF orientation"
+            )
         mode = keywords.pop("mode", "UNCHANGED")
         mode = str(getattr(mode, "name", mode)).upper()
         if keywords:
@@ -200,13 +210,16 @@ def _file_loader(name: str, file_loader) -> str | Fallback:
         if mode == "UNCHANGED":
             return "decode_image_unchanged"
         return Fallback(f"decode_image(mode={mode}): chute decodes to RGB only")
-    return Fallback(f"{name} has a custom loader ({loader_name}): chute decodes only as PIL's .convert('RGB') or "
-                    "torchvision.io.decode_image do")
+    return Fallback(
+        f"{name} has a custom loader ({loader_name}): chute decodes only as PIL's .convert('RGB') or "
+        "torchvision.io.decode_image do"
+    )
 
 
 def _jpeg_mode(path) -> str:
     """PIL's mode for a JPEG, from its header only ("RGB", "L", "CMYK"), or why it cannot be read."""
     from PIL import Image
+
     try:
         with Image.open(path) as im:
             return im.mode
@@ -214,13 +227,14 @@ def _jpeg_mode(path) -> str:
         return f"unreadable ({type(e).__name__})"
 
 
-
 class FolderPlan(Plan):
     kind = "imagefolder"
-    held_batches = (f"engine batch ring: an image batch is a ring buffer lent to torch without a copy, back to "
-                    f"the ring when the batch dies; the ring grows while the consumer keeps batches, up to "
-                    f"{_RING_BYTES >> 20} MiB, then further batches are copied into fresh tensors; labels are "
-                    f"their own tensors")
+    held_batches = (
+        f"engine batch ring: an image batch is a ring buffer lent to torch without a copy, back to "
+        f"the ring when the batch dies; the ring grows while the consumer keeps batches, up to "
+        f"{_RING_BYTES >> 20} MiB, then further batches are copied into fresh tensors; labels are "
+        f"their own tensors"
+    )
 
     def __init__(self, dataset, samples, transforms, dtype: torch.dtype, batch_size: int = 1, pil: bool = True):
         self._dataset = dataset
@@ -234,9 +248,13 @@ class FolderPlan(Plan):
         self.transforms = transforms
         # The samples as a chute FileList, in memory: absolute paths, the dataset's own labels, in its own
         # order. A name that is not UTF-8 (os.fsdecode'd by os.scandir, or bytes) crosses as its bytes.
-        self._source = _native.FileList.from_entries(
-            [os.path.abspath(path) for path, _ in samples], [int(target) for _, target in samples],
-            os.getcwd()) if self._n else None
+        self._source = (
+            _native.FileList.from_entries(
+                [os.path.abspath(path) for path, _ in samples], [int(target) for _, target in samples], os.getcwd()
+            )
+            if self._n
+            else None
+        )
         self._native_transforms = [t._to_native() for t in transforms]
         self._loaders: dict[int, object] = {}  # batch size -> native loader
         self._epochs = 0
@@ -248,9 +266,13 @@ class FolderPlan(Plan):
         loader = self._loaders.get(batch_size)
         if loader is None:
             decode = _native.DecodeOptions(max_pixels=self._max_pixels, accept_truncated=self._accept_truncated)
-            options = _native.LoaderOptions(batch_size=batch_size, max_ring_bytes=_RING_BYTES, decode=decode,
-                                            dtype="float32" if self.dtype == torch.float32 else "uint8",
-                                            on_error=self.on_error)
+            options = _native.LoaderOptions(
+                batch_size=batch_size,
+                max_ring_bytes=_RING_BYTES,
+                decode=decode,
+                dtype="float32" if self.dtype == torch.float32 else "uint8",
+                on_error=self.on_error,
+            )
             loader = _native.Loader(self._source, self._native_transforms, options)
             self._loaders[batch_size] = loader
         return loader
@@ -277,8 +299,10 @@ class FolderPlan(Plan):
         if any(len(b) != size for b in batches[:-1]) or len(batches[-1]) > size or size == 0:
             # The native loader cuts one flat order into equal batches. A batch sampler with other sizes
             # gets torch's own path, in this process: the same batches, at PIL speed.
-            _log.warning("chute: the batch sampler yields batches of varying sizes; this epoch runs the "
-                         "torchvision pipeline in-process instead of natively")
+            _log.warning(
+                "chute: the batch sampler yields batches of varying sizes; this epoch runs the "
+                "torchvision pipeline in-process instead of natively"
+            )
             for b in batches:
                 yield default_collate([self._dataset[i] for i in b])
             return
@@ -295,8 +319,10 @@ class FolderPlan(Plan):
                 except SampleError as e:  # in place of its batch; the epoch goes on, as in torch
                     reason = e.reason
                     if "(max_pixels" in reason:  # the limit the user sets here is PIL's
-                        reason += ("; on the DataLoader fast path the limit is twice PIL.Image.MAX_IMAGE_PIXELS, "
-                                   "as in PIL: set that (None: no limit) to change it")
+                        reason += (
+                            "; on the DataLoader fast path the limit is twice PIL.Image.MAX_IMAGE_PIXELS, "
+                            "as in PIL: set that (None: no limit) to change it"
+                        )
                     yield RaiseInPlace(SampleError(e.index, e.path, reason, epoch))
                     continue
                 if batch is None:
@@ -320,17 +346,29 @@ class FolderPlan(Plan):
             return images
         if not self._warned_copy:
             self._warned_copy = True
-            _log.warning("chute: the consumer keeps %d image batches alive, more than the batch ring's %d buffers "
-                         "(%d MiB) leave room for; further batches are copied into fresh tensors, as torch's "
-                         "DataLoader would allocate them", held, max_slots, _RING_BYTES >> 20)
+            _log.warning(
+                "chute: the consumer keeps %d image batches alive, more than the batch ring's %d buffers "
+                "(%d MiB) leave room for; further batches are copied into fresh tensors, as torch's "
+                "DataLoader would allocate them",
+                held,
+                max_slots,
+                _RING_BYTES >> 20,
+            )
         return images.clone()
 
     def stats(self) -> dict:
         """The native loaders' statistics (chute.LoaderStats fields): counters summed over batch sizes,
         settings (threads, prefetch, cores, ...) the largest, auto flags only where every engine is auto, and
         chute's verdict on the sums."""
-        settings = ("threads", "active_threads", "prefetch", "max_prefetch", "cores", "batch_buffer_bytes",
-                    "batch_buffers")
+        settings = (
+            "threads",
+            "active_threads",
+            "prefetch",
+            "max_prefetch",
+            "cores",
+            "batch_buffer_bytes",
+            "batch_buffers",
+        )
         out: dict = {}
         for loader in (self._loaders or {}).values():
             for k, v in loader.stats().items():
@@ -356,5 +394,3 @@ def _flat_at(batches, k: int) -> int:
             return b[k]
         k -= len(b)
     raise AssertionError("position outside the epoch")
-
-

@@ -16,9 +16,9 @@ Every one is a ``torch.utils.data.dataloader._BaseDataLoaderIter``: torch's base
 from __future__ import annotations
 
 import itertools
+import os
 import pickle
 import threading
-import os
 import warnings
 
 import torch
@@ -118,31 +118,41 @@ def _start_context(loader):
         return ctx
     running = f"{len(threads)} native chute thread(s) are running ({', '.join(sorted(set(threads)))})"
     if loader.multiprocessing_context is not None:
-        warnings.warn(f"chute.DataLoader: {running}; forking workers now copies their locks but not the threads "
-                      "(multiprocessing_context='fork' was asked for, so it is kept).", stacklevel=4)
+        warnings.warn(
+            f"chute.DataLoader: {running}; forking workers now copies their locks but not the threads "
+            "(multiprocessing_context='fork' was asked for, so it is kept).",
+            stacklevel=4,
+        )
         return ctx
-    warnings.warn(f"chute.DataLoader: {running}; fork() would copy their locks but not the threads, so workers "
-                  "start with 'forkserver' instead (the dataset is pickled to each worker). Start iterating this "
-                  "DataLoader before chute loaders, or pass multiprocessing_context.", stacklevel=4)
+    warnings.warn(
+        f"chute.DataLoader: {running}; fork() would copy their locks but not the threads, so workers "
+        "start with 'forkserver' instead (the dataset is pickled to each worker). Start iterating this "
+        "DataLoader before chute loaders, or pass multiprocessing_context.",
+        stacklevel=4,
+    )
     return torch.multiprocessing.get_context("forkserver")
 
 
 def _out_of_descriptors(e: BaseException) -> bool:
     import errno
+
     return isinstance(e, OSError) and (e.errno in (errno.EMFILE, errno.ENFILE) or "Too many open files" in str(e))
 
 
 def _descriptor_hint(num_workers: int) -> str:
     import resource
+
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     limit = "unlimited" if soft == resource.RLIM_INFINITY else str(soft)
-    return (f"chute.DataLoader: out of file descriptors. Its {num_workers} worker processes each hold pipes and "
-            f"queues, and batches travel through shared memory; the per-process limit is {limit} open files "
-            f"(hard limit {'unlimited' if hard == resource.RLIM_INFINITY else hard}). Raise it with `ulimit -n` "
-            "(or resource.setrlimit(resource.RLIMIT_NOFILE, ...)), or lower num_workers or prefetch_factor.")
+    return (
+        f"chute.DataLoader: out of file descriptors. Its {num_workers} worker processes each hold pipes and "
+        f"queues, and batches travel through shared memory; the per-process limit is {limit} open files "
+        f"(hard limit {'unlimited' if hard == resource.RLIM_INFINITY else hard}). Raise it with `ulimit -n` "
+        "(or resource.setrlimit(resource.RLIMIT_NOFILE, ...)), or lower num_workers or prefetch_factor."
+    )
 
 
-def start_workers(loader) -> "MultiProcessIter":
+def start_workers(loader) -> MultiProcessIter:
     """MultiProcessIter(loader), with running out of descriptors while starting the workers raised as
     chute.ResourceError naming `ulimit -n`, instead of torch's bare EMFILE."""
     try:
@@ -151,12 +161,15 @@ def start_workers(loader) -> "MultiProcessIter":
         if not _out_of_descriptors(e):
             raise
         from chute.errors import ResourceError
+
         raise ResourceError(e.errno, f"{e.strerror or e}: {_descriptor_hint(loader.num_workers)}") from e
 
 
 class MultiProcessIter(_MultiProcessingDataLoaderIter):
-    held_batches = ("shared-memory arena: a batch views a reused slot, back to the arena when its tensors die; "
-                    "with every slot held, torch's per-tensor shared memory (freed with the batch)")
+    held_batches = (
+        "shared-memory arena: a batch views a reused slot, back to the arena when its tensors die; "
+        "with every slot held, torch's per-tensor shared memory (freed with the batch)"
+    )
 
     def __init__(self, loader):
         _BaseDataLoaderIter.__init__(self, loader)  # torch's seed draw, sampler iterator and pin_memory warnings
@@ -173,7 +186,8 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
             import functools
 
             self._worker_init_fn = functools.partial(
-                _sharding_worker_init_fn, self._worker_init_fn, self._world_size, self._rank)
+                _sharding_worker_init_fn, self._worker_init_fn, self._world_size, self._rank
+            )
 
         self._arena = None
         if _arena.supported():
@@ -193,9 +207,21 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
             index_queue.cancel_join_thread()
             w = ctx.Process(
                 target=worker_loop,
-                args=(self._dataset_kind, self._dataset, index_queue, self._worker_result_queue,
-                      self._workers_done_event, self._auto_collation, self._collate_fn, self._drop_last,
-                      self._base_seed, self._worker_init_fn, i, self._num_workers, handles),
+                args=(
+                    self._dataset_kind,
+                    self._dataset,
+                    index_queue,
+                    self._worker_result_queue,
+                    self._workers_done_event,
+                    self._auto_collation,
+                    self._collate_fn,
+                    self._drop_last,
+                    self._base_seed,
+                    self._worker_init_fn,
+                    i,
+                    self._num_workers,
+                    handles,
+                ),
             )
             w.daemon = True
             w.start()

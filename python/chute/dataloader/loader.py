@@ -69,9 +69,13 @@ class DataLoader(torch.utils.data.DataLoader):
                 if os.environ.get("CHUTE_FAST_PATHS", "1") == "0":  # the user's own choice: nothing to change
                     log.info("chute.DataLoader: generic path (%s)", plan)
                 else:  # once per DataLoader: the user expected chute's speed and gets torch's
-                    log.warning("chute.DataLoader: no native fast path, batches come at torch's speed: %s. %s",
-                                plan, f"To get one: {plan.hint}." if plan.hint else
-                                "chute.DataLoader(...).stats()['fallback_reason'] repeats this")
+                    log.warning(
+                        "chute.DataLoader: no native fast path, batches come at torch's speed: %s. %s",
+                        plan,
+                        f"To get one: {plan.hint}."
+                        if plan.hint
+                        else "chute.DataLoader(...).stats()['fallback_reason'] repeats this",
+                    )
             else:
                 log.info("chute.DataLoader: native fast path %r", plan.kind)
         return self._chute_plan
@@ -109,8 +113,9 @@ class DataLoader(torch.utils.data.DataLoader):
             held = plan.held_batches
         else:
             held = (MultiProcessIter if self.num_workers > 0 else SingleProcessIter).held_batches
-        pinning = self._chute_pinning or ("pin_memory=True: decided when iteration starts" if self.pin_memory
-                                          else "none")
+        pinning = self._chute_pinning or (
+            "pin_memory=True: decided when iteration starts" if self.pin_memory else "none"
+        )
         return {
             "path": f"fast:{plan.kind}" if fast else "generic",
             "fallback_reason": None if fast else str(plan),
@@ -118,6 +123,8 @@ class DataLoader(torch.utils.data.DataLoader):
             "held_batches": held,
             "num_workers_requested": self.num_workers,
             "num_workers": 0 if fast else self.num_workers,  # worker processes that run
-            **(plan.stats() if fast else {}),  # the engine's figures, where the path runs on it (chute.LoaderStats names)
+            **(
+                plan.stats() if fast else {}
+            ),  # the engine's figures, where the path runs on it (chute.LoaderStats names)
             **self._chute_stats,
         }

@@ -56,15 +56,21 @@ def choose(loader) -> Plan | Fallback:
     if isinstance(loader.dataset, IterableDataset):
         return Fallback("iterable-style dataset: its samples come from its own iterator, not from indices")
     if not getattr(loader, "_auto_collation", True):
-        return Fallback("batch_size=None (no automatic batching): samples are converted one by one, not collated",
-                        "pass a batch_size")
+        return Fallback(
+            "batch_size=None (no automatic batching): samples are converted one by one, not collated",
+            "pass a batch_size",
+        )
     if loader.collate_fn is not default_collate:  # chute.dataloader.default_collate is torch's own
         name = getattr(loader.collate_fn, "__qualname__", type(loader.collate_fn).__name__)
-        return Fallback(f"custom collate_fn {name}: only default_collate batches are made natively",
-                        "leave collate_fn unset and post-process each batch in the loop")
+        return Fallback(
+            f"custom collate_fn {name}: only default_collate batches are made natively",
+            "leave collate_fn unset and post-process each batch in the loop",
+        )
     if loader.worker_init_fn is not None and loader.num_workers > 0:
-        return Fallback("worker_init_fn is set: torch calls it in each worker process, and a fast path starts none",
-                        "drop worker_init_fn if it only seeds RNGs (the fast path keys its randomness itself)")
+        return Fallback(
+            "worker_init_fn is set: torch calls it in each worker process, and a fast path starts none",
+            "drop worker_init_fn if it only seeds RNGs (the fast path keys its randomness itself)",
+        )
     return plan_dataset(loader.dataset, loader.batch_size or 1)
 
 
@@ -75,17 +81,20 @@ def plan_dataset(dataset, batch_size: int) -> Plan | Fallback:
     if isinstance(dataset, IterableDataset):
         return Fallback("iterable-style dataset: its samples come from its own iterator, not from indices")
     if getattr(dataset, "__getitems__", None):
-        return Fallback(f"{type(dataset).__name__} defines __getitems__, which torch's fetcher calls instead of "
-                        "__getitem__")
+        return Fallback(
+            f"{type(dataset).__name__} defines __getitems__, which torch's fetcher calls instead of __getitem__"
+        )
     tensor = tensor_path.plan_dataset(dataset)
     if tensor is not None:
         return tensor
     folder = folder_path.plan_dataset(dataset, batch_size)
     if folder is not None:
         return folder
-    return Fallback(f"{type(dataset).__module__}.{type(dataset).__qualname__} has no native fast path "
-                    "(TensorDataset, chute_columns, torchvision ImageFolder/DatasetFolder have)",
-                    "give the dataset a chute_columns attribute if its samples are rows of tensors")
+    return Fallback(
+        f"{type(dataset).__module__}.{type(dataset).__qualname__} has no native fast path "
+        "(TensorDataset, chute_columns, torchvision ImageFolder/DatasetFolder have)",
+        "give the dataset a chute_columns attribute if its samples are rows of tensors",
+    )
 
 
 # ---- Subset of a supported dataset -------------------------------------------------------------------
@@ -94,8 +103,11 @@ def plan_dataset(dataset, batch_size: int) -> Plan | Fallback:
 def _is_subset(dataset) -> bool:
     """A torch Subset whose indexing is torch's own (a subclass may change what an index means)."""
     t = type(dataset)
-    return (isinstance(dataset, Subset) and t.__getitem__ is Subset.__getitem__
-            and getattr(t, "__getitems__", None) is getattr(Subset, "__getitems__", None))
+    return (
+        isinstance(dataset, Subset)
+        and t.__getitem__ is Subset.__getitem__
+        and getattr(t, "__getitems__", None) is getattr(Subset, "__getitems__", None)
+    )
 
 
 class SubsetPlan(Plan):
@@ -109,8 +121,9 @@ class SubsetPlan(Plan):
         except Exception as e:  # e.g. a list of mixed types
             return Fallback(f"Subset.indices cannot be read as integers ({type(e).__name__}: {e})")
         if indices.ndim != 1 or (indices.size and indices.dtype.kind not in "iu"):
-            return Fallback(f"Subset.indices is not a 1-d list of integers (dtype {indices.dtype}, "
-                            f"shape {indices.shape})")
+            return Fallback(
+                f"Subset.indices is not a 1-d list of integers (dtype {indices.dtype}, shape {indices.shape})"
+            )
         inner = plan_dataset(subset.dataset, batch_size)
         if isinstance(inner, Fallback):
             return Fallback(f"Subset of a dataset without a fast path: {inner}", inner.hint)
@@ -152,4 +165,3 @@ class SubsetPlan(Plan):
         inner = getattr(self, "_inner", None)
         if inner is not None:
             inner.close()
-

@@ -44,9 +44,23 @@ from chute.dataloader.base import Fallback, Plan, RaiseInPlace, in_process, same
 _log = logging.getLogger("chute.dataloader")
 
 # dtypes whose collated batch is the rows' bytes back to back (torch.stack of contiguous rows).
-_PLAIN_DTYPES = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint16,
-                 torch.uint32, torch.uint64, torch.float16, torch.bfloat16, torch.float32, torch.float64,
-                 torch.complex64, torch.complex128}
+_PLAIN_DTYPES = {
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint16,
+    torch.uint32,
+    torch.uint64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.complex64,
+    torch.complex128,
+}
 # Batches gathered ahead: as many as fit in this (at least 2, at most 8). The gather is memory-bound, so
 # going further ahead buys no throughput: it only covers a consumer whose own time per batch varies.
 _PREFETCH_BYTES = 64 << 20
@@ -130,8 +144,9 @@ def _as_gatherable(c, what: str):
     if c.dim() == 0:
         return Fallback(f"{what} is a 0-d tensor: it has no rows")
     if not c.is_contiguous():
-        return Fallback(f"{what} is not contiguous (shape {tuple(c.shape)}, strides {c.stride()}): "
-                        "call .contiguous() on it")
+        return Fallback(
+            f"{what} is not contiguous (shape {tuple(c.shape)}, strides {c.stride()}): call .contiguous() on it"
+        )
     return c
 
 
@@ -140,9 +155,14 @@ def _same(a, b) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(a, torch.Tensor):
-        return (a.dtype == b.dtype and a.shape == b.shape and a.stride() == b.stride()
-                and torch.equal(a.contiguous().view(-1).view(torch.uint8), b.contiguous().view(-1).view(torch.uint8))
-                if a.numel() else a.dtype == b.dtype and a.shape == b.shape)
+        return (
+            a.dtype == b.dtype
+            and a.shape == b.shape
+            and a.stride() == b.stride()
+            and torch.equal(a.contiguous().view(-1).view(torch.uint8), b.contiguous().view(-1).view(torch.uint8))
+            if a.numel()
+            else a.dtype == b.dtype and a.shape == b.shape
+        )
     if isinstance(a, (list, tuple)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     return False
@@ -150,9 +170,11 @@ def _same(a, b) -> bool:
 
 class TensorPlan(Plan):
     kind = "tensor"
-    held_batches = ("gather buffers: each batch is its own buffers, taken from the Gatherer's BufferPool and "
-                    "back to it (up to 1 GiB kept free for reuse) when the batch dies; never reused while held, so "
-                    "keeping batches costs only their own memory")
+    held_batches = (
+        "gather buffers: each batch is its own buffers, taken from the Gatherer's BufferPool and "
+        "back to it (up to 1 GiB kept free for reuse) when the batch dies; never reused while held, so "
+        "keeping batches costs only their own memory"
+    )
 
     @classmethod
     def create(cls, dataset, columns: list[torch.Tensor], as_tuple: bool) -> Plan | Fallback:
@@ -168,8 +190,10 @@ class TensorPlan(Plan):
                 return Fallback(f"probing samples {probe} failed ({type(e).__name__}: {e})")
             if not _same(expected, got):
                 self.close()
-                return Fallback(f"the gathered batch of samples {probe} differs from default_collate of dataset[i] "
-                                "(its __getitem__ is not plain row indexing of its columns)")
+                return Fallback(
+                    f"the gathered batch of samples {probe} differs from default_collate of dataset[i] "
+                    "(its __getitem__ is not plain row indexing of its columns)"
+                )
         self._gatherer.park()  # no thread until the first epoch
         return self
 
@@ -189,8 +213,12 @@ class TensorPlan(Plan):
         self._made_from = self._fingerprint()
 
     def _fingerprint(self) -> tuple:
-        return (_raw_columns(self._dataset) + tuple(c.data_ptr() for c in self._columns)
-                + tuple(c.shape[0] for c in self._columns) + tuple(st.nbytes() for st in self._storages))
+        return (
+            _raw_columns(self._dataset)
+            + tuple(c.data_ptr() for c in self._columns)
+            + tuple(c.shape[0] for c in self._columns)
+            + tuple(st.nbytes() for st in self._storages)
+        )
 
     def _moved(self) -> bool:
         """Whether the dataset's columns changed since planning: other objects, another address, another size."""
@@ -267,8 +295,11 @@ class TensorPlan(Plan):
     def _rest_replanned(self, source, base_seed):
         new = self._replan()
         if not isinstance(new, Plan):
-            _log.warning("chute: the dataset's columns changed during the epoch and no longer qualify for the "
-                         "fast path (%s); the rest of the epoch runs torch's fetch and collate in-process", new)
+            _log.warning(
+                "chute: the dataset's columns changed during the epoch and no longer qualify for the "
+                "fast path (%s); the rest of the epoch runs torch's fetch and collate in-process",
+                new,
+            )
             yield from in_process(self._dataset, source)
             return
         self.close()
@@ -284,4 +315,3 @@ class TensorPlan(Plan):
         g, self._gatherer = getattr(self, "_gatherer", None), None
         if g is not None:
             g.close()
-

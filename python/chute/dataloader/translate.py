@@ -20,7 +20,7 @@ _V2 = "torchvision.transforms.v2"  # v2 classes live in its submodules (_geometr
 
 
 def _family(t, v1_modules: tuple[str, ...]) -> str | None:
-    """"v1" or "v2" for a torchvision transform, by module (torchvision is never imported here)."""
+    """ "v1" or "v2" for a torchvision transform, by module (torchvision is never imported here)."""
     module = type(t).__module__
     if module in v1_modules:
         return "v1"
@@ -55,8 +55,11 @@ def translate(transform, source: str = "pil", *, v1_modules: tuple[str, ...] = (
     rounds differently: chute stays within its stated tolerance (measured: max 1 level on ~0.2% of values,
     test_torchvision_real.py)."""
     if transform is None:
-        return Fallback("transform is None: samples are PIL images, which default_collate cannot batch"
-                        if source == "pil" else "transform is None: images of different sizes cannot be batched")
+        return Fallback(
+            "transform is None: samples are PIL images, which default_collate cannot batch"
+            if source == "pil"
+            else "transform is None: images of different sizes cannot be batched"
+        )
     if type(transform).__name__ != "Compose" or _family(transform, v1_modules) is None:
         return Fallback(f"transform {type(transform).__name__} is not a torchvision Compose (v1 or v2)")
     stage = "pil" if source == "pil" else "uint8"
@@ -72,12 +75,15 @@ def translate(transform, source: str = "pil", *, v1_modules: tuple[str, ...] = (
                     return Fallback("two RandomHorizontalFlip transforms: chute flips once")
                 flip = RandomHorizontalFlip(t.p)
             elif name in ("RandomResizedCrop", "Resize", "CenterCrop") and (
-                    stage == "pil" or (stage == "uint8" and family == "v2")):
+                stage == "pil" or (stage == "uint8" and family == "v2")
+            ):
                 if flip is not None:
                     return Fallback(f"RandomHorizontalFlip before {name}: chute flips after cropping and resizing")
                 if stage == "uint8" and name != "CenterCrop" and getattr(t, "antialias", True) is not True:
-                    return Fallback(f"{name}(antialias={t.antialias}) on a uint8 tensor: torchvision resizes "
-                                    "it without antialiasing, chute only with")
+                    return Fallback(
+                        f"{name}(antialias={t.antialias}) on a uint8 tensor: torchvision resizes "
+                        "it without antialiasing, chute only with"
+                    )
                 out.append(_geometric(t, name))  # PIL images: bilinear is always antialiased
             elif name == "Identity" and family == "v2":
                 pass
@@ -87,8 +93,9 @@ def translate(transform, source: str = "pil", *, v1_modules: tuple[str, ...] = (
                 # v2 passes tensors through these (ToImage wraps a plain tensor as an Image)
             elif name == "ToTensor":
                 if torch.get_default_dtype() != torch.float32:
-                    return Fallback(f"ToTensor makes {torch.get_default_dtype()} (torch's default dtype): chute "
-                                    "makes float32")
+                    return Fallback(
+                        f"ToTensor makes {torch.get_default_dtype()} (torch's default dtype): chute makes float32"
+                    )
                 stage = "float32"
             elif name in ("PILToTensor", "ToImage"):
                 stage = "uint8"
@@ -109,8 +116,9 @@ def translate(transform, source: str = "pil", *, v1_modules: tuple[str, ...] = (
                 unit = 255.0 if stage == "float255" else 1.0  # chute normalises x / 255
                 normalize = Normalize([m / unit for m in _floats(t.mean)], [s / unit for s in _floats(t.std)])
             elif name == "Normalize":
-                return Fallback(f"Normalize on a {stage} {'PIL image' if stage == 'pil' else 'tensor'}: "
-                                "torchvision raises on it")
+                return Fallback(
+                    f"Normalize on a {stage} {'PIL image' if stage == 'pil' else 'tensor'}: torchvision raises on it"
+                )
             else:
                 where = "on PIL images" if stage == "pil" else f"on {stage} tensors"
                 if stage == "uint8" and family == "v1" and name in ("RandomResizedCrop", "Resize", "CenterCrop"):
@@ -119,8 +127,10 @@ def translate(transform, source: str = "pil", *, v1_modules: tuple[str, ...] = (
         except (TypeError, ValueError) as e:  # chute's transforms reject what they cannot reproduce exactly
             return Fallback(f"transform {name}: {e}")
     if stage == "pil":
-        return Fallback("the Compose has no ToTensor/PILToTensor/ToImage: samples stay PIL images, which "
-                        "default_collate cannot batch")
+        return Fallback(
+            "the Compose has no ToTensor/PILToTensor/ToImage: samples stay PIL images, which "
+            "default_collate cannot batch"
+        )
     if stage == "float255" and normalize is None:
         normalize = Normalize((0.0, 0.0, 0.0), (1 / 255.0,) * 3)  # x / 255 / (1 / 255): back to 0..255
     transforms = out + ([flip] if flip is not None else []) + ([normalize] if normalize is not None else [])
@@ -149,4 +159,3 @@ def _geometric(t, name: str):
 def _size(size):
     """torchvision keeps a pair (its stand-ins may keep an int): chute's transforms take either."""
     return size if isinstance(size, int) else tuple(size)
-

@@ -20,7 +20,6 @@ from torch._utils import ExceptionWrapper
 from torch.utils.data import _utils
 from torch.utils.data._utils import collate as _collate
 from torch.utils.data._utils import signal_handling
-from torch.utils.data.dataloader import _DatasetKind
 from torch.utils.data._utils.worker import (
     ManagerWatchdog,
     WorkerInfo,
@@ -28,6 +27,7 @@ from torch.utils.data._utils.worker import (
     _IterableDatasetStopIteration,
     _ResumeIteration,
 )
+from torch.utils.data.dataloader import _DatasetKind
 
 from chute.dataloader.arena import SlotWriter, dumps_batch
 
@@ -145,8 +145,13 @@ class _Fetcher:
 
 def _stack_into(batch, writer: SlotWriter):
     elem = batch[0]
-    if type(elem) is torch.Tensor and elem.layout == torch.strided and elem.device.type == "cpu" \
-            and not elem.is_nested and all(x.shape == elem.shape for x in batch):
+    if (
+        type(elem) is torch.Tensor
+        and elem.layout == torch.strided
+        and elem.device.type == "cpu"
+        and not elem.is_nested
+        and all(x.shape == elem.shape for x in batch)
+    ):
         out = writer.alloc_tensor((len(batch), *elem.shape), elem.dtype)
         if out is not None:
             return torch.stack(batch, 0, out=out)
@@ -154,8 +159,21 @@ def _stack_into(batch, writer: SlotWriter):
     return _collate.collate_tensor_fn(batch)  # torch's errors for nested / mismatched tensors
 
 
-def worker_loop(dataset_kind, dataset, index_queue, data_queue, done_event, auto_collation, collate_fn, drop_last,
-                base_seed, init_fn, worker_id, num_workers, slot_fds) -> None:
+def worker_loop(
+    dataset_kind,
+    dataset,
+    index_queue,
+    data_queue,
+    done_event,
+    auto_collation,
+    collate_fn,
+    drop_last,
+    base_seed,
+    init_fn,
+    worker_id,
+    num_workers,
+    slot_fds,
+) -> None:
     try:
         signal_handling._set_worker_signal_handlers()
         torch.multiprocessing._set_thread_name("pt_data_worker")  # as torch names it, for tools
@@ -204,8 +222,9 @@ def worker_loop(dataset_kind, dataset, index_queue, data_queue, done_event, auto
                 writer.begin(slot)
                 try:
                     if fetcher is None:
-                        raise RuntimeError(f"DataLoader worker process {worker_id} failed to start (see the "
-                                           "first error)")
+                        raise RuntimeError(
+                            f"DataLoader worker process {worker_id} failed to start (see the first error)"
+                        )
                     batch = fetcher.fetch(index)
                     payload = dumps_batch(batch, writer)  # may grow the slot: read its size after
                     data = ArenaBatch(slot, writer.file_size(), payload)

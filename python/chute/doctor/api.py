@@ -8,7 +8,7 @@ import random
 import sys
 import time
 import weakref
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch.utils.data import DataLoader, IterableDataset
@@ -29,8 +29,10 @@ MORE_STEPS = 5  # measure up to this many times `steps` batches while the stall'
 
 def _check_args(loader, step_fn, steps, warmup) -> None:
     if isinstance(loader, (str, bytes)) or not hasattr(loader, "__iter__"):
-        raise TypeError(f"chute.doctor needs a loader to iterate (a chute.Loader, a torch DataLoader or any "
-                        f"iterable of batches), got {type(loader).__name__}")
+        raise TypeError(
+            f"chute.doctor needs a loader to iterate (a chute.Loader, a torch DataLoader or any "
+            f"iterable of batches), got {type(loader).__name__}"
+        )
     if step_fn is not None and not callable(step_fn):
         raise TypeError(f"step_fn must be callable (it receives each batch) or None, got {type(step_fn).__name__}")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
@@ -59,9 +61,12 @@ def _describe(loader) -> str:
         return repr(loader)
     if isinstance(loader, DataLoader):
         kind = "chute.DataLoader" if isinstance(loader, chute.DataLoader) else "torch DataLoader"
-        return (f"{kind} over {type(loader.dataset).__name__} ({len(loader.dataset):,} samples), "
-                f"batch_size={loader.batch_size}, num_workers={loader.num_workers}"
-                if hasattr(loader.dataset, "__len__") else f"{kind} over {type(loader.dataset).__name__}")
+        return (
+            f"{kind} over {type(loader.dataset).__name__} ({len(loader.dataset):,} samples), "
+            f"batch_size={loader.batch_size}, num_workers={loader.num_workers}"
+            if hasattr(loader.dataset, "__len__")
+            else f"{kind} over {type(loader.dataset).__name__}"
+        )
     return type(loader).__name__
 
 
@@ -89,6 +94,7 @@ class _Device:
         def make() -> GpuSampler:
             self.sampler = GpuSampler(self.nvml, nvml_index(self.cuda_index))
             return self.sampler
+
         return make
 
     def finish(self, run: Run) -> DeviceReport:
@@ -148,9 +154,20 @@ def _analyse(d: Diagnosis, loader, *, storage: bool, profile: bool) -> None:
         pass
 
 
-def doctor(loader, step_fn: Callable | None = None, *, steps: int = 20, warmup: int = 3, device=None,
-           storage: bool = True, compare: bool = True, profile: bool = True, report: str | None = None,
-           nvml_library: str = "libnvidia-ml.so.1", max_steps: int | None = None) -> Diagnosis:
+def doctor(
+    loader,
+    step_fn: Callable | None = None,
+    *,
+    steps: int = 20,
+    warmup: int = 3,
+    device=None,
+    storage: bool = True,
+    compare: bool = True,
+    profile: bool = True,
+    report: str | None = None,
+    nvml_library: str = "libnvidia-ml.so.1",
+    max_steps: int | None = None,
+) -> Diagnosis:
     """Finds where a training job's input pipeline stalls and says what to change.
 
     ``loader`` is a :class:`chute.Loader`, a ``torch.utils.data.DataLoader`` or any iterable of batches.
@@ -219,15 +236,19 @@ def _compare(d: Diagnosis, dl: DataLoader, step_fn, measure: dict) -> None:
         if other is None:
             d.notes.append("comparison with torch's DataLoader: not run (a custom batch sampler)")
             return
-        d.comparisons.append(run_loader(other, step_fn, label=f"torch DataLoader num_workers={other.num_workers}",
-                                        close_workers=True, **measure))
+        d.comparisons.append(
+            run_loader(
+                other, step_fn, label=f"torch DataLoader num_workers={other.num_workers}", close_workers=True, **measure
+            )
+        )
         return
     cores = available_cores()
     if dl.num_workers < cores and not (d.run.with_step and d.run.stall_fraction < INPUT_BOUND_STALL):
         other = with_workers(dl, cores)
         if other is not None:
-            d.comparisons.append(run_loader(other, step_fn, label=f"DataLoader num_workers={cores}",
-                                            close_workers=True, **measure))
+            d.comparisons.append(
+                run_loader(other, step_fn, label=f"DataLoader num_workers={cores}", close_workers=True, **measure)
+            )
     loader, reason = chute_equivalent(dl)
     if loader is None:
         d.notes.append(f"comparison with chute: not run ({reason})")
@@ -246,8 +267,15 @@ def _trial_fewer_torch_threads(d: Diagnosis, loader, step_fn, measure: dict) -> 
         return
     torch.set_num_threads(1)
     try:
-        d.comparisons.append(run_loader(loader, step_fn, label=f"torch.set_num_threads(1) in the step (was {threads})",
-                                        close_workers=isinstance(loader, DataLoader), **measure))
+        d.comparisons.append(
+            run_loader(
+                loader,
+                step_fn,
+                label=f"torch.set_num_threads(1) in the step (was {threads})",
+                close_workers=isinstance(loader, DataLoader),
+                **measure,
+            )
+        )
     finally:
         torch.set_num_threads(threads)
 
@@ -259,8 +287,17 @@ class Watch:
     is running), prints the report to stderr, writes ``report`` if given, and passes the rest of the
     batches through untouched."""
 
-    def __init__(self, loader, *, steps: int = 20, warmup: int = 3, report: str | None = None, device=None,
-                 storage: bool = True, max_steps: int | None = None):
+    def __init__(
+        self,
+        loader,
+        *,
+        steps: int = 20,
+        warmup: int = 3,
+        report: str | None = None,
+        device=None,
+        storage: bool = True,
+        max_steps: int | None = None,
+    ):
         _check_args(loader, None, steps, warmup)
         self.loader, self.steps, self.warmup, self.report = loader, steps, warmup, report
         self.max_steps = MORE_STEPS * steps if max_steps is None else max_steps
@@ -353,14 +390,23 @@ class Watch:
         d.device = dev.finish(run)
         d.verdict = decide(d)
         from rich.console import Console
+
         d.print(Console(stderr=True))
         if self.report is not None:
             d.save_html(self.report)
         return d
 
 
-def watch(loader, *, steps: int | None = None, warmup: int | None = None, report: str | None = None, device=None,
-          storage: bool = True, max_steps: int | None = None) -> Watch:
+def watch(
+    loader,
+    *,
+    steps: int | None = None,
+    warmup: int | None = None,
+    report: str | None = None,
+    device=None,
+    storage: bool = True,
+    max_steps: int | None = None,
+) -> Watch:
     """Returns ``loader`` wrapped for the doctor: use it in place of the loader in the training loop.
     After ``warmup + steps`` batches (3 + 20 by default) it prints the diagnosis (and writes ``report``);
     the loop goes on. Watching the same loader again returns the same wrapper, so it can sit inside the
@@ -369,10 +415,15 @@ def watch(loader, *, steps: int | None = None, warmup: int | None = None, report
     if existing is not None:
         return existing
     defaults = _auto.options if _auto.installed else {}
-    w = Watch(loader, steps=steps if steps is not None else defaults.get("steps", 20),
-              warmup=warmup if warmup is not None else defaults.get("warmup", 3),
-              report=report if report is not None else defaults.get("report"), device=device, storage=storage,
-              max_steps=max_steps if max_steps is not None else defaults.get("max_steps"))
+    w = Watch(
+        loader,
+        steps=steps if steps is not None else defaults.get("steps", 20),
+        warmup=warmup if warmup is not None else defaults.get("warmup", 3),
+        report=report if report is not None else defaults.get("report"),
+        device=device,
+        storage=storage,
+        max_steps=max_steps if max_steps is not None else defaults.get("max_steps"),
+    )
     _watched[loader] = w
     if _auto.installed:  # an explicit watch takes precedence over `chute doctor script.py`'s automatic one
         _auto.done = True
@@ -381,7 +432,7 @@ def watch(loader, *, steps: int | None = None, warmup: int | None = None, report
     return w
 
 
-_watched: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_watched: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class _AutoWatch:
@@ -412,6 +463,7 @@ class _AutoWatch:
                 w = Watch(loader, **self.options)
                 self.watches.append(w)
                 return w.wrap(iterator)
+
             cls.__iter__ = patched
 
     def uninstall(self) -> None:
@@ -461,4 +513,3 @@ def watch_from_environment(environ=os.environ) -> bool:
 
 
 doctor.watch = watch  # chute.doctor.watch(loader): the function carries its companion
-

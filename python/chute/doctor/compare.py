@@ -27,7 +27,7 @@ class DataLoaderInfo:
     pin_memory: bool
     persistent_workers: bool
     prefetch_factor: int | None
-    start_method: str       # how worker processes start: fork, spawn or forkserver
+    start_method: str  # how worker processes start: fork, spawn or forkserver
     path: str | None = None  # chute.DataLoader: "generic" or "fast:<kind>" (which then starts no workers)
 
     @property
@@ -56,8 +56,15 @@ def dataloader_info(dl: DataLoader) -> DataLoaderInfo:
     context = dl.multiprocessing_context
     start = context.get_start_method() if context is not None else multiprocessing.get_start_method()
     path = dl.stats().get("path") if isinstance(dl, chute.DataLoader) else None
-    return DataLoaderInfo(dl.num_workers, dl.batch_size, bool(dl.pin_memory), bool(dl.persistent_workers),
-                          dl.prefetch_factor if dl.num_workers > 0 else None, start, path)
+    return DataLoaderInfo(
+        dl.num_workers,
+        dl.batch_size,
+        bool(dl.pin_memory),
+        bool(dl.persistent_workers),
+        dl.prefetch_factor if dl.num_workers > 0 else None,
+        start,
+        path,
+    )
 
 
 def with_workers(dl: DataLoader, num_workers: int) -> DataLoader | None:
@@ -65,11 +72,18 @@ def with_workers(dl: DataLoader, num_workers: int) -> DataLoader | None:
     None when it was built from a custom batch sampler."""
     if dl.batch_size is None:
         return None
-    return DataLoader(dl.dataset, batch_size=dl.batch_size, shuffle=isinstance(dl.sampler, RandomSampler),
-                      num_workers=num_workers, collate_fn=dl.collate_fn, pin_memory=dl.pin_memory,
-                      drop_last=dl.drop_last, worker_init_fn=dl.worker_init_fn,
-                      multiprocessing_context=dl.multiprocessing_context if num_workers else None,
-                      prefetch_factor=2 if num_workers else None)
+    return DataLoader(
+        dl.dataset,
+        batch_size=dl.batch_size,
+        shuffle=isinstance(dl.sampler, RandomSampler),
+        num_workers=num_workers,
+        collate_fn=dl.collate_fn,
+        pin_memory=dl.pin_memory,
+        drop_last=dl.drop_last,
+        worker_init_fn=dl.worker_init_fn,
+        multiprocessing_context=dl.multiprocessing_context if num_workers else None,
+        prefetch_factor=2 if num_workers else None,
+    )
 
 
 def torch_equivalent(dl: DataLoader) -> DataLoader | None:
@@ -79,9 +93,16 @@ def torch_equivalent(dl: DataLoader) -> DataLoader | None:
     if dl.batch_size is None:
         return None
     workers = dl.num_workers or _native.available_cores()
-    return DataLoader(dl.dataset, batch_size=dl.batch_size, shuffle=isinstance(dl.sampler, RandomSampler),
-                      num_workers=workers, collate_fn=dl.collate_fn, pin_memory=dl.pin_memory,
-                      drop_last=dl.drop_last, prefetch_factor=dl.prefetch_factor or 2)
+    return DataLoader(
+        dl.dataset,
+        batch_size=dl.batch_size,
+        shuffle=isinstance(dl.sampler, RandomSampler),
+        num_workers=workers,
+        collate_fn=dl.collate_fn,
+        pin_memory=dl.pin_memory,
+        drop_last=dl.drop_last,
+        prefetch_factor=dl.prefetch_factor or 2,
+    )
 
 
 def _root_of(dataset) -> str | None:
@@ -99,7 +120,10 @@ def chute_equivalent(dl: DataLoader, *, max_threads: int | None = None) -> tuple
     root = _root_of(dataset)
     if root is None:
         if isinstance(dataset, torch.utils.data.TensorDataset):
-            return None, "a TensorDataset: chute.DataLoader gathers it natively (change the import), chute.Loader reads images"
+            return (
+                None,
+                "a TensorDataset: chute.DataLoader gathers it natively (change the import), chute.Loader reads images",
+            )
         return None, f"chute does not recognise a {type(dataset).__name__} (it reads ImageFolder trees)"
     if dl.batch_size is None:
         return None, "the DataLoader uses a custom batch sampler"
@@ -113,6 +137,13 @@ def chute_equivalent(dl: DataLoader, *, max_threads: int | None = None) -> tuple
     source = chute.ImageFolder(root)
     if len(source) != len(dataset):
         return None, f"chute finds {len(source)} images under {root}, the dataset {len(dataset)}"
-    loader = chute.Loader(source, dl.batch_size, shuffle=isinstance(dl.sampler, RandomSampler),
-                          drop_last=dl.drop_last, transforms=transforms, dtype=dtype, max_threads=max_threads)
+    loader = chute.Loader(
+        source,
+        dl.batch_size,
+        shuffle=isinstance(dl.sampler, RandomSampler),
+        drop_last=dl.drop_last,
+        transforms=transforms,
+        dtype=dtype,
+        max_threads=max_threads,
+    )
     return loader, ""

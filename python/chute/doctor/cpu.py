@@ -24,7 +24,7 @@ def _stat_cpu_seconds(stat_path: str) -> float | None:
         text = Path(stat_path).read_text()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
-    fields = text[text.rindex(")") + 2:].split()  # the name may hold spaces; fields start at state (3rd)
+    fields = text[text.rindex(")") + 2 :].split()  # the name may hold spaces; fields start at state (3rd)
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
@@ -54,6 +54,7 @@ def child_pids(pid: int | str = "self") -> list[int]:
 def available_cores() -> int:
     """The engine's count (chute/cores.h): the affinity mask, within the cgroup's CPU quota."""
     from chute import _native
+
     return _native.available_cores()
 
 
@@ -84,10 +85,11 @@ def numa_nodes(sysfs: str = "/sys/devices/system/node") -> dict[int, set[int]]:
 @dataclass
 class CpuTimeline:
     """Cores in use over time, sampled by :class:`CpuSampler`: each list has one entry per interval."""
-    t: list[float] = field(default_factory=list)          # seconds since the sampler started (interval end)
-    process: list[float] = field(default_factory=list)    # this process (training step + chute threads)
+
+    t: list[float] = field(default_factory=list)  # seconds since the sampler started (interval end)
+    process: list[float] = field(default_factory=list)  # this process (training step + chute threads)
     main_thread: list[float] = field(default_factory=list)
-    children: list[float] = field(default_factory=list)   # child processes (DataLoader workers)
+    children: list[float] = field(default_factory=list)  # child processes (DataLoader workers)
 
 
 class CpuSampler(BackgroundSampler):
@@ -105,8 +107,7 @@ class CpuSampler(BackgroundSampler):
             cpu = process_cpu_seconds(pid)
             if cpu is not None:
                 self._child_cpu[pid] = cpu
-        return (process_cpu_seconds() or 0.0, thread_cpu_seconds(self._main_tid) or 0.0,
-                sum(self._child_cpu.values()))
+        return (process_cpu_seconds() or 0.0, thread_cpu_seconds(self._main_tid) or 0.0, sum(self._child_cpu.values()))
 
     def _run(self) -> None:
         last_t, (last_proc, last_main, _) = time.perf_counter(), self._read()
@@ -131,15 +132,15 @@ class CpuSampler(BackgroundSampler):
 
 @dataclass
 class CpuReport:
-    cores: int                       # cores this process may use (its affinity)
-    numa: dict[int, list[int]]       # node -> CPUs this process may use there
-    torch_threads: int               # torch's intra-op threads (the training step's)
-    loader_threads: int              # chute threads or DataLoader worker processes (0: the main process loads)
-    mean_process_cores: float        # cores used by this process over the measured window
-    mean_main_thread: float          # fraction of a core the main thread (step + consumer) used
-    mean_children_cores: float       # cores used by child processes (DataLoader workers)
-    peak_total_cores: float          # the busiest sampling interval, process + children
-    load_average: float = 0.0        # the machine's 1-minute load average (runnable threads, all processes)
+    cores: int  # cores this process may use (its affinity)
+    numa: dict[int, list[int]]  # node -> CPUs this process may use there
+    torch_threads: int  # torch's intra-op threads (the training step's)
+    loader_threads: int  # chute threads or DataLoader worker processes (0: the main process loads)
+    mean_process_cores: float  # cores used by this process over the measured window
+    mean_main_thread: float  # fraction of a core the main thread (step + consumer) used
+    mean_children_cores: float  # cores used by child processes (DataLoader workers)
+    peak_total_cores: float  # the busiest sampling interval, process + children
+    load_average: float = 0.0  # the machine's 1-minute load average (runnable threads, all processes)
     stages: dict[str, float] = field(default_factory=dict)  # chute: busy seconds per stage per sample
 
     @property
@@ -183,7 +184,14 @@ def cpu_report(timeline: CpuTimeline, *, loader_threads: int, skip_s: float = 0.
         load = float(Path("/proc/loadavg").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         load = 0.0
-    return CpuReport(cores=len(allowed), numa=numa, torch_threads=torch.get_num_threads(),
-                     loader_threads=loader_threads, mean_process_cores=mean(timeline.process),
-                     mean_main_thread=mean(timeline.main_thread), mean_children_cores=mean(timeline.children),
-                     peak_total_cores=peak, load_average=load)
+    return CpuReport(
+        cores=len(allowed),
+        numa=numa,
+        torch_threads=torch.get_num_threads(),
+        loader_threads=loader_threads,
+        mean_process_cores=mean(timeline.process),
+        mean_main_thread=mean(timeline.main_thread),
+        mean_children_cores=mean(timeline.children),
+        peak_total_cores=peak,
+        load_average=load,
+    )

@@ -42,7 +42,7 @@ class Nvml:
         self._check(lib.nvmlInit_v2(), "nvmlInit_v2")
 
     @classmethod
-    def open(cls, library: str = NVML_LIBRARY) -> "Nvml":
+    def open(cls, library: str = NVML_LIBRARY) -> Nvml:
         try:
             lib = ctypes.CDLL(library)
         except OSError as e:
@@ -60,8 +60,10 @@ class Nvml:
 
     def handle(self, index: int) -> ctypes.c_void_p:
         h = ctypes.c_void_p()
-        self._check(self._lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(index), ctypes.byref(h)),
-                    "nvmlDeviceGetHandleByIndex_v2")
+        self._check(
+            self._lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(index), ctypes.byref(h)),
+            "nvmlDeviceGetHandleByIndex_v2",
+        )
         return h
 
     def name(self, handle: ctypes.c_void_p) -> str:
@@ -98,7 +100,7 @@ def nvml_index(cuda_index: int) -> int:
 @dataclass
 class GpuTimeline:
     t: list[float] = field(default_factory=list)
-    util: list[int] = field(default_factory=list)       # %
+    util: list[int] = field(default_factory=list)  # %
     memory_used: list[int] = field(default_factory=list)  # bytes
 
 
@@ -139,7 +141,7 @@ class CopyTiming:
 @dataclass
 class DeviceReport:
     available: bool
-    reason: str = ""                  # why there is no device layer
+    reason: str = ""  # why there is no device layer
     name: str = ""
     memory_total: int = 0
     timeline: GpuTimeline = field(default_factory=GpuTimeline)
@@ -151,8 +153,13 @@ class DeviceReport:
         if not values:
             return {}
         q = statistics.quantiles(values, n=10) if len(values) > 1 else [values[0]] * 9
-        return {"mean": statistics.fmean(values), "p10": q[0], "p50": statistics.median(values), "p90": q[8],
-                "idle_fraction": sum(v < 10 for v in values) / len(values)}
+        return {
+            "mean": statistics.fmean(values),
+            "p10": q[0],
+            "p50": statistics.median(values),
+            "p90": q[8],
+            "idle_fraction": sum(v < 10 for v in values) / len(values),
+        }
 
 
 def resolve_cuda_device(device) -> tuple[int | None, str]:

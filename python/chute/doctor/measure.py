@@ -10,8 +10,8 @@ from __future__ import annotations
 import random
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -24,6 +24,7 @@ from chute.doctor.device import GpuTimeline
 @dataclass
 class Transfer:
     """A tensor moved to another device inside the step, as seen by :class:`TransferSpy`."""
+
     target: str
     non_blocking: bool
     pinned: bool
@@ -48,18 +49,20 @@ class TransferSpy(TorchFunctionMode):
                 target = args[1]
             if name == "cuda" and target is None:
                 target = "cuda"
-            non_blocking = bool(kwargs.get("non_blocking", False)
-                                or (len(args) > 2 and isinstance(args[2], bool) and args[2]))
+            non_blocking = bool(
+                kwargs.get("non_blocking", False) or (len(args) > 2 and isinstance(args[2], bool) and args[2])
+            )
             if target is not None and torch.device(target).type != src.device.type:
                 pinned = src.device.type == "cpu" and torch.cuda.is_available() and src.is_pinned()
-                self.transfers.append(Transfer(str(torch.device(target)), non_blocking, pinned,
-                                               src.numel() * src.element_size()))
+                self.transfers.append(
+                    Transfer(str(torch.device(target)), non_blocking, pinned, src.numel() * src.element_size())
+                )
         return func(*args, **kwargs)
 
 
 @dataclass
 class Step:
-    start: float   # seconds since the run started, when the consumer asked for the batch
+    start: float  # seconds since the run started, when the consumer asked for the batch
     wait_s: float  # blocked in next(): the data stall
     step_s: float  # the step's own time (0 without a step)
     samples: int
@@ -69,22 +72,23 @@ class Step:
 class Run:
     """One measured stretch of a loader. ``steps`` holds every batch; the first ``warmup`` are excluded
     from the figures (they pay start-up: worker processes, thread pools, the first fill)."""
+
     label: str
     steps: list[Step]
     warmup: int
     with_step: bool
-    batch_bytes: int = 0                      # bytes of the tensors in one batch
-    first_batch_s: float = 0.0                # from iter() to the first batch: start-up and fill
+    batch_bytes: int = 0  # bytes of the tensors in one batch
+    first_batch_s: float = 0.0  # from iter() to the first batch: start-up and fill
     cpu: CpuTimeline = field(default_factory=CpuTimeline)
     gpu: GpuTimeline | None = None
     transfers: list[Transfer] = field(default_factory=list)
-    loader_stats: dict | None = None          # chute.Loader.stats() over the measured steps
-    dtype: str = ""                           # the first tensor's dtype (the images, usually)
+    loader_stats: dict | None = None  # chute.Loader.stats() over the measured steps
+    dtype: str = ""  # the first tensor's dtype (the images, usually)
     sample: list[torch.Tensor] = field(default_factory=list)  # a copy of the first batch, when kept
 
     @property
     def measured(self) -> list[Step]:
-        return self.steps[self.warmup:]
+        return self.steps[self.warmup :]
 
     @property
     def measured_start(self) -> float:
@@ -171,8 +175,16 @@ class Recorder:
             self.run.sample = [t.clone() for t in tensors]
 
 
-_SETTINGS = ("threads", "active_threads", "prefetch", "auto_threads", "auto_prefetch", "batch_buffer_bytes",
-             "batch_buffers", "cores")
+_SETTINGS = (
+    "threads",
+    "active_threads",
+    "prefetch",
+    "auto_threads",
+    "auto_prefetch",
+    "batch_buffer_bytes",
+    "batch_buffers",
+    "cores",
+)
 
 
 def engine_stats(loader) -> dict | None:
@@ -200,8 +212,14 @@ def stats_since(before: dict | None, after: dict | None) -> dict | None:
     if before is None:
         out = dict(after)
     else:
-        out = {k: (v - before.get(k, 0) if isinstance(v, (int, float)) and not isinstance(v, bool)
-                   and k not in _SETTINGS else v) for k, v in after.items()}
+        out = {
+            k: (
+                v - before.get(k, 0)
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in _SETTINGS
+                else v
+            )
+            for k, v in after.items()
+        }
     total = out.get("wait_s", 0) + out.get("consumer_s", 0)
     out["stall_fraction"] = out.get("wait_s", 0) / total if total > 0 else 0.0
     out.update(_native.diagnose(out))
@@ -214,10 +232,19 @@ def _close_iterator(iterator) -> None:
         shutdown()
 
 
-def run_loader(loader, step_fn: Callable | None, *, steps: int, warmup: int, label: str,
-               gpu_sampler_factory: Callable | None = None, spy_steps: int = 2,
-               close_workers: bool = False, max_steps: int | None = None,
-               threshold: float | None = None) -> Run:
+def run_loader(
+    loader,
+    step_fn: Callable | None,
+    *,
+    steps: int,
+    warmup: int,
+    label: str,
+    gpu_sampler_factory: Callable | None = None,
+    spy_steps: int = 2,
+    close_workers: bool = False,
+    max_steps: int | None = None,
+    threshold: float | None = None,
+) -> Run:
     """Iterates ``warmup + steps`` batches (fewer if the loader ends first), calling ``step_fn(batch)`` on
     each. With ``max_steps`` and ``threshold``, it goes on measuring, ``steps`` batches at a time, while the
     stall's confidence interval still contains ``threshold`` (:meth:`Run.settled`), up to ``max_steps``
@@ -267,8 +294,14 @@ def run_loader(loader, step_fn: Callable | None, *, steps: int, warmup: int, lab
                 recorder.record(ask, got, time.perf_counter(), batch_samples(batch))
                 del batch
                 i += 1
-                if (i == limit and max_steps is not None and threshold is not None and run.with_step
-                        and limit - warmup < max_steps and not run.settled(threshold)):
+                if (
+                    i == limit
+                    and max_steps is not None
+                    and threshold is not None
+                    and run.with_step
+                    and limit - warmup < max_steps
+                    and not run.settled(threshold)
+                ):
                     limit = min(limit + steps, warmup + max_steps)
         finally:
             if gpu is not None:

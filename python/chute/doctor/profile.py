@@ -24,15 +24,30 @@ from dataclasses import dataclass, field
 CATEGORIES = ("read", "decode", "transform", "other")
 _READ_NAMES = frozenset({"read", "readinto", "readall", "read_bytes", "pread", "preadv", "readinto1", "read1"})
 _OPEN_NAMES = frozenset({"open", "io.open"})
-_PIL_GEOMETRY = frozenset({"resize", "crop", "transpose", "rotate", "transform", "reduce", "thumbnail", "filter",
-                           "__array_interface__", "tobytes", "getdata", "point", "paste"})
+_PIL_GEOMETRY = frozenset(
+    {
+        "resize",
+        "crop",
+        "transpose",
+        "rotate",
+        "transform",
+        "reduce",
+        "thumbnail",
+        "filter",
+        "__array_interface__",
+        "tobytes",
+        "getdata",
+        "point",
+        "paste",
+    }
+)
 
 
 @dataclass
 class DatasetProfile:
     samples: int
     seconds: dict[str, float] = field(default_factory=dict)  # per category, summed over the samples
-    wall_s: float = 0.0                                      # unprofiled time for the same samples
+    wall_s: float = 0.0  # unprofiled time for the same samples
 
     @property
     def total_s(self) -> float:
@@ -100,7 +115,9 @@ class _Classifier:
     @staticmethod
     def builtin(fn) -> str | None:
         name = getattr(fn, "__name__", "")
-        if name in _READ_NAMES or (name == "open" and getattr(fn, "__module__", "") in ("builtins", "io", "_io", "posix", "os")):
+        if name in _READ_NAMES or (
+            name == "open" and getattr(fn, "__module__", "") in ("builtins", "io", "_io", "posix", "os")
+        ):
             return "read"
         return None
 

@@ -22,32 +22,36 @@ from chute.doctor.verdict import Verdict
 class Diagnosis:
     """The doctor's findings for one loader. ``print(d)`` gives the terminal summary, ``d.save_html(path)``
     the self-contained report with plots, ``d.to_json()`` a plain dict."""
-    target: str                                   # what was diagnosed, in words
-    run: Run                                      # the loader as given, with the step (or alone)
+
+    target: str  # what was diagnosed, in words
+    run: Run  # the loader as given, with the step (or alone)
     comparisons: list[Run] = field(default_factory=list)  # the other loaders measured the same way
-    notes: list[str] = field(default_factory=list)        # what was not measured, and why
+    notes: list[str] = field(default_factory=list)  # what was not measured, and why
     dataloader: DataLoaderInfo | None = None
     profile: DatasetProfile | None = None
     storage: StorageReport | None = None
     cpu: CpuReport | None = None
     device: DeviceReport | None = None
     batches_per_epoch: int | None = None
-    sweep_png: bytes | None = None                # ``chute bench --sweep``'s plot, when it was run
+    sweep_png: bytes | None = None  # ``chute bench --sweep``'s plot, when it was run
     verdict: Verdict | None = None
 
     def __str__(self) -> str:
         from chute.doctor.report_term import render_text
+
         return render_text(self)
 
     def print(self, console=None) -> None:
         """The summary on a rich console (stdout by default), with colour where the terminal has it."""
         from chute.doctor.report_term import render
+
         render(self, console)
 
     def save_html(self, path: str | Path) -> Path:
         """Writes the text diagnosis beside ``path`` (``.txt``) first, so that nothing measured is lost, then
         the HTML report (with plots where matplotlib is installed, else with a note saying so)."""
         from chute.doctor.report_html import write_html
+
         path = Path(path)
         path.with_suffix(".txt").write_text(str(self), encoding="utf-8")
         return write_html(self, path)

@@ -14,21 +14,22 @@ if TYPE_CHECKING:
     from chute.doctor.report import Diagnosis
 
 STALL_COLOUR = "#d62728"  # matplotlib's tab:red: the consumer waiting for data
-STEP_COLOUR = "#1f77b4"   # tab:blue: the step's own time
-CPU_COLOUR = "#2ca02c"    # tab:green
+STEP_COLOUR = "#1f77b4"  # tab:blue: the step's own time
+CPU_COLOUR = "#2ca02c"  # tab:green
 WORKER_COLOUR = "#ff7f0e"  # tab:orange
-GPU_COLOUR = "#9467bd"    # tab:purple
+GPU_COLOUR = "#9467bd"  # tab:purple
 
 
 def _png(fig) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
     import matplotlib.pyplot as plt
+
     plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode()
 
 
-def timeline_png(d: "Diagnosis") -> str:
+def timeline_png(d: Diagnosis) -> str:
     """Each batch as a red (waiting for data) and a blue (step) segment over time; below, the cores in use
     and, with a GPU, its utilisation."""
     import matplotlib.pyplot as plt
@@ -38,8 +39,12 @@ def timeline_png(d: "Diagnosis") -> str:
     fig, axes = plt.subplots(rows, 1, figsize=(10, 2.4 * rows + 0.8), sharex=True, layout="constrained")
     ax = axes[0]
     ax.broken_barh([(s.start, s.wait_s) for s in run.steps], (0.55, 0.4), color=STALL_COLOUR, label="waiting for data")
-    ax.broken_barh([(s.start + s.wait_s, max(s.step_s, 1e-4)) for s in run.steps], (0.05, 0.4), color=STEP_COLOUR,
-                   label="step" if run.with_step else "consumer (does nothing)")
+    ax.broken_barh(
+        [(s.start + s.wait_s, max(s.step_s, 1e-4)) for s in run.steps],
+        (0.05, 0.4),
+        color=STEP_COLOUR,
+        label="step" if run.with_step else "consumer (does nothing)",
+    )
     if run.warmup and len(run.steps) > run.warmup:
         ax.axvspan(0, run.measured_start, color="#bbbbbb", alpha=0.3, label="warm-up")
     ax.set_yticks([0.25, 0.75], ["step", "stall"])
@@ -65,7 +70,7 @@ def timeline_png(d: "Diagnosis") -> str:
     return _png(fig)
 
 
-def stages_png(d: "Diagnosis") -> str | None:
+def stages_png(d: Diagnosis) -> str | None:
     import matplotlib.pyplot as plt
 
     from chute.doctor.verdict import _stage_shares
@@ -85,15 +90,17 @@ def stages_png(d: "Diagnosis") -> str | None:
     return _png(fig)
 
 
-def throughput_png(d: "Diagnosis") -> str:
+def throughput_png(d: Diagnosis) -> str:
     import matplotlib.pyplot as plt
 
     runs = [d.run, *d.comparisons]
     fig, ax = plt.subplots(figsize=(10, 0.6 * len(runs) + 1.2))
     labels = [r.label + (" (yours)" if i == 0 else "") for i, r in enumerate(runs)]
     rates = [r.rate for r in runs]
-    colours = [STALL_COLOUR if i == 0 else (CPU_COLOUR if r.label.startswith("chute") else WORKER_COLOUR)
-               for i, r in enumerate(runs)]
+    colours = [
+        STALL_COLOUR if i == 0 else (CPU_COLOUR if r.label.startswith("chute") else WORKER_COLOUR)
+        for i, r in enumerate(runs)
+    ]
     ax.barh(labels, rates, color=colours)
     for i, r in enumerate(rates):
         ax.text(r, i, f" {r:,.0f}" + (f" ({r / rates[0]:.1f}x)" if i and rates[0] else ""), va="center", fontsize=9)
@@ -118,11 +125,14 @@ def _img(b64: str | None, alt: str) -> str:
     return f'<img class="plot" alt="{html.escape(alt)}" src="data:image/png;base64,{b64}">' if b64 else ""
 
 
-def render_html(d: "Diagnosis", plots: bool = True) -> str:
+def render_html(d: Diagnosis, plots: bool = True) -> str:
     e = html.escape
     v = d.verdict
-    out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>chute doctor report</title>"
-           f"<style>{_CSS}</style></head><body>", f"<h1>chute doctor: {e(d.target)}</h1>"]
+    out = [
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>chute doctor report</title>"
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>chute doctor: {e(d.target)}</h1>",
+    ]
     if v is not None:
         out.append(f"<div class='verdict'><div class='headline'>verdict ({e(v.layer)}): {e(v.headline)}</div><ul>")
         out += [f"<li>{e(x)}</li>" for x in v.evidence]
@@ -130,8 +140,10 @@ def render_html(d: "Diagnosis", plots: bool = True) -> str:
         if v.recommendations:
             out.append("<table><tr><th>#</th><th>change</th><th>gain</th><th>kind</th><th>based on</th></tr>")
             for i, r in enumerate(v.recommendations, 1):
-                out.append(f"<tr><td>{i}</td><td>{e(r.action)}</td><td class='num'>{r.gain:.1f}x</td>"
-                           f"<td>{'measured' if r.measured else 'estimate, at most'}</td><td>{e(r.basis)}</td></tr>")
+                out.append(
+                    f"<tr><td>{i}</td><td>{e(r.action)}</td><td class='num'>{r.gain:.1f}x</td>"
+                    f"<td>{'measured' if r.measured else 'estimate, at most'}</td><td>{e(r.basis)}</td></tr>"
+                )
             out.append("</table>")
         elif v.layer == "consumer":
             out.append("<p>No change to the input pipeline is called for.</p>")
@@ -144,8 +156,10 @@ def render_html(d: "Diagnosis", plots: bool = True) -> str:
             out.append("<h2>Per-stage time</h2>" + _img(stages, "per-stage time"))
         out.append("<h2>Throughput</h2>" + _img(throughput_png(d), "throughput by configuration"))
     else:
-        out.append("<p class='note'>No plots: they are drawn with matplotlib, which is not installed "
-                   "(pip install 'chute[plot]'). Every figure is in the summary below.</p>")
+        out.append(
+            "<p class='note'>No plots: they are drawn with matplotlib, which is not installed "
+            "(pip install 'chute[plot]'). Every figure is in the summary below.</p>"
+        )
     if d.sweep_png:
         out.append("<h2>chute bench --sweep</h2>" + _img(base64.b64encode(d.sweep_png).decode(), "throughput sweep"))
     out.append(f"<h2>Full summary</h2><pre>{e(str(d))}</pre></body></html>")
@@ -161,7 +175,7 @@ def have_matplotlib() -> bool:
     return True
 
 
-def write_html(d: "Diagnosis", path: Path) -> Path:
+def write_html(d: Diagnosis, path: Path) -> Path:
     """The report, with plots where matplotlib is installed; without it, the same report less the plots,
     with a note (the doctor checks this before measuring and says so in the diagnosis's notes)."""
     path.write_text(render_html(d, plots=have_matplotlib()), encoding="utf-8")
@@ -179,8 +193,9 @@ def chromium() -> str | None:
     return None
 
 
-def screenshot(html_path: Path, png_path: Path, *, width: int = 1100, height: int = 5000,
-               timeout: float = 120.0) -> Path:
+def screenshot(
+    html_path: Path, png_path: Path, *, width: int = 1100, height: int = 5000, timeout: float = 120.0
+) -> Path:
     """Renders the HTML report to a PNG in headless Chromium, then trims the blank page below it."""
     import os
     import subprocess
@@ -192,9 +207,16 @@ def screenshot(html_path: Path, png_path: Path, *, width: int = 1100, height: in
     if browser is None:
         raise FileNotFoundError("rendering the report needs Chromium (Debian: apt-get install chromium)")
     with tempfile.TemporaryDirectory() as profile:
-        cmd = [browser, "--headless", "--disable-gpu", "--hide-scrollbars", f"--user-data-dir={profile}",
-               f"--window-size={width},{height}", f"--screenshot={Path(png_path).resolve()}",
-               Path(html_path).resolve().as_uri()]
+        cmd = [
+            browser,
+            "--headless",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--user-data-dir={profile}",
+            f"--window-size={width},{height}",
+            f"--screenshot={Path(png_path).resolve()}",
+            Path(html_path).resolve().as_uri(),
+        ]
         if os.geteuid() == 0:
             cmd.insert(1, "--no-sandbox")  # Chromium refuses to run as root with its sandbox
         subprocess.run(cmd, check=True, timeout=timeout, capture_output=True)

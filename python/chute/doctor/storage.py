@@ -18,8 +18,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HUGE_DIRECTORY = 10_000  # entries in one directory that make listing and lookups slow on most filesystems
-NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "ceph", "glusterfs", "9p", "afs",
-              "beegfs", "wekafs", "orangefs", "davfs")
+NETWORK_FS = (
+    "nfs",
+    "nfs4",
+    "cifs",
+    "smb3",
+    "smbfs",
+    "lustre",
+    "gpfs",
+    "ceph",
+    "glusterfs",
+    "9p",
+    "afs",
+    "beegfs",
+    "wekafs",
+    "orangefs",
+    "davfs",
+)
 _READ_CHUNK = 1 << 20
 
 
@@ -139,12 +154,12 @@ def read_probe(paths: list[str], *, cold: bool, budget_s: float) -> ReadProbe:
 @dataclass
 class StorageReport:
     files: int
-    dataset_bytes: int            # measured (stat of every file) or estimated from a sample (see bytes_estimated)
+    dataset_bytes: int  # measured (stat of every file) or estimated from a sample (see bytes_estimated)
     bytes_estimated: bool
     directories: int
     largest_directory: tuple[str, int]  # the directory with the most entries, and their count
     huge_directories: list[tuple[str, int]]
-    scan_s: float                 # listing every directory holding the files, with a stat per entry (hot)
+    scan_s: float  # listing every directory holding the files, with a stat per entry (hot)
     scan_entries: int
     mount: Mount | None
     cold: ReadProbe
@@ -195,8 +210,9 @@ def _scan(directories: list[str]) -> tuple[float, int, dict[str, int]]:
     return time.perf_counter() - start, sum(counts.values()), counts
 
 
-def probe_storage(paths: list[str], *, budget_s: float = 1.0, sample: int = 64, seed: int = 0,
-                  stat_limit: int = 5_000) -> StorageReport:
+def probe_storage(
+    paths: list[str], *, budget_s: float = 1.0, sample: int = 64, seed: int = 0, stat_limit: int = 5_000
+) -> StorageReport:
     """Measures the storage layer for a dataset's files within about ``2 * budget_s`` seconds of reads
     plus one directory scan. The dataset's size is summed from a stat of every file up to ``stat_limit``
     files, beyond that estimated from the sampled files (a stat costs a round trip on network storage)."""
@@ -220,9 +236,21 @@ def probe_storage(paths: list[str], *, budget_s: float = 1.0, sample: int = 64, 
     if mount is not None and mount.fs_type in ("tmpfs", "ramfs"):
         notes.append(f"the files are on {mount.fs_type} (memory): cold reads cannot be measured there")
     cold = read_probe(chosen, cold=True, budget_s=budget_s)
-    hot = read_probe(chosen[:cold.files], cold=False, budget_s=budget_s)
+    hot = read_probe(chosen[: cold.files], cold=False, budget_s=budget_s)
     mem = _meminfo()
-    return StorageReport(files=len(paths), dataset_bytes=dataset_bytes, bytes_estimated=estimated,
-                         directories=len(counts), largest_directory=largest, huge_directories=huge,
-                         scan_s=scan_s, scan_entries=scan_entries, mount=mount, cold=cold, hot=hot,
-                         mem_total=mem.get("MemTotal", 0), mem_available=mem.get("MemAvailable", 0), notes=notes)
+    return StorageReport(
+        files=len(paths),
+        dataset_bytes=dataset_bytes,
+        bytes_estimated=estimated,
+        directories=len(counts),
+        largest_directory=largest,
+        huge_directories=huge,
+        scan_s=scan_s,
+        scan_entries=scan_entries,
+        mount=mount,
+        cold=cold,
+        hot=hot,
+        mem_total=mem.get("MemTotal", 0),
+        mem_available=mem.get("MemAvailable", 0),
+        notes=notes,
+    )

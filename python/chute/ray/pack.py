@@ -83,11 +83,24 @@ def _remove_leftovers(out: str) -> int:
     return removed
 
 
-def pack(src, out: str | os.PathLike, parts: int | None = None, *, shard_size: str | int = "1GB",
-         num_cpus: float = 1, threads_per_task: int | None = None, validate: str = "header",
-         skip_bad: bool = False, max_pixels: int = 200_000_000, max_file_bytes: int = 1 << 30,
-         max_retries: int = 3, task_options: dict | None = None, progress: bool = True,
-         _test_hook=None, **store_options) -> _packed.PackSummary:
+def pack(
+    src,
+    out: str | os.PathLike,
+    parts: int | None = None,
+    *,
+    shard_size: str | int = "1GB",
+    num_cpus: float = 1,
+    threads_per_task: int | None = None,
+    validate: str = "header",
+    skip_bad: bool = False,
+    max_pixels: int = 200_000_000,
+    max_file_bytes: int = 1 << 30,
+    max_retries: int = 3,
+    task_options: dict | None = None,
+    progress: bool = True,
+    _test_hook=None,
+    **store_options,
+) -> _packed.PackSummary:
     """Packs ``src`` (a path every node can read: an ImageFolder directory, a file list, tar shards, a
     packed dataset) into ``out`` (a directory every node can write) as ``parts`` Ray tasks, then merges.
 
@@ -111,32 +124,52 @@ def pack(src, out: str | os.PathLike, parts: int | None = None, *, shard_size: s
     if os.path.exists(os.path.join(out, _packed.INDEX_FILE)):
         raise ValueError(f"{out} already holds a packed dataset ({_packed.INDEX_FILE}); remove it or pack elsewhere")
     os.makedirs(out, exist_ok=True)
-    options = {"shard_size": shard_size, "num_threads": threads_per_task or max(1, int(num_cpus)),
-               "validate": validate, "skip_bad": skip_bad, "max_pixels": max_pixels,
-               "max_file_bytes": max_file_bytes, **store_options}
+    options = {
+        "shard_size": shard_size,
+        "num_threads": threads_per_task or max(1, int(num_cpus)),
+        "validate": validate,
+        "skip_bad": skip_bad,
+        "max_pixels": max_pixels,
+        "max_file_bytes": max_file_bytes,
+        **store_options,
+    }
     start = time.perf_counter()
     tracker = _Progress.remote() if progress else None
-    task = ray.remote(_pack_part).options(num_cpus=num_cpus, max_retries=max_retries, retry_exceptions=False,
-                                          **(task_options or {}))
+    task = ray.remote(_pack_part).options(
+        num_cpus=num_cpus, max_retries=max_retries, retry_exceptions=False, **(task_options or {})
+    )
     refs = [task.remote(src, out, i, parts, options, tracker, _test_hook) for i in range(parts)]
     results = _wait_with_progress(refs, tracker, src) if progress else ray.get(refs)
     merged = _packed.merge(out)
     _remove_leftovers(out)
     skipped = sorted(s for r in results for s in r["skipped"])
-    return _packed.PackSummary(merged.samples, merged.payload_bytes, merged.file_bytes, merged.shards,
-                               time.perf_counter() - start, [tuple(s) for s in skipped])
+    return _packed.PackSummary(
+        merged.samples,
+        merged.payload_bytes,
+        merged.file_bytes,
+        merged.shards,
+        time.perf_counter() - start,
+        [tuple(s) for s in skipped],
+    )
 
 
 def _wait_with_progress(refs: list, tracker, src: str) -> list:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     pending = list(refs)
-    with Progress(TextColumn(f"packing {src} on Ray"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.fields[parts]}"), TimeElapsedColumn(), transient=True) as bar:
+    with Progress(
+        TextColumn(f"packing {src} on Ray"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[parts]}"),
+        TimeElapsedColumn(),
+        transient=True,
+    ) as bar:
         row = bar.add_task("pack", total=None, parts="")
         while pending:
             _, pending = ray.wait(pending, num_returns=len(pending), timeout=_POLL_S)
             done, total = ray.get(tracker.get.remote())
-            bar.update(row, completed=done, total=total or None,
-                       parts=f"{len(refs) - len(pending)}/{len(refs)} parts done")
+            bar.update(
+                row, completed=done, total=total or None, parts=f"{len(refs) - len(pending)}/{len(refs)} parts done"
+            )
     return ray.get(refs)  # raises a task's error (after its retries)
