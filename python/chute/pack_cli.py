@@ -237,31 +237,9 @@ def _pack(args, console) -> int:
             part=args.part,
             parts=args.parts,
             progress=progress,
-            validate=args.validate,
-            skip_bad=args.skip_bad,
-            max_pixels=args.max_pixels,
-            max_file_bytes=args.max_file_bytes,
-            max_side=args.max_side,
-            max_shorter_side=args.max_shorter_side,
-            quality=args.quality,
-            keep_original=args.keep_original,
-            raw=args.raw,
-            raw_below=args.raw_below,
-            raw_compression=args.raw_compression,
-            subsampling=args.subsampling,
+            **_checks_and_storage(args),
         )
-    result = {
-        "samples": summary.samples,
-        "payload_bytes": summary.payload_bytes,
-        "source_bytes": summary.source_bytes,
-        "file_bytes": summary.file_bytes,
-        "shards": summary.shards,
-        "seconds": round(summary.seconds, 3),
-        "mb_per_s": round(summary.mb_per_s, 1),
-        "img_per_s": round(summary.img_per_s, 1),
-        "validate": args.validate,
-        "skipped": [{"index": i, "path": path, "error": e} for i, path, e in summary.skipped],
-    }
+    result = _summary_json(summary, args)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -285,6 +263,40 @@ def _pack(args, console) -> int:
     return 0
 
 
+def _checks_and_storage(args) -> dict:
+    """The pack arguments a local pack and a pack on Ray take alike: the checks and what to store."""
+    return dict(
+        validate=args.validate,
+        skip_bad=args.skip_bad,
+        max_pixels=args.max_pixels,
+        max_file_bytes=args.max_file_bytes,
+        max_side=args.max_side,
+        max_shorter_side=args.max_shorter_side,
+        quality=args.quality,
+        keep_original=args.keep_original,
+        raw=args.raw,
+        raw_below=args.raw_below,
+        raw_compression=args.raw_compression,
+        subsampling=args.subsampling,
+    )
+
+
+def _summary_json(summary, args) -> dict:
+    """A PackSummary as `chute pack --json` prints it."""
+    return {
+        "samples": summary.samples,
+        "payload_bytes": summary.payload_bytes,
+        "source_bytes": summary.source_bytes,
+        "file_bytes": summary.file_bytes,
+        "shards": summary.shards,
+        "seconds": round(summary.seconds, 3),
+        "mb_per_s": round(summary.mb_per_s, 1),
+        "img_per_s": round(summary.img_per_s, 1),
+        "validate": args.validate,
+        "skipped": [{"index": i, "path": path, "error": e} for i, path, e in summary.skipped],
+    }
+
+
 def _pack_on_ray(args, console) -> int:
     if args.part is not None:
         raise SystemExit("chute pack --ray: --part is chosen per task; give --parts (the number of tasks) only")
@@ -298,31 +310,10 @@ def _pack_on_ray(args, console) -> int:
         parts=args.parts,
         shard_size=args.shard_size,
         threads_per_task=args.threads,
-        validate=args.validate,
-        skip_bad=args.skip_bad,
-        max_pixels=args.max_pixels,
-        max_file_bytes=args.max_file_bytes,
         progress=not args.json,
-        max_side=args.max_side,
-        max_shorter_side=args.max_shorter_side,
-        quality=args.quality,
-        keep_original=args.keep_original,
-        raw=args.raw,
-        raw_below=args.raw_below,
-        raw_compression=args.raw_compression,
-        subsampling=args.subsampling,
+        **_checks_and_storage(args),
     )
-    result = {
-        "samples": s.samples,
-        "payload_bytes": s.payload_bytes,
-        "file_bytes": s.file_bytes,
-        "shards": s.shards,
-        "seconds": round(s.seconds, 3),
-        "mb_per_s": round(s.mb_per_s, 1),
-        "img_per_s": round(s.img_per_s, 1),
-        "validate": args.validate,
-        "skipped": [{"index": i, "path": path, "error": e} for i, path, e in s.skipped],
-    }
+    result = _summary_json(s, args)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

@@ -150,6 +150,7 @@ def pack(
         merged.shards,
         time.perf_counter() - start,
         [tuple(s) for s in skipped],
+        merged.source_bytes,
     )
 
 
