@@ -60,16 +60,61 @@ Result<std::shared_ptr<PackedSource>> PackedSource::open(const std::string& path
   return src;
 }
 
+Result<std::shared_ptr<PackedSource>> PackedSource::open_remote(const std::string& url,
+                                                               std::shared_ptr<ObjectStore> store,
+                                                               std::shared_ptr<ShardCache> cache,
+                                                               RemoteShards::Options remote, PackedOptions options) {
+  std::string base = url;
+  if (base.size() >= std::strlen(kIndexFileName) && base.ends_with(kIndexFileName))
+    base.resize(base.size() - std::strlen(kIndexFileName));
+  if (!base.ends_with('/')) base += '/';
+  const std::string index_url = base + kIndexFileName;
+  auto info = store->stat(index_url);
+  if (!info.is_ok()) {
+    if (info.status().code() != StatusCode::kNotFound) return info.status();
+    return Status(StatusCode::kNotFound, redact_url(index_url) +
+                                             " is missing: not a chute dataset, or an incomplete one (`chute pack` "
+                                             "writes the index last)");
+  }
+  auto src = std::shared_ptr<PackedSource>(new PackedSource());
+  src->options_ = options;
+  src->dir_ = base;
+  // The index entry's key carries its ETag (or size): a dataset repacked at the same URL is refetched.
+  CHUTE_ASSIGN_OR_RETURN(
+      src->index_file_,
+      cache->get(index_url + "#" + info->etag + "#" + std::to_string(info->size), info->size,
+                 [&](int fd) { return store->download(*info, fd); },
+                 [&](const MappedFile& f) { return IndexView::parse(f.bytes(), redact_url(index_url)).status(); }));
+  CHUTE_ASSIGN_OR_RETURN(src->index_, IndexView::parse(src->index_file_->bytes(), redact_url(index_url)));
+  if (src->index_.kind() != IndexKind::kPacked)
+    return invalid_argument(redact_url(index_url) + " indexes tar files, not chute shards");
+  CHUTE_ASSIGN_OR_RETURN(src->remote_, RemoteShards::create(std::move(store), std::move(cache), base,
+                                                           src->index_.shards(), remote));
+  return src;
+}
+
+Result<std::shared_ptr<const MappedFile>> PackedSource::shard_file(uint32_t shard) const {
+  if (remote_) return remote_->get(shard);
+  return shard_files_[shard];
+}
+
+void PackedSource::will_read(const EpochOrder& order, int64_t start) const {
+  if (!remote_) return;
+  remote_->plan(order, start, [this](int64_t i) { return index_.entry(static_cast<uint64_t>(i)).shard; });
+}
+
 std::string PackedSource::name(int64_t index) const { return std::string(index_.key(index_.entry(index))); }
 
 Status PackedSource::check_record(int64_t index, bool verify, std::vector<uint8_t>& record,
                                   std::span<const uint8_t>* payload) const {
   if (index < 0 || index >= size()) return invalid_argument("record " + std::to_string(index) + " out of range");
   const IndexEntry e = index_.entry(static_cast<uint64_t>(index));
-  const MappedFile& shard = *shard_files_[e.shard];
+  CHUTE_ASSIGN_OR_RETURN(const auto shard_ptr, shard_file(e.shard));
+  const MappedFile& shard = *shard_ptr;
   const uint64_t shard_size = shard.bytes().size();
   auto fail = [&](const Status& st) {
-    return Status(st.code(), "shard " + shard.path() + ", record " + std::to_string(index) + " (" + name(index) +
+    const std::string where = remote_ ? redact_url(remote_->shard_url(e.shard)) : shard.path();
+    return Status(st.code(), "shard " + where + ", record " + std::to_string(index) + " (" + name(index) +
                                  "): " + st.message());
   };
   // The record as the index describes it, or what the shard holds from its offset when that is less

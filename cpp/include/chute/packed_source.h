@@ -12,6 +12,7 @@
 
 #include "chute/mapped_file.h"
 #include "chute/packed_format.h"
+#include "chute/remote_shards.h"
 #include "chute/source.h"
 
 namespace chute {
@@ -25,6 +26,13 @@ class PackedSource final : public Source {
  public:
   // `path`: a dataset directory holding index.chidx, or the index file itself.
   static Result<std::shared_ptr<PackedSource>> open(const std::string& path, PackedOptions options = {});
+  // A dataset in object storage: `url` is its prefix (s3://bucket/train/, https://host/data/). The index is
+  // fetched (through the cache) at open; shards are fetched as the loader's order reaches them
+  // (remote_shards.h).
+  static Result<std::shared_ptr<PackedSource>> open_remote(const std::string& url, std::shared_ptr<ObjectStore> store,
+                                                           std::shared_ptr<ShardCache> cache,
+                                                           RemoteShards::Options remote = {},
+                                                           PackedOptions options = {});
 
   int64_t size() const override { return static_cast<int64_t>(index_.size()); }
   int64_t label(int64_t index) const override { return index_.entry(index).label; }
@@ -46,6 +54,10 @@ class PackedSource final : public Source {
   // stops the check early when it returns false.
   std::vector<std::pair<int64_t, Status>> verify(int64_t begin, int64_t end,
                                                  const std::function<bool(int64_t)>& progress = {}) const;
+  // Remote datasets: the order's shards are fetched ahead of the readers.
+  void will_read(const EpochOrder& order, int64_t start) const override;
+  // Null for a local dataset.
+  const RemoteShards* remote() const { return remote_.get(); }
 
  private:
   // Copies record `index` into `record` (under the shard's SIGBUS guard) and checks it; `payload` then
@@ -57,7 +69,11 @@ class PackedSource final : public Source {
   PackedOptions options_;
   std::shared_ptr<const MappedFile> index_file_;
   IndexView index_;
-  std::vector<std::shared_ptr<const MappedFile>> shard_files_;
+  // The shard file of a record: mapped at open for a local dataset, fetched on demand for a remote one.
+  Result<std::shared_ptr<const MappedFile>> shard_file(uint32_t shard) const;
+
+  std::vector<std::shared_ptr<const MappedFile>> shard_files_;  // local
+  std::shared_ptr<RemoteShards> remote_;                       // remote
 };
 
 // "<dir>/index.chidx" when `path` is a directory, else `path`.

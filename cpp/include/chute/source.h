@@ -12,6 +12,8 @@
 
 namespace chute {
 
+class EpochOrder;
+
 // The largest sample file read by default (max_file_bytes): like max_pixels, a guard against a file that
 // would exhaust memory when read whole.
 inline constexpr uint64_t kDefaultMaxFileBytes = uint64_t{1} << 30;
@@ -31,6 +33,12 @@ class Source {
   // know a sample's size before reading it override this to fail before allocating; the default reads,
   // then checks.
   virtual Status read_capped(int64_t index, std::vector<uint8_t>& out, uint64_t max_bytes) const;
+  // The order the loader will read from position `start` of an epoch on (each start_epoch): a source whose
+  // reads are slow to start (remote shards) fetches ahead of it. The default does nothing.
+  virtual void will_read(const EpochOrder& order, int64_t start) const {
+    (void)order;
+    (void)start;
+  }
 };
 
 }  // namespace chute
