@@ -503,6 +503,15 @@ std::string glob_prefix(std::string_view pattern) {
   return out;
 }
 
+std::string single_quoted(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  out += '\'';
+  out += s;
+  out += '\'';
+  return out;
+}
+
 std::string unescape_pattern(std::string_view s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {

@@ -70,6 +70,9 @@ bool match_glob(std::string_view pattern, std::string_view text);
 // The literal text before the first glob character, escapes removed: the prefix to list under.
 std::string glob_prefix(std::string_view pattern);
 
+// 's' in single quotes, for messages.
+std::string single_quoted(std::string_view s);
+
 // `s` with its backslash escapes removed (a pattern with no glob, as a literal name).
 std::string unescape_pattern(std::string_view s);
 

@@ -1,0 +1,272 @@
+#include "chute/object_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <system_error>
+
+#include "chute/environment.h"
+
+namespace chute {
+
+std::string object_display_name(std::string_view url) { return redact_url(url); }
+
+namespace {
+
+// `status` with `what` in front of its message: the object's URL before the engine's HTTP detail.
+Status named(const Status& status, const std::string& what) {
+  return Status(status.code(), what + ": " + status.message());
+}
+
+Result<ObjectInfo> stat_local(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return errno_status(errno, "cannot stat '" + path + "'");
+  if (!S_ISREG(st.st_mode)) return invalid_argument("'" + path + "' is not a regular file");
+  return ObjectInfo{path, static_cast<uint64_t>(st.st_size), ""};
+}
+
+Result<std::vector<uint8_t>> read_local(const std::string& path, uint64_t offset, uint64_t length) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno_status(errno, "cannot open '" + path + "'");
+  std::vector<uint8_t> out(length);
+  uint64_t done = 0;
+  Status st;
+  while (done < length) {
+    const ssize_t n = ::pread(fd, out.data() + done, length - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      st = errno_status(errno, "cannot read '" + path + "'");
+      break;
+    }
+    if (n == 0) {
+      st = io_error("'" + path + "': bytes [" + std::to_string(offset) + ", " + std::to_string(offset + length) +
+                    ") run past the end of the file");
+      break;
+    }
+    done += static_cast<uint64_t>(n);
+  }
+  ::close(fd);
+  if (!st.is_ok()) return st;
+  return out;
+}
+
+Status copy_local(const ObjectInfo& info, int fd) {
+  const int in = ::open(info.url.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) return errno_status(errno, "cannot open '" + info.url + "'");
+  std::vector<uint8_t> chunk(1 << 20);
+  uint64_t done = 0;
+  Status st;
+  while (st.is_ok()) {
+    const ssize_t n = ::read(in, chunk.data(), chunk.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) st = errno_status(errno, "cannot read '" + info.url + "'");
+    if (n <= 0) break;
+    for (ssize_t w = 0; w < n && st.is_ok();) {
+      const ssize_t k = ::pwrite(fd, chunk.data() + w, static_cast<size_t>(n - w), static_cast<off_t>(done + w));
+      if (k < 0 && errno == EINTR) continue;
+      if (k < 0) st = errno_status(errno, "cannot write the copy of '" + info.url + "'");
+      if (k > 0) w += k;
+    }
+    done += static_cast<uint64_t>(n);
+  }
+  ::close(in);
+  if (st.is_ok() && done != info.size) {
+    st = io_error("'" + info.url + "' has " + std::to_string(done) + " bytes, not the " + std::to_string(info.size) +
+                  " it had when listed (changed meanwhile?)");
+  }
+  return st;
+}
+
+// Regular files under `dir` (recursively, at most `max_depth` levels below it; -1: any), as `shown` + the
+// path relative to dir.
+Status walk_local(const std::string& dir, const std::string& shown, int max_depth, std::vector<std::string>& out) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(dir.empty() ? "." : dir, ec), end;
+  if (ec) {
+    const int err = ec.value();
+    return errno_status(err, "cannot list '" + (dir.empty() ? std::string(".") : dir) + "'");
+  }
+  for (; it != end; it.increment(ec)) {
+    if (ec) return errno_status(ec.value(), "cannot list '" + dir + "'");
+    if (max_depth >= 0 && it.depth() >= max_depth) it.disable_recursion_pending();
+    std::error_code type_ec;
+    if (!it->is_regular_file(type_ec)) continue;
+    out.push_back(shown + it->path().lexically_relative(dir.empty() ? "." : dir).generic_string());
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<std::shared_ptr<ObjectStore>> ObjectStore::create(std::shared_ptr<HttpEngine> engine, const EnvMap& env,
+                                                         const FileReader& read_file, ObjectStoreOptions options) {
+  if (options.part_bytes < (5ull << 20)) {
+    return invalid_argument("ObjectStore part_bytes " + std::to_string(options.part_bytes) +
+                            " is below S3's minimum part size of 5 MiB");
+  }
+  if (options.list_max_keys < 0 || options.list_max_keys > 1000) {
+    return invalid_argument("ObjectStore list_max_keys must be in [0, 1000], not " +
+                            std::to_string(options.list_max_keys));
+  }
+  return std::shared_ptr<ObjectStore>(
+      new ObjectStore(std::move(engine), resolve_s3_config(env, read_file), resolve_gs_config(env), options));
+}
+
+Result<S3Bucket> ObjectStore::bucket(const ObjectUrl& url) const {
+  const Result<S3Config>& config = this->config(url.scheme);
+  if (!config.is_ok()) return named(config.status(), url.text);
+  return S3Bucket{bucket_base_url(config.value(), url.bucket), config.value().sigv4()};
+}
+
+Result<HttpResponse> ObjectStore::fetch(HttpRequest request, const std::string& what) const {
+  if (engine_ == nullptr) {
+    return unsupported(what + ": remote objects need the HTTP engine, which could not start (libcurl.so.4)");
+  }
+  Result<HttpResponse> response = engine_->fetch(std::move(request));
+  if (!response.is_ok()) return named(response.status(), what);
+  return response;
+}
+
+Result<HttpRequest> ObjectStore::request_for(std::string_view url) const {
+  CHUTE_ASSIGN_OR_RETURN(ObjectUrl parsed, parse_object_url(url));
+  if (!parsed.remote()) return invalid_argument(single_quoted(url) + " is a local path, not a remote object");
+  if (!parsed.bucket_store()) {
+    HttpRequest r;
+    r.url = parsed.path;
+    return r;
+  }
+  if (parsed.key.empty() || parsed.key.back() == '/') {
+    return invalid_argument(single_quoted(url) + " names a bucket or a prefix, not an object");
+  }
+  CHUTE_ASSIGN_OR_RETURN(S3Bucket b, bucket(parsed));
+  return s3_get_object(b, parsed.key);
+}
+
+Result<ObjectInfo> ObjectStore::stat(std::string_view url) const {
+  CHUTE_ASSIGN_OR_RETURN(ObjectUrl parsed, parse_object_url(url));
+  if (!parsed.remote()) return stat_local(parsed.path);
+  CHUTE_ASSIGN_OR_RETURN(HttpRequest request, request_for(url));
+  request.method = "HEAD";
+  const std::string what = object_display_name(url);
+  CHUTE_ASSIGN_OR_RETURN(HttpResponse response, fetch(std::move(request), what));
+  CHUTE_ASSIGN_OR_RETURN(HeadInfo head, parse_head_object(response, "HEAD " + what));
+  return ObjectInfo{std::string(url), head.size, head.etag};
+}
+
+Result<std::vector<uint8_t>> ObjectStore::read(std::string_view url, uint64_t offset, uint64_t length) const {
+  CHUTE_ASSIGN_OR_RETURN(ObjectUrl parsed, parse_object_url(url));
+  if (length == 0) return std::vector<uint8_t>();
+  if (!parsed.remote()) return read_local(parsed.path, offset, length);
+  CHUTE_ASSIGN_OR_RETURN(HttpRequest request, request_for(url));
+  request.offset = offset;
+  request.length = length;
+  CHUTE_ASSIGN_OR_RETURN(HttpResponse response, fetch(std::move(request), object_display_name(url)));
+  return std::move(response.body);
+}
+
+Status ObjectStore::download(const ObjectInfo& info, int fd) const {
+  CHUTE_ASSIGN_OR_RETURN(ObjectUrl parsed, parse_object_url(info.url));
+  if (!parsed.remote()) return copy_local(ObjectInfo{parsed.path, info.size, info.etag}, fd);
+  CHUTE_ASSIGN_OR_RETURN(HttpRequest request, request_for(info.url));
+  if (engine_ == nullptr) return fetch(request, object_display_name(info.url)).status();
+  const Status st = engine_->download(request, info.size, fd);
+  return st.is_ok() ? st : named(st, object_display_name(info.url));
+}
+
+Result<std::vector<ObjectInfo>> ObjectStore::list(const ObjectUrl& url, const std::string& key_pattern,
+                                                  bool everything) const {
+  CHUTE_ASSIGN_OR_RETURN(S3Bucket b, bucket(url));
+  const std::string scheme = url_scheme_name(url.scheme);
+  const std::string prefix = everything ? unescape_pattern(key_pattern) : glob_prefix(key_pattern);
+  const std::string what = "LIST " + scheme + "://" + url.bucket + "/" + prefix;
+  std::vector<ObjectInfo> out;
+  std::string token;
+  for (int page_number = 0;; ++page_number) {
+    CHUTE_ASSIGN_OR_RETURN(HttpResponse response,
+                           fetch(s3_list_objects_v2(b, prefix, token, options_.list_max_keys), what));
+    const std::string_view xml(reinterpret_cast<const char*>(response.body.data()), response.body.size());
+    CHUTE_ASSIGN_OR_RETURN(ListPage page, parse_list_objects_v2(xml, what));
+    for (ListedObject& o : page.objects) {
+      if (o.key.empty() || o.key.back() == '/') continue;  // "directory" markers hold no data
+      if (!everything && !match_glob(key_pattern, o.key)) continue;
+      out.push_back(ObjectInfo{scheme + "://" + url.bucket + "/" + o.key, o.size, std::move(o.etag)});
+    }
+    if (!page.truncated) break;
+    if (page.next_token == token) return io_error(what + ": the server repeated its continuation token");
+    token = std::move(page.next_token);
+  }
+  return out;
+}
+
+Result<std::vector<ObjectInfo>> ObjectStore::expand_one(const std::string& name, const std::string& pattern) const {
+  CHUTE_ASSIGN_OR_RETURN(ObjectUrl url, parse_object_url(name));
+  std::vector<ObjectInfo> out;
+  if (url.bucket_store()) {
+    const bool everything = url.key.empty() || url.key.back() == '/';
+    if (everything || has_glob(url.key)) {
+      CHUTE_RETURN_IF_ERROR(check_glob(url.key));
+      return list(url, url.key, everything);
+    }
+    CHUTE_ASSIGN_OR_RETURN(ObjectInfo info, stat(url_scheme_name(url.scheme) + std::string("://") + url.bucket +
+                                                 "/" + unescape_pattern(url.key)));
+    out.push_back(std::move(info));
+    return out;
+  }
+  if (url.remote()) {
+    const std::string_view path = std::string_view(url.path).substr(0, url.path.find_first_of("?#"));
+    if (path.find_first_of("*[") != std::string_view::npos) {
+      return invalid_argument("pattern '" + object_display_name(pattern) +
+                              "': http(s) URLs take braces only, not globs (an HTTP server cannot be listed)");
+    }
+    if (path.back() == '/') {
+      return invalid_argument(single_quoted(object_display_name(name)) +
+                              " ends in '/': an HTTP server cannot be listed; name the objects (braces work)");
+    }
+    CHUTE_ASSIGN_OR_RETURN(ObjectInfo info, stat(name));
+    out.push_back(std::move(info));
+    return out;
+  }
+  const std::string& path = url.path;
+  const bool everything = !path.empty() && path.back() == '/';
+  if (!everything && !has_glob(path)) {
+    CHUTE_ASSIGN_OR_RETURN(ObjectInfo info, stat_local(unescape_pattern(path)));
+    out.push_back(std::move(info));
+    return out;
+  }
+  CHUTE_RETURN_IF_ERROR(check_glob(path));
+  const std::string prefix = everything ? unescape_pattern(path) : glob_prefix(path);
+  const std::string dir = prefix.substr(0, prefix.rfind('/') == std::string::npos ? 0 : prefix.rfind('/') + 1);
+  // The pattern's '/' after dir bound how deep a match can be (no glob character crosses '/').
+  const int depth = everything ? -1
+                               : static_cast<int>(std::count(path.begin() + static_cast<long>(dir.size()), path.end(),
+                                                             '/'));
+  std::vector<std::string> files;
+  CHUTE_RETURN_IF_ERROR(walk_local(dir, dir, depth, files));
+  for (const std::string& f : files) {
+    if (!everything && !match_glob(path, f)) continue;
+    CHUTE_ASSIGN_OR_RETURN(ObjectInfo info, stat_local(f));
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+Result<std::vector<ObjectInfo>> ObjectStore::expand(std::string_view pattern) const {
+  CHUTE_ASSIGN_OR_RETURN(std::vector<std::string> names, expand_braces(pattern));
+  std::vector<ObjectInfo> out;
+  for (const std::string& name : names) {
+    CHUTE_ASSIGN_OR_RETURN(std::vector<ObjectInfo> found, expand_one(name, std::string(pattern)));
+    for (ObjectInfo& info : found) out.push_back(std::move(info));
+  }
+  std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.url < b.url; });
+  out.erase(std::unique(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.url == b.url; }),
+            out.end());
+  if (out.empty()) return Status(StatusCode::kNotFound, "no object matches '" + object_display_name(pattern) + "'");
+  return out;
+}
+
+}  // namespace chute
