@@ -18,6 +18,7 @@
 // Thread-safety: every member is safe to call from any thread. Callbacks run on the engine thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -91,6 +92,9 @@ class HttpEngine {
 
  private:
   explicit HttpEngine(std::unique_ptr<Impl> impl);
+  // submit(), and once `cancel` is set the request ends kCancelled instead of starting another attempt.
+  void submit_cancellable(HttpRequest request, Callback done, std::shared_ptr<std::atomic<bool>> cancel);
+  uint64_t max_memory() const;
   std::unique_ptr<Impl> impl_;
 };
 
