@@ -1,11 +1,11 @@
 #include "chute/credentials.h"
 
+#include <sys/stat.h>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <sys/stat.h>
 #include <utility>
 
 extern char** environ;

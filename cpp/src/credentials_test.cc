@@ -46,7 +46,8 @@ TEST(CredentialsTest, AnonymousWhenNothingIsSet) {
 
 TEST(CredentialsTest, EnvironmentWinsOverProfiles) {
   FakeFiles files;
-  files.files["/home/u/.aws/credentials"] = "[default]\naws_access_key_id = FILEKEY\naws_secret_access_key = filesecret\n";
+  files.files["/home/u/.aws/credentials"] =
+      "[default]\naws_access_key_id = FILEKEY\naws_secret_access_key = filesecret\n";
   const S3Config c = resolve({{"HOME", "/home/u"},
                               {"AWS_ACCESS_KEY_ID", "AKIAENVKEY"},
                               {"AWS_SECRET_ACCESS_KEY", "envsecret"},
@@ -124,7 +125,8 @@ TEST(CredentialsTest, ProfilesWithCommentsFromBothFiles) {
 TEST(CredentialsTest, CredentialsInTheConfigFile) {
   FakeFiles files;
   files.files["/home/u/.aws/config"] =
-      "[profile p]\naws_access_key_id = CONFKEY\naws_secret_access_key = confsecret\nendpoint_url = https://s3.example.com\n";
+      "[profile p]\naws_access_key_id = CONFKEY\naws_secret_access_key = confsecret\nendpoint_url = "
+      "https://s3.example.com\n";
   const S3Config c = resolve({{"HOME", "/home/u"}, {"AWS_PROFILE", "p"}}, files);
   EXPECT_EQ(c.access_key, "CONFKEY");
   EXPECT_EQ(c.source, "profile 'p' in /home/u/.aws/config");
@@ -148,8 +150,7 @@ TEST(CredentialsTest, EndpointFromTheEnvironment) {
 TEST(CredentialsTest, ErrorsNameTheProblem) {
   FakeFiles files;
   EXPECT_NE(resolve_error({{"AWS_ACCESS_KEY_ID", "K"}}, files).find("must be set together"), std::string::npos);
-  EXPECT_NE(resolve_error({{"HOME", "/h"}, {"AWS_PROFILE", "nope"}}, files).find("no such profile"),
-            std::string::npos);
+  EXPECT_NE(resolve_error({{"HOME", "/h"}, {"AWS_PROFILE", "nope"}}, files).find("no such profile"), std::string::npos);
   files.files["/c"] = "[default]\naws_access_key_id = K\n";
   EXPECT_NE(resolve_error({{"AWS_SHARED_CREDENTIALS_FILE", "/c"}}, files).find("must set both"), std::string::npos);
   files.files["/bad"] = "[default\n";

@@ -212,8 +212,8 @@ Result<std::vector<ObjectInfo>> ObjectStore::expand_one(const std::string& name,
       CHUTE_RETURN_IF_ERROR(check_glob(url.key));
       return list(url, url.key, everything);
     }
-    CHUTE_ASSIGN_OR_RETURN(ObjectInfo info, stat(url_scheme_name(url.scheme) + std::string("://") + url.bucket +
-                                                 "/" + unescape_pattern(url.key)));
+    CHUTE_ASSIGN_OR_RETURN(ObjectInfo info, stat(url_scheme_name(url.scheme) + std::string("://") + url.bucket + "/" +
+                                                 unescape_pattern(url.key)));
     out.push_back(std::move(info));
     return out;
   }
@@ -242,9 +242,8 @@ Result<std::vector<ObjectInfo>> ObjectStore::expand_one(const std::string& name,
   const std::string prefix = everything ? unescape_pattern(path) : glob_prefix(path);
   const std::string dir = prefix.substr(0, prefix.rfind('/') == std::string::npos ? 0 : prefix.rfind('/') + 1);
   // The pattern's '/' after dir bound how deep a match can be (no glob character crosses '/').
-  const int depth = everything ? -1
-                               : static_cast<int>(std::count(path.begin() + static_cast<long>(dir.size()), path.end(),
-                                                             '/'));
+  const int depth =
+      everything ? -1 : static_cast<int>(std::count(path.begin() + static_cast<long>(dir.size()), path.end(), '/'));
   std::vector<std::string> files;
   CHUTE_RETURN_IF_ERROR(walk_local(dir, dir, depth, files));
   for (const std::string& f : files) {
@@ -263,8 +262,9 @@ Result<std::vector<ObjectInfo>> ObjectStore::expand(std::string_view pattern) co
     for (ObjectInfo& info : found) out.push_back(std::move(info));
   }
   std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.url < b.url; });
-  out.erase(std::unique(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.url == b.url; }),
-            out.end());
+  out.erase(
+      std::unique(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.url == b.url; }),
+      out.end());
   if (out.empty()) return Status(StatusCode::kNotFound, "no object matches '" + object_display_name(pattern) + "'");
   return out;
 }

@@ -78,8 +78,13 @@ class LocalUpload final : public Upload {
 // PutObject at commit). A failed request aborts the upload, so that no part is left behind.
 class S3Upload final : public Upload {
  public:
-  S3Upload(std::shared_ptr<const ObjectStore> store, S3Bucket bucket, std::string key, std::string url, uint64_t part_bytes)
-      : store_(std::move(store)), bucket_(std::move(bucket)), key_(std::move(key)), url_(std::move(url)), part_bytes_(part_bytes) {}
+  S3Upload(std::shared_ptr<const ObjectStore> store, S3Bucket bucket, std::string key, std::string url,
+           uint64_t part_bytes)
+      : store_(std::move(store)),
+        bucket_(std::move(bucket)),
+        key_(std::move(key)),
+        url_(std::move(url)),
+        part_bytes_(part_bytes) {}
   ~S3Upload() override { (void)abort(); }
 
   Status write(std::span<const uint8_t> bytes) override {
@@ -171,13 +176,15 @@ Result<std::unique_ptr<Upload>> ObjectStore::begin_upload(std::string_view url) 
   CHUTE_ASSIGN_OR_RETURN(ObjectUrl parsed, parse_object_url(url));
   if (!parsed.remote()) return LocalUpload::begin(parsed.path);
   if (!parsed.bucket_store()) {
-    return unsupported(single_quoted(object_display_name(url)) + ": chute writes to s3://, gs:// and local paths, not http(s)");
+    return unsupported(single_quoted(object_display_name(url)) +
+                       ": chute writes to s3://, gs:// and local paths, not http(s)");
   }
   if (parsed.key.empty() || parsed.key.back() == '/') {
     return invalid_argument(single_quoted(url) + " names a bucket or a prefix, not an object");
   }
   CHUTE_ASSIGN_OR_RETURN(S3Bucket b, bucket(parsed));
-  return std::unique_ptr<Upload>(new S3Upload(shared_from_this(), std::move(b), parsed.key, std::string(url), options_.part_bytes));
+  return std::unique_ptr<Upload>(
+      new S3Upload(shared_from_this(), std::move(b), parsed.key, std::string(url), options_.part_bytes));
 }
 
 Status ObjectStore::put(std::string_view url, std::span<const uint8_t> bytes) const {
@@ -192,7 +199,8 @@ Status ObjectStore::put(std::string_view url, std::span<const uint8_t> bytes) co
   }
   CHUTE_ASSIGN_OR_RETURN(S3Bucket b, bucket(parsed));
   // One request whatever the size (S3 takes up to 5 GiB in one PUT); an object appears whole or not at all.
-  return fetch(s3_put_object(b, parsed.key, std::vector<uint8_t>(bytes.begin(), bytes.end())), "PUT " + std::string(url))
+  return fetch(s3_put_object(b, parsed.key, std::vector<uint8_t>(bytes.begin(), bytes.end())),
+               "PUT " + std::string(url))
       .status();
 }
 

@@ -12,11 +12,16 @@ namespace chute {
 
 const char* url_scheme_name(UrlScheme scheme) {
   switch (scheme) {
-    case UrlScheme::kFile: return "file";
-    case UrlScheme::kHttp: return "http";
-    case UrlScheme::kHttps: return "https";
-    case UrlScheme::kS3: return "s3";
-    case UrlScheme::kGs: return "gs";
+    case UrlScheme::kFile:
+      return "file";
+    case UrlScheme::kHttp:
+      return "http";
+    case UrlScheme::kHttps:
+      return "https";
+    case UrlScheme::kS3:
+      return "s3";
+    case UrlScheme::kGs:
+      return "gs";
   }
   return "?";
 }
@@ -51,8 +56,7 @@ Result<std::string> percent_decode(std::string_view url, std::string_view s) {
 }
 
 bool valid_bucket_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
-         c == '_';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
 }
 
 }  // namespace
@@ -77,8 +81,8 @@ Result<ObjectUrl> parse_object_url(std::string_view url) {
     if (out.bucket.empty()) return bad_url(url, "no bucket (expected " + scheme + "://bucket/key)");
     for (char c : out.bucket) {
       if (!valid_bucket_char(c)) {
-        return bad_url(url, "bucket '" + out.bucket + "' has a character buckets cannot have: '" +
-                                std::string(1, c) + "'");
+        return bad_url(url,
+                       "bucket '" + out.bucket + "' has a character buckets cannot have: '" + std::string(1, c) + "'");
       }
     }
     if (slash != std::string_view::npos) out.key = std::string(rest.substr(slash + 1));
@@ -275,7 +279,9 @@ class BraceParser {
         r.step = -r.step;
       }
     }
-    const auto letter = [](std::string_view s) { return s.size() == 1 && std::isalpha(static_cast<unsigned char>(s[0])); };
+    const auto letter = [](std::string_view s) {
+      return s.size() == 1 && std::isalpha(static_cast<unsigned char>(s[0]));
+    };
     if (letter(ends[0]) && letter(ends[1])) {
       r.letters = true;
       r.first = ends[0][0];
@@ -429,8 +435,8 @@ Status check_glob(std::string_view pattern) {
     } else if (pattern[i] == '[') {
       const size_t end = class_end(pattern, i);
       if (end == std::string_view::npos) {
-        return invalid_argument("bad pattern '" + std::string(pattern) + "': the '[' at position " +
-                                std::to_string(i) + " is never closed (write a literal '[' as \\[)");
+        return invalid_argument("bad pattern '" + std::string(pattern) + "': the '[' at position " + std::to_string(i) +
+                                " is never closed (write a literal '[' as \\[)");
       }
       i = end - 1;
     }

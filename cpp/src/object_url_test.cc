@@ -98,9 +98,8 @@ TEST(BraceTest, ListsAndNesting) {
   EXPECT_EQ(expand("{a,b}{1,2}"), (Names{"a1", "a2", "b1", "b2"}));
   EXPECT_EQ(expand("x{a,{b,c}d,}y"), (Names{"xay", "xbdy", "xcdy", "xy"}));
   EXPECT_EQ(expand("plain"), (Names{"plain"}));
-  EXPECT_EQ(expand("s3://b/{train,val}/part-{0..1}.tar"),
-            (Names{"s3://b/train/part-0.tar", "s3://b/train/part-1.tar", "s3://b/val/part-0.tar",
-                   "s3://b/val/part-1.tar"}));
+  EXPECT_EQ(expand("s3://b/{train,val}/part-{0..1}.tar"), (Names{"s3://b/train/part-0.tar", "s3://b/train/part-1.tar",
+                                                                 "s3://b/val/part-0.tar", "s3://b/val/part-1.tar"}));
 }
 
 TEST(BraceTest, RangesLikeBash) {
@@ -109,11 +108,11 @@ TEST(BraceTest, RangesLikeBash) {
   EXPECT_EQ(padded.front(), "train-0000.tar");
   EXPECT_EQ(padded[9], "train-0009.tar");
   EXPECT_EQ(padded.back(), "train-0127.tar");
-  EXPECT_EQ(expand("{8..11}"), (Names{"8", "9", "10", "11"}));       // no leading zero: no padding
-  EXPECT_EQ(expand("{08..10}"), (Names{"08", "09", "10"}));          // padded to the wider end
-  EXPECT_EQ(expand("{3..1}"), (Names{"3", "2", "1"}));               // descending
-  EXPECT_EQ(expand("{0..10..5}"), (Names{"0", "5", "10"}));          // a step
-  EXPECT_EQ(expand("{10..0..-5}"), (Names{"10", "5", "0"}));         // bash takes the step's magnitude
+  EXPECT_EQ(expand("{8..11}"), (Names{"8", "9", "10", "11"}));  // no leading zero: no padding
+  EXPECT_EQ(expand("{08..10}"), (Names{"08", "09", "10"}));     // padded to the wider end
+  EXPECT_EQ(expand("{3..1}"), (Names{"3", "2", "1"}));          // descending
+  EXPECT_EQ(expand("{0..10..5}"), (Names{"0", "5", "10"}));     // a step
+  EXPECT_EQ(expand("{10..0..-5}"), (Names{"10", "5", "0"}));    // bash takes the step's magnitude
   EXPECT_EQ(expand("{-1..1}"), (Names{"-1", "0", "1"}));
   EXPECT_EQ(expand("{a..c}"), (Names{"a", "b", "c"}));
   EXPECT_EQ(expand("{7..7}"), (Names{"7"}));

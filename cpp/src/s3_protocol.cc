@@ -1,8 +1,8 @@
 #include "chute/s3_protocol.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cctype>
+#include <charconv>
 
 namespace chute {
 
@@ -71,12 +71,23 @@ std::string xml_escape(std::string_view s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -179,8 +190,8 @@ HttpRequest s3_complete_multipart_upload(const S3Bucket& bucket, std::string_vie
   HttpRequest r = object_request(bucket, "POST", key, {{"uploadId", std::string(upload_id)}});
   std::string xml = "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">";
   for (const CompletedPart& p : parts) {
-    xml += "<Part><PartNumber>" + std::to_string(p.number) + "</PartNumber><ETag>" + xml_escape(p.etag) +
-           "</ETag></Part>";
+    xml +=
+        "<Part><PartNumber>" + std::to_string(p.number) + "</PartNumber><ETag>" + xml_escape(p.etag) + "</ETag></Part>";
   }
   xml += "</CompleteMultipartUpload>";
   r.headers.push_back("Content-Type: application/xml");
@@ -267,7 +278,8 @@ Result<std::vector<std::string_view>> xml_elements(std::string_view xml, std::st
 
 Result<ListPage> parse_list_objects_v2(std::string_view xml, std::string_view what) {
   if (xml.find("<ListBucketResult") == std::string_view::npos) {
-    if (auto error = parse_s3_error(xml)) return io_error(std::string(what) + ": " + error->code + ": " + error->message);
+    if (auto error = parse_s3_error(xml))
+      return io_error(std::string(what) + ": " + error->code + ": " + error->message);
     return bad_response(what, "no <ListBucketResult>");
   }
   if (xml.find("</ListBucketResult>") == std::string_view::npos) {
@@ -292,7 +304,8 @@ Result<ListPage> parse_list_objects_v2(std::string_view xml, std::string_view wh
     const std::string_view last = contents.back();
     outside = xml.substr(static_cast<size_t>(last.data() + last.size() - xml.data()));
   }
-  std::string_view head = contents.empty() ? xml : xml.substr(0, static_cast<size_t>(contents.front().data() - xml.data()));
+  std::string_view head =
+      contents.empty() ? xml : xml.substr(0, static_cast<size_t>(contents.front().data() - xml.data()));
   std::optional<std::string> truncated, token;
   for (std::string_view part : {head, outside}) {
     CHUTE_ASSIGN_OR_RETURN(std::optional<std::string> t, first_text(part, "IsTruncated", what));

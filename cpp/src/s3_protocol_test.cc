@@ -178,8 +178,7 @@ TEST(S3ProtocolTest, CompleteCanFailWithStatus200) {
       "COMPLETE s3://b/k");
   EXPECT_EQ(internal.code(), StatusCode::kEnvironment);
   EXPECT_NE(internal.message().find("COMPLETE s3://b/k: InternalError"), std::string::npos);
-  const Status bad_part =
-      check_complete_multipart("<Error><Code>InvalidPart</Code><Message>m</Message></Error>", "t");
+  const Status bad_part = check_complete_multipart("<Error><Code>InvalidPart</Code><Message>m</Message></Error>", "t");
   EXPECT_EQ(bad_part.code(), StatusCode::kIoError);
   EXPECT_FALSE(check_complete_multipart("<CompleteMultipartUploadResult><Loc", "t").is_ok());  // cut off
 }

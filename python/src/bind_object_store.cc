@@ -35,11 +35,11 @@ void check(const Status& st) {
   if (!st.is_ok()) throw_status(st);
 }
 
-nb::bytes to_bytes(const std::vector<uint8_t>& v) { return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size()); }
-
-std::span<const uint8_t> as_span(const nb::bytes& b) {
-  return {static_cast<const uint8_t*>(b.data()), b.size()};
+nb::bytes to_bytes(const std::vector<uint8_t>& v) {
+  return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size());
 }
+
+std::span<const uint8_t> as_span(const nb::bytes& b) { return {static_cast<const uint8_t*>(b.data()), b.size()}; }
 
 }  // namespace
 
@@ -53,11 +53,13 @@ void register_object_store(nb::module_& m) {
       });
 
   nb::class_<PyUpload>(m, "Upload")
-      .def("write", [](PyUpload& u, nb::bytes data) { check(without_gil([&] { return u.impl->write(as_span(data)); })); })
+      .def("write",
+           [](PyUpload& u, nb::bytes data) { check(without_gil([&] { return u.impl->write(as_span(data)); })); })
       .def("commit", [](PyUpload& u) { check(without_gil([&] { return u.impl->commit(); })); })
       .def("abort", [](PyUpload& u) { check(without_gil([&] { return u.impl->abort(); })); })
       .def_prop_ro("bytes_written", [](const PyUpload& u) { return u.impl->bytes_written(); })
-      .def("__enter__", [](PyUpload& u) -> PyUpload& { return u; }, nb::rv_policy::reference)
+      .def(
+          "__enter__", [](PyUpload& u) -> PyUpload& { return u; }, nb::rv_policy::reference)
       .def(
           "__exit__",
           [](PyUpload& u, nb::handle type, nb::handle, nb::handle) {
@@ -84,15 +86,17 @@ void register_object_store(nb::module_& m) {
             http.max_retries = max_retries;
             Result<std::shared_ptr<HttpEngine>> engine = HttpEngine::create(http);
             ObjectStoreOptions options{.list_max_keys = list_max_keys, .part_bytes = part_bytes};
-            new (self) PyObjectStore{unwrap(ObjectStore::create(
-                engine.is_ok() ? engine.value() : nullptr, vars, disk_file_reader(), options))};
+            new (self) PyObjectStore{unwrap(
+                ObjectStore::create(engine.is_ok() ? engine.value() : nullptr, vars, disk_file_reader(), options))};
           },
           nb::arg("env") = nb::none(), nb::arg("list_max_keys") = 0,
           nb::arg("part_bytes") = ObjectStoreOptions{}.part_bytes, nb::arg("max_retries") = HttpOptions{}.max_retries,
           "env: variables that replace the process's (AWS_*, CHUTE_GS_*; '' unsets one).")
       .def(
           "stat",
-          [](const PyObjectStore& s, const std::string& url) { return unwrap(without_gil([&] { return s.impl->stat(url); })); },
+          [](const PyObjectStore& s, const std::string& url) {
+            return unwrap(without_gil([&] { return s.impl->stat(url); }));
+          },
           nb::arg("url"))
       .def(
           "expand",
@@ -114,7 +118,8 @@ void register_object_store(nb::module_& m) {
               const int fd = ::open(path.value.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
               if (fd < 0) return io_error("cannot create '" + path.value + "': " + std::strerror(errno));
               Status st = s.impl->download(info, fd);
-              if (::close(fd) != 0 && st.is_ok()) st = io_error("cannot close '" + path.value + "': " + std::strerror(errno));
+              if (::close(fd) != 0 && st.is_ok())
+                st = io_error("cannot close '" + path.value + "': " + std::strerror(errno));
               if (!st.is_ok()) return st;
               return info;
             });

@@ -37,7 +37,7 @@ using EnvMap = std::map<std::string, std::string>;
 // The file's text, std::nullopt when it does not exist; an error when it exists but cannot be read.
 using FileReader = std::function<Result<std::optional<std::string>>(const std::string& path)>;
 
-EnvMap process_environment();  // the process's environment, read once
+EnvMap process_environment();   // the process's environment, read once
 FileReader disk_file_reader();  // reads files from disk
 
 struct S3Config {

@@ -37,8 +37,8 @@ struct ObjectInfo {
 };
 
 struct ObjectStoreOptions {
-  int list_max_keys = 0;                // ListObjectsV2 page size; 0: the server's (1000)
-  uint64_t part_bytes = 8ull << 20;     // multipart part size; S3's minimum is 5 MiB (but the last part)
+  int list_max_keys = 0;             // ListObjectsV2 page size; 0: the server's (1000)
+  uint64_t part_bytes = 8ull << 20;  // multipart part size; S3's minimum is 5 MiB (but the last part)
 };
 
 // A write that appears whole or not at all: parts are buffered and uploaded as they fill, and the object
