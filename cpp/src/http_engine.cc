@@ -227,6 +227,11 @@ struct HttpEngine::Impl {
       api.curl_easy_setopt(e, CURLOPT_USERNAME, r.sigv4->access_key.c_str());
       api.curl_easy_setopt(e, CURLOPT_PASSWORD, r.sigv4->secret_key.c_str());
       if (!r.sigv4->session_token.empty()) headers.push_back("x-amz-security-token: " + r.sigv4->session_token);
+      // S3 wants the payload's hash as a header; libcurl signs with that header's value when one is given
+      // (and hashes the body, without sending the header, when none is).
+      if (r.sigv4->service == "s3" && !has_header(headers, "x-amz-content-sha256")) {
+        headers.push_back("x-amz-content-sha256: UNSIGNED-PAYLOAD");
+      }
     }
     for (const std::string& h : headers) {
       curl_slist* next = api.curl_slist_append(t->headers, h.c_str());

@@ -32,8 +32,10 @@
 
 namespace chute {
 
-// AWS Signature V4, done by libcurl (CURLOPT_AWS_SIGV4 "aws:amz:<region>:<service>", CURLOPT_USERPWD
-// key:secret, the session token as an x-amz-security-token header).
+// AWS Signature V4, done by libcurl (CURLOPT_AWS_SIGV4 "aws:amz:<region>:<service>", the key and secret as
+// CURLOPT_USERNAME / CURLOPT_PASSWORD, the session token as an x-amz-security-token header). For service
+// "s3" the engine sends "x-amz-content-sha256: UNSIGNED-PAYLOAD" unless the request has that header (S3
+// requires it; libcurl signs with the value given).
 struct SigV4 {
   std::string access_key, secret_key, session_token, region = "us-east-1", service = "s3";
 };
