@@ -66,7 +66,8 @@ std::string scrub(std::string message, const HttpRequest& r) {
   }
   for (const std::string& s : secrets) {
     if (s.size() < 4) continue;  // too short to tell from ordinary text
-    for (size_t p = message.find(s); p != std::string::npos; p = message.find(s, p + 3)) message.replace(p, s.size(), "***");
+    for (size_t p = message.find(s); p != std::string::npos; p = message.find(s, p + 3))
+      message.replace(p, s.size(), "***");
   }
   return message;
 }
@@ -186,7 +187,8 @@ struct HttpEngine::Impl {
       return fail(std::move(t), StatusCode::kInvalidArgument, "not an http:// or https:// URL");
     }
     CURL* e = api.curl_easy_init();
-    if (e == nullptr) return fail(std::move(t), StatusCode::kEnvironment, "libcurl cannot create a handle (out of memory)");
+    if (e == nullptr)
+      return fail(std::move(t), StatusCode::kEnvironment, "libcurl cannot create a handle (out of memory)");
     t->easy = e;
     t->response = HttpResponse{};
     t->error[0] = '\0';
@@ -213,7 +215,8 @@ struct HttpEngine::Impl {
     if (r.method == "PUT" || r.method == "POST" || !r.body.empty()) {
       static const char kEmpty[1] = {0};
       api.curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
-      api.curl_easy_setopt(e, CURLOPT_POSTFIELDS, r.body.empty() ? kEmpty : reinterpret_cast<const char*>(r.body.data()));
+      api.curl_easy_setopt(e, CURLOPT_POSTFIELDS,
+                           r.body.empty() ? kEmpty : reinterpret_cast<const char*>(r.body.data()));
       if (!has_header(headers, "content-type")) headers.push_back("Content-Type: application/octet-stream");
     }
     if (r.length > 0) {
@@ -430,8 +433,8 @@ Result<std::shared_ptr<HttpEngine>> HttpEngine::create(HttpOptions options) {
   std::string why;
   const CurlApi* api = curl_api(&why);
   if (api == nullptr) {
-    return unsupported("remote URLs need libcurl (libcurl.so.4, e.g. apt-get install libcurl4), which cannot be loaded: " +
-                       why);
+    return unsupported(
+        "remote URLs need libcurl (libcurl.so.4, e.g. apt-get install libcurl4), which cannot be loaded: " + why);
   }
   auto impl = std::make_unique<Impl>(*api, options);
   impl->multi = api->curl_multi_init();
@@ -475,7 +478,8 @@ uint64_t HttpEngine::max_memory() const { return impl_->options.max_memory; }
 Result<HttpResponse> HttpEngine::fetch(HttpRequest request) {
   std::promise<Result<HttpResponse>> promise;
   std::future<Result<HttpResponse>> future = promise.get_future();
-  impl_->enqueue(std::move(request), [&promise](Result<HttpResponse> r) { promise.set_value(std::move(r)); }, nullptr);
+  impl_->enqueue(
+      std::move(request), [&promise](Result<HttpResponse> r) { promise.set_value(std::move(r)); }, nullptr);
   return future.get();
 }
 

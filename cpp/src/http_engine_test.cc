@@ -55,7 +55,8 @@ ResponseFacts range_facts(long status, uint64_t offset, uint64_t length, uint64_
 TEST(HttpPolicyTest, ResponseOutcomes) {
   EXPECT_EQ(check_response(range_facts(206, 0, 100, 100)).verdict, Verdict::kDone);
   EXPECT_EQ(check_response(range_facts(200, 0, 0, 100)).verdict, Verdict::kDone);
-  for (long s : {500L, 502L, 503L, 504L, 429L}) EXPECT_EQ(check_response(range_facts(s, 0, 0, 0)).verdict, Verdict::kRetry);
+  for (long s : {500L, 502L, 503L, 504L, 429L})
+    EXPECT_EQ(check_response(range_facts(s, 0, 0, 0)).verdict, Verdict::kRetry);
   AttemptCheck nf = check_response(range_facts(404, 0, 0, 0));
   EXPECT_EQ(nf.verdict, Verdict::kFail);
   EXPECT_EQ(nf.code, StatusCode::kNotFound);
@@ -95,10 +96,10 @@ TEST(HttpPolicyTest, TruncatedBodiesAreRetried) {
 }
 
 TEST(HttpPolicyTest, TransportErrorsRetryExceptBadUrls) {
-  EXPECT_EQ(check_transport(7, "Failed to connect").verdict, Verdict::kRetry);   // CURLE_COULDNT_CONNECT
-  EXPECT_EQ(check_transport(18, "partial file").verdict, Verdict::kRetry);       // CURLE_PARTIAL_FILE
-  EXPECT_EQ(check_transport(28, "timed out").verdict, Verdict::kRetry);          // CURLE_OPERATION_TIMEDOUT
-  EXPECT_EQ(check_transport(56, "reset").verdict, Verdict::kRetry);              // CURLE_RECV_ERROR
+  EXPECT_EQ(check_transport(7, "Failed to connect").verdict, Verdict::kRetry);  // CURLE_COULDNT_CONNECT
+  EXPECT_EQ(check_transport(18, "partial file").verdict, Verdict::kRetry);      // CURLE_PARTIAL_FILE
+  EXPECT_EQ(check_transport(28, "timed out").verdict, Verdict::kRetry);         // CURLE_OPERATION_TIMEDOUT
+  EXPECT_EQ(check_transport(56, "reset").verdict, Verdict::kRetry);             // CURLE_RECV_ERROR
   EXPECT_EQ(check_transport(CURLE_URL_MALFORMAT, "bad").verdict, Verdict::kFail);
   EXPECT_EQ(check_transport(CURLE_UNSUPPORTED_PROTOCOL, "bad").verdict, Verdict::kFail);
 }
@@ -113,8 +114,11 @@ TEST(HttpPolicyTest, ParsesS3ErrorCodeAndContentRange) {
 }
 
 DepthWindow window(int limit, double mbps, double latency_s, bool waited, double body = 1 << 20) {
-  return DepthWindow{.limit = limit, .throughput_bps = mbps * (1 << 20), .latency_p50_s = latency_s,
-                     .mean_body_bytes = body, .queue_waited = waited};
+  return DepthWindow{.limit = limit,
+                     .throughput_bps = mbps * (1 << 20),
+                     .latency_p50_s = latency_s,
+                     .mean_body_bytes = body,
+                     .queue_waited = waited};
 }
 
 TEST(HttpAutotuneTest, GrowsWhileRequestsWaitAndThroughputRises) {
@@ -279,7 +283,8 @@ TEST(HttpEngineTest, DestructorCancelsRequestsInFlight) {
     engine->submit(r, [p](Result<HttpResponse> res) { p->set_value(std::move(res)); });
   }
   // Wait (bounded) until three requests are on the wire; nothing answers them.
-  for (int i = 0; i < 1000 && engine->stats().in_flight < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 1000 && engine->stats().in_flight < 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_EQ(engine->stats().in_flight, 3);
   engine.reset();
   for (auto& f : results) {

@@ -116,7 +116,7 @@ def test_faults_are_retried_and_the_result_is_byte_exact(nginx, files, tmp_path,
     data = files[1]["small.bin"]
     with FaultProxy(nginx, **FAULTS[kind]) as proxy:
         e = engine(max_retries=30, **FAST)
-        for i in range(6):  # whole-object GETs: a truncation is caught by Content-Length
+        for _ in range(6):  # whole-object GETs: a truncation is caught by Content-Length
             _, body, _ = e.fetch(proxy.url + "/small.bin")
             assert body == data
         out = tmp_path / "small.out"
@@ -213,3 +213,14 @@ def test_without_libcurl_remote_urls_fail_clearly():
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("ERR remote URLs need libcurl (libcurl.so.4"), out.stdout
     assert "/nonexistent/libcurl.so.4" in out.stdout
+
+
+def test_added_latency_is_measured_and_results_stay_exact(nginx, files, tmp_path):
+    with FaultProxy(nginx, latency_s=0.05) as proxy:
+        e = engine()
+        out = tmp_path / "small.out"
+        e.download(proxy.url + "/small.bin", SMALL, out, chunk_bytes=256 << 10)
+        assert out.read_bytes() == files[1]["small.bin"]
+        s = e.stats()
+        # Each attempt waited at least the proxy's latency (a sleep never ends early): a lower bound only.
+        assert s["latency_p50_s"] >= 0.05 and s["latency_p99_s"] >= s["latency_p50_s"]

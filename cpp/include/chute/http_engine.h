@@ -63,7 +63,7 @@ struct HttpOptions {
   int max_auto_in_flight = 64;
   uint64_t max_memory = 256ull << 20;  // response bodies in flight at most (the autotuner's budget)
   int max_retries = 8;
-  double backoff_base_s = 0.05, backoff_max_s = 5.0;     // exponential, full jitter
+  double backoff_base_s = 0.05, backoff_max_s = 5.0;    // exponential, full jitter
   double connect_timeout_s = 10, stall_timeout_s = 30;  // stall: no byte for this long (CURLOPT_LOW_SPEED_*)
 };
 
