@@ -34,6 +34,7 @@ double seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 constexpr size_t kLatencySamples = 1024;  // the recent successful attempts behind latency p50/p99
 constexpr double kWindowS = 0.25;         // the autotuner's measurement window
 constexpr int kWindowMinCompletions = 4;
+constexpr uint64_t kMaxReserve = 64ull << 20;  // a Content-Length reserved up front at most (a claim, not bytes)
 
 // One request, through its attempts. Lives in exactly one of the engine's containers at a time.
 struct Transfer {
@@ -95,7 +96,7 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
   while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
   if (name == "content-length" && t->request.method != "HEAD") {
     uint64_t len = std::strtoull(std::string(value).c_str(), nullptr, 10);
-    t->response.body.reserve(std::min<uint64_t>(len, 1ull << 30));
+    t->response.body.reserve(std::min<uint64_t>(len, kMaxReserve));
   }
   t->response.headers.emplace_back(std::move(name), std::string(value));
   return size * n;
