@@ -13,6 +13,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "chute/fork.h"
 #include "detail/curl_api.h"
 #include "detail/http_policy.h"
 
@@ -118,6 +119,7 @@ bool has_header(const std::vector<std::string>& headers, std::string_view lower_
 struct HttpEngine::Impl {
   const CurlApi& api;
   const HttpOptions options;
+  const ForkMark fork_mark;  // in a forked child the engine thread is not there: every call fails (fork.h)
   CURLM* multi = nullptr;
   std::thread thread;
 
@@ -148,6 +150,7 @@ struct HttpEngine::Impl {
   Impl(const CurlApi& a, HttpOptions o) : api(a), options(std::move(o)) {}
 
   void enqueue(HttpRequest request, HttpEngine::Callback done, std::shared_ptr<std::atomic<bool>> cancel) {
+    if (fork_mark.in_child()) return done(fork_mark.child_error("HTTP engine"));
     auto t = std::make_unique<Transfer>();
     t->what = request.method + " " + redact_url(request.url);
     t->request = std::move(request);
@@ -457,6 +460,11 @@ Result<std::shared_ptr<HttpEngine>> HttpEngine::create(HttpOptions options) {
 HttpEngine::HttpEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 HttpEngine::~HttpEngine() {
+  if (impl_->fork_mark.in_child()) {
+    // The parent's engine thread is not here: never join it, never take the locks it may have held.
+    (void)impl_.release();  // leaked on purpose (fork.h)
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->stopping = true;
@@ -494,7 +502,7 @@ HttpStats HttpEngine::stats() const {
   s.in_flight = i.in_flight.load(std::memory_order_relaxed);
   s.in_flight_limit = i.in_flight_limit.load(std::memory_order_relaxed);
   std::vector<double> l;
-  {
+  if (!i.fork_mark.in_child()) {  // the parent's engine thread may have held latency_mu at fork()
     std::lock_guard<std::mutex> lock(i.latency_mu);
     l = i.latencies;
   }

@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <future>
 #include <thread>
 
@@ -293,6 +295,35 @@ TEST(HttpEngineTest, DestructorCancelsRequestsInFlight) {
     ASSERT_FALSE(r.is_ok());
     EXPECT_EQ(r.status().code(), StatusCode::kCancelled) << r.status().message();
   }
+}
+
+TEST(HttpEngineTest, AForkedChildFailsClearlyAndExitsCleanly) {
+  auto engine = engine_or_skip({});
+  if (!engine) GTEST_SKIP() << "libcurl.so.4 is not loadable";
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    HttpRequest r;
+    r.url = "http://127.0.0.1:1/x";
+    Result<HttpResponse> result = engine->fetch(r);  // must not hang: no engine thread in this process
+    const bool ok = !result.is_ok() && result.status().code() == StatusCode::kCancelled &&
+                    result.status().message().find("fork") != std::string::npos;
+    engine.reset();  // must not join the parent's thread
+    ::_exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 3000 && done == 0; ++i) {  // 30 s at most
+    done = ::waitpid(pid, &status, WNOHANG);
+    if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (done == 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    FAIL() << "the forked child hung";
+  }
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 }  // namespace

@@ -16,6 +16,8 @@
 // credentials never appear in them.
 //
 // Thread-safety: every member is safe to call from any thread. Callbacks run on the engine thread.
+// fork(): in a child, an engine made before the fork fails every request at once with kCancelled (its
+// callback then runs on the caller's thread) and its destructor leaks it (chute/fork.h).
 #pragma once
 
 #include <atomic>
