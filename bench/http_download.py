@@ -34,9 +34,12 @@ def main() -> None:
     args = p.parse_args()
 
     size = args.mb * 1000 * 1000
-    with tempfile.TemporaryDirectory(prefix="chute-http-bench-") as served, tempfile.TemporaryDirectory(
-        prefix="chute-http-bench-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
-    ) as out_dir:
+    with (
+        tempfile.TemporaryDirectory(prefix="chute-http-bench-") as served,
+        tempfile.TemporaryDirectory(
+            prefix="chute-http-bench-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
+        ) as out_dir,
+    ):
         src = Path(served) / "data.bin"
         with open(src, "wb") as f:
             for _ in range(args.mb):
