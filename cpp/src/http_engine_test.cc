@@ -297,6 +297,24 @@ TEST(HttpEngineTest, DestructorCancelsRequestsInFlight) {
   }
 }
 
+TEST(HttpEngineTest, AStalledResponseIsRetriedThenNamed) {
+  SilentServer server;  // accepts, never answers: no byte for stall_timeout_s ends each attempt
+  HttpOptions o;
+  o.stall_timeout_s = 1;
+  o.max_retries = 1;
+  o.backoff_base_s = 0.001;
+  auto engine = engine_or_skip(o);
+  if (!engine) GTEST_SKIP() << "libcurl.so.4 is not loadable";
+  HttpRequest r;
+  r.url = "http://127.0.0.1:" + std::to_string(server.port()) + "/slow";
+  Result<HttpResponse> result = engine->fetch(r);
+  ASSERT_FALSE(result.is_ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kEnvironment);
+  EXPECT_NE(result.status().message().find("/slow: "), std::string::npos) << result.status().message();
+  EXPECT_NE(result.status().message().find("after 2 attempts"), std::string::npos) << result.status().message();
+  EXPECT_EQ(engine->stats().retries, 1u);
+}
+
 TEST(HttpEngineTest, AForkedChildFailsClearlyAndExitsCleanly) {
   auto engine = engine_or_skip({});
   if (!engine) GTEST_SKIP() << "libcurl.so.4 is not loadable";
