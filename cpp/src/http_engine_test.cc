@@ -161,6 +161,10 @@ TEST(HttpAutotuneTest, StaysWithinItsBounds) {
   EXPECT_EQ(auto_in_flight_limit(window(8, 4000, 0.1, true), nullptr, o), kMinAutoInFlight);
   o.max_memory = 256ull << 20;
   EXPECT_EQ(auto_in_flight_limit(window(1, 0.001, 0.001, false), nullptr, o), kMinAutoInFlight);  // floor
+  HttpOptions two;
+  two.max_auto_in_flight = 2;  // below the floor: the user's maximum wins
+  EXPECT_EQ(auto_in_flight_limit(window(2, 4000, 0.1, true), nullptr, two), 2);
+  EXPECT_EQ(auto_in_flight_limit(window(2, 0.001, 0.001, false), nullptr, two), 2);
   EXPECT_EQ(auto_in_flight_limit(window(12, 0, 0, true), nullptr, o), 12);  // nothing measured: keep
   for (int limit : {1, 4, 9, 64, 1000}) {
     for (bool waited : {false, true}) {

@@ -171,7 +171,8 @@ int auto_in_flight_limit(const DepthWindow& now, const DepthWindow* previous, co
   int cap = options.max_auto_in_flight;
   const double by_memory = static_cast<double>(options.max_memory) / body;
   if (by_memory < cap) cap = static_cast<int>(by_memory);
-  cap = std::max(cap, kMinAutoInFlight);
+  const int floor = std::min(kMinAutoInFlight, std::max(options.max_auto_in_flight, 1));  // the user's max wins
+  cap = std::max(cap, floor);
   const double rate = now.throughput_bps / body;  // requests/s
   const double little = std::ceil(std::max(rate * now.latency_p50_s, 0.0));
   const int needed = static_cast<int>(std::min(little + std::max(2.0, std::ceil(little / 4)), 1e6));
@@ -185,7 +186,7 @@ int auto_in_flight_limit(const DepthWindow& now, const DepthWindow* previous, co
   } else {
     target = std::min(needed, std::max(now.limit, kMinAutoInFlight));
   }
-  return std::clamp(target, kMinAutoInFlight, cap);
+  return std::clamp(target, floor, cap);
 }
 
 }  // namespace detail

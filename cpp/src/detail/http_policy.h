@@ -65,8 +65,8 @@ constexpr int kMinAutoInFlight = 4;
 //     of depth by more than 10% (or there was none yet), double the depth, or take Little's depth if that
 //     is more; if it did not (the link or the server is the limit: more depth only adds latency), hold.
 //   - When nothing waits, Little's depth plus the margin is enough: shrink to it, not below the floor.
-//   - Bounds: at least kMinAutoInFlight; at most max_auto_in_flight and max_memory / mean body (the
-//     bodies in flight stay within the memory budget).
+//   - Bounds: at most max_auto_in_flight and max_memory / mean body (the bodies in flight stay within the
+//     memory budget), but at least kMinAutoInFlight (or max_auto_in_flight, when that is smaller).
 // `previous` is the window before (nullptr for the first).
 int auto_in_flight_limit(const DepthWindow& now, const DepthWindow* previous, const HttpOptions& options);
 
