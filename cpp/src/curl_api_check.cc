@@ -35,13 +35,11 @@ struct Norm<T> {
   using type = int;
 };
 template <class T>
-requires(std::is_class_v<T> || std::is_void_v<T> || std::is_union_v<T>)
-struct Norm<T*> {
+requires(std::is_class_v<T> || std::is_void_v<T> || std::is_union_v<T>) struct Norm<T*> {
   using type = void*;
 };
 template <class T>
-requires(!std::is_class_v<T> && !std::is_void_v<T> && !std::is_union_v<T>)
-struct Norm<T*> {
+requires(!std::is_class_v<T> && !std::is_void_v<T> && !std::is_union_v<T>) struct Norm<T*> {
   using type = typename Norm<T>::type*;
 };
 template <class T>
@@ -60,7 +58,7 @@ struct Sig<R (*)(A..., ...)> {
 template <class F>
 using sig_t = typename Sig<F>::type;
 
-#define CHUTE_CHECK_SIGNATURE(name)                                                         \
+#define CHUTE_CHECK_SIGNATURE(name)                                                          \
   static_assert(std::is_same_v<sig_t<decltype(&::name)>, sig_t<decltype(d::CurlApi::name)>>, \
                 "detail/curl_api.h: " #name " differs from curl/curl.h")
 
@@ -112,7 +110,8 @@ static_assert(kRealVersionNow == d::CURLVERSION_NOW);
 static_assert(kRealErrorSize == d::CURL_ERROR_SIZE);
 static_assert(kRealVersionNum >= d::kCurlMinVersion, "these headers are older than the libcurl chute needs");
 
-#define CHUTE_CHECK_OPTION(name) static_assert(::name == d::name, "detail/curl_api.h: " #name " differs from curl/curl.h")
+#define CHUTE_CHECK_OPTION(name) \
+  static_assert(::name == d::name, "detail/curl_api.h: " #name " differs from curl/curl.h")
 CHUTE_CHECK_OPTION(CURLOPT_WRITEDATA);
 CHUTE_CHECK_OPTION(CURLOPT_URL);
 CHUTE_CHECK_OPTION(CURLOPT_RANGE);

@@ -36,13 +36,14 @@ Status HttpEngine::download(const HttpRequest& object, uint64_t size, int fd, ui
       r.offset = submitted * chunk_bytes;
       r.length = std::min(chunk_bytes, size - r.offset);
       const uint64_t index = submitted;
-      submit_cancellable(std::move(r),
-                     [completed, index](Result<HttpResponse> result) {
-                       std::lock_guard<std::mutex> lock(completed->mu);
-                       completed->chunks.emplace_back(index, std::move(result));
-                       completed->cv.notify_one();
-                     },
-                     cancel);
+      submit_cancellable(
+          std::move(r),
+          [completed, index](Result<HttpResponse> result) {
+            std::lock_guard<std::mutex> lock(completed->mu);
+            completed->chunks.emplace_back(index, std::move(result));
+            completed->cv.notify_one();
+          },
+          cancel);
       ++submitted;
       ++outstanding;
     }

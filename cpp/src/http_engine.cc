@@ -13,6 +13,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "chute/fork.h"
 #include "detail/curl_api.h"
 #include "detail/http_policy.h"
 
@@ -34,6 +35,7 @@ double seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 constexpr size_t kLatencySamples = 1024;  // the recent successful attempts behind latency p50/p99
 constexpr double kWindowS = 0.25;         // the autotuner's measurement window
 constexpr int kWindowMinCompletions = 4;
+constexpr uint64_t kMaxReserve = 64ull << 20;  // a Content-Length reserved up front at most (a claim, not bytes)
 
 // One request, through its attempts. Lives in exactly one of the engine's containers at a time.
 struct Transfer {
@@ -66,7 +68,8 @@ std::string scrub(std::string message, const HttpRequest& r) {
   }
   for (const std::string& s : secrets) {
     if (s.size() < 4) continue;  // too short to tell from ordinary text
-    for (size_t p = message.find(s); p != std::string::npos; p = message.find(s, p + 3)) message.replace(p, s.size(), "***");
+    for (size_t p = message.find(s); p != std::string::npos; p = message.find(s, p + 3))
+      message.replace(p, s.size(), "***");
   }
   return message;
 }
@@ -94,7 +97,7 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
   while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
   if (name == "content-length" && t->request.method != "HEAD") {
     uint64_t len = std::strtoull(std::string(value).c_str(), nullptr, 10);
-    t->response.body.reserve(std::min<uint64_t>(len, 1ull << 30));
+    t->response.body.reserve(std::min<uint64_t>(len, kMaxReserve));
   }
   t->response.headers.emplace_back(std::move(name), std::string(value));
   return size * n;
@@ -116,6 +119,7 @@ bool has_header(const std::vector<std::string>& headers, std::string_view lower_
 struct HttpEngine::Impl {
   const CurlApi& api;
   const HttpOptions options;
+  const ForkMark fork_mark;  // in a forked child the engine thread is not there: every call fails (fork.h)
   CURLM* multi = nullptr;
   std::thread thread;
 
@@ -146,6 +150,7 @@ struct HttpEngine::Impl {
   Impl(const CurlApi& a, HttpOptions o) : api(a), options(std::move(o)) {}
 
   void enqueue(HttpRequest request, HttpEngine::Callback done, std::shared_ptr<std::atomic<bool>> cancel) {
+    if (fork_mark.in_child()) return done(fork_mark.child_error("HTTP engine"));
     auto t = std::make_unique<Transfer>();
     t->what = request.method + " " + redact_url(request.url);
     t->request = std::move(request);
@@ -186,7 +191,8 @@ struct HttpEngine::Impl {
       return fail(std::move(t), StatusCode::kInvalidArgument, "not an http:// or https:// URL");
     }
     CURL* e = api.curl_easy_init();
-    if (e == nullptr) return fail(std::move(t), StatusCode::kEnvironment, "libcurl cannot create a handle (out of memory)");
+    if (e == nullptr)
+      return fail(std::move(t), StatusCode::kEnvironment, "libcurl cannot create a handle (out of memory)");
     t->easy = e;
     t->response = HttpResponse{};
     t->error[0] = '\0';
@@ -213,7 +219,8 @@ struct HttpEngine::Impl {
     if (r.method == "PUT" || r.method == "POST" || !r.body.empty()) {
       static const char kEmpty[1] = {0};
       api.curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
-      api.curl_easy_setopt(e, CURLOPT_POSTFIELDS, r.body.empty() ? kEmpty : reinterpret_cast<const char*>(r.body.data()));
+      api.curl_easy_setopt(e, CURLOPT_POSTFIELDS,
+                           r.body.empty() ? kEmpty : reinterpret_cast<const char*>(r.body.data()));
       if (!has_header(headers, "content-type")) headers.push_back("Content-Type: application/octet-stream");
     }
     if (r.length > 0) {
@@ -227,6 +234,11 @@ struct HttpEngine::Impl {
       api.curl_easy_setopt(e, CURLOPT_USERNAME, r.sigv4->access_key.c_str());
       api.curl_easy_setopt(e, CURLOPT_PASSWORD, r.sigv4->secret_key.c_str());
       if (!r.sigv4->session_token.empty()) headers.push_back("x-amz-security-token: " + r.sigv4->session_token);
+      // S3 wants the payload's hash as a header; libcurl signs with that header's value when one is given
+      // (and hashes the body, without sending the header, when none is).
+      if (r.sigv4->service == "s3" && !has_header(headers, "x-amz-content-sha256")) {
+        headers.push_back("x-amz-content-sha256: UNSIGNED-PAYLOAD");
+      }
     }
     for (const std::string& h : headers) {
       curl_slist* next = api.curl_slist_append(t->headers, h.c_str());
@@ -425,8 +437,8 @@ Result<std::shared_ptr<HttpEngine>> HttpEngine::create(HttpOptions options) {
   std::string why;
   const CurlApi* api = curl_api(&why);
   if (api == nullptr) {
-    return unsupported("remote URLs need libcurl (libcurl.so.4, e.g. apt-get install libcurl4), which cannot be loaded: " +
-                       why);
+    return unsupported(
+        "remote URLs need libcurl (libcurl.so.4, e.g. apt-get install libcurl4), which cannot be loaded: " + why);
   }
   auto impl = std::make_unique<Impl>(*api, options);
   impl->multi = api->curl_multi_init();
@@ -448,6 +460,11 @@ Result<std::shared_ptr<HttpEngine>> HttpEngine::create(HttpOptions options) {
 HttpEngine::HttpEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 HttpEngine::~HttpEngine() {
+  if (impl_->fork_mark.in_child()) {
+    // The parent's engine thread is not here: never join it, never take the locks it may have held.
+    (void)impl_.release();  // leaked on purpose (fork.h)
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->stopping = true;
@@ -470,7 +487,8 @@ uint64_t HttpEngine::max_memory() const { return impl_->options.max_memory; }
 Result<HttpResponse> HttpEngine::fetch(HttpRequest request) {
   std::promise<Result<HttpResponse>> promise;
   std::future<Result<HttpResponse>> future = promise.get_future();
-  impl_->enqueue(std::move(request), [&promise](Result<HttpResponse> r) { promise.set_value(std::move(r)); }, nullptr);
+  impl_->enqueue(
+      std::move(request), [&promise](Result<HttpResponse> r) { promise.set_value(std::move(r)); }, nullptr);
   return future.get();
 }
 
@@ -484,7 +502,7 @@ HttpStats HttpEngine::stats() const {
   s.in_flight = i.in_flight.load(std::memory_order_relaxed);
   s.in_flight_limit = i.in_flight_limit.load(std::memory_order_relaxed);
   std::vector<double> l;
-  {
+  if (!i.fork_mark.in_child()) {  // the parent's engine thread may have held latency_mu at fork()
     std::lock_guard<std::mutex> lock(i.latency_mu);
     l = i.latencies;
   }

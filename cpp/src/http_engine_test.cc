@@ -3,9 +3,15 @@
 #include "chute/http_engine.h"
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <future>
+#include <thread>
 
 #include "detail/curl_api.h"
 #include "detail/http_policy.h"
@@ -51,7 +57,8 @@ ResponseFacts range_facts(long status, uint64_t offset, uint64_t length, uint64_
 TEST(HttpPolicyTest, ResponseOutcomes) {
   EXPECT_EQ(check_response(range_facts(206, 0, 100, 100)).verdict, Verdict::kDone);
   EXPECT_EQ(check_response(range_facts(200, 0, 0, 100)).verdict, Verdict::kDone);
-  for (long s : {500L, 502L, 503L, 504L, 429L}) EXPECT_EQ(check_response(range_facts(s, 0, 0, 0)).verdict, Verdict::kRetry);
+  for (long s : {500L, 502L, 503L, 504L, 429L})
+    EXPECT_EQ(check_response(range_facts(s, 0, 0, 0)).verdict, Verdict::kRetry);
   AttemptCheck nf = check_response(range_facts(404, 0, 0, 0));
   EXPECT_EQ(nf.verdict, Verdict::kFail);
   EXPECT_EQ(nf.code, StatusCode::kNotFound);
@@ -91,10 +98,10 @@ TEST(HttpPolicyTest, TruncatedBodiesAreRetried) {
 }
 
 TEST(HttpPolicyTest, TransportErrorsRetryExceptBadUrls) {
-  EXPECT_EQ(check_transport(7, "Failed to connect").verdict, Verdict::kRetry);   // CURLE_COULDNT_CONNECT
-  EXPECT_EQ(check_transport(18, "partial file").verdict, Verdict::kRetry);       // CURLE_PARTIAL_FILE
-  EXPECT_EQ(check_transport(28, "timed out").verdict, Verdict::kRetry);          // CURLE_OPERATION_TIMEDOUT
-  EXPECT_EQ(check_transport(56, "reset").verdict, Verdict::kRetry);              // CURLE_RECV_ERROR
+  EXPECT_EQ(check_transport(7, "Failed to connect").verdict, Verdict::kRetry);  // CURLE_COULDNT_CONNECT
+  EXPECT_EQ(check_transport(18, "partial file").verdict, Verdict::kRetry);      // CURLE_PARTIAL_FILE
+  EXPECT_EQ(check_transport(28, "timed out").verdict, Verdict::kRetry);         // CURLE_OPERATION_TIMEDOUT
+  EXPECT_EQ(check_transport(56, "reset").verdict, Verdict::kRetry);             // CURLE_RECV_ERROR
   EXPECT_EQ(check_transport(CURLE_URL_MALFORMAT, "bad").verdict, Verdict::kFail);
   EXPECT_EQ(check_transport(CURLE_UNSUPPORTED_PROTOCOL, "bad").verdict, Verdict::kFail);
 }
@@ -109,8 +116,11 @@ TEST(HttpPolicyTest, ParsesS3ErrorCodeAndContentRange) {
 }
 
 DepthWindow window(int limit, double mbps, double latency_s, bool waited, double body = 1 << 20) {
-  return DepthWindow{.limit = limit, .throughput_bps = mbps * (1 << 20), .latency_p50_s = latency_s,
-                     .mean_body_bytes = body, .queue_waited = waited};
+  return DepthWindow{.limit = limit,
+                     .throughput_bps = mbps * (1 << 20),
+                     .latency_p50_s = latency_s,
+                     .mean_body_bytes = body,
+                     .queue_waited = waited};
 }
 
 TEST(HttpAutotuneTest, GrowsWhileRequestsWaitAndThroughputRises) {
@@ -151,6 +161,10 @@ TEST(HttpAutotuneTest, StaysWithinItsBounds) {
   EXPECT_EQ(auto_in_flight_limit(window(8, 4000, 0.1, true), nullptr, o), kMinAutoInFlight);
   o.max_memory = 256ull << 20;
   EXPECT_EQ(auto_in_flight_limit(window(1, 0.001, 0.001, false), nullptr, o), kMinAutoInFlight);  // floor
+  HttpOptions two;
+  two.max_auto_in_flight = 2;  // below the floor: the user's maximum wins
+  EXPECT_EQ(auto_in_flight_limit(window(2, 4000, 0.1, true), nullptr, two), 2);
+  EXPECT_EQ(auto_in_flight_limit(window(2, 0.001, 0.001, false), nullptr, two), 2);
   EXPECT_EQ(auto_in_flight_limit(window(12, 0, 0, true), nullptr, o), 12);  // nothing measured: keep
   for (int limit : {1, 4, 9, 64, 1000}) {
     for (bool waited : {false, true}) {
@@ -232,6 +246,106 @@ TEST(HttpEngineTest, DestructorCancelsWhatIsOutstanding) {
     ASSERT_FALSE(r.is_ok());
     EXPECT_EQ(r.status().code(), StatusCode::kCancelled) << r.status().message();
   }
+}
+
+// A loopback listener that never answers: connections complete (the kernel's backlog), requests hang.
+class SilentServer {
+ public:
+  SilentServer() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(fd_, 64) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      ADD_FAILURE() << "cannot listen on loopback";
+      return;
+    }
+    port_ = ntohs(a.sin_port);
+  }
+  ~SilentServer() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+TEST(HttpEngineTest, DestructorCancelsRequestsInFlight) {
+  SilentServer server;
+  HttpOptions o;
+  o.max_in_flight = 3;
+  auto engine = engine_or_skip(o);
+  if (!engine) GTEST_SKIP() << "libcurl.so.4 is not loadable";
+  std::vector<std::future<Result<HttpResponse>>> results;
+  for (int i = 0; i < 5; ++i) {  // 3 in flight, 2 queued
+    auto p = std::make_shared<std::promise<Result<HttpResponse>>>();
+    results.push_back(p->get_future());
+    HttpRequest r;
+    r.url = "http://127.0.0.1:" + std::to_string(server.port()) + "/" + std::to_string(i);
+    engine->submit(r, [p](Result<HttpResponse> res) { p->set_value(std::move(res)); });
+  }
+  // Wait (bounded) until three requests are on the wire; nothing answers them.
+  for (int i = 0; i < 1000 && engine->stats().in_flight < 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(engine->stats().in_flight, 3);
+  engine.reset();
+  for (auto& f : results) {
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+    Result<HttpResponse> r = f.get();
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kCancelled) << r.status().message();
+  }
+}
+
+TEST(HttpEngineTest, AStalledResponseIsRetriedThenNamed) {
+  SilentServer server;  // accepts, never answers: no byte for stall_timeout_s ends each attempt
+  HttpOptions o;
+  o.stall_timeout_s = 1;
+  o.max_retries = 1;
+  o.backoff_base_s = 0.001;
+  auto engine = engine_or_skip(o);
+  if (!engine) GTEST_SKIP() << "libcurl.so.4 is not loadable";
+  HttpRequest r;
+  r.url = "http://127.0.0.1:" + std::to_string(server.port()) + "/slow";
+  Result<HttpResponse> result = engine->fetch(r);
+  ASSERT_FALSE(result.is_ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kEnvironment);
+  EXPECT_NE(result.status().message().find("/slow: "), std::string::npos) << result.status().message();
+  EXPECT_NE(result.status().message().find("after 2 attempts"), std::string::npos) << result.status().message();
+  EXPECT_EQ(engine->stats().retries, 1u);
+}
+
+TEST(HttpEngineTest, AForkedChildFailsClearlyAndExitsCleanly) {
+  auto engine = engine_or_skip({});
+  if (!engine) GTEST_SKIP() << "libcurl.so.4 is not loadable";
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    HttpRequest r;
+    r.url = "http://127.0.0.1:1/x";
+    Result<HttpResponse> result = engine->fetch(r);  // must not hang: no engine thread in this process
+    const bool ok = !result.is_ok() && result.status().code() == StatusCode::kCancelled &&
+                    result.status().message().find("fork") != std::string::npos;
+    engine.reset();  // must not join the parent's thread
+    ::_exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 3000 && done == 0; ++i) {  // 30 s at most
+    done = ::waitpid(pid, &status, WNOHANG);
+    if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (done == 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    FAIL() << "the forked child hung";
+  }
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 }  // namespace

@@ -97,7 +97,8 @@ std::optional<uint64_t> content_range_total(std::string_view content_range) {
   size_t slash = content_range.rfind('/');
   if (slash == std::string_view::npos) return std::nullopt;
   std::string_view total = content_range.substr(slash + 1);
-  while (!total.empty() && (total.back() == ' ' || total.back() == '\r' || total.back() == '\n')) total.remove_suffix(1);
+  while (!total.empty() && (total.back() == ' ' || total.back() == '\r' || total.back() == '\n'))
+    total.remove_suffix(1);
   uint64_t value = 0;
   auto [end, ec] = std::from_chars(total.data(), total.data() + total.size(), value);
   if (ec != std::errc() || end != total.data() + total.size() || total.empty()) return std::nullopt;
@@ -120,16 +121,17 @@ AttemptCheck check_response(const ResponseFacts& f) {
   if (f.status < 200 || f.status >= 300) return {Verdict::kFail, StatusCode::kIoError, http()};
   if (f.head) return {};
   auto truncated = [&](uint64_t expected) {
-    return AttemptCheck{Verdict::kRetry, StatusCode::kOk,
-                        "truncated body: " + std::to_string(f.body_size) + " of " + std::to_string(expected) + " bytes"};
+    return AttemptCheck{
+        Verdict::kRetry, StatusCode::kOk,
+        "truncated body: " + std::to_string(f.body_size) + " of " + std::to_string(expected) + " bytes"};
   };
   if (f.content_length && f.body_size < *f.content_length) return truncated(*f.content_length);
   if (f.range_length > 0) {
     if (f.status == 206) {
       if (f.body_size > f.range_length) {
-        return {Verdict::kFail, StatusCode::kIoError,
-                "HTTP 206 with " + std::to_string(f.body_size) + " bytes for a range of " +
-                    std::to_string(f.range_length)};
+        return {
+            Verdict::kFail, StatusCode::kIoError,
+            "HTTP 206 with " + std::to_string(f.body_size) + " bytes for a range of " + std::to_string(f.range_length)};
       }
       if (f.body_size < f.range_length) {
         // All the object had from the offset: the range ends past its end (not a truncation to retry).
@@ -169,7 +171,8 @@ int auto_in_flight_limit(const DepthWindow& now, const DepthWindow* previous, co
   int cap = options.max_auto_in_flight;
   const double by_memory = static_cast<double>(options.max_memory) / body;
   if (by_memory < cap) cap = static_cast<int>(by_memory);
-  cap = std::max(cap, kMinAutoInFlight);
+  const int floor = std::min(kMinAutoInFlight, std::max(options.max_auto_in_flight, 1));  // the user's max wins
+  cap = std::max(cap, floor);
   const double rate = now.throughput_bps / body;  // requests/s
   const double little = std::ceil(std::max(rate * now.latency_p50_s, 0.0));
   const int needed = static_cast<int>(std::min(little + std::max(2.0, std::ceil(little / 4)), 1e6));
@@ -177,13 +180,13 @@ int auto_in_flight_limit(const DepthWindow& now, const DepthWindow* previous, co
   if (now.throughput_bps <= 0 || now.latency_p50_s <= 0) {
     target = now.limit;  // nothing measured: keep the depth
   } else if (now.queue_waited) {
-    const bool rising = previous == nullptr || previous->limit >= now.limit ||
-                        now.throughput_bps > previous->throughput_bps * 1.1;
+    const bool rising =
+        previous == nullptr || previous->limit >= now.limit || now.throughput_bps > previous->throughput_bps * 1.1;
     target = rising ? std::max(needed, 2 * now.limit) : now.limit;
   } else {
     target = std::min(needed, std::max(now.limit, kMinAutoInFlight));
   }
-  return std::clamp(target, kMinAutoInFlight, cap);
+  return std::clamp(target, floor, cap);
 }
 
 }  // namespace detail

@@ -90,26 +90,30 @@ void register_remote(nb::module_& m) {
             HttpResponse response = unwrap(std::move(result));
             nb::dict header_dict;
             for (const auto& [name, value] : response.headers) header_dict[name.c_str()] = value;
-            return nb::make_tuple(response.status, nb::bytes(response.body.data(), response.body.size()),
-                                  header_dict);
+            return nb::make_tuple(response.status, nb::bytes(response.body.data(), response.body.size()), header_dict);
           },
           nb::arg("url"), nb::arg("method") = "GET", nb::arg("headers") = std::vector<std::string>{},
-          nb::arg("offset") = 0, nb::arg("length") = 0, nb::arg("body") = nb::bytes(""),
-          nb::arg("sigv4") = nb::none(),
+          nb::arg("offset") = 0, nb::arg("length") = 0, nb::arg("body") = nb::bytes(""), nb::arg("sigv4") = nb::none(),
           "One request, blocking (without the GIL): (status, body, headers with lower-case names). "
           "length > 0: the bytes [offset, offset + length).")
       .def(
           "download",
           [](PyHttpEngine& e, std::string url, uint64_t size, const FsPath& path, uint64_t chunk_bytes,
              std::vector<std::string> headers, std::optional<nb::dict> sigv4) {
-            HttpRequest r{.method = "GET", .url = std::move(url), .headers = std::move(headers),
-                          .offset = 0, .length = 0, .body = {}, .sigv4 = sigv4_from(sigv4)};
+            HttpRequest r{.method = "GET",
+                          .url = std::move(url),
+                          .headers = std::move(headers),
+                          .offset = 0,
+                          .length = 0,
+                          .body = {},
+                          .sigv4 = sigv4_from(sigv4)};
             Status status = [&] {
               nb::gil_scoped_release release;
               int fd = ::open(path.value.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
               if (fd < 0) return Status(StatusCode::kIoError, path.value + ": " + std::strerror(errno));
               Status s = e.impl->download(r, size, fd, chunk_bytes);
-              if (::close(fd) != 0 && s.is_ok()) s = Status(StatusCode::kIoError, path.value + ": " + std::strerror(errno));
+              if (::close(fd) != 0 && s.is_ok())
+                s = Status(StatusCode::kIoError, path.value + ": " + std::strerror(errno));
               return s;
             }();
             if (!status.is_ok()) throw_status(status);
@@ -130,8 +134,9 @@ void register_remote(nb::module_& m) {
         d["latency_p99_s"] = s.latency_p99_s;
         return d;
       });
-  m.def("redact_url", [](const std::string& url) { return redact_url(url); }, nb::arg("url"),
-        "The URL with its credentials replaced by ***, as chute's messages show it.");
+  m.def(
+      "redact_url", [](const std::string& url) { return redact_url(url); }, nb::arg("url"),
+      "The URL with its credentials replaced by ***, as chute's messages show it.");
 }
 
 }  // namespace chute::py

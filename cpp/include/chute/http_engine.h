@@ -16,6 +16,8 @@
 // credentials never appear in them.
 //
 // Thread-safety: every member is safe to call from any thread. Callbacks run on the engine thread.
+// fork(): in a child, an engine made before the fork fails every request at once with kCancelled (its
+// callback then runs on the caller's thread) and its destructor leaks it (chute/fork.h).
 #pragma once
 
 #include <atomic>
@@ -32,8 +34,10 @@
 
 namespace chute {
 
-// AWS Signature V4, done by libcurl (CURLOPT_AWS_SIGV4 "aws:amz:<region>:<service>", CURLOPT_USERPWD
-// key:secret, the session token as an x-amz-security-token header).
+// AWS Signature V4, done by libcurl (CURLOPT_AWS_SIGV4 "aws:amz:<region>:<service>", the key and secret as
+// CURLOPT_USERNAME / CURLOPT_PASSWORD, the session token as an x-amz-security-token header). For service
+// "s3" the engine sends "x-amz-content-sha256: UNSIGNED-PAYLOAD" unless the request has that header (S3
+// requires it; libcurl signs with the value given).
 struct SigV4 {
   std::string access_key, secret_key, session_token, region = "us-east-1", service = "s3";
 };
@@ -61,7 +65,7 @@ struct HttpOptions {
   int max_auto_in_flight = 64;
   uint64_t max_memory = 256ull << 20;  // response bodies in flight at most (the autotuner's budget)
   int max_retries = 8;
-  double backoff_base_s = 0.05, backoff_max_s = 5.0;     // exponential, full jitter
+  double backoff_base_s = 0.05, backoff_max_s = 5.0;    // exponential, full jitter
   double connect_timeout_s = 10, stall_timeout_s = 30;  // stall: no byte for this long (CURLOPT_LOW_SPEED_*)
 };
 

@@ -51,11 +51,11 @@ double backoff_delay_s(int retry, double base_s, double max_s, double u01);
 // ---- I/O depth (Little's law) --------------------------------------------------------------------
 // One measurement window of the engine, closed every ~0.25 s with at least a few completed attempts.
 struct DepthWindow {
-  int limit = 0;                  // the in-flight limit during the window
-  double throughput_bps = 0;      // body bytes/s completed while requests waited in the queue
-  double latency_p50_s = 0;       // median time to last byte of the window's successful attempts
-  double mean_body_bytes = 0;     // mean body size of those attempts
-  bool queue_waited = false;      // requests waited for a slot during the window
+  int limit = 0;               // the in-flight limit during the window
+  double throughput_bps = 0;   // body bytes/s completed while requests waited in the queue
+  double latency_p50_s = 0;    // median time to last byte of the window's successful attempts
+  double mean_body_bytes = 0;  // mean body size of those attempts
+  bool queue_waited = false;   // requests waited for a slot during the window
 };
 constexpr int kMinAutoInFlight = 4;
 // The next in-flight limit (HttpOptions::max_in_flight == 0).
@@ -65,8 +65,8 @@ constexpr int kMinAutoInFlight = 4;
 //     of depth by more than 10% (or there was none yet), double the depth, or take Little's depth if that
 //     is more; if it did not (the link or the server is the limit: more depth only adds latency), hold.
 //   - When nothing waits, Little's depth plus the margin is enough: shrink to it, not below the floor.
-//   - Bounds: at least kMinAutoInFlight; at most max_auto_in_flight and max_memory / mean body (the
-//     bodies in flight stay within the memory budget).
+//   - Bounds: at most max_auto_in_flight and max_memory / mean body (the bodies in flight stay within the
+//     memory budget), but at least kMinAutoInFlight (or max_auto_in_flight, when that is smaller).
 // `previous` is the window before (nullptr for the first).
 int auto_in_flight_limit(const DepthWindow& now, const DepthWindow* previous, const HttpOptions& options);
 

@@ -1,1 +1,1 @@
-"""Servers on 127.0.0.1 for chute's tests and benchmarks of remote I/O (HTTP, S3 emulation, faults)."""
+"""Loopback servers for chute's tests and benchmarks of remote I/O (HTTP, faults, latency)."""
