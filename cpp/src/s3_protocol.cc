@@ -51,10 +51,6 @@ HttpRequest make(const S3Bucket& bucket, std::string method, std::string url) {
   r.method = std::move(method);
   r.url = std::move(url);
   r.sigv4 = bucket.sigv4;
-  // S3 requires x-amz-content-sha256 on every signed request, and libcurl (7.88 at least) does not add it;
-  // libcurl signs with this header's value as the payload hash. UNSIGNED-PAYLOAD: chute has no SHA-256 of
-  // its own (bodies are protected by TLS on https, and by S3's ETag/MD5 checks of parts).
-  if (r.sigv4) r.headers.push_back("x-amz-content-sha256: UNSIGNED-PAYLOAD");
   return r;
 }
 

@@ -4,8 +4,8 @@
 //
 // Keys are encoded as SigV4's canonical URI wants them (every byte but A-Z a-z 0-9 - . _ ~ and '/' as %XX),
 // and query strings are sent already canonical (sorted by name, every value encoded, "uploads="), so that
-// what libcurl signs is exactly what it sends and what S3 recomputes. Signed requests carry
-// "x-amz-content-sha256: UNSIGNED-PAYLOAD", which S3 requires and libcurl signs as the payload hash.
+// what libcurl signs is exactly what it sends and what S3 recomputes. (HttpEngine adds the
+// x-amz-content-sha256 header S3 requires of signed requests.)
 //
 // XML: S3's responses are flat documents of a few known elements in a fixed vocabulary, whose text cannot
 // hold a raw '<'. A small extractor (xml_elements() below) covers the five or so tags chute reads with

@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,8 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from chute.testing.loopback import free_port
 
 _START_TIMEOUT_S = 30.0
 _STOP_TIMEOUT_S = 10.0
@@ -37,13 +38,6 @@ _START_ATTEMPTS = 3  # a free port can be taken between free_port() and the serv
 TEST_ACCESS_KEY = "AKIAMOTOTESTKEY00000"
 TEST_SECRET_KEY = "moto-test-secret-key/never+real"
 REGION = "us-east-1"
-
-
-def _free_port() -> int:
-    """A port nothing listens on now (the OS's choice); the server may still lose a race for it."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _moto_server_path() -> str:
@@ -136,7 +130,7 @@ class MotoServer:
     def _start(self) -> None:
         log_path = Path(self._tmp.name) / "moto.log"
         for _ in range(_START_ATTEMPTS):
-            port = _free_port()
+            port = free_port()
             with open(log_path, "ab") as log:
                 # The server inherits a copy of the environment: no AWS variable of the user's is needed by
                 # it, and none of ours is set globally.
