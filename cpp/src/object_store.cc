@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <future>
 #include <system_error>
 
 #include "chute/environment.h"
@@ -178,6 +179,42 @@ Status ObjectStore::download(const ObjectInfo& info, int fd) const {
   return st.is_ok() ? st : named(st, object_display_name(info.url));
 }
 
+Result<std::vector<ObjectInfo>> ObjectStore::stat_many(const std::vector<std::string>& urls) const {
+  std::vector<ObjectInfo> out;
+  if (urls.size() <= 1 || engine_ == nullptr) {
+    for (const std::string& url : urls) {
+      CHUTE_ASSIGN_OR_RETURN(ObjectInfo info, stat(url));
+      out.push_back(std::move(info));
+    }
+    return out;
+  }
+  // Submitted together, so that the engine keeps its in-flight limit busy (128 shards at 20 ms each are
+  // 2.6 s one after another). A callback keeps its promise alive if this returns early on an error.
+  std::vector<std::future<Result<HttpResponse>>> responses(urls.size());  // invalid: a local file
+  for (size_t i = 0; i < urls.size(); ++i) {
+    CHUTE_ASSIGN_OR_RETURN(ObjectUrl parsed, parse_object_url(urls[i]));
+    if (!parsed.remote()) continue;
+    CHUTE_ASSIGN_OR_RETURN(HttpRequest request, request_for(urls[i]));
+    request.method = "HEAD";
+    auto promise = std::make_shared<std::promise<Result<HttpResponse>>>();
+    responses[i] = promise->get_future();
+    engine_->submit(std::move(request), [promise](Result<HttpResponse> r) { promise->set_value(std::move(r)); });
+  }
+  for (size_t i = 0; i < urls.size(); ++i) {
+    if (!responses[i].valid()) {
+      CHUTE_ASSIGN_OR_RETURN(ObjectInfo info, stat(urls[i]));
+      out.push_back(std::move(info));
+      continue;
+    }
+    const std::string what = object_display_name(urls[i]);
+    Result<HttpResponse> response = responses[i].get();
+    if (!response.is_ok()) return named(response.status(), what);
+    CHUTE_ASSIGN_OR_RETURN(HeadInfo head, parse_head_object(response.value(), "HEAD " + what));
+    out.push_back(ObjectInfo{urls[i], head.size, head.etag});
+  }
+  return out;
+}
+
 Result<std::vector<ObjectInfo>> ObjectStore::list(const ObjectUrl& url, const std::string& key_pattern,
                                                   bool everything) const {
   CHUTE_ASSIGN_OR_RETURN(S3Bucket b, bucket(url));
@@ -203,7 +240,8 @@ Result<std::vector<ObjectInfo>> ObjectStore::list(const ObjectUrl& url, const st
   return out;
 }
 
-Result<std::vector<ObjectInfo>> ObjectStore::expand_one(const std::string& name, const std::string& pattern) const {
+Result<std::vector<ObjectInfo>> ObjectStore::expand_one(const std::string& name, const std::string& pattern,
+                                                        std::vector<std::string>& to_stat) const {
   CHUTE_ASSIGN_OR_RETURN(ObjectUrl url, parse_object_url(name));
   std::vector<ObjectInfo> out;
   if (url.bucket_store()) {
@@ -227,8 +265,7 @@ Result<std::vector<ObjectInfo>> ObjectStore::expand_one(const std::string& name,
       return invalid_argument(single_quoted(object_display_name(name)) +
                               " ends in '/': an HTTP server cannot be listed; name the objects (braces work)");
     }
-    CHUTE_ASSIGN_OR_RETURN(ObjectInfo info, stat(name));
-    out.push_back(std::move(info));
+    to_stat.push_back(name);
     return out;
   }
   const std::string& path = url.path;
@@ -257,10 +294,13 @@ Result<std::vector<ObjectInfo>> ObjectStore::expand_one(const std::string& name,
 Result<std::vector<ObjectInfo>> ObjectStore::expand(std::string_view pattern) const {
   CHUTE_ASSIGN_OR_RETURN(std::vector<std::string> names, expand_braces(pattern));
   std::vector<ObjectInfo> out;
+  std::vector<std::string> to_stat;  // remote names with no glob: HEAD requests, all in flight at once
   for (const std::string& name : names) {
-    CHUTE_ASSIGN_OR_RETURN(std::vector<ObjectInfo> found, expand_one(name, std::string(pattern)));
+    CHUTE_ASSIGN_OR_RETURN(std::vector<ObjectInfo> found, expand_one(name, std::string(pattern), to_stat));
     for (ObjectInfo& info : found) out.push_back(std::move(info));
   }
+  CHUTE_ASSIGN_OR_RETURN(std::vector<ObjectInfo> stated, stat_many(to_stat));
+  for (ObjectInfo& info : stated) out.push_back(std::move(info));
   std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.url < b.url; });
   out.erase(
       std::unique(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.url == b.url; }),

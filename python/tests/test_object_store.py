@@ -83,6 +83,17 @@ def test_expand_braces_globs_and_prefixes(s3, store):
     assert urls(store.expand("s3://bkt/exp/")) == sorted(f"s3://bkt/{k}" for k in keys)
 
 
+def test_brace_names_are_each_stat_ed(s3, store):
+    keys = [f"many/s-{i:03d}.bin" for i in range(40)]
+    put_objects(s3, keys)
+    got = store.expand("s3://bkt/many/s-{000..039}.bin")  # 40 HEAD requests, in flight together
+    assert [(i.url, i.size) for i in got] == [(f"s3://bkt/{k}", 64 + n) for n, k in enumerate(keys)]
+    heads = [s3.client().head_object(Bucket="bkt", Key=k)["ETag"].strip('"') for k in keys]
+    assert [i.etag for i in got] == heads
+    with pytest.raises(FileNotFoundError, match="s3://bkt/many/s-040.bin"):
+        store.expand("s3://bkt/many/s-{000..040}.bin")
+
+
 def test_listing_follows_continuation_tokens(s3):
     keys = [f"page/k-{i:03d}" for i in range(53)]
     put_objects(s3, keys, size=1)

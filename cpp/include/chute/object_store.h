@@ -60,6 +60,8 @@ class ObjectStore : public std::enable_shared_from_this<ObjectStore> {
                                                      ObjectStoreOptions options = {});
 
   Result<ObjectInfo> stat(std::string_view url) const;
+  // stat() of each URL, in order; the remote ones' HEAD requests all in flight together.
+  Result<std::vector<ObjectInfo>> stat_many(const std::vector<std::string>& urls) const;
   // Braces first, then globs: listed through ListObjectsV2 for s3/gs and the directory for local paths
   // (http(s) takes braces only); a URL ending in '/' is every object under it. Sorted by URL, duplicates
   // once; nothing at all is kNotFound naming the pattern.
@@ -88,7 +90,9 @@ class ObjectStore : public std::enable_shared_from_this<ObjectStore> {
   Result<S3Bucket> bucket(const ObjectUrl& url) const;
   Result<HttpResponse> fetch(HttpRequest request, const std::string& what) const;
   Result<std::vector<ObjectInfo>> list(const ObjectUrl& url, const std::string& key_pattern, bool everything) const;
-  Result<std::vector<ObjectInfo>> expand_one(const std::string& name, const std::string& pattern) const;
+  // The objects `name` (one brace expansion of `pattern`) lists; a remote name with no glob goes to to_stat.
+  Result<std::vector<ObjectInfo>> expand_one(const std::string& name, const std::string& pattern,
+                                             std::vector<std::string>& to_stat) const;
 
   std::shared_ptr<HttpEngine> engine_;
   Result<S3Config> s3_, gs_;
