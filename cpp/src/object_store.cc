@@ -110,6 +110,9 @@ Result<std::shared_ptr<ObjectStore>> ObjectStore::create(std::shared_ptr<HttpEng
     return invalid_argument("ObjectStore part_bytes " + std::to_string(options.part_bytes) +
                             " is below S3's minimum part size of 5 MiB");
   }
+  if (options.parts_in_flight < 1) {
+    return invalid_argument("ObjectStore parts_in_flight must be >= 1, not " + std::to_string(options.parts_in_flight));
+  }
   if (options.list_max_keys < 0 || options.list_max_keys > 1000) {
     return invalid_argument("ObjectStore list_max_keys must be in [0, 1000], not " +
                             std::to_string(options.list_max_keys));

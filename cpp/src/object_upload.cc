@@ -5,7 +5,10 @@
 
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
+#include <map>
+#include <mutex>
 
 #include "chute/environment.h"
 #include "chute/object_store.h"
@@ -79,12 +82,14 @@ class LocalUpload final : public Upload {
 class S3Upload final : public Upload {
  public:
   S3Upload(std::shared_ptr<const ObjectStore> store, S3Bucket bucket, std::string key, std::string url,
-           uint64_t part_bytes)
+           uint64_t part_bytes, int parts_in_flight)
       : store_(std::move(store)),
         bucket_(std::move(bucket)),
         key_(std::move(key)),
         url_(std::move(url)),
-        part_bytes_(part_bytes) {}
+        part_bytes_(part_bytes),
+        parts_in_flight_(parts_in_flight),
+        parts_(std::make_shared<Parts>()) {}
   ~S3Upload() override { (void)abort(); }
 
   Status write(std::span<const uint8_t> bytes) override {
@@ -107,9 +112,11 @@ class S3Upload final : public Upload {
       return st;
     }
     if (!buffer_.empty()) CHUTE_RETURN_IF_ERROR(or_abort(upload_part()));
+    CHUTE_RETURN_IF_ERROR(or_abort(wait_for_parts(0)));
+    std::vector<CompletedPart> parts;
+    for (auto& [number, etag] : parts_->etags) parts.push_back({number, etag});  // in order: a std::map
     const std::string what = "COMPLETE " + url_;
-    Result<HttpResponse> response =
-        store_->fetch(s3_complete_multipart_upload(bucket_, key_, upload_id_, parts_), what);
+    Result<HttpResponse> response = store_->fetch(s3_complete_multipart_upload(bucket_, key_, upload_id_, parts), what);
     Status st = response.status();
     if (st.is_ok()) {
       st = check_complete_multipart(
@@ -125,6 +132,7 @@ class S3Upload final : public Upload {
     state_ = State::kAborted;
     buffer_.clear();
     if (upload_id_.empty()) return Status::ok();
+    (void)wait_for_parts(0);  // a part still in flight would otherwise land after the abort
     return store_->fetch(s3_abort_multipart_upload(bucket_, key_, upload_id_), "ABORT " + url_).status();
   }
 
@@ -148,26 +156,63 @@ class S3Upload final : public Upload {
           parse_upload_id(std::string_view(reinterpret_cast<const char*>(created.body.data()), created.body.size()),
                           what));
     }
-    const int number = static_cast<int>(parts_.size()) + 1;
+    CHUTE_RETURN_IF_ERROR(wait_for_parts(parts_in_flight_ - 1));
+    const int number = ++parts_started_;
     if (number > 10000) return invalid_argument(url_ + ": more than S3's 10000 parts (raise part_bytes)");
-    const std::string what = "PUT " + url_ + " (part " + std::to_string(number) + ")";
     std::vector<uint8_t> body;
     body.swap(buffer_);
     buffer_.reserve(part_bytes_);
-    CHUTE_ASSIGN_OR_RETURN(HttpResponse response,
-                           store_->fetch(s3_upload_part(bucket_, key_, upload_id_, number, std::move(body)), what));
-    CHUTE_ASSIGN_OR_RETURN(std::string etag, parse_part_etag(response, what));
-    parts_.push_back({number, std::move(etag)});
+    {
+      std::lock_guard lock(parts_->mu);
+      ++parts_->in_flight;
+    }
+    // Sent without waiting: the caller fills the next part meanwhile. The callback holds the shared state
+    // only, never this Upload.
+    store_->engine()->submit(
+        s3_upload_part(bucket_, key_, upload_id_, number, std::move(body)),
+        [parts = parts_, number,
+         what = "PUT " + url_ + " (part " + std::to_string(number) + ")"](Result<HttpResponse> response) {
+          Result<std::string> etag =
+              response.is_ok()
+                  ? parse_part_etag(response.value(), what)
+                  : Result<std::string>(Status(response.status().code(), what + ": " + response.status().message()));
+          std::lock_guard lock(parts->mu);
+          --parts->in_flight;
+          if (etag.is_ok()) {
+            parts->etags[number] = std::move(etag).value();
+          } else if (parts->error.is_ok()) {
+            parts->error = etag.status();
+          }
+          parts->done.notify_all();
+        });
     return Status::ok();
   }
+
+  // Waits until at most `max_in_flight` parts are in flight; the first part's error, if one failed.
+  Status wait_for_parts(int max_in_flight) {
+    std::unique_lock lock(parts_->mu);
+    parts_->done.wait(lock, [&] { return parts_->in_flight <= max_in_flight; });
+    return parts_->error;
+  }
+
+  // Shared with the callbacks of parts in flight.
+  struct Parts {
+    std::mutex mu;
+    std::condition_variable done;
+    int in_flight = 0;
+    std::map<int, std::string> etags;  // part number -> ETag
+    Status error;                      // the first failure
+  };
 
   std::shared_ptr<const ObjectStore> store_;  // kept alive while the upload is
   S3Bucket bucket_;
   std::string key_, url_;
   uint64_t part_bytes_;
   std::vector<uint8_t> buffer_;
+  int parts_in_flight_;
+  std::shared_ptr<Parts> parts_;
+  int parts_started_ = 0;
   std::string upload_id_;
-  std::vector<CompletedPart> parts_;
   State state_ = State::kOpen;
   uint64_t written_ = 0;
 };
@@ -183,8 +228,8 @@ Result<std::unique_ptr<Upload>> ObjectStore::begin_upload(std::string_view url) 
     return invalid_argument(single_quoted(url) + " names a bucket or a prefix, not an object");
   }
   CHUTE_ASSIGN_OR_RETURN(S3Bucket b, bucket(parsed));
-  return std::unique_ptr<Upload>(
-      new S3Upload(shared_from_this(), std::move(b), parsed.key, std::string(url), options_.part_bytes));
+  return std::unique_ptr<Upload>(new S3Upload(shared_from_this(), std::move(b), parsed.key, std::string(url),
+                                              options_.part_bytes, options_.parts_in_flight));
 }
 
 Status ObjectStore::put(std::string_view url, std::span<const uint8_t> bytes) const {

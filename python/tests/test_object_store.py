@@ -171,6 +171,16 @@ def test_multipart_upload_is_atomic(s3, store):
         upload.write(b"x")
 
 
+def test_parts_in_flight_together_complete_in_order(s3):
+    # 5 MiB parts (S3's minimum), up to four uploading at once: seven parts that must be listed in order.
+    small_parts = _native.ObjectStore(env=s3.env, part_bytes=5 * MiB)
+    data = payload(31 * MiB + 1, 10)
+    with small_parts.begin_upload("s3://bkt/mp/seven.bin") as upload:
+        upload.write(data)
+    assert s3.client().get_object(Bucket="bkt", Key="mp/seven.bin")["Body"].read() == data
+    assert s3.client().head_object(Bucket="bkt", Key="mp/seven.bin")["ETag"].endswith('-7"')
+
+
 def test_abort_leaves_nothing(s3, store):
     upload = store.begin_upload("s3://bkt/mp/aborted.bin")
     upload.write(payload(17 * MiB, 6))

@@ -39,10 +39,12 @@ struct ObjectInfo {
 struct ObjectStoreOptions {
   int list_max_keys = 0;             // ListObjectsV2 page size; 0: the server's (1000)
   uint64_t part_bytes = 8ull << 20;  // multipart part size; S3's minimum is 5 MiB (but the last part)
+  int parts_in_flight = 4;           // parts uploading while the next one fills (memory: this many parts)
 };
 
-// A write that appears whole or not at all: parts are buffered and uploaded as they fill, and the object
-// appears on commit(). abort(), or destroying an Upload that was not committed, removes what was uploaded.
+// A write that appears whole or not at all: parts are buffered and uploaded as they fill (several in flight
+// while the next part fills), and the object appears on commit(). abort(), or destroying an Upload that was not
+// committed, removes what was uploaded.
 class Upload {
  public:
   virtual ~Upload() = default;
