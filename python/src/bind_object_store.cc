@@ -44,6 +44,12 @@ std::span<const uint8_t> as_span(const nb::bytes& b) { return {static_cast<const
 }  // namespace
 
 void register_object_store(nb::module_& m) {
+  m.def(
+      "is_remote", [](const std::string& url) { return is_remote(url); }, nb::arg("url"),
+      "Whether the URL names a remote object (s3://, gs://, http(s)://), not a local path or file://.");
+  m.def(
+      "join_url", [](const std::string& url, const std::string& name) { return join_url(url, name); }, nb::arg("url"),
+      nb::arg("name"), "`name` inside the \"directory\" `url` (one '/' between them).");
   nb::class_<ObjectInfo>(m, "ObjectInfo")
       .def_ro("url", &ObjectInfo::url)
       .def_ro("size", &ObjectInfo::size)

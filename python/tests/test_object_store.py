@@ -313,3 +313,34 @@ def test_sigv4_authorization_is_sent(s3):
     assert "SignedHeaders=" in headers["authorization"] and "x-amz-date" in headers
     assert headers["x-amz-content-sha256"] == "UNSIGNED-PAYLOAD"
     assert s3.secret_key not in str(proxy.requests)
+
+
+def test_url_helpers():
+    assert _native.is_remote("s3://b/k") and _native.is_remote("https://h/x") and _native.is_remote("gs://b/k")
+    assert not _native.is_remote("/data/x") and not _native.is_remote("file:///data/x")
+    assert _native.join_url("s3://b/prefix", "index.chidx") == "s3://b/prefix/index.chidx"
+    assert _native.join_url("s3://b/prefix/", "index.chidx") == "s3://b/prefix/index.chidx"
+
+
+def test_http_urls_take_braces_and_keep_tokens_out_of_messages(tmp_path):
+    loopback = pytest.importorskip("chute.testing.loopback")
+    if not os.path.exists(loopback.NGINX):
+        pytest.skip("nginx is not installed (scripts/setup.sh --dev installs nginx-light)")
+    shards = {f"shard-{i}.tar": payload(1000 + i, 20 + i) for i in range(3)}
+    for name, data in shards.items():
+        (tmp_path / name).write_bytes(data)
+    store = _native.ObjectStore(env={})
+    with loopback.Nginx(tmp_path) as base:
+        got = store.expand(base + "/shard-{0..2}.tar")
+        assert [(i.url, i.size) for i in got] == [(f"{base}/{n}", len(d)) for n, d in shards.items()]
+        out = tmp_path / "copy"
+        store.download(base + "/shard-1.tar", out)
+        assert out.read_bytes() == shards["shard-1.tar"]
+        assert store.read(base + "/shard-2.tar", 10, 20) == shards["shard-2.tar"][10:30]
+        with pytest.raises(ValueError, match="braces only"):
+            store.expand(base + "/shard-*.tar")
+        with pytest.raises(ValueError, match="cannot be listed"):
+            store.expand(base + "/")
+        with pytest.raises(FileNotFoundError, match="shard-9.tar") as e:
+            store.expand(base + "/shard-{0,9}.tar?X-Amz-Signature=SECRETSIGNATURE")
+        assert "SECRETSIGNATURE" not in str(e.value)
