@@ -26,6 +26,7 @@
 #include "chute/http_engine.h"
 #include "chute/object_url.h"
 #include "chute/s3_protocol.h"
+#include "chute/url_pattern.h"
 #include "chute/status.h"
 
 namespace chute {
