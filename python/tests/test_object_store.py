@@ -344,3 +344,20 @@ def test_http_urls_take_braces_and_keep_tokens_out_of_messages(tmp_path):
         with pytest.raises(FileNotFoundError, match="shard-9.tar") as e:
             store.expand(base + "/shard-{0,9}.tar?X-Amz-Signature=SECRETSIGNATURE")
         assert "SECRETSIGNATURE" not in str(e.value)
+
+
+def test_listing_and_multipart_survive_resets_and_slowdowns(s3):
+    # Requests answered 503 SlowDown or dropped (RST) before they reach moto are retried by the engine:
+    # every listed key once, and a multipart upload whose parts and calls were retried is byte-exact.
+    loopback = pytest.importorskip("chute.testing.loopback")
+    keys = [f"faults/k-{i:03d}" for i in range(30)]
+    put_objects(s3, keys, size=1)
+    data = payload(13 * MiB, 11)
+    with loopback.FaultProxy(s3.endpoint, reset_every=4, status_every=(3, 503)) as proxy:
+        env = dict(s3.env, AWS_ENDPOINT_URL=proxy.url)
+        store = _native.ObjectStore(env=env, list_max_keys=4, part_bytes=5 * MiB, max_retries=20)
+        assert urls(store.expand("s3://bkt/faults/")) == sorted(f"s3://bkt/{k}" for k in keys)
+        with store.begin_upload("s3://bkt/faults/mp.bin") as upload:
+            upload.write(data)
+        assert proxy.faults.resets > 0 and proxy.faults.statuses > 0
+    assert s3.client().get_object(Bucket="bkt", Key="faults/mp.bin")["Body"].read() == data
