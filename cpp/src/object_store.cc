@@ -226,7 +226,7 @@ Result<std::vector<ObjectInfo>> ObjectStore::list(const ObjectUrl& url, const st
   const std::string what = "LIST " + scheme + "://" + url.bucket + "/" + prefix;
   std::vector<ObjectInfo> out;
   std::string token;
-  for (int page_number = 0;; ++page_number) {
+  for (;;) {
     CHUTE_ASSIGN_OR_RETURN(HttpResponse response,
                            fetch(s3_list_objects_v2(b, prefix, token, options_.list_max_keys), what));
     const std::string_view xml(reinterpret_cast<const char*>(response.body.data()), response.body.size());
@@ -253,9 +253,7 @@ Result<std::vector<ObjectInfo>> ObjectStore::expand_one(const std::string& name,
       CHUTE_RETURN_IF_ERROR(check_glob(url.key));
       return list(url, url.key, everything);
     }
-    CHUTE_ASSIGN_OR_RETURN(ObjectInfo info, stat(url_scheme_name(url.scheme) + std::string("://") + url.bucket + "/" +
-                                                 unescape_pattern(url.key)));
-    out.push_back(std::move(info));
+    to_stat.push_back(url_scheme_name(url.scheme) + std::string("://") + url.bucket + "/" + unescape_pattern(url.key));
     return out;
   }
   if (url.remote()) {
@@ -283,7 +281,9 @@ Result<std::vector<ObjectInfo>> ObjectStore::expand_one(const std::string& name,
   const std::string dir = prefix.substr(0, prefix.rfind('/') == std::string::npos ? 0 : prefix.rfind('/') + 1);
   // The pattern's '/' after dir bound how deep a match can be (no glob character crosses '/').
   const int depth =
-      everything ? -1 : static_cast<int>(std::count(path.begin() + static_cast<long>(dir.size()), path.end(), '/'));
+      everything
+          ? -1
+          : static_cast<int>(std::count(path.begin(), path.end(), '/') - std::count(dir.begin(), dir.end(), '/'));
   std::vector<std::string> files;
   CHUTE_RETURN_IF_ERROR(walk_local(dir, dir, depth, files));
   for (const std::string& f : files) {

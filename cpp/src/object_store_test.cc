@@ -60,6 +60,22 @@ TEST(ObjectStoreTest, ExpandsLocalPatterns) {
   EXPECT_EQ(info->size, 5u);
 }
 
+TEST(ObjectStoreTest, EscapedGlobCharactersInLocalPaths) {
+  TempDir dir;
+  dir.write("run[1]/a.tar", bytes("a"));
+  dir.write("run[1]/b.tar", bytes("b"));
+  dir.write("run1/c.tar", bytes("c"));
+  const std::string root = dir.path().string();
+  auto store = local_store();
+  // \[ is a literal '[': only the directory named "run[1]" is read.
+  EXPECT_EQ(urls(store->expand(root + "/run\\[1\\]/*.tar").value()),
+            (std::vector<std::string>{root + "/run[1]/a.tar", root + "/run[1]/b.tar"}));
+  // Unescaped, [1] is a class: "run1".
+  EXPECT_EQ(urls(store->expand(root + "/run[1]/*.tar").value()), (std::vector<std::string>{root + "/run1/c.tar"}));
+  EXPECT_EQ(urls(store->expand(root + "/run\\[1\\]/a.tar").value()),
+            (std::vector<std::string>{root + "/run[1]/a.tar"}));
+}
+
 TEST(ObjectStoreTest, LocalErrorsNameThePath) {
   TempDir dir;
   const std::string root = dir.path().string();

@@ -361,3 +361,12 @@ def test_listing_and_multipart_survive_resets_and_slowdowns(s3):
             upload.write(data)
         assert proxy.faults.resets > 0 and proxy.faults.statuses > 0
     assert s3.client().get_object(Bucket="bkt", Key="faults/mp.bin")["Body"].read() == data
+
+
+def test_moto_server_is_stopped_and_reaped():
+    with MotoServer() as server:
+        proc = server._proc
+        assert proc.poll() is None
+        assert server.env["AWS_ENDPOINT_URL"] == server.endpoint and server.env["AWS_PROFILE"] == ""
+        assert "AWS_ENDPOINT_URL" not in os.environ or os.environ["AWS_ENDPOINT_URL"] != server.endpoint
+    assert proc.returncode is not None  # waited for: no zombie left
