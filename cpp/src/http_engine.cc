@@ -190,6 +190,10 @@ struct HttpEngine::Impl {
     if (!r.url.starts_with("http://") && !r.url.starts_with("https://")) {
       return fail(std::move(t), StatusCode::kInvalidArgument, "not an http:// or https:// URL");
     }
+    if (r.length == 0 && r.offset != 0) {
+      return fail(std::move(t), StatusCode::kInvalidArgument,
+                  "offset " + std::to_string(r.offset) + " without a length (length > 0 selects a range)");
+    }
     CURL* e = api.curl_easy_init();
     if (e == nullptr)
       return fail(std::move(t), StatusCode::kEnvironment, "libcurl cannot create a handle (out of memory)");

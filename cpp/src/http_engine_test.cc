@@ -218,6 +218,12 @@ TEST(HttpEngineTest, RejectsOtherSchemesAndBadOptions) {
   Result<HttpResponse> result = engine->fetch(r);
   ASSERT_FALSE(result.is_ok());
   EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
+  r.url = "http://127.0.0.1:1/x";
+  r.offset = 10;  // an offset without a length would silently read from 0
+  result = engine->fetch(r);
+  ASSERT_FALSE(result.is_ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(result.status().message().find("offset 10 without a length"), std::string::npos);
   HttpOptions bad;
   bad.max_in_flight = -1;
   EXPECT_EQ(HttpEngine::create(bad).status().code(), StatusCode::kInvalidArgument);
