@@ -53,27 +53,6 @@ struct Transfer {
   char error[CURL_ERROR_SIZE] = {};
 };
 
-// Credentials that must never reach a message: the request's secrets and the URL's userinfo.
-std::string scrub(std::string message, const HttpRequest& r) {
-  std::vector<std::string> secrets;
-  if (r.sigv4) secrets = {r.sigv4->secret_key, r.sigv4->session_token, r.sigv4->access_key};
-  size_t scheme = r.url.find("://");
-  size_t at = r.url.find('@');
-  size_t slash = r.url.find('/', scheme == std::string::npos ? 0 : scheme + 3);
-  if (scheme != std::string::npos && at != std::string::npos && at < slash) {
-    std::string userinfo = r.url.substr(scheme + 3, at - scheme - 3);
-    size_t colon = userinfo.find(':');
-    secrets.push_back(userinfo);
-    if (colon != std::string::npos) secrets.push_back(userinfo.substr(colon + 1));
-  }
-  for (const std::string& s : secrets) {
-    if (s.size() < 4) continue;  // too short to tell from ordinary text
-    for (size_t p = message.find(s); p != std::string::npos; p = message.find(s, p + 3))
-      message.replace(p, s.size(), "***");
-  }
-  return message;
-}
-
 size_t on_body(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   t->response.body.insert(t->response.body.end(), data, data + size * n);
@@ -101,17 +80,6 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
   }
   t->response.headers.emplace_back(std::move(name), std::string(value));
   return size * n;
-}
-
-bool has_header(const std::vector<std::string>& headers, std::string_view lower_name) {
-  for (const std::string& h : headers) {
-    if (h.size() > lower_name.size() && h[lower_name.size()] == ':' &&
-        std::equal(lower_name.begin(), lower_name.end(), h.begin(),
-                   [](char a, char b) { return a == std::tolower(static_cast<unsigned char>(b)); })) {
-      return true;
-    }
-  }
-  return false;
 }
 
 }  // namespace
@@ -178,7 +146,7 @@ struct HttpEngine::Impl {
   }
 
   void fail(std::unique_ptr<Transfer> t, StatusCode code, const std::string& reason) {
-    std::string message = scrub(t->what + ": " + reason, t->request);
+    std::string message = scrub_secrets(t->what + ": " + reason, t->request);
     finish(std::move(t), Status(code, std::move(message)));
   }
 
@@ -189,6 +157,10 @@ struct HttpEngine::Impl {
     const HttpRequest& r = t->request;
     if (!r.url.starts_with("http://") && !r.url.starts_with("https://")) {
       return fail(std::move(t), StatusCode::kInvalidArgument, "not an http:// or https:// URL");
+    }
+    if (r.length == 0 && r.offset != 0) {
+      return fail(std::move(t), StatusCode::kInvalidArgument,
+                  "offset " + std::to_string(r.offset) + " without a length (length > 0 selects a range)");
     }
     CURL* e = api.curl_easy_init();
     if (e == nullptr)

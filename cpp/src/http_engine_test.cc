@@ -33,6 +33,20 @@ TEST(RedactUrlTest, RemovesUserinfoAndSignedQueryValues) {
   EXPECT_EQ(redact_url("http://u:p@host"), "http://***@host");
 }
 
+TEST(HttpPolicyTest, ScrubsCredentialsFromMessages) {
+  HttpRequest r;
+  r.url = "https://bob:hunter2pw@host/k";
+  r.sigv4 = SigV4{.access_key = "AKIDEXAMPLE", .secret_key = "wJalrXUtnFEMI", .session_token = "FwoGZXIvYXdz"};
+  EXPECT_EQ(scrub_secrets("x hunter2pw y wJalrXUtnFEMIwJalrXUtnFEMI FwoGZXIvYXdz AKIDEXAMPLE bob:hunter2pw", r),
+            "x *** y ****** *** *** ***");
+  EXPECT_EQ(scrub_secrets("nothing secret", r), "nothing secret");
+  HttpRequest plain;
+  plain.url = "http://host/p@q";  // no userinfo
+  EXPECT_EQ(scrub_secrets("http://host/p@q: HTTP 500", plain), "http://host/p@q: HTTP 500");
+  EXPECT_TRUE(has_header({"Content-Type: x"}, "content-type"));
+  EXPECT_FALSE(has_header({"Content-Typo: x", "content-type"}, "content-type"));
+}
+
 TEST(HttpPolicyTest, BackoffIsFullJitterUnderAnExponentialCap) {
   for (int retry = 0; retry < 20; ++retry) {
     const double cap = std::min(5.0, 0.05 * (1 << std::min(retry, 16)));
@@ -218,6 +232,12 @@ TEST(HttpEngineTest, RejectsOtherSchemesAndBadOptions) {
   Result<HttpResponse> result = engine->fetch(r);
   ASSERT_FALSE(result.is_ok());
   EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
+  r.url = "http://127.0.0.1:1/x";
+  r.offset = 10;  // an offset without a length would silently read from 0
+  result = engine->fetch(r);
+  ASSERT_FALSE(result.is_ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(result.status().message().find("offset 10 without a length"), std::string::npos);
   HttpOptions bad;
   bad.max_in_flight = -1;
   EXPECT_EQ(HttpEngine::create(bad).status().code(), StatusCode::kInvalidArgument);

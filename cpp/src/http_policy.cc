@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "chute/http_engine.h"
 #include "detail/curl_api.h"
@@ -151,6 +153,37 @@ AttemptCheck check_response(const ResponseFacts& f) {
     }
   }
   return {};
+}
+
+std::string scrub_secrets(std::string message, const HttpRequest& r) {
+  std::vector<std::string> secrets;
+  if (r.sigv4) secrets = {r.sigv4->secret_key, r.sigv4->session_token, r.sigv4->access_key};
+  size_t scheme = r.url.find("://");
+  size_t at = r.url.find('@');
+  size_t slash = r.url.find('/', scheme == std::string::npos ? 0 : scheme + 3);
+  if (scheme != std::string::npos && at != std::string::npos && at < slash) {
+    std::string userinfo = r.url.substr(scheme + 3, at - scheme - 3);
+    size_t colon = userinfo.find(':');
+    secrets.push_back(userinfo);
+    if (colon != std::string::npos) secrets.push_back(userinfo.substr(colon + 1));
+  }
+  for (const std::string& s : secrets) {
+    if (s.size() < 4) continue;  // too short to tell from ordinary text
+    for (size_t p = message.find(s); p != std::string::npos; p = message.find(s, p + 3))
+      message.replace(p, s.size(), "***");
+  }
+  return message;
+}
+
+bool has_header(const std::vector<std::string>& headers, std::string_view lower_name) {
+  for (const std::string& h : headers) {
+    if (h.size() > lower_name.size() && h[lower_name.size()] == ':' &&
+        std::equal(lower_name.begin(), lower_name.end(), h.begin(),
+                   [](char a, char b) { return a == std::tolower(static_cast<unsigned char>(b)); })) {
+      return true;
+    }
+  }
+  return false;
 }
 
 AttemptCheck check_transport(int curl_code, std::string_view message) {

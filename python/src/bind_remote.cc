@@ -62,14 +62,15 @@ void register_remote(nb::module_& m) {
                           .stall_timeout_s = stall_timeout_s};
             new (self) PyHttpEngine{unwrap(HttpEngine::create(o))};
           },
-          nb::arg("max_in_flight") = HttpOptions{}.max_in_flight,
+          nb::kw_only(), nb::arg("max_in_flight") = HttpOptions{}.max_in_flight,
           nb::arg("max_auto_in_flight") = HttpOptions{}.max_auto_in_flight,
           nb::arg("max_memory") = HttpOptions{}.max_memory, nb::arg("max_retries") = HttpOptions{}.max_retries,
           nb::arg("backoff_base_s") = HttpOptions{}.backoff_base_s,
           nb::arg("backoff_max_s") = HttpOptions{}.backoff_max_s,
           nb::arg("connect_timeout_s") = HttpOptions{}.connect_timeout_s,
           nb::arg("stall_timeout_s") = HttpOptions{}.stall_timeout_s,
-          "max_in_flight=0: the I/O depth autotuned (Little's law), else fixed.")
+          "Options by keyword (chute/http_engine.h, HttpOptions). max_in_flight=0: the I/O depth autotuned (Little's "
+          "law), else fixed.")
       .def(
           "fetch",
           [](PyHttpEngine& e, std::string url, std::string method, std::vector<std::string> headers, uint64_t offset,

@@ -224,3 +224,27 @@ def test_added_latency_is_measured_and_results_stay_exact(nginx, files, tmp_path
         s = e.stats()
         # Each attempt waited at least the proxy's latency (a sleep never ends early): a lower bound only.
         assert s["latency_p50_s"] >= 0.05 and s["latency_p99_s"] >= s["latency_p50_s"]
+
+
+def test_interpreter_exit_with_a_request_in_flight_does_not_hang():
+    # A server that accepts and never answers; a daemon thread's fetch is on the wire when Python exits.
+    code = textwrap.dedent(
+        """
+        import socket, sys, threading, time
+        from chute import _native
+        server = socket.socket()
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        engine = _native.HttpEngine()
+        url = f"http://127.0.0.1:{server.getsockname()[1]}/hang"
+        threading.Thread(target=lambda: engine.fetch(url), daemon=True).start()
+        deadline = time.monotonic() + 60
+        while engine.stats()["in_flight"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        print("in flight", engine.stats()["in_flight"], flush=True)
+        sys.exit(0)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "in flight 1"

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "chute/http_engine.h"
 #include "chute/status.h"
@@ -37,6 +38,12 @@ struct ResponseFacts {
 AttemptCheck check_response(const ResponseFacts& facts);
 // A transport error (libcurl's code and message): kRetry, except a malformed or unsupported URL.
 AttemptCheck check_transport(int curl_code, std::string_view message);
+
+// `message` with the request's credentials replaced by ***: its SigV4 secret key, session token and access
+// key, and the URL's userinfo (and password). Strings shorter than 4 characters are left (too common).
+std::string scrub_secrets(std::string message, const HttpRequest& request);
+// Whether `headers` ("Name: value") has one named `lower_name` (lower-case), in any case.
+bool has_header(const std::vector<std::string>& headers, std::string_view lower_name);
 
 // The <Code> of an S3-style XML error body ("SlowDown", "NoSuchKey"), empty when there is none.
 std::string s3_error_code(std::string_view body);
