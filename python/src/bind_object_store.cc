@@ -83,7 +83,7 @@ void register_object_store(nb::module_& m) {
       .def(
           "__init__",
           [](PyObjectStore* self, std::optional<std::map<std::string, std::string>> env, int list_max_keys,
-             uint64_t part_bytes, int max_retries) {
+             uint64_t part_bytes, int parts_in_flight, int max_retries) {
             EnvMap vars = process_environment();
             if (env) {
               for (auto& [k, v] : *env) vars[k] = v;  // "" unsets a variable
@@ -91,12 +91,15 @@ void register_object_store(nb::module_& m) {
             HttpOptions http;
             http.max_retries = max_retries;
             Result<std::shared_ptr<HttpEngine>> engine = HttpEngine::create(http);
-            ObjectStoreOptions options{.list_max_keys = list_max_keys, .part_bytes = part_bytes};
+            ObjectStoreOptions options{
+                .list_max_keys = list_max_keys, .part_bytes = part_bytes, .parts_in_flight = parts_in_flight};
             new (self) PyObjectStore{unwrap(
                 ObjectStore::create(engine.is_ok() ? engine.value() : nullptr, vars, disk_file_reader(), options))};
           },
-          nb::arg("env") = nb::none(), nb::arg("list_max_keys") = 0,
-          nb::arg("part_bytes") = ObjectStoreOptions{}.part_bytes, nb::arg("max_retries") = HttpOptions{}.max_retries,
+          nb::arg("env") = nb::none(), nb::kw_only(), nb::arg("list_max_keys") = 0,
+          nb::arg("part_bytes") = ObjectStoreOptions{}.part_bytes,
+          nb::arg("parts_in_flight") = ObjectStoreOptions{}.parts_in_flight,
+          nb::arg("max_retries") = HttpOptions{}.max_retries,
           "env: variables that replace the process's (AWS_*, CHUTE_GS_*; '' unsets one).")
       .def(
           "stat",

@@ -370,3 +370,20 @@ def test_moto_server_is_stopped_and_reaped():
         assert server.env["AWS_ENDPOINT_URL"] == server.endpoint and server.env["AWS_PROFILE"] == ""
         assert "AWS_ENDPOINT_URL" not in os.environ or os.environ["AWS_ENDPOINT_URL"] != server.endpoint
     assert proc.returncode is not None  # waited for: no zombie left
+
+
+def test_a_complete_whose_answer_was_lost_is_retried(s3):
+    # Requests through the proxy, one at a time: 1 create, 2 part 1, 3 part 2, 4 complete. The answer to
+    # the complete is cut off after moto completed the upload; the engine sends it again and moto answers
+    # the repeated complete with success, so the object is there once, whole.
+    loopback = pytest.importorskip("chute.testing.loopback")
+    data = payload(6 * MiB, 12)
+    with loopback.FaultProxy(s3.endpoint, truncate_every=4) as proxy:
+        env = dict(s3.env, AWS_ENDPOINT_URL=proxy.url)
+        store = _native.ObjectStore(env=env, part_bytes=5 * MiB, parts_in_flight=1)
+        with store.begin_upload("s3://bkt/lost/complete.bin") as upload:
+            upload.write(data)
+        assert proxy.faults.truncations == 1
+        assert [r.method for r in proxy.requests] == ["POST", "PUT", "PUT", "POST", "POST"]
+    assert s3.client().get_object(Bucket="bkt", Key="lost/complete.bin")["Body"].read() == data
+    assert pending_uploads(s3, "lost/") == []
