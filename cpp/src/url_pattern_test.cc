@@ -127,3 +127,38 @@ TEST(GlobTest, HasGlobPrefixAndErrors) {
 
 }  // namespace
 }  // namespace chute
+
+namespace chute {
+namespace {
+
+// Mutated patterns (a fixed seed): expansion, glob checks and matching return or fail cleanly, and the cap
+// holds. cpp/fuzz/url_pattern_fuzz.cc explores further under sanitizers.
+TEST(BraceTest, MutatedPatternsNeverCrash) {
+  const std::string seeds[] = {"s3://b/x-{000..120}.tar", "a{b,{c,d}e,}{1..9..2}", "d/[!a-c]*/?\\[1]"};
+  uint64_t state = 987;
+  const auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<uint32_t>(state >> 33);
+  };
+  static constexpr char kAlphabet[] = "{},.[]!^-*?\\/09az";
+  for (int i = 0; i < 20000; ++i) {
+    std::string p = seeds[next() % 3];
+    for (int m = next() % 4; m >= 0 && !p.empty(); --m) {
+      const size_t at = next() % p.size();
+      if (next() % 2) {
+        p.erase(at, 1 + next() % 3);
+      } else {
+        p.insert(at, 1, kAlphabet[next() % (sizeof(kAlphabet) - 1)]);
+      }
+    }
+    auto names = expand_braces(p, 5000);
+    if (names.is_ok()) EXPECT_LE(names->size(), 5000u) << p;
+    if (check_glob(p).is_ok()) {
+      (void)match_glob(p, "d/x/y[1]");
+      (void)glob_prefix(p);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace chute
