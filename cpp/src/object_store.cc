@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <filesystem>
 #include <future>
+#include <map>
+#include <optional>
 #include <system_error>
 
 #include "chute/environment.h"
@@ -218,28 +220,93 @@ Result<std::vector<ObjectInfo>> ObjectStore::stat_many(const std::vector<std::st
   return out;
 }
 
-Result<std::vector<ObjectInfo>> ObjectStore::list(const ObjectUrl& url, const std::string& key_pattern,
-                                                  bool everything) const {
+Result<std::optional<std::vector<ListedObject>>> ObjectStore::list_keys(const ObjectUrl& url, const std::string& prefix,
+                                                                        bool one_level, size_t limit) const {
   CHUTE_ASSIGN_OR_RETURN(S3Bucket b, bucket(url));
-  const std::string scheme = url_scheme_name(url.scheme);
-  const std::string prefix = everything ? unescape_pattern(key_pattern) : glob_prefix(key_pattern);
-  const std::string what = "LIST " + scheme + "://" + url.bucket + "/" + prefix;
-  std::vector<ObjectInfo> out;
+  const std::string what = "LIST " + std::string(url_scheme_name(url.scheme)) + "://" + url.bucket + "/" + prefix;
+  std::vector<ListedObject> out;
   std::string token;
   for (;;) {
-    CHUTE_ASSIGN_OR_RETURN(HttpResponse response,
-                           fetch(s3_list_objects_v2(b, prefix, token, options_.list_max_keys), what));
+    CHUTE_ASSIGN_OR_RETURN(
+        HttpResponse response,
+        fetch(s3_list_objects_v2(b, prefix, token, options_.list_max_keys, one_level ? "/" : ""), what));
     const std::string_view xml(reinterpret_cast<const char*>(response.body.data()), response.body.size());
     CHUTE_ASSIGN_OR_RETURN(ListPage page, parse_list_objects_v2(xml, what));
     for (ListedObject& o : page.objects) {
-      if (o.key.empty() || o.key.back() == '/') continue;  // "directory" markers hold no data
-      if (!everything && !match_glob(key_pattern, o.key)) continue;
-      out.push_back(ObjectInfo{scheme + "://" + url.bucket + "/" + o.key, o.size, std::move(o.etag)});
+      if (!o.key.empty() && o.key.back() != '/') out.push_back(std::move(o));  // '/' markers hold no data
     }
+    if (limit > 0 && out.size() > limit) return std::optional<std::vector<ListedObject>>();
     if (!page.truncated) break;
     if (page.next_token == token) return io_error(what + ": the server repeated its continuation token");
     token = std::move(page.next_token);
   }
+  return std::optional<std::vector<ListedObject>>(std::move(out));
+}
+
+Result<std::vector<ObjectInfo>> ObjectStore::list(const ObjectUrl& url, const std::string& key_pattern,
+                                                  bool everything) const {
+  const std::string prefix = everything ? unescape_pattern(key_pattern) : glob_prefix(key_pattern);
+  CHUTE_ASSIGN_OR_RETURN(std::optional<std::vector<ListedObject>> listed, list_keys(url, prefix, false, 0));
+  const std::string base = std::string(url_scheme_name(url.scheme)) + "://" + url.bucket + "/";
+  std::vector<ObjectInfo> out;
+  for (ListedObject& o : *listed) {
+    if (everything || match_glob(key_pattern, o.key))
+      out.push_back(ObjectInfo{base + o.key, o.size, std::move(o.etag)});
+  }
+  return out;
+}
+
+Result<std::vector<ObjectInfo>> ObjectStore::stat_names(const std::vector<std::string>& urls) const {
+  // Many names in one bucket directory (train-{0000..1023}.tar): one listing of the directory under their
+  // common prefix answers for all of them in a request per 1000 keys, where a HEAD each would take
+  // N / in-flight round trips. Names spread thinly over a large directory (the listing would exceed
+  // 4 N + 1000 keys) and small groups get HEADs.
+  constexpr size_t kListFrom = 16;
+  std::map<std::string, std::vector<size_t>> groups;  // "scheme://bucket/dir/" -> indices into urls
+  std::vector<ObjectUrl> parsed(urls.size());
+  for (size_t i = 0; i < urls.size(); ++i) {
+    CHUTE_ASSIGN_OR_RETURN(parsed[i], parse_object_url(urls[i]));
+    if (!parsed[i].bucket_store()) continue;
+    const std::string& key = parsed[i].key;
+    groups[std::string(url_scheme_name(parsed[i].scheme)) + "://" + parsed[i].bucket + "/" +
+           key.substr(0, key.rfind('/') == std::string::npos ? 0 : key.rfind('/') + 1)]
+        .push_back(i);
+  }
+  std::vector<std::optional<ObjectInfo>> found(urls.size());
+  for (const auto& [dir, members] : groups) {
+    if (members.size() < kListFrom) continue;
+    std::string prefix = parsed[members.front()].key;
+    for (size_t i : members) {
+      const std::string& key = parsed[i].key;
+      size_t n = 0;
+      while (n < prefix.size() && n < key.size() && prefix[n] == key[n]) ++n;
+      prefix.resize(n);
+    }
+    CHUTE_ASSIGN_OR_RETURN(std::optional<std::vector<ListedObject>> listed,
+                           list_keys(parsed[members.front()], prefix, true, 4 * members.size() + 1000));
+    if (!listed) continue;  // too many other keys there: HEADs after all
+    std::map<std::string_view, const ListedObject*> by_key;
+    for (const ListedObject& o : *listed) by_key.emplace(o.key, &o);
+    for (size_t i : members) {
+      auto it = by_key.find(parsed[i].key);
+      if (it == by_key.end()) {
+        const ObjectUrl& u = parsed[i];
+        return Status(StatusCode::kNotFound, object_display_name(urls[i]) + ": no such object (not in the listing of " +
+                                                 url_scheme_name(u.scheme) + "://" + u.bucket + "/" + prefix + "*)");
+      }
+      found[i] = ObjectInfo{urls[i], it->second->size, it->second->etag};
+    }
+  }
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < urls.size(); ++i) {
+    if (!found[i]) rest.push_back(urls[i]);
+  }
+  CHUTE_ASSIGN_OR_RETURN(std::vector<ObjectInfo> stated, stat_many(rest));
+  std::vector<ObjectInfo> out;
+  for (auto& f : found) {
+    if (f) out.push_back(std::move(*f));
+  }
+  for (ObjectInfo& info : stated) out.push_back(std::move(info));
   return out;
 }
 
@@ -302,7 +369,7 @@ Result<std::vector<ObjectInfo>> ObjectStore::expand(std::string_view pattern) co
     CHUTE_ASSIGN_OR_RETURN(std::vector<ObjectInfo> found, expand_one(name, std::string(pattern), to_stat));
     for (ObjectInfo& info : found) out.push_back(std::move(info));
   }
-  CHUTE_ASSIGN_OR_RETURN(std::vector<ObjectInfo> stated, stat_many(to_stat));
+  CHUTE_ASSIGN_OR_RETURN(std::vector<ObjectInfo> stated, stat_names(to_stat));
   for (ObjectInfo& info : stated) out.push_back(std::move(info));
   std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.url < b.url; });
   out.erase(

@@ -148,9 +148,10 @@ HttpRequest s3_head_object(const S3Bucket& bucket, std::string_view key) {
 }
 
 HttpRequest s3_list_objects_v2(const S3Bucket& bucket, std::string_view prefix, std::string_view continuation_token,
-                               int max_keys) {
+                               int max_keys, std::string_view delimiter) {
   Query query{{"list-type", "2"}};
   if (!prefix.empty()) query.emplace_back("prefix", std::string(prefix));
+  if (!delimiter.empty()) query.emplace_back("delimiter", std::string(delimiter));
   if (!continuation_token.empty()) query.emplace_back("continuation-token", std::string(continuation_token));
   if (max_keys > 0) query.emplace_back("max-keys", std::to_string(max_keys));
   // The bucket itself: "/" on a virtual-hosted base, "/bucket" on a path-style one.

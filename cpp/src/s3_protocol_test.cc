@@ -45,6 +45,8 @@ TEST(S3ProtocolTest, ListQueryIsSortedAndEncoded) {
   EXPECT_EQ(s3_list_objects_v2(virtual_hosted(), "a b/", "tok/=+", 10).url,
             "https://bkt.s3.us-east-1.amazonaws.com/"
             "?continuation-token=tok%2F%3D%2B&list-type=2&max-keys=10&prefix=a%20b%2F");
+  EXPECT_EQ(s3_list_objects_v2(path_style(), "d/x-", "", 0, "/").url,
+            "http://127.0.0.1:5000/bkt?delimiter=%2F&list-type=2&prefix=d%2Fx-");
 }
 
 TEST(S3ProtocolTest, MultipartRequests) {

@@ -83,15 +83,28 @@ def test_expand_braces_globs_and_prefixes(s3, store):
     assert urls(store.expand("s3://bkt/exp/")) == sorted(f"s3://bkt/{k}" for k in keys)
 
 
-def test_brace_names_are_each_stat_ed(s3, store):
+def test_many_brace_names_in_one_directory_take_one_listing(s3):
+    loopback = pytest.importorskip("chute.testing.loopback")
+    keys = [f"dir40/s-{i:03d}.bin" for i in range(40)] + ["dir40/other.txt", "dir40/sub/s-000.bin"]
+    put_objects(s3, keys)
+    with loopback.FaultProxy(s3.endpoint) as proxy:
+        store = _native.ObjectStore(env=dict(s3.env, AWS_ENDPOINT_URL=proxy.url))
+        got = store.expand("s3://bkt/dir40/s-{000..039}.bin")
+        assert [(r.method, "list-type=2" in r.path) for r in proxy.requests] == [("GET", True)]  # no HEAD
+    assert [(i.url, i.size) for i in got] == [(f"s3://bkt/{k}", 64 + n) for n, k in enumerate(keys[:40])]
+
+
+def test_brace_names_agree_with_head_object(s3, store):
     keys = [f"many/s-{i:03d}.bin" for i in range(40)]
     put_objects(s3, keys)
-    got = store.expand("s3://bkt/many/s-{000..039}.bin")  # 40 HEAD requests, in flight together
+    got = store.expand("s3://bkt/many/s-{000..039}.bin")  # one listing of many/s-0
     assert [(i.url, i.size) for i in got] == [(f"s3://bkt/{k}", 64 + n) for n, k in enumerate(keys)]
     heads = [s3.client().head_object(Bucket="bkt", Key=k)["ETag"].strip('"') for k in keys]
     assert [i.etag for i in got] == heads
-    with pytest.raises(FileNotFoundError, match="s3://bkt/many/s-040.bin"):
+    with pytest.raises(FileNotFoundError, match="s3://bkt/many/s-040.bin: no such object"):
         store.expand("s3://bkt/many/s-{000..040}.bin")
+    with pytest.raises(FileNotFoundError, match="s3://bkt/many/s-040.bin.*404"):  # a few names: HEADs
+        store.expand("s3://bkt/many/s-{038..040}.bin")
 
 
 def test_listing_follows_continuation_tokens(s3):

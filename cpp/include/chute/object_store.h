@@ -26,8 +26,8 @@
 #include "chute/http_engine.h"
 #include "chute/object_url.h"
 #include "chute/s3_protocol.h"
-#include "chute/url_pattern.h"
 #include "chute/status.h"
+#include "chute/url_pattern.h"
 
 namespace chute {
 
@@ -92,7 +92,13 @@ class ObjectStore : public std::enable_shared_from_this<ObjectStore> {
 
   Result<S3Bucket> bucket(const ObjectUrl& url) const;
   Result<HttpResponse> fetch(HttpRequest request, const std::string& what) const;
+  // The objects under `prefix` in url's bucket ('/' markers left out); one_level: only those directly under
+  // it (delimiter '/'). std::nullopt once there are more than `limit` (0: no limit).
+  Result<std::optional<std::vector<ListedObject>>> list_keys(const ObjectUrl& url, const std::string& prefix,
+                                                             bool one_level, size_t limit) const;
   Result<std::vector<ObjectInfo>> list(const ObjectUrl& url, const std::string& key_pattern, bool everything) const;
+  // stat() of names with no glob: a directory's many names by listing it, the rest by stat_many().
+  Result<std::vector<ObjectInfo>> stat_names(const std::vector<std::string>& urls) const;
   // The objects `name` (one brace expansion of `pattern`) lists; a remote name with no glob goes to to_stat.
   Result<std::vector<ObjectInfo>> expand_one(const std::string& name, const std::string& pattern,
                                              std::vector<std::string>& to_stat) const;

@@ -42,9 +42,10 @@ std::string s3_object_url(const S3Bucket& bucket, std::string_view key);
 
 HttpRequest s3_get_object(const S3Bucket& bucket, std::string_view key, uint64_t offset = 0, uint64_t length = 0);
 HttpRequest s3_head_object(const S3Bucket& bucket, std::string_view key);
-// max_keys 0: the server's default (1000).
+// max_keys 0: the server's default (1000). delimiter "/": only the keys directly under the prefix (deeper
+// ones are rolled up into <CommonPrefixes>, which chute does not read).
 HttpRequest s3_list_objects_v2(const S3Bucket& bucket, std::string_view prefix, std::string_view continuation_token,
-                               int max_keys = 0);
+                               int max_keys = 0, std::string_view delimiter = "");
 HttpRequest s3_put_object(const S3Bucket& bucket, std::string_view key, std::vector<uint8_t> body);
 HttpRequest s3_create_multipart_upload(const S3Bucket& bucket, std::string_view key);
 HttpRequest s3_upload_part(const S3Bucket& bucket, std::string_view key, std::string_view upload_id, int part_number,
