@@ -94,6 +94,25 @@ def test_many_brace_names_in_one_directory_take_one_listing(s3):
     assert [(i.url, i.size) for i in got] == [(f"s3://bkt/{k}", 64 + n) for n, k in enumerate(keys[:40])]
 
 
+def test_names_thin_in_a_large_directory_fall_back_to_heads(s3):
+    # 16 names whose common prefix ("thin/k-00") also holds 1100 other keys: the listing passes its bound
+    # (4 * 16 + 1000 keys) on its second page of 1000, so the names are HEADed instead.
+    from concurrent.futures import ThreadPoolExecutor
+
+    loopback = pytest.importorskip("chute.testing.loopback")
+    client = s3.client()
+    names = [f"thin/k-{i:04d}" for i in range(16)]
+    others = [f"thin/k-00zz-{i:04d}" for i in range(1100)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda k: client.put_object(Bucket="bkt", Key=k, Body=b"x"), names + others))
+    with loopback.FaultProxy(s3.endpoint) as proxy:
+        store = _native.ObjectStore(env=dict(s3.env, AWS_ENDPOINT_URL=proxy.url))
+        got = store.expand("s3://bkt/thin/k-{0000..0015}")
+        methods = [r.method for r in proxy.requests]
+    assert urls(got) == [f"s3://bkt/{k}" for k in names]
+    assert methods.count("GET") == 2 and methods.count("HEAD") == 16
+
+
 def test_brace_names_agree_with_head_object(s3, store):
     keys = [f"many/s-{i:03d}.bin" for i in range(40)]
     put_objects(s3, keys)
