@@ -6,7 +6,7 @@ small packed datasets written by chute.pack (so the chute package must be import
 .venv/bin/python), as control byte + index length + index + first shard; tar_fuzz gets tar files
 (ustar, GNU long names, pax) laid out as WebDataset shards.
 
-    .venv/bin/python scripts/make_fuzz_corpus.py OUT_DIR   # OUT_DIR/{decode,png,webp,raw,exif,shard,tar}
+    .venv/bin/python scripts/make_fuzz_corpus.py OUT_DIR   # OUT_DIR/{decode,png,...,tar,s3_xml,url_pattern}
 """
 
 from __future__ import annotations
@@ -147,9 +147,39 @@ def raw_seeds() -> dict[str, bytes]:
     return out
 
 
+def s3_xml_seeds() -> dict[str, bytes]:
+    """S3 answers as ObjectStore reads them: a truncated list page with entities, the last page, an
+    UploadId, a complete result and an <Error> (s3_xml_fuzz)."""
+    return {
+        "page.xml": b'<?xml version="1.0"?><ListBucketResult><IsTruncated>true</IsTruncated><Contents>'
+        b"<Key>d/a&amp;b &#233;.tar</Key><ETag>&quot;0a&quot;</ETag><Size>10</Size></Contents>"
+        b"<NextContinuationToken>tok/+=</NextContinuationToken></ListBucketResult>",
+        "last.xml": b"<ListBucketResult><KeyCount>0</KeyCount><IsTruncated>false</IsTruncated><NextContinuationToken/>"
+        b"</ListBucketResult>",
+        "upload.xml": b"<InitiateMultipartUploadResult><UploadId>VXA&#x2F;</UploadId></InitiateMultipartUploadResult>",
+        "complete.xml": b"<CompleteMultipartUploadResult><ETag>&quot;e-2&quot;</ETag></CompleteMultipartUploadResult>",
+        "error.xml": b"<Error><Code>InternalError</Code><Message>try again</Message></Error>",
+    }
+
+
+def url_pattern_seeds() -> dict[str, bytes]:
+    """Patterns and a text to match, separated by a NUL, and an AWS config file (url_pattern_fuzz)."""
+    return {
+        "braces": b"s3://b/train-{0000..0127}.tar\0s3://b/train-0001.tar",
+        "nested": b"x{a,{b,c}d,}{1..9..2}\0xbd3",
+        "glob": b"data/[!a-c]*/?\\[1]\0data/x/y[1]",
+        "config": b"[profile p]\nregion = eu-west-1\ns3 =\n  endpoint_url = http://h:9000\n",
+    }
+
+
 def main() -> None:
     root = Path(sys.argv[1])
-    for target, seeds in (("shard", packed_seeds()), ("tar", tar_seeds())):
+    for target, seeds in (
+        ("shard", packed_seeds()),
+        ("tar", tar_seeds()),
+        ("s3_xml", s3_xml_seeds()),
+        ("url_pattern", url_pattern_seeds()),
+    ):
         (root / target).mkdir(parents=True, exist_ok=True)
         for name, data in seeds.items():
             (root / target / name).write_bytes(data)

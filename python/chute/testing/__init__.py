@@ -1,0 +1,1 @@
+"""Loopback servers for chute's tests and benchmarks of remote I/O (HTTP, faults, latency)."""

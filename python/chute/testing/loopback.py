@@ -1,0 +1,372 @@
+"""HTTP servers on 127.0.0.1 for tests and benchmarks of remote I/O: nginx serving a directory, and a
+reverse proxy of chute's own that adds latency and injects faults on a deterministic schedule.
+
+    with Nginx(root) as base_url, FaultProxy(base_url, latency_s=0.02, reset_every=5) as proxy:
+        engine.fetch(proxy.url + "/shard-0000.tar")
+
+Nothing here listens beyond loopback; every wait is bounded and every process and thread is stopped on exit.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+NGINX = "/usr/sbin/nginx"
+_START_TIMEOUT_S = 20.0
+_STOP_TIMEOUT_S = 20.0
+
+
+def free_port() -> int:
+    """A port nothing listens on now (the OS's choice); a server started on it may still lose a race."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_listening(port: int, proc: subprocess.Popen | None, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            return False
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1.0):
+                return True
+        except OSError:
+            time.sleep(0.02)
+    return False
+
+
+class Nginx:
+    """nginx (Debian's nginx-light) serving `root_dir` on 127.0.0.1, with range requests and keep-alive.
+
+    A context manager: entering starts it and returns its base URL ("http://127.0.0.1:PORT"); leaving stops
+    it and waits for it to exit. Its config, pid file and temp paths live in a temp dir of its own.
+    `connections()` is not available (nginx's access log is off): count connections with FaultProxy.
+    """
+
+    def __init__(self, root_dir: str | os.PathLike, nginx: str = NGINX):
+        self.root_dir = Path(root_dir).resolve()
+        self.nginx = nginx
+        self.url = ""
+        self._dir: str | None = None
+        self._proc: subprocess.Popen | None = None
+
+    def _config(self, port: int) -> str:
+        d = self._dir
+        user = "user root;\n" if os.geteuid() == 0 else ""  # workers read root_dir as its owner does
+        temps = "\n".join(
+            f"  {kind}_temp_path {d}/{kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+        )
+        return f"""{user}worker_processes 1;
+daemon off;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+  access_log off;
+{temps}
+  sendfile on;
+  tcp_nopush on;
+  keepalive_timeout 65;
+  keepalive_requests 1000000;
+  default_type application/octet-stream;
+  server {{
+    listen 127.0.0.1:{port};
+    root {self.root_dir};
+  }}
+}}
+"""
+
+    def __enter__(self) -> str:
+        if not os.access(self.nginx, os.X_OK):
+            raise RuntimeError(f"{self.nginx} not found: apt-get install nginx-light (scripts/setup.sh --dev)")
+        self._dir = tempfile.mkdtemp(prefix="chute-nginx-")
+        last_error = ""
+        for _ in range(5):  # a free port can be taken between choosing it and binding it: try another
+            port = free_port()
+            conf = Path(self._dir) / "nginx.conf"
+            conf.write_text(self._config(port))
+            self._proc = subprocess.Popen(
+                [self.nginx, "-c", str(conf), "-p", self._dir, "-e", f"{self._dir}/error.log"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            if _wait_listening(port, self._proc, _START_TIMEOUT_S):
+                self.url = f"http://127.0.0.1:{port}"
+                return self.url
+            last_error = self._stop_process()
+        shutil.rmtree(self._dir, ignore_errors=True)
+        raise RuntimeError(f"nginx did not start: {last_error}")
+
+    def _stop_process(self) -> str:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return ""
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGQUIT)  # graceful: finish the open responses, then exit
+            try:
+                proc.wait(timeout=_STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=_STOP_TIMEOUT_S)
+        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+        if proc.stderr:
+            proc.stderr.close()
+        return err.strip()
+
+    def __exit__(self, *exc) -> None:
+        self._stop_process()
+        if self._dir:
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def slow_down_body(code: str = "SlowDown") -> bytes:
+    """An S3-style XML error body."""
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<Error><Code>{code}</Code><Message>Please reduce your request rate.</Message>"
+        "<RequestId>chute-fault-proxy</RequestId></Error>"
+    ).encode()
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]  # names lower-cased
+
+
+@dataclass
+class FaultCounts:
+    resets: int = 0
+    statuses: int = 0
+    truncations: int = 0
+
+
+_HOP_BY_HOP = {
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-connection",
+    "expect",
+}
+
+
+class FaultProxy:
+    """An HTTP/1.1 reverse proxy on 127.0.0.1 in front of `upstream_url`, with keep-alive on both sides.
+
+    It forwards method, path, headers (Host included, so signatures stay valid) and body, streams the
+    response back, and per request (numbered 1, 2, ... in arrival order across all connections):
+      - waits `latency_s` first;
+      - `reset_every=N`: every Nth request, the connection is reset (RST) without a response;
+      - `status_every=(N, status)`: every Nth request answers `status` (503 or 429) with an S3 SlowDown body;
+      - `truncate_every=N`: every Nth request sends its headers (with the full Content-Length) and half the
+        body, then closes the connection;
+      - `fail_all=True`: every request answers 503 SlowDown.
+    The first matching fault applies, in that order. `requests` records each request (method, path,
+    headers), `faults` counts the faults injected, `connections` the connections accepted.
+    """
+
+    def __init__(
+        self,
+        upstream_url: str,
+        latency_s: float = 0.0,
+        reset_every: int = 0,
+        status_every: tuple[int, int] | None = None,
+        truncate_every: int = 0,
+        fail_all: bool = False,
+    ):
+        parsed = urllib.parse.urlsplit(upstream_url)
+        if parsed.scheme != "http" or not parsed.hostname:
+            raise ValueError(f"FaultProxy: upstream must be an http:// URL, got {upstream_url!r}")
+        self.upstream = (parsed.hostname, parsed.port or 80)
+        self.latency_s = latency_s
+        self.reset_every = reset_every
+        self.status_every = status_every
+        self.truncate_every = truncate_every
+        self.fail_all = fail_all
+        self.requests: list[RecordedRequest] = []
+        self.faults = FaultCounts()
+        self.connections = 0
+        self.url = ""
+        self._lock = threading.Lock()
+        self._count = 0
+        self._sockets: set[socket.socket] = set()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # ---- the schedule --------------------------------------------------------------------------------
+    def _next(self, method: str, path: str, headers: dict[str, str]) -> str:
+        with self._lock:
+            self._count += 1
+            n = self._count
+            self.requests.append(RecordedRequest(method, path, headers))
+            if self.reset_every and n % self.reset_every == 0:
+                self.faults.resets += 1
+                return "reset"
+            if self.fail_all or (self.status_every and n % self.status_every[0] == 0):
+                self.faults.statuses += 1
+                return "status"
+            if self.truncate_every and n % self.truncate_every == 0:
+                self.faults.truncations += 1
+                return "truncate"
+            return ""
+
+    def _handler(self):
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            upstream: http.client.HTTPConnection | None = None
+
+            def setup(self):
+                super().setup()
+                with proxy._lock:
+                    proxy.connections += 1
+                    proxy._sockets.add(self.connection)
+
+            def finish(self):
+                try:
+                    super().finish()
+                finally:
+                    with proxy._lock:
+                        proxy._sockets.discard(self.connection)
+                    if self.upstream is not None:
+                        self.upstream.close()
+
+            def log_message(self, *args):  # quiet
+                pass
+
+            def _reset(self):
+                # SO_LINGER 0: close() sends RST, as a dropped connection does.
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.close_connection = True
+
+            def _proxy(self):
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                length = int(headers.get("content-length", "0") or 0)
+                body = self.rfile.read(length) if length else b""
+                fault = proxy._next(self.command, self.path, headers)
+                if proxy.latency_s:
+                    time.sleep(proxy.latency_s)
+                if fault == "reset":
+                    return self._reset()
+                if fault == "status":
+                    status = 503 if proxy.fail_all or not proxy.status_every else proxy.status_every[1]
+                    payload = slow_down_body()
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/xml")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        self.wfile.write(payload)
+                    return
+                try:
+                    response = self._forward(headers, body)
+                except (OSError, http.client.HTTPException):
+                    return self._reset()  # the upstream failed: the client sees a dropped connection
+                self._respond(response, truncate=fault == "truncate")
+
+            def _forward(self, headers: dict[str, str], body: bytes) -> http.client.HTTPResponse:
+                for attempt in range(2):  # a kept-alive upstream connection may have been closed: reconnect once
+                    if self.upstream is None:
+                        self.upstream = http.client.HTTPConnection(*proxy.upstream, timeout=60)
+                    try:
+                        self.upstream.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+                        for k, v in self.headers.items():
+                            if k.lower() not in _HOP_BY_HOP:
+                                self.upstream.putheader(k, v)
+                        self.upstream.endheaders(body if body else None)
+                        return self.upstream.getresponse()
+                    except (OSError, http.client.HTTPException):
+                        self.upstream.close()
+                        self.upstream = None
+                        if attempt:
+                            raise
+                raise AssertionError("unreachable")
+
+            def _respond(self, response: http.client.HTTPResponse, truncate: bool) -> None:
+                length = response.getheader("Content-Length")
+                if length is None and self.command != "HEAD":  # chunked upstream: send it with a length
+                    data = response.read()
+                    length, chunks = str(len(data)), iter([data])
+                else:
+                    chunks = iter(lambda: response.read(1 << 16), b"")
+                self.send_response_only(response.status, response.reason)
+                for k, v in response.getheaders():
+                    if k.lower() not in _HOP_BY_HOP and k.lower() != "content-length":
+                        self.send_header(k, v)
+                if length is not None:
+                    self.send_header("Content-Length", length)
+                self.end_headers()
+                if self.command == "HEAD":
+                    response.read()
+                    return
+                limit = int(length) // 2 if truncate else None
+                sent = 0
+                for chunk in chunks:
+                    if limit is not None and sent + len(chunk) >= limit:
+                        self.wfile.write(chunk[: limit - sent])
+                        self.wfile.flush()
+                        response.close()
+                        self.upstream.close()
+                        self.upstream = None
+                        self.close_connection = True
+                        return
+                    self.wfile.write(chunk)
+                    sent += len(chunk)
+                if response.will_close:
+                    self.upstream.close()
+                    self.upstream = None
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _proxy
+
+        return Handler
+
+    # ---- lifetime ------------------------------------------------------------------------------------
+    def __enter__(self) -> FaultProxy:
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            block_on_close = False
+            request_queue_size = 128
+
+        self._server = Server(("127.0.0.1", 0), self._handler())
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()  # the accept loop; then the open connections, whose threads wait on reads
+        with self._lock:
+            sockets = list(self._sockets)
+        for s in sockets:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=_STOP_TIMEOUT_S)
+
+
+__all__ = ["FaultCounts", "FaultProxy", "Nginx", "RecordedRequest", "free_port", "slow_down_body"]
