@@ -224,10 +224,10 @@ Result<std::shared_ptr<const MappedFile>> ShardCache::get(const std::string& key
   // A miss, or a bad entry: under the key's lock (waiting while another thread or process fills it).
   bool waited = false;
   CHUTE_ASSIGN_OR_RETURN(FileLock lock, FileLock::acquire(n.lock, /*wait=*/true, &waited));
+  lock.remove_on_release();  // lock files do not pile up: one exists only while its key is being filled
   if (waited) ++waits_;
   CHUTE_ASSIGN_OR_RETURN(found, open_entry(n.entry, size));
-  if (found.file && found.right_size && found.file->inode() != bad_inode &&
-      (!verify || verify(*found.file).is_ok())) {
+  if (found.file && found.right_size && found.file->inode() != bad_inode && (!verify || verify(*found.file).is_ok())) {
     touch(n.entry);
     ++hits_;
     return found.file;
@@ -243,9 +243,8 @@ Result<std::shared_ptr<const MappedFile>> ShardCache::get(const std::string& key
   return fill_locked(n, key, size, fill, verify);
 }
 
-Result<std::shared_ptr<const MappedFile>> ShardCache::fill_locked(const Names& n, const std::string& key,
-                                                                  uint64_t size, const Fill& fill,
-                                                                  const Verify& verify) {
+Result<std::shared_ptr<const MappedFile>> ShardCache::fill_locked(const Names& n, const std::string& key, uint64_t size,
+                                                                  const Fill& fill, const Verify& verify) {
   remove_temps(n.name);  // we hold the key's lock: any temp of this key is a dead filler's
   const std::string failed = "cache fill of '" + key + "'";
   TempFile tmp(n.base + temp_suffix());
@@ -354,7 +353,10 @@ void ShardCache::sweep_stale_temps() const {
   for (const std::string& name : names) {
     // A temp whose key's lock is free belongs to no running fill (its filler died).
     Result<FileLock> lock = FileLock::acquire(options_.dir + "/" + name + ".lock", /*wait=*/false);
-    if (lock.is_ok() && lock->held()) remove_temps(name);
+    if (lock.is_ok() && lock->held()) {
+      remove_temps(name);
+      lock->remove();
+    }
   }
 }
 

@@ -55,12 +55,12 @@ ShardCache::Verify expect_pattern(uint8_t seed) {
 
 std::vector<uint8_t> bytes_of(const MappedFile& f) { return {f.bytes().begin(), f.bytes().end()}; }
 
-// The files in the cache directory other than the cache-wide lock and lock files.
+// The files in the cache directory other than the cache-wide ones (lock and recorded limit).
 std::set<std::string> data_files(const fs::path& dir) {
   std::set<std::string> out;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string n = e.path().filename().string();
-    if (!n.ends_with(".lock")) out.insert(n);
+    if (n != ".cache.lock" && n != ".limit") out.insert(n);
   }
   return out;
 }
@@ -97,8 +97,8 @@ TEST(ShardCacheTest, AMissFillsOnceThenHits) {
   const std::string path = cache->entry_path("https://h/d/train-0001.tar");
   EXPECT_EQ((*second)->path(), path);
   EXPECT_NE(path.find("h_d_train-0001_tar-"), std::string::npos) << path;
-  EXPECT_EQ(data_files(dir.path() / "c"), (std::set<std::string>{fs::path(path).filename().string(),
-                                                                  fs::path(path).stem().string() + ".key"}));
+  EXPECT_EQ(data_files(dir.path() / "c"),
+            (std::set<std::string>{fs::path(path).filename().string(), fs::path(path).stem().string() + ".key"}));
 }
 
 TEST(ShardCacheTest, PeekReturnsOnlyAnEntryOfThatSize) {
@@ -173,12 +173,13 @@ TEST(ShardCacheTest, AFillErrorNamesTheKeyAndLeavesNothing) {
   auto cache = open_cache(dir.path() / "c");
   const std::string key = "s3://bucket/shard-7.tar@etag\"x\"";
   // The fill fails after writing part of the shard.
-  auto failed = cache->get(key, 100,
-                           [](int fd) {
-                             EXPECT_TRUE(write_all(fd, pattern(40, 1)).is_ok());
-                             return io_error("connection reset after 40 bytes");
-                           },
-                           nullptr);
+  auto failed = cache->get(
+      key, 100,
+      [](int fd) {
+        EXPECT_TRUE(write_all(fd, pattern(40, 1)).is_ok());
+        return io_error("connection reset after 40 bytes");
+      },
+      nullptr);
   ASSERT_FALSE(failed.is_ok());
   EXPECT_EQ(failed.status().code(), StatusCode::kIoError);
   EXPECT_EQ(failed.status().message(), "cache fill of '" + key + "' failed: connection reset after 40 bytes");
@@ -192,7 +193,8 @@ TEST(ShardCacheTest, AFillErrorNamesTheKeyAndLeavesNothing) {
       << failed.status().message();
   EXPECT_TRUE(data_files(dir.path() / "c").empty());
   // A fill that throws: its temp file and the key's lock go with the stack.
-  EXPECT_THROW(cache->get(key, 100, [](int) -> Status { throw std::runtime_error("boom"); }, nullptr),
+  EXPECT_THROW(cache->get(
+                   key, 100, [](int) -> Status { throw std::runtime_error("boom"); }, nullptr),
                std::runtime_error);
   EXPECT_TRUE(data_files(dir.path() / "c").empty());
   // The key is not stuck: the next get fills it.
@@ -253,8 +255,8 @@ TEST(ShardCacheTest, AnEntryLargerThanTheLimitIsKeptAlone) {
 TEST(ShardCacheTest, ListShowsKeysVerbatimAndClearRemovesEverything) {
   testing::TempDir dir;
   auto cache = open_cache(dir.path() / "c");
-  const std::vector<std::string> keys = {"s3://b/x/../y z.tar", std::string(300, 'k') + "/tail.tar",
-                                         "héllo\n?*", "", "."};
+  const std::vector<std::string> keys = {"s3://b/x/../y z.tar", std::string(300, 'k') + "/tail.tar", "héllo\n?*", "",
+                                         "."};
   std::atomic<int> calls = 0;
   for (size_t i = 0; i < keys.size(); ++i)
     ASSERT_TRUE(cache->get(keys[i], 10 + i, fill_with(pattern(10 + i, 1), &calls), nullptr).is_ok());
@@ -327,15 +329,16 @@ TEST(ShardCacheTest, ClearSparesAKeyBeingFilledAndAWaiterThenHits) {
   std::shared_future<void> go_future = go.get_future().share();
   std::atomic<int> calls = 0;
   auto filler = std::async(std::launch::async, [&] {
-    return cache->get("slow", 64,
-                      [&](int fd) {
-                        ++calls;
-                        started.set_value();
-                        if (go_future.wait_for(std::chrono::seconds(120)) != std::future_status::ready)
-                          return io_error("the test never released the fill");
-                        return write_all(fd, pattern(64, 1));
-                      },
-                      nullptr);
+    return cache->get(
+        "slow", 64,
+        [&](int fd) {
+          ++calls;
+          started.set_value();
+          if (go_future.wait_for(std::chrono::seconds(120)) != std::future_status::ready)
+            return io_error("the test never released the fill");
+          return write_all(fd, pattern(64, 1));
+        },
+        nullptr);
   });
   ASSERT_EQ(started.get_future().wait_for(std::chrono::seconds(120)), std::future_status::ready);
   ASSERT_TRUE(cache->clear().is_ok());
@@ -366,7 +369,7 @@ TEST(ShardCacheTest, StaleTempFilesOfDeadFillersAreSwept) {
   dir.write("c/" + fs::path(base).filename().string() + ".999999999-00000000deadbeef.tmp", pattern(30, 1));
   std::atomic<int> calls = 0;
   ASSERT_TRUE(cache->get("k", 50, fill_with(pattern(50, 1), &calls), nullptr).is_ok());  // so does a fill
-  EXPECT_EQ(data_files(c).size(), 2u);  // the entry and its key
+  EXPECT_EQ(data_files(c).size(), 2u);                                                   // the entry and its key
   dir.write("c/" + fs::path(base).filename().string() + ".999999999-00000000deadbeef.tmp", pattern(30, 1));
   ASSERT_TRUE(cache->clear().is_ok());  // and clear()
   EXPECT_TRUE(data_files(c).empty());

@@ -114,5 +114,6 @@ void register_device(nb::module_& m);
 void register_gather(nb::module_& m);
 void register_stats(nb::module_& m);
 void register_sampler(nb::module_& m);
+void register_cache(nb::module_& m);
 
 }  // namespace chute::py

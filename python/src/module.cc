@@ -72,4 +72,5 @@ NB_MODULE(_native, m) {
   chute::py::register_gather(m);
   chute::py::register_stats(m);
   chute::py::register_sampler(m);
+  chute::py::register_cache(m);
 }

@@ -25,12 +25,16 @@ namespace chute::detail {
 class FileLock {
  public:
   FileLock() = default;
-  FileLock(FileLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
+  FileLock(FileLock&& other) noexcept
+      : fd_(std::exchange(other.fd_, -1)),
+        path_(std::move(other.path_)),
+        remove_on_release_(std::exchange(other.remove_on_release_, false)) {}
   FileLock& operator=(FileLock&& other) noexcept {
     if (this != &other) {
       release();
       fd_ = std::exchange(other.fd_, -1);
       path_ = std::move(other.path_);
+      remove_on_release_ = std::exchange(other.remove_on_release_, false);
     }
     return *this;
   }
@@ -58,8 +62,7 @@ class FileLock {
       if (rc != 0) return errno_status(errno, "cannot lock " + path);
       struct stat held, named;
       if (::fstat(fd, &held) != 0) return errno_status(errno, "cannot stat the lock file " + path);
-      if (::stat(path.c_str(), &named) == 0 && named.st_ino == held.st_ino && named.st_dev == held.st_dev)
-        return lock;
+      if (::stat(path.c_str(), &named) == 0 && named.st_ino == held.st_ino && named.st_dev == held.st_dev) return lock;
       // Its holder removed the file before we locked it: lock the path's current file instead.
     }
   }
@@ -67,18 +70,23 @@ class FileLock {
   bool held() const { return fd_ >= 0; }
   // Unlinks the lock file, then releases it (only the holder may remove it).
   void remove() {
-    if (fd_ >= 0) ::unlink(path_.c_str());
+    remove_on_release_ = true;
     release();
   }
+  // Makes the release (explicit, or by the destructor, an exception's included) remove the lock file.
+  void remove_on_release() { remove_on_release_ = true; }
 
  private:
   FileLock(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   void release() {
-    if (fd_ >= 0) ::close(fd_);  // closing the last descriptor drops the flock
+    if (fd_ < 0) return;
+    if (remove_on_release_) ::unlink(path_.c_str());
+    ::close(fd_);  // closing the last descriptor drops the flock
     fd_ = -1;
   }
   int fd_ = -1;
   std::string path_;
+  bool remove_on_release_ = false;
 };
 
 }  // namespace chute::detail
