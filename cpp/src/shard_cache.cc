@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <random>
 #include <system_error>
+#include <utility>
 
 #include "chute/environment.h"
 #include "detail/file_lock.h"
@@ -129,6 +130,21 @@ class TempFile {
   std::string path_;
 };
 
+// A descriptor closed on every way out (an exception's included) unless released.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
 // What an existing entry turned out to be.
 struct Found {
   std::shared_ptr<const MappedFile> file;  // null: absent
@@ -183,6 +199,9 @@ Result<std::shared_ptr<ShardCache>> ShardCache::open(CacheOptions options) {
     return io_error("the cache directory " + options.dir + " is not writable: " + std::strerror(errno));
   {  // creating a file proves it writable, for root too
     CHUTE_ASSIGN_OR_RETURN(FileLock lock, FileLock::acquire(options.dir + "/" + kCacheLock, /*wait=*/true));
+    for (const std::string& f : dir_files(options.dir))  // written under this lock: a leftover's writer died
+      if (f.starts_with(std::string(kLimitFile) + ".") && ends_with(f, ".tmp"))
+        ::unlink((options.dir + "/" + f).c_str());
     if (options.limit_bytes > 0) {
       const std::string tmp = options.dir + "/" + kLimitFile + temp_suffix();
       Status st = write_new_file(tmp, std::to_string(options.limit_bytes) + "\n");
@@ -255,10 +274,11 @@ Result<std::shared_ptr<const MappedFile>> ShardCache::fill_locked(const Names& n
       tmp.release();  // not ours: O_EXCL refused it, or nothing was created
       return Status(st.code(), failed + " failed: " + st.message());
     }
+    Fd guard(fd);  // closed if fill() throws
     Status st = fill(fd);
     struct stat sb;
     if (st.is_ok() && ::fstat(fd, &sb) != 0) st = errno_status(errno, "cannot stat " + tmp.path());
-    if (::close(fd) != 0 && st.is_ok()) st = errno_status(errno, "cannot write " + tmp.path());
+    if (::close(guard.release()) != 0 && st.is_ok()) st = errno_status(errno, "cannot write " + tmp.path());
     if (!st.is_ok()) return Status(st.code(), failed + " failed: " + st.message());
     if (static_cast<uint64_t>(sb.st_size) != size)
       return io_error(failed + " wrote " + std::to_string(sb.st_size) + " bytes, expected " + std::to_string(size));

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "detail/file_lock.h"
 #include "test_util.h"
 
 namespace chute {
@@ -192,10 +194,15 @@ TEST(ShardCacheTest, AFillErrorNamesTheKeyAndLeavesNothing) {
             std::string::npos)
       << failed.status().message();
   EXPECT_TRUE(data_files(dir.path() / "c").empty());
-  // A fill that throws: its temp file and the key's lock go with the stack.
-  EXPECT_THROW(cache->get(
-                   key, 100, [](int) -> Status { throw std::runtime_error("boom"); }, nullptr),
-               std::runtime_error);
+  // A fill that throws: its temp file, its descriptor and the key's lock go with the stack.
+  int thrown_fd = -1;
+  const ShardCache::Fill throws = [&](int fd) -> Status {
+    thrown_fd = fd;
+    throw std::runtime_error("boom");
+  };
+  EXPECT_THROW(cache->get(key, 100, throws, nullptr), std::runtime_error);
+  ASSERT_GE(thrown_fd, 0);
+  EXPECT_EQ(::fcntl(thrown_fd, F_GETFD), -1);  // closed
   EXPECT_TRUE(data_files(dir.path() / "c").empty());
   // The key is not stuck: the next get fills it.
   auto ok = cache->get(key, 100, fill_with(pattern(100, 4), &calls), nullptr);
@@ -364,8 +371,10 @@ TEST(ShardCacheTest, StaleTempFilesOfDeadFillersAreSwept) {
   // What kill -9 mid-fill leaves: a partial temp file of a pid that is gone.
   dir.write("c/" + fs::path(base).filename().string() + ".999999999-00000000deadbeef.tmp", pattern(30, 1));
   ASSERT_EQ(data_files(c).size(), 1u);
+  dir.write("c/.limit.999999999-00000000deadbeef.tmp", pattern(3, 1));  // and of the recorded limit
   auto reopened = open_cache(c);  // open() sweeps temps whose key no one is filling
   EXPECT_TRUE(data_files(c).empty());
+  EXPECT_FALSE(fs::exists(c / ".limit.999999999-00000000deadbeef.tmp"));
   dir.write("c/" + fs::path(base).filename().string() + ".999999999-00000000deadbeef.tmp", pattern(30, 1));
   std::atomic<int> calls = 0;
   ASSERT_TRUE(cache->get("k", 50, fill_with(pattern(50, 1), &calls), nullptr).is_ok());  // so does a fill
@@ -385,6 +394,40 @@ TEST(ShardCacheTest, AnUnwritableDirectoryIsAClearError) {
   EXPECT_NE(cache.status().message().find("cannot create the cache directory " + bad), std::string::npos)
       << cache.status().message();
   EXPECT_EQ(ShardCache::open({.dir = ""}).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ShardCacheTest, AForkedChildDoesNotKeepItsParentsKeyLocked) {
+  testing::TempDir dir;
+  const std::string path = (dir.path() / "k.lock").string();
+  auto lock = detail::FileLock::acquire(path, /*wait=*/true);
+  ASSERT_TRUE(lock.is_ok() && lock->held());
+  int to_child[2], from_child[2];
+  ASSERT_EQ(::pipe(to_child), 0);
+  ASSERT_EQ(::pipe(from_child), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {  // e.g. a DataLoader worker forked while a thread fills: it lives on after the fill
+    ::alarm(120);    // bounded, whatever happens to the parent
+    ::close(to_child[1]);
+    ::close(from_child[0]);
+    char c = 'r';  // running: the fork handlers have run
+    [[maybe_unused]] ssize_t n = ::write(from_child[1], &c, 1);
+    n = ::read(to_child[0], &c, 1);
+    ::_exit(0);
+  }
+  ASSERT_GT(child, 0);
+  ::close(to_child[0]);
+  ::close(from_child[1]);
+  char c = 0;
+  ASSERT_EQ(::read(from_child[0], &c, 1), 1);
+  *lock = detail::FileLock();  // the parent's fill ends
+  auto next = detail::FileLock::acquire(path, /*wait=*/false);
+  ASSERT_TRUE(next.is_ok());
+  EXPECT_TRUE(next->held());  // the child's copy of the descriptor does not hold it
+  ::close(to_child[1]);       // the child exits
+  ::close(from_child[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 }  // namespace

@@ -5,19 +5,17 @@
 // A lock file may be removed, but only by its holder (remove()); an acquirer that locked a file which was
 // removed meanwhile sees that the path no longer names the inode it locked, and starts again on the new
 // file. Hence no two holders ever believe they hold the same path's lock.
+//
+// fork(): a flock belongs to the open file description, which a child shares with its parent; a child
+// that outlived the parent's fill would keep the key locked, and every waiter on the node would hang. So a
+// pthread_atfork handler closes, in the child, the descriptors of the locks this process holds.
 // Thread-safety: one FileLock per holder; not shared.
 #pragma once
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <sys/types.h>
 
-#include <cerrno>
 #include <string>
-#include <utility>
 
-#include "chute/environment.h"
 #include "chute/status.h"
 
 namespace chute::detail {
@@ -25,47 +23,14 @@ namespace chute::detail {
 class FileLock {
  public:
   FileLock() = default;
-  FileLock(FileLock&& other) noexcept
-      : fd_(std::exchange(other.fd_, -1)),
-        path_(std::move(other.path_)),
-        remove_on_release_(std::exchange(other.remove_on_release_, false)) {}
-  FileLock& operator=(FileLock&& other) noexcept {
-    if (this != &other) {
-      release();
-      fd_ = std::exchange(other.fd_, -1);
-      path_ = std::move(other.path_);
-      remove_on_release_ = std::exchange(other.remove_on_release_, false);
-    }
-    return *this;
-  }
+  FileLock(FileLock&& other) noexcept;
+  FileLock& operator=(FileLock&& other) noexcept;
   ~FileLock() { release(); }
 
   // Locks `path` (created if absent). wait=false: returns an unheld FileLock when someone holds it.
-  // `waited` (optional) is set when the lock was busy at first and this call then waited for it.
-  static Result<FileLock> acquire(const std::string& path, bool wait, bool* waited = nullptr) {
-    for (;;) {
-      const int fd = ::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0666);
-      if (fd < 0) {
-        if (errno == EINTR) continue;
-        return errno_status(errno, "cannot open the lock file " + path);
-      }
-      FileLock lock(fd, path);
-      int rc;
-      while ((rc = ::flock(fd, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
-      }
-      if (rc != 0 && errno == EWOULDBLOCK) {
-        if (!wait) return FileLock();
-        if (waited != nullptr) *waited = true;
-        while ((rc = ::flock(fd, LOCK_EX)) != 0 && errno == EINTR) {  // a signal: keep waiting
-        }
-      }
-      if (rc != 0) return errno_status(errno, "cannot lock " + path);
-      struct stat held, named;
-      if (::fstat(fd, &held) != 0) return errno_status(errno, "cannot stat the lock file " + path);
-      if (::stat(path.c_str(), &named) == 0 && named.st_ino == held.st_ino && named.st_dev == held.st_dev) return lock;
-      // Its holder removed the file before we locked it: lock the path's current file instead.
-    }
-  }
+  // `waited` (optional) is set when the lock was busy at first and this call then waited for it (a signal
+  // does not end the wait).
+  static Result<FileLock> acquire(const std::string& path, bool wait, bool* waited = nullptr);
 
   bool held() const { return fd_ >= 0; }
   // Unlinks the lock file, then releases it (only the holder may remove it).
@@ -77,14 +42,10 @@ class FileLock {
   void remove_on_release() { remove_on_release_ = true; }
 
  private:
-  FileLock(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
-  void release() {
-    if (fd_ < 0) return;
-    if (remove_on_release_) ::unlink(path_.c_str());
-    ::close(fd_);  // closing the last descriptor drops the flock
-    fd_ = -1;
-  }
+  FileLock(int fd, std::string path);
+  void release();
   int fd_ = -1;
+  pid_t owner_ = 0;  // the process that locked it
   std::string path_;
   bool remove_on_release_ = false;
 };
