@@ -4,12 +4,13 @@
 // Layout of the directory (flat; names never contain a dot before their suffix):
 //   <name>.shard                an entry: the shard's bytes, complete and verified (mtime = last used)
 //   <name>.key                  the entry's key, verbatim (for list())
-//   <name>.lock                 the key's fill lock (flock)
-//   <name>.<pid>-<rand>.tmp     a fill in progress (or left by a killed filler; swept)
+//   <name>.lock                 the key's fill lock (flock); removed by its holder when the fill ends
+//   <name>.<pid>-<rand>.tmp     a fill in progress (or left by a killed filler; swept), and its key's
 //   .cache.lock                 the cache-wide lock: the set of entries changes only under it
 //   .limit                      the limit_bytes of the last open() that set one (for `chute cache ls`)
 // <name> is a readable tail of the key ([A-Za-z0-9_-], other characters as '_') and the XXH3-64 hex of
-// the whole key.
+// the whole key. Keys appear in errors and in list(): a key must not hold credentials (a URL's signed
+// query, say); a URL plus its ETag is the intended key.
 //
 // Guarantees:
 // - Never a torn entry: an entry appears only by rename() of a temp file that fill() wrote completely,
@@ -17,7 +18,8 @@
 //   temp file only; flock() locks die with their process, so the next filler of that key (or clear(), or
 //   the next open()) sweeps it.
 // - One fill per key at a time, across threads and processes: the filler holds the key's flock; others
-//   asking for that key wait on it (CacheStats::waits), then find the entry (a hit).
+//   asking for that key wait on it (CacheStats::waits), then find the entry (a hit). A fork()ed child does
+//   not inherit the locks its parent holds (detail/file_lock.h).
 // - No fsync: entries are copies of remote data, and a process crash (kill -9) loses nothing the page
 //   cache holds. After an OS crash or power loss an entry's data may be lost while its name survives;
 //   the size check and verify() on every hit catch that, and the entry is refetched. Without a verify()
