@@ -4,6 +4,7 @@ chute.cache and the native ShardCache do the work."""
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 COMMANDS = ("cache",)
@@ -41,9 +42,13 @@ def human_bytes(n: int) -> str:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from chute.cache import open_shard_cache, recorded_limit
+    from chute.cache import open_shard_cache, recorded_limit, shard_cache_dir
 
     console = Console()
+    directory = shard_cache_dir(args.cache_dir)
+    if not os.path.isdir(directory):  # ls and clear create nothing
+        console.print(f"chute cache: nothing cached yet: {directory} does not exist", markup=False)
+        return 0
     try:
         cache = open_shard_cache(args.cache_dir)
     except OSError as e:

@@ -293,6 +293,9 @@ def test_the_default_directory_is_under_chute_cache_dir(tmp_path, monkeypatch):
 
 def test_chute_cache_ls_and_clear(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("COLUMNS", "200")
+    assert cli.main(["cache", "ls", "--cache-dir", str(tmp_path)]) == 0
+    assert f"nothing cached yet: {tmp_path / 'shards'} does not exist" in capsys.readouterr().out
+    assert not (tmp_path / "shards").exists()  # ls created nothing
     cache = open_shard_cache(tmp_path, limit="1MiB")
     cache.get("s3://bucket/a.tar", 1536, lambda fd: write_all(fd, payload("a", 1536)))
     cache.get("https://host/b.tar", 100, lambda fd: write_all(fd, payload("b", 100)))
