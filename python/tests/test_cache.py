@@ -162,6 +162,20 @@ def test_two_processes_filling_different_keys_keep_the_limit(tmp_path, children)
     assert recorded_limit_of(d) == limit
 
 
+def test_processes_sharing_keys_under_eviction_are_only_ever_served_whole_shards(tmp_path, children):
+    # Three processes ask for the same 6 keys with room for 2: entries are evicted under readers, refetched
+    # and filled concurrently. Each child checks the bytes of every shard it is served (cache_child.many).
+    d, limit, size, count = tmp_path / "cache", 25_000, 10_000, 6
+    procs = [children("many", d, limit, "shared", count, size) for _ in range(3)]
+    results = [p.result() for p in procs]
+    cache = _native.ShardCache(d)
+    assert cache.bytes() <= limit
+    for e in cache.list():
+        assert Path(e["path"]).read_bytes() == payload(e["key"], size)
+    assert sum(r["stats"]["hits"] + r["stats"]["misses"] for r in results) == 3 * count
+    assert files(d, "*.tmp") == [] and files(d, "*.lock") == []
+
+
 def recorded_limit_of(d: Path) -> int:
     return _native.ShardCache.recorded_limit(d)
 
