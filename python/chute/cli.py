@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from chute import __version__, pack_cli
+from chute import __version__, cache_cli, pack_cli
 
 
 def _parse_workers(text: str) -> list[int]:
@@ -140,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("script", nargs="?", help="a Python training script")
     doctor.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
     pack_cli.add_parsers(sub)
+    cache_cli.add_parsers(sub)
     return parser
 
 
@@ -519,6 +520,8 @@ def main(argv: list[str] | None = None) -> int:
         return pack_cli.run(args)
     if args.command == "doctor":
         return _doctor(args)
+    if args.command in cache_cli.COMMANDS:
+        return cache_cli.run(args)
     return 2
 
 

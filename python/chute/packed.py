@@ -83,7 +83,8 @@ class PackedDataset(_RecordSource):
 
 
 def resolve_cache_dir(override: str | os.PathLike | None = None) -> str:
-    """Where chute caches what it derives from datasets (tar indexes): ``override``, else
+    """Where chute caches what it derives from datasets (tar indexes) and remote shards (in ``shards/``,
+    :mod:`chute.cache`): ``override``, else
     ``$CHUTE_CACHE_DIR``, else ``$XDG_CACHE_HOME/chute``, else ``~/.cache/chute``. Never the dataset's
     own directory."""
     if override is not None:

@@ -116,5 +116,6 @@ void register_stats(nb::module_& m);
 void register_sampler(nb::module_& m);
 void register_remote(nb::module_& m);
 void register_object_store(nb::module_& m);
+void register_cache(nb::module_& m);
 
 }  // namespace chute::py

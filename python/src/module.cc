@@ -74,4 +74,5 @@ NB_MODULE(_native, m) {
   chute::py::register_sampler(m);
   chute::py::register_remote(m);
   chute::py::register_object_store(m);
+  chute::py::register_cache(m);
 }
