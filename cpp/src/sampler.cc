@@ -17,7 +17,9 @@ uint64_t mix(uint64_t z) {
 
 }  // namespace
 
-Permutation::Permutation(uint64_t n, uint64_t seed, uint64_t epoch, uint64_t stream) : n_(n) {
+Permutation::Permutation(uint64_t n, uint64_t seed, uint64_t epoch, uint64_t stream, int rounds)
+    : n_(n), rounds_(rounds) {
+  CHUTE_CHECK(rounds >= 1 && rounds <= kMaxRounds);
   int bits = 2;
   while (bits < 64 && (uint64_t{1} << bits) < n) bits += 2;  // an even number of bits covering n
   half_bits_ = bits / 2;
@@ -25,13 +27,13 @@ Permutation::Permutation(uint64_t n, uint64_t seed, uint64_t epoch, uint64_t str
   // Round keys from the counter-based generator, in a counter space of their own (sample index
   // UINT64_MAX - stream), apart from every sample's augmentation draws.
   SampleRng rng(seed, epoch, UINT64_MAX - stream);
-  for (auto& k : keys_) k = (uint64_t{rng.next_u32()} << 32) | rng.next_u32();
+  for (int r = 0; r < rounds_; ++r) keys_[r] = (uint64_t{rng.next_u32()} << 32) | rng.next_u32();
 }
 
 uint64_t Permutation::encrypt(uint64_t x) const {
   uint64_t left = x >> half_bits_, right = x & mask_;
-  for (uint64_t key : keys_) {  // balanced Feistel rounds: a bijection for any round function
-    const uint64_t next = left ^ (mix(right ^ key) & mask_);
+  for (int r = 0; r < rounds_; ++r) {  // balanced Feistel rounds: a bijection for any round function
+    const uint64_t next = left ^ (mix(right ^ keys_[r]) & mask_);
     left = right;
     right = next;
   }
@@ -80,7 +82,7 @@ ShardWindowOrder::ShardWindowOrder(const std::vector<int64_t>& shard_sizes, int6
   int64_t first = 0;
   for (size_t s = 0; s < shard_sizes.size(); ++s) first_sample_[s] = first, first += shard_sizes[s];
   sequence_.resize(shard_sizes.size());
-  const Permutation shard_order(static_cast<uint64_t>(num_shards), seed, epoch, kShardStream);
+  const Permutation shard_order(static_cast<uint64_t>(num_shards), seed, epoch, kShardStream, kRounds);
   for (int64_t j = 0; j < num_shards; ++j)
     sequence_[j] = shuffle ? static_cast<int64_t>(shard_order(static_cast<uint64_t>(j))) : j;
   start_.resize(shard_sizes.size() + 1);
@@ -90,7 +92,7 @@ ShardWindowOrder::ShardWindowOrder(const std::vector<int64_t>& shard_sizes, int6
   mix_.reserve(static_cast<size_t>(num_windows_));
   for (int64_t w = 0; w < num_windows_; ++w) {
     const int64_t samples = start_[std::min(num_shards, (w + 1) * window)] - start_[w * window];
-    mix_.emplace_back(static_cast<uint64_t>(samples), seed, epoch, kWindowStream + static_cast<uint64_t>(w));
+    mix_.emplace_back(static_cast<uint64_t>(samples), seed, epoch, kWindowStream + static_cast<uint64_t>(w), kRounds);
   }
 }
 

@@ -51,17 +51,21 @@ namespace chute {
 // A keyed bijection of [0, n).
 // Its round keys come from SampleRng(seed, epoch, UINT64_MAX - stream): counter spaces of their own, apart
 // from every sample's augmentation draws (sample indices stay far below). Stream 0 is the sample order's.
+// `rounds` (1 to kMaxRounds): 4, the sample order's, leaves a measurable bias on small domains (a few
+// hundred elements: docs/ORDER.md); the shard-window order's permutations, often that small, take 8.
 class Permutation {
  public:
-  Permutation(uint64_t n, uint64_t seed, uint64_t epoch, uint64_t stream = 0);
+  static constexpr int kMaxRounds = 8;
+  Permutation(uint64_t n, uint64_t seed, uint64_t epoch, uint64_t stream = 0, int rounds = 4);
   uint64_t operator()(uint64_t i) const;
 
  private:
   uint64_t encrypt(uint64_t x) const;
   uint64_t n_;
   int half_bits_ = 0;
+  int rounds_ = 4;
   uint64_t mask_ = 0;
-  std::array<uint64_t, 4> keys_{};
+  std::array<uint64_t, kMaxRounds> keys_{};
 };
 
 struct Shard {
@@ -75,6 +79,7 @@ class ShardWindowOrder {
  public:
   static constexpr uint64_t kShardStream = 1;   // Permutation stream of the shard order
   static constexpr uint64_t kWindowStream = 2;  // window w's: kWindowStream + w
+  static constexpr int kRounds = 8;              // Feistel rounds of its permutations
   // `shard_sizes`: samples per shard, >= 0 each, in index order; `window` >= 1 shards.
   ShardWindowOrder(const std::vector<int64_t>& shard_sizes, int64_t window, bool shuffle, uint64_t seed,
                    uint64_t epoch);
