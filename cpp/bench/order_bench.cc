@@ -35,9 +35,9 @@ void BM_ShardWindowOrder(benchmark::State& state) {
     benchmark::DoNotOptimize(sum);
   }
   state.SetItemsProcessed(state.iterations() * shards * per_shard);
-  state.counters["ns_per_index"] = benchmark::Counter(static_cast<double>(shards * per_shard),
-                                                      benchmark::Counter::kIsIterationInvariantRate |
-                                                          benchmark::Counter::kInvert);
+  state.counters["ns_per_index"] =
+      benchmark::Counter(static_cast<double>(shards * per_shard),
+                         benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_ShardWindowOrder)->Arg(10'000)->Unit(benchmark::kMillisecond)->UseRealTime();
 

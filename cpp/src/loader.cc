@@ -324,9 +324,10 @@ void Loader::cancel_epoch(std::unique_lock<std::mutex>& lock) {
 
 Status Loader::start_epoch(uint64_t epoch, int64_t start) {
   // Both orders are pure functions of (seed, epoch, shard): a resumed epoch is the same order.
-  auto order = options_.order == SampleOrder::kShards
-                   ? std::make_unique<EpochOrder>(shard_windows_, options_.shuffle, options_.seed, epoch, options_.shard)
-                   : std::make_unique<EpochOrder>(source_->size(), options_.shuffle, options_.seed, epoch, options_.shard);
+  auto order =
+      options_.order == SampleOrder::kShards
+          ? std::make_unique<EpochOrder>(shard_windows_, options_.shuffle, options_.seed, epoch, options_.shard)
+          : std::make_unique<EpochOrder>(source_->size(), options_.shuffle, options_.seed, epoch, options_.shard);
   return begin_epoch({.seed = options_.seed, .epoch = epoch}, start, std::move(order));
 }
 

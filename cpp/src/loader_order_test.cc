@@ -57,8 +57,13 @@ TEST(LoaderOrderTest, ShardOrderIsTheShardWindowOrderPerRankAndResumesExactly) {
   auto source = std::make_shared<ShardedSource>(40, sizes);
   std::set<int64_t> seen;
   for (int64_t rank = 0; rank < 2; ++rank) {
-    const LoaderOptions options{.batch_size = 3, .shuffle = true, .seed = 4, .num_threads = 2,
-                                .shard = {rank, 2, false}, .order = SampleOrder::kShards, .shard_window = 3};
+    const LoaderOptions options{.batch_size = 3,
+                                .shuffle = true,
+                                .seed = 4,
+                                .num_threads = 2,
+                                .shard = {rank, 2, false},
+                                .order = SampleOrder::kShards,
+                                .shard_window = 3};
     auto loader = make(source, options);
     ASSERT_NE(loader, nullptr);
     const EpochOrder expected(ShardWindows{sizes, 3}, true, 4, 1, options.shard);
@@ -84,8 +89,7 @@ TEST(LoaderOrderTest, ShardOrderNeedsASourceStoredInShards) {
   auto wrong = Loader::create(std::make_shared<ShardedSource>(4, std::vector<int64_t>{1, 2}), *pipeline,
                               {.order = SampleOrder::kShards});
   ASSERT_FALSE(wrong.is_ok());
-  EXPECT_NE(wrong.status().message().find("the ShardedSource's shards hold 3 samples, the source 4"),
-            std::string::npos)
+  EXPECT_NE(wrong.status().message().find("the ShardedSource's shards hold 3 samples, the source 4"), std::string::npos)
       << wrong.status().message();
 }
 

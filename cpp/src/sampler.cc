@@ -72,8 +72,8 @@ Status ShardWindows::check() const {
   return Status::ok();
 }
 
-ShardWindowOrder::ShardWindowOrder(const std::vector<int64_t>& shard_sizes, int64_t window, bool shuffle,
-                                   uint64_t seed, uint64_t epoch)
+ShardWindowOrder::ShardWindowOrder(const std::vector<int64_t>& shard_sizes, int64_t window, bool shuffle, uint64_t seed,
+                                   uint64_t epoch)
     : window_(window), shuffle_(shuffle) {
   CHUTE_CHECK((ShardWindows{shard_sizes, window}.check().is_ok()));
   const int64_t num_shards = static_cast<int64_t>(shard_sizes.size());
@@ -133,7 +133,7 @@ std::vector<int64_t> ShardWindowOrder::shards_in(int64_t begin, int64_t end, siz
     if (start_[j0] >= end) break;  // the range ended before this window
     const int64_t a = std::max(begin, start_[j0]), b = std::min(end, start_[j1]);
     if (a >= b) continue;  // a window of empty shards
-    if (!shuffle_) {    // the window's shards in sequence, from a's on
+    if (!shuffle_) {       // the window's shards in sequence, from a's on
       for (int64_t j = sequence_position(a); j < j1 && start_[j] < b; ++j) {
         if (start_[j + 1] == start_[j]) continue;  // empty
         out.push_back(sequence_[j]);

@@ -127,7 +127,8 @@ int64_t total(const std::vector<int64_t>& sizes) { return std::accumulate(sizes.
 // The shard (index-order number) of each source index, computed apart from the order.
 std::vector<int64_t> shard_of(const std::vector<int64_t>& sizes) {
   std::vector<int64_t> out;
-  for (size_t s = 0; s < sizes.size(); ++s) out.insert(out.end(), static_cast<size_t>(sizes[s]), static_cast<int64_t>(s));
+  for (size_t s = 0; s < sizes.size(); ++s)
+    out.insert(out.end(), static_cast<size_t>(sizes[s]), static_cast<int64_t>(s));
   return out;
 }
 
@@ -213,7 +214,8 @@ TEST(ShardWindowOrderTest, AWindowHoldsExactlyTheSamplesOfAtMostKShards) {
       }
       // Any run of consecutive positions no longer than the smallest window touches at most 2K shards.
       int64_t shortest = o.size();
-      for (int64_t w = 0; w < o.num_windows(); ++w) shortest = std::min(shortest, o.window_begin(w + 1) - o.window_begin(w));
+      for (int64_t w = 0; w < o.num_windows(); ++w)
+        shortest = std::min(shortest, o.window_begin(w + 1) - o.window_begin(w));
       for (int64_t p = 0; shortest > 0 && p + shortest <= o.size(); ++p) {
         std::set<int64_t> touched;
         for (int64_t q = p; q < p + shortest; ++q) touched.insert(shard[o(q)]);
@@ -232,7 +234,8 @@ TEST(ShardWindowOrderTest, LocalityAgainstTheSampleOrder) {
   const auto samples = materialise(EpochOrder(6400, true, 5, 0));
   for (int64_t b = 0; b < 8; ++b) {
     std::set<int64_t> in_windows, in_samples;
-    for (int64_t p = b * 800; p < (b + 1) * 800; ++p) in_windows.insert(shard[windows[p]]), in_samples.insert(shard[samples[p]]);
+    for (int64_t p = b * 800; p < (b + 1) * 800; ++p)
+      in_windows.insert(shard[windows[p]]), in_samples.insert(shard[samples[p]]);
     EXPECT_EQ(in_windows.size(), 8u);
     EXPECT_GT(in_samples.size(), 60u);
   }
@@ -253,7 +256,8 @@ TEST(ShardWindowOrderTest, ShardsFromListsTheShardsARankReadsInFirstUseOrder) {
               for (int64_t p = from; p < o.size(); ++p)
                 if (std::find(expected.begin(), expected.end(), shard[o[p]]) == expected.end())
                   expected.push_back(shard[o[p]]);
-              EXPECT_EQ(o.shards_from(from), expected) << "n=" << n << " k=" << k << " rank=" << rank << " from=" << from;
+              EXPECT_EQ(o.shards_from(from), expected)
+                  << "n=" << n << " k=" << k << " rank=" << rank << " from=" << from;
               if (expected.size() > 2) {
                 expected.resize(2);
                 EXPECT_EQ(o.shards_from(from, 2), expected);

@@ -130,8 +130,15 @@ def test_two_ranks_visit_every_sample_once(uneven, kind, even_split):
         seen = []
         for rank in (0, 1):
             loader = make(
-                source, batch_size=4, shuffle=True, seed=2, order="shards", shard_window=2,
-                rank=rank, world_size=2, even_split=even_split,
+                source,
+                batch_size=4,
+                shuffle=True,
+                seed=2,
+                order="shards",
+                shard_window=2,
+                rank=rank,
+                world_size=2,
+                even_split=even_split,
             )
             got = labels_of(run(loader, epochs=(epoch,)))
             assert len(got) == loader.num_samples == (n // 2 if even_split else n // 2 + (rank < n % 2))
@@ -146,7 +153,9 @@ def test_ranks_read_about_half_the_shards_each(mixing_tars):
     source = chute.TarDataset(mixing_tars)
     shards = []
     for rank in (0, 1):
-        got = labels_of(run(make(source, batch_size=64, shuffle=True, order="shards", shard_window=2, rank=rank, world_size=2)))
+        got = labels_of(
+            run(make(source, batch_size=64, shuffle=True, order="shards", shard_window=2, rank=rank, world_size=2))
+        )
         shards.append({i // PER_SHARD for i in got})
     # 32 shards: 16 each; a window straddling the ranks' boundary may be shared (at most its 2 shards).
     assert all(16 <= len(s) <= 18 for s in shards), [len(s) for s in shards]
@@ -259,7 +268,9 @@ def test_shard_window_mixing_matches_the_hypergeometric_expectation(mixing_tars)
             assert len(shards) == 8
     # Epoch to epoch, the windows are new groups of shards.
     first = {frozenset(int(v) // PER_SHARD for _, y in batches[w * 8 : (w + 1) * 8] for v in y) for w in range(4)}
-    second = {frozenset(int(v) // PER_SHARD for _, y in batches[32 + w * 8 : 32 + (w + 1) * 8] for v in y) for w in range(4)}
+    second = {
+        frozenset(int(v) // PER_SHARD for _, y in batches[32 + w * 8 : 32 + (w + 1) * 8] for v in y) for w in range(4)
+    }
     assert first != second
 
 

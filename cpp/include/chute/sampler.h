@@ -79,7 +79,7 @@ class ShardWindowOrder {
  public:
   static constexpr uint64_t kShardStream = 1;   // Permutation stream of the shard order
   static constexpr uint64_t kWindowStream = 2;  // window w's: kWindowStream + w
-  static constexpr int kRounds = 8;              // Feistel rounds of its permutations
+  static constexpr int kRounds = 8;             // Feistel rounds of its permutations
   // `shard_sizes`: samples per shard, >= 0 each, in index order; `window` >= 1 shards.
   ShardWindowOrder(const std::vector<int64_t>& shard_sizes, int64_t window, bool shuffle, uint64_t seed,
                    uint64_t epoch);
@@ -157,7 +157,7 @@ class EpochOrder {
   Shard shard_;
   Permutation permutation_;
   std::shared_ptr<const std::vector<int64_t>> explicit_;  // set: an explicit order
-  std::shared_ptr<const ShardWindowOrder> windows_;      // set: the shard-window order
+  std::shared_ptr<const ShardWindowOrder> windows_;       // set: the shard-window order
   int64_t first_ = 0;                                     // with windows_: this rank's first global position
 };
 
