@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import io
 import math
+import subprocess
+import sys
 import tarfile
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -147,6 +150,39 @@ def test_two_ranks_visit_every_sample_once(uneven, kind, even_split):
         assert seen[0] + seen[1] == whole.tolist()[: len(seen[0]) + len(seen[1])]  # contiguous blocks
         assert len(set(seen[0]) | set(seen[1])) == len(seen[0]) + len(seen[1])
         assert len(seen[0]) + len(seen[1]) == (n - n % 2 if even_split else n)
+
+
+def test_torchrun_ranks_share_the_epoch_exactly(uneven, tmp_path):
+    """Two processes under torchrun, ranks from torch.distributed: disjoint shares that cover the epoch."""
+    tars = uneven["tar"]().paths
+    script = tmp_path / "ranks.py"
+    script.write_text(
+        textwrap.dedent("""
+        import sys, torch.distributed as dist, chute
+        from chute import _native
+        dist.init_process_group("gloo")
+        rank, world = dist.get_rank(), dist.get_world_size()
+        source = chute.TarDataset(sys.argv[2:], cache_dir=sys.argv[1])
+        for even in (True, False):
+            loader = chute.Loader(source, batch_size=4, shuffle=True, seed=9, order="shards", shard_window=2,
+                                  even_split=even, transforms=[chute.CenterCrop(16)], num_threads=1)
+            mine = [int(v) for _, y in loader for v in y]
+            everyone = [None] * world
+            dist.all_gather_object(everyone, mine)
+            if rank == 0:
+                whole = _native.epoch_order(len(source), True, 9, 0, shard_sizes=list(source._native.shard_sizes()),
+                                            shard_window=2).tolist()
+                joined = sum(everyone, [])
+                assert joined == whole[: len(joined)], "rank blocks follow each other in the global order"
+                assert len(set(joined)) == len(joined) == (58 if even else 59), (even, len(joined))
+                print("ok", even, [len(e) for e in everyone])
+        dist.destroy_process_group()
+    """)
+    )
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script)]
+    result = subprocess.run(command + [str(tmp_path / "cache"), *tars], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ok True [29, 29]" in result.stdout and "ok False [30, 29]" in result.stdout
 
 
 def test_ranks_read_about_half_the_shards_each(mixing_tars):
