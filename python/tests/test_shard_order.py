@@ -331,3 +331,28 @@ def test_window_shuffle_is_unbiased_over_many_seeds():
     mean, sd = distinct_law(8 * PER_SHARD, 8, 32)
     assert abs(np.mean(per_batch) - mean) < 5 * sd / math.sqrt(len(per_batch)), (np.mean(per_batch), mean)
     assert abs(np.std(per_batch) - sd) < 0.02, (np.std(per_batch), sd)
+
+
+def test_two_shards_share_a_window_with_the_stated_probability():
+    """32 shards, K=8: every pair of shards shares a window with probability (K - 1) / (S - 1) = 7/31 per
+    epoch (the shard order is a uniform permutation up to the Feistel construction), and independently
+    from one epoch to the next (both epochs: p**2). Over 4,000 seeds; tolerance 4.5 standard errors for
+    each of the 496 pairs, 5 for the epoch-to-epoch mean."""
+    shards, k, seeds = 32, 8, 4000
+
+    def same_window(seed: int, epoch: int) -> np.ndarray:
+        order = _native.epoch_order(shards, True, seed, epoch, shard_sizes=[1] * shards, shard_window=k)
+        window = np.empty(shards, int)
+        window[order] = np.arange(shards) // k
+        return window[:, None] == window[None, :]
+
+    pairs = ~np.eye(shards, dtype=bool)
+    together, both = np.zeros((shards, shards)), []
+    for seed in range(seeds):
+        first, second = same_window(seed, 0), same_window(seed, 1)
+        together += first
+        both.append((first & second)[pairs].mean())
+    p = (k - 1) / (shards - 1)
+    rate = together[pairs] / seeds
+    assert np.abs(rate - p).max() < 4.5 * math.sqrt(p * (1 - p) / seeds), (rate.min(), rate.max(), p)
+    assert abs(np.mean(both) - p * p) < 5 * np.std(both) / math.sqrt(seeds), (np.mean(both), p * p)
