@@ -96,21 +96,28 @@ ShardWindowOrder::ShardWindowOrder(const std::vector<int64_t>& shard_sizes, int6
   }
 }
 
-int64_t ShardWindowOrder::sequence_position(int64_t g) const {
-  // The last j with start_[j] <= g: a shard with samples (an empty shard starts where the next one does).
-  return static_cast<int64_t>(std::upper_bound(start_.begin(), start_.end(), g) - start_.begin()) - 1;
+int64_t ShardWindowOrder::sequence_position(int64_t g, int64_t lo, int64_t hi) const {
+  // The last j in [lo, hi) with start_[j] <= g (given start_[lo] <= g < start_[hi]): a shard with samples
+  // (an empty shard starts where the next one does).
+  return static_cast<int64_t>(std::upper_bound(start_.begin() + lo + 1, start_.begin() + hi + 1, g) - start_.begin()) -
+         1;
 }
 
-int64_t ShardWindowOrder::mixed(int64_t g) const {
-  if (!shuffle_) return g;
-  const int64_t w = sequence_position(g) / window_;
-  const int64_t window_start = start_[w * window_];
-  return window_start + static_cast<int64_t>(mix_[w](static_cast<uint64_t>(g - window_start)));
+int64_t ShardWindowOrder::locate(int64_t g, int64_t* v) const {
+  const int64_t num_shards = static_cast<int64_t>(sequence_.size());
+  const int64_t j = sequence_position(g, 0, num_shards);
+  if (!shuffle_) {
+    *v = g;
+    return j;
+  }
+  const int64_t w = j / window_, j0 = w * window_, j1 = std::min(num_shards, j0 + window_);
+  *v = start_[j0] + static_cast<int64_t>(mix_[w](static_cast<uint64_t>(g - start_[j0])));
+  return sequence_position(*v, j0, j1);  // within the window: K + 1 prefix sums
 }
 
 int64_t ShardWindowOrder::operator()(int64_t g) const {
-  const int64_t v = mixed(g);
-  const int64_t j = sequence_position(v);
+  int64_t v = 0;
+  const int64_t j = locate(g, &v);
   return first_sample_[sequence_[j]] + (v - start_[j]);
 }
 
@@ -119,7 +126,10 @@ int64_t ShardWindowOrder::window_begin(int64_t w) const {
   return start_[std::min(num_shards, std::clamp<int64_t>(w, 0, num_windows_) * window_)];
 }
 
-int64_t ShardWindowOrder::shard_at(int64_t g) const { return sequence_[sequence_position(mixed(g))]; }
+int64_t ShardWindowOrder::shard_at(int64_t g) const {
+  int64_t v = 0;
+  return sequence_[locate(g, &v)];
+}
 
 std::vector<int64_t> ShardWindowOrder::shards_in(int64_t begin, int64_t end, size_t max_shards) const {
   std::vector<int64_t> out;
@@ -128,13 +138,13 @@ std::vector<int64_t> ShardWindowOrder::shards_in(int64_t begin, int64_t end, siz
   if (begin >= end || max_shards == 0) return out;
   const int64_t num_shards = static_cast<int64_t>(sequence_.size());
   std::vector<char> seen;
-  for (int64_t w = sequence_position(begin) / window_; w < num_windows_; ++w) {
+  for (int64_t w = sequence_position(begin, 0, num_shards) / window_; w < num_windows_; ++w) {
     const int64_t j0 = w * window_, j1 = std::min(num_shards, j0 + window_);
     if (start_[j0] >= end) break;  // the range ended before this window
     const int64_t a = std::max(begin, start_[j0]), b = std::min(end, start_[j1]);
     if (a >= b) continue;  // a window of empty shards
     if (!shuffle_) {       // the window's shards in sequence, from a's on
-      for (int64_t j = sequence_position(a); j < j1 && start_[j] < b; ++j) {
+      for (int64_t j = sequence_position(a, j0, j1); j < j1 && start_[j] < b; ++j) {
         if (start_[j + 1] == start_[j]) continue;  // empty
         out.push_back(sequence_[j]);
         if (out.size() == max_shards) return out;
@@ -145,7 +155,8 @@ std::vector<int64_t> ShardWindowOrder::shards_in(int64_t begin, int64_t end, siz
     for (int64_t j = j0; j < j1; ++j) left += start_[j + 1] > start_[j];
     seen.assign(static_cast<size_t>(j1 - j0), 0);
     for (int64_t g = a; g < b && left > 0; ++g) {
-      const int64_t j = sequence_position(mixed(g));
+      int64_t v = 0;
+      const int64_t j = locate(g, &v);
       if (seen[j - j0]) continue;
       seen[j - j0] = 1, --left;
       out.push_back(sequence_[j]);

@@ -98,8 +98,10 @@ class ShardWindowOrder {
   int64_t window_begin(int64_t w) const;
 
  private:
-  int64_t sequence_position(int64_t g) const;  // j: g lies in shard sequence_[j]'s samples (start_[j] <= g)
-  int64_t mixed(int64_t g) const;              // g's place after its window's shuffle (g without shuffle)
+  // j in [lo, hi): position g lies in shard sequence_[j]'s samples.
+  int64_t sequence_position(int64_t g, int64_t lo, int64_t hi) const;
+  // The j of the shard global position g reads, and `v`, g's place after its window's shuffle.
+  int64_t locate(int64_t g, int64_t* v) const;
   int64_t window_;
   bool shuffle_;
   int64_t num_windows_;
