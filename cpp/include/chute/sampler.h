@@ -14,19 +14,19 @@
 // The shard-window order, for sources stored as shards (packed shards, tar files), where a random read
 // per sample is slow (remote storage) and whole-shard sequential reads are fast. The source's shards are
 // contiguous index ranges (`shard_sizes`, samples per shard in index order). For (seed, epoch):
-//   (a) the shard order is shuffled by Permutation(S, seed, epoch, kShardStream);
+//   (a) the shard order is shuffled by Permutation(S, seed, epoch, kShardStream, kRounds);
 //   (b) the shuffled shard sequence is cut into consecutive windows of K shards (the last may be shorter);
 //   (c) within window w, the samples of its shards are shuffled together by
-//       Permutation(samples in w, seed, epoch, kWindowStream + w); the global order is the windows one
+//       Permutation(samples in w, seed, epoch, kWindowStream + w, kRounds); the global order is the windows one
 //       after another;
 //   (d) ranks take CONTIGUOUS blocks of the global order: rank r the global positions
 //       [r * n, (r + 1) * n) with n = N / W under even_split (the last N mod W positions are left out);
 //       without it the first N mod W ranks take one more, and every sample is visited exactly once.
 // Contiguous here, interleaved in the sample order: a rank then reads about S / W of the shards (its own
-// windows, plus at most two it shares with its neighbours at its block's ends), so a node fetches 1/W of
+// windows, plus at most two windows it shares with its neighbours at its block's ends), so a node fetches 1/W of
 // a remote dataset instead of every shard. The sample order has no such locality to keep, and
 // interleaving keeps each rank's share a uniform sample of every part of the permutation.
-// Consecutive positions therefore draw from at most K shards (two windows' worth at a window boundary).
+// Consecutive positions draw from at most K shards (two windows' worth at a window boundary).
 // Without shuffle, shards and samples stay in index order: the global order is sequential (the ranks'
 // blocks are still contiguous). Per position the order costs two binary searches, O(log S) time; an
 // epoch's order holds O(S) memory (the shard sequence, prefix sums of its sizes, a key per window), never
