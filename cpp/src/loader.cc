@@ -168,6 +168,20 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Source> sou
   if (source == nullptr) return invalid_argument("source is null");
   CHUTE_RETURN_IF_ERROR(options.validate());
   CHUTE_RETURN_IF_ERROR(EpochOrder::check_shard(source->size(), options.shard));
+  ShardWindows windows{.shard_sizes = {}, .window = options.shard_window};
+  if (options.order == SampleOrder::kShards) {
+    windows.shard_sizes = source->shard_sizes();
+    if (windows.shard_sizes.empty())
+      return invalid_argument("order='shards' reads a source shard by shard, and this " + source_kind(*source) +
+                              " is not stored in shards (chute pack's shards or tar files are): use "
+                              "order='sample', or pack the source with `chute pack`");
+    CHUTE_RETURN_IF_ERROR(windows.check());
+    int64_t total = 0;
+    for (int64_t n : windows.shard_sizes) total += n;
+    if (total != source->size())
+      return invalid_argument("the " + source_kind(*source) + "'s shards hold " + std::to_string(total) +
+                              " samples, the source " + std::to_string(source->size()) + " (a bug in that source)");
+  }
   // A pool of tens of thousands of threads would start (the kernel allows it), then crawl: not a budget.
   if (std::max(options.num_threads, options.max_threads) > kMaxThreads)
     return invalid_argument("num_threads/max_threads of " +
@@ -194,6 +208,7 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Source> sou
   // Large decodes share max_memory with the batch buffers (decode_budget.h).
   if (!options.decode.budget) options.decode.budget = std::make_shared<DecodeBudget>(options.max_memory);
   std::unique_ptr<Loader> loader(new Loader(std::move(source), std::move(pipeline), std::move(writer), options));
+  loader->shard_windows_ = std::move(windows);
   CHUTE_RETURN_IF_ERROR(loader->start_workers());
   return loader;
 }
@@ -308,9 +323,12 @@ void Loader::cancel_epoch(std::unique_lock<std::mutex>& lock) {
 }
 
 Status Loader::start_epoch(uint64_t epoch, int64_t start) {
-  return begin_epoch(
-      {.seed = options_.seed, .epoch = epoch}, start,
-      std::make_unique<EpochOrder>(source_->size(), options_.shuffle, options_.seed, epoch, options_.shard));
+  // Both orders are pure functions of (seed, epoch, shard): a resumed epoch is the same order.
+  auto order =
+      options_.order == SampleOrder::kShards
+          ? std::make_unique<EpochOrder>(shard_windows_, options_.shuffle, options_.seed, epoch, options_.shard)
+          : std::make_unique<EpochOrder>(source_->size(), options_.shuffle, options_.seed, epoch, options_.shard);
+  return begin_epoch({.seed = options_.seed, .epoch = epoch}, start, std::move(order));
 }
 
 Status Loader::start_epoch(uint64_t epoch, int64_t start, std::vector<int64_t> order, std::optional<uint64_t> seed) {

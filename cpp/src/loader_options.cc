@@ -56,6 +56,7 @@ Status LoaderOptions::validate() const {
   CHUTE_RETURN_IF_ERROR(kExtraBuffers.check(extra_buffers));
   CHUTE_RETURN_IF_ERROR(kRank.check(shard.rank));
   CHUTE_RETURN_IF_ERROR(kWorldSize.check(shard.world_size));
+  CHUTE_RETURN_IF_ERROR(kShardWindow.check(shard_window));
   CHUTE_RETURN_IF_ERROR(decode.validate());
   if ((num_threads == 0 || prefetch == 0) && !collect_stats)
     return invalid_argument("auto threads or prefetch need collect_stats: they tune from the statistics");

@@ -33,6 +33,7 @@ TEST(LoaderOptionsTest, ValidateNamesTheFirstBadOption) {
   EXPECT_EQ(message({.num_threads = 4, .max_threads = 2}), "num_threads=4 exceeds max_threads=2");
   EXPECT_EQ(message({.prefetch = -3}), "prefetch must be an int in [1, 2**31 - 1] or 'auto', got -3");
   EXPECT_EQ(message({.max_memory = 0}), "max_memory must be an int in [1, 2**64 - 1], got 0");
+  EXPECT_EQ(message({.shard_window = 0}), "shard_window must be an int in [1, 2**63 - 1], got 0");
   LoaderOptions o;
   o.decode.max_pixels = 0;
   EXPECT_EQ(message(o), "max_pixels must be an int in [1, 2**63 - 1], got 0");

@@ -150,6 +150,13 @@ Status PackedSource::read_capped(int64_t index, std::vector<uint8_t>& out, uint6
   return read(index, out);
 }
 
+std::vector<int64_t> PackedSource::shard_sizes() const {
+  std::vector<int64_t> sizes;
+  sizes.reserve(index_.shards().size());
+  for (const ShardInfo& info : index_.shards()) sizes.push_back(static_cast<int64_t>(info.record_count));
+  return sizes;
+}
+
 std::vector<std::pair<int64_t, Status>> PackedSource::verify(int64_t begin, int64_t end,
                                                              const std::function<bool(int64_t)>& progress) const {
   std::vector<std::pair<int64_t, Status>> bad;

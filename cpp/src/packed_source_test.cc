@@ -72,6 +72,25 @@ TEST(PackedSourceTest, PackThenOpenGivesTheSameSamplesInOrder) {
     EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
 }
 
+TEST(PackedSourceTest, ShardSizesAreTheShardsContiguousRanges) {
+  TempDir dir;
+  MemorySource src(payloads(200));
+  ASSERT_TRUE(pack(src, {}, options(dir)).is_ok());
+  auto packed = PackedSource::open((dir.path() / "packed").string());
+  ASSERT_TRUE(packed.is_ok());
+  const PackedSource& p = **packed;
+  const std::vector<int64_t> sizes = p.shard_sizes();
+  ASSERT_EQ(sizes.size(), p.shards().size());
+  ASSERT_GT(sizes.size(), 5u);
+  int64_t first = 0;  // shard s holds [first, first + sizes[s]): every entry of that range names shard s
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    EXPECT_EQ(static_cast<uint64_t>(first), p.shards()[s].first_sample);
+    for (int64_t i = first; i < first + sizes[s]; ++i) ASSERT_EQ(p.entry(i).shard, s) << "record " << i;
+    first += sizes[s];
+  }
+  EXPECT_EQ(first, p.size());
+}
+
 TEST(PackedSourceTest, ReadsFromManyThreadsAtOnce) {
   TempDir dir;
   const auto items = payloads(300);

@@ -1,5 +1,11 @@
 #include "chute/source.h"
 
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <memory>
+#include <typeinfo>
+
 namespace chute {
 
 Status file_too_large(uint64_t size, uint64_t max_bytes) {
@@ -16,6 +22,15 @@ Status Source::read_capped(int64_t index, std::vector<uint8_t>& out, uint64_t ma
     return file_too_large(size, max_bytes);
   }
   return Status::ok();
+}
+
+std::string source_kind(const Source& source) {
+  const char* mangled = typeid(source).name();
+  int status = 0;
+  std::unique_ptr<char, decltype(&std::free)> name(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), &std::free);
+  std::string out = status == 0 && name != nullptr ? name.get() : mangled;
+  const size_t scope = out.rfind("::");  // chute::ImageFolder -> ImageFolder
+  return scope == std::string::npos ? out : out.substr(scope + 2);
 }
 
 }  // namespace chute

@@ -224,6 +224,13 @@ const TarSource::Tar& TarSource::locate(int64_t index, uint64_t* local) const {
   return t;
 }
 
+std::vector<int64_t> TarSource::shard_sizes() const {
+  std::vector<int64_t> sizes;
+  sizes.reserve(tars_.size());
+  for (const Tar& t : tars_) sizes.push_back(static_cast<int64_t>(t.index.size()));
+  return sizes;
+}
+
 int64_t TarSource::label(int64_t index) const {
   if (!folder_labels_.empty()) return folder_labels_[static_cast<size_t>(index)];
   uint64_t i;

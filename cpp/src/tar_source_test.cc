@@ -167,6 +167,29 @@ TEST(TarSourceTest, OpensTarsCachesTheIndexOutsideTheDatasetAndRebuildsItWhenThe
   EXPECT_EQ((*rebuilt)->size(), 2);
 }
 
+TEST(TarSourceTest, OneTarIsOneShardInPathOrder) {
+  TempDir dir;
+  std::vector<uint8_t> a, none, b;
+  add(a, "0.jpg", "A0");
+  add(a, "1.jpg", "A1");
+  end(a);
+  add(none, "metadata.json", "{}");  // no image: a shard of no sample
+  end(none);
+  add(b, "0.png", "B0");
+  end(b);
+  dir.write("a.tar", a);
+  dir.write("none.tar", none);
+  dir.write("b.tar", b);
+  const std::string pa = (dir.path() / "a.tar").string(), pn = (dir.path() / "none.tar").string(),
+                    pb = (dir.path() / "b.tar").string();
+  auto src = TarSource::open({pb, pn, pa});
+  ASSERT_TRUE(src.is_ok()) << src.status().to_string();
+  EXPECT_EQ((*src)->shard_sizes(), (std::vector<int64_t>{1, 0, 2}));
+  EXPECT_EQ((*src)->name(0), pb + ":0.png");
+  EXPECT_EQ((*src)->name(1), pa + ":0.jpg");
+  EXPECT_EQ((*src)->name(2), pa + ":1.jpg");
+}
+
 TEST(TarSourceTest, ATarRewrittenWithTheSameSizeAndMtimeIsReindexed) {
   TempDir dir, cache;
   auto tar_with_labels = [](const std::string& first, const std::string& second) {

@@ -83,9 +83,20 @@ class Loader:
     ``(seed, epoch, sample index)``, so a seed gives the same batches whatever ``num_threads``.
     ``state_dict()`` / ``load_state_dict()`` resume mid-epoch exactly.
 
+    Order: ``order='sample'`` (the default) visits a random permutation of every sample (``shuffle=True``),
+    keyed by ``(seed, epoch)``. ``order='shards'``, for sources stored as shards (``chute pack`` shards,
+    tar files), reads shards rather than scattered samples, as remote storage needs: each epoch shuffles
+    the shard order, cuts it into windows of ``shard_window`` shards (default 8) and shuffles the samples
+    of each window together, so a batch's samples come from at most ``shard_window`` shards (two windows
+    at a window's end) and a rank holds only those shards open. Without ``shuffle`` both orders are the
+    source's order. Either order is exact: every sample once per epoch across ranks, the same batches for
+    the same ``(seed, epoch, world_size)``, and an exact resume. docs/ORDER.md states their statistical
+    properties. ``order='shards'`` on a source without shards (an ImageFolder) is a ``ValueError``.
+
     Distributed: ``rank`` and ``world_size`` default to ``torch.distributed``'s when it is initialised, else
-    to torchrun's ``RANK``/``WORLD_SIZE``. Rank ``r`` takes positions ``r, r + W, ...`` of each epoch's
-    order. With ``even_split=True`` (training) every rank gets ``N // W`` samples, so all ranks run the
+    to torchrun's ``RANK``/``WORLD_SIZE``. With ``order='sample'``, rank ``r`` takes positions
+    ``r, r + W, ...`` of each epoch's order; with ``order='shards'``, the ``r``-th contiguous block of it,
+    so that each rank reads about ``1/W`` of the shards. With ``even_split=True`` (training) every rank gets ``N // W`` samples, so all ranks run the
     same number of steps; the ``N % W`` left over (other samples each shuffled epoch) are not visited,
     where ``DistributedSampler`` would repeat samples instead. ``even_split=False`` (exact evaluation)
     visits every sample exactly once; ranks then differ by at most one sample (and so at most one batch):
@@ -179,6 +190,8 @@ class Loader:
         rank: int | None = None,
         world_size: int | None = None,
         even_split: bool = _LOADER.even_split,
+        order: str = _LOADER.order,
+        shard_window: int = _LOADER.shard_window,
         quarantine: str | os.PathLike | None = None,
         device="cpu",
         pin_memory: bool | None = None,
@@ -222,6 +235,8 @@ class Loader:
             max_memory=max_memory,
             max_ring_bytes=max_ring_bytes,
             on_error=on_error,
+            order=order,
+            shard_window=shard_window,
             channels_last=memory_format == torch.channels_last,
             decode=decode_options,
         )
@@ -239,6 +254,8 @@ class Loader:
         self.shuffle = options.shuffle
         self.drop_last = options.drop_last
         self.even_split = options.even_split
+        self.order = options.order
+        self.shard_window = options.shard_window
         self._epoch = 0  # the epoch the next iteration runs
         self._running: int | None = None  # the epoch of the iteration in progress
         self._resume_position = 0  # where the next iteration starts in its epoch (load_state_dict)
@@ -395,6 +412,8 @@ class Loader:
             "rank": self.rank,
             "world_size": self.world_size,
             "even_split": self.even_split,
+            "order": self.order,
+            "shard_window": self.shard_window,
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -411,10 +430,16 @@ class Loader:
                 f"the state was taken with world_size={state['world_size']}, this loader has "
                 f"world_size={self.world_size}; resuming on another number of ranks is not supported"
             )
-        for key in ("seed", "shuffle", "drop_last", "batch_size", "even_split"):
-            if state[key] != getattr(self, key):
+        # A state without `order` (chute.ray.RemoteLoader's, or an older chute's) was taken in the sample
+        # order; shard_window shapes only the shard order.
+        taken = dict(state)
+        taken.setdefault("order", "sample")
+        taken.setdefault("shard_window", self.shard_window if taken["order"] == "sample" else None)
+        keys = ("seed", "shuffle", "drop_last", "batch_size", "even_split", "order")
+        for key in keys + (("shard_window",) if self.order == "shards" else ()):
+            if taken[key] != getattr(self, key):
                 raise ValueError(
-                    f"the state was taken with {key}={state[key]!r}, this loader has "
+                    f"the state was taken with {key}={taken[key]!r}, this loader has "
                     f"{key}={getattr(self, key)!r}: build the Loader with the same {key}"
                 )
         if not 0 <= state["position"] <= self.num_samples:

@@ -196,6 +196,10 @@ void register_options(nb::module_& m) {
       .integer(L::kWorldSize, [](L& o) -> int64_t& { return o.shard.world_size; })
       .boolean("even_split", [](L& o) -> bool& { return o.shard.even_split; })
       .field(
+          "order", [](L& o) { return std::string(sample_order_name(o.order)); },
+          [](L& o, nb::handle v) { o.order = to_choice(v, parse_sample_order); })
+      .integer(L::kShardWindow, [](L& o) -> int64_t& { return o.shard_window; })
+      .field(
           "channels_last", [](L& o) { return o.output.layout == Layout::kNHWC; },
           [](L& o, nb::handle v) { o.output.layout = to_bool(v) ? Layout::kNHWC : Layout::kNCHW; })
       .field(

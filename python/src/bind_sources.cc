@@ -32,6 +32,9 @@ void register_sources(nb::module_& m) {
              for (int64_t i = 0; i < s.size(); ++i) out[static_cast<size_t>(i)] = s.label(i);
              return out;
            })
+      .def("shard_sizes", &Source::shard_sizes,
+           "Samples per shard in index order, for a source stored as shards (packed shards, tar files); [] "
+           "otherwise (chute/source.h).")
       .def("names", [](const Source& s) {
         // Names are file names (bytes on POSIX): str as os.fsdecode gives them, so none fails to decode.
         nb::list out;

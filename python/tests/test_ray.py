@@ -144,6 +144,8 @@ def test_resume_is_exact_and_interchangeable_with_loader(remote, folder):
         next(it)
     remote.load_state_dict(local.state_dict())
     _same(expected, list(remote))
+    with pytest.raises(ValueError, match=r"order='shards'; chute.ray.RemoteLoader visits the sample order"):
+        remote.load_state_dict({**local.state_dict(), "order": "shards"})  # chute.Loader(order="shards")'s
 
 
 def test_slow_consumer_bounds_batches_in_flight(remote):

@@ -69,6 +69,14 @@ struct LoaderOptions {
   // fit), shared with the scratch of large decodes, which wait for room (decode_budget.h).
   size_t max_memory = size_t{2} << 30;
   Shard shard;  // this process's rank and share of each epoch (sampler.h)
+  // The epoch's order (sampler.h): kSample, a permutation of every sample (or sequential without shuffle),
+  // ranks interleaved; kShards, the shard-window order over the source's shards (Source::shard_sizes(),
+  // which must be non-empty), `shard_window` shards shuffled together, ranks in contiguous blocks.
+  SampleOrder order = SampleOrder::kSample;
+  // K, the shards whose samples are shuffled together. 8: a batch of 32 then draws from about 7 of them
+  // (docs/ORDER.md measures it), while a rank keeps only 8 shards open (or cached, for a remote source), at
+  // most 16 at a window boundary: 2-8 GiB for WebDataset's usual shards of 256 MiB to 1 GiB.
+  int64_t shard_window = 8;
   OutputFormat output;
   DecodeOptions decode;
   ErrorPolicy on_error = ErrorPolicy::kRaise;
@@ -97,6 +105,7 @@ struct LoaderOptions {
   static constexpr OptionRange kExtraBuffers{"extra_buffers", 0, kInt32Max};
   static constexpr OptionRange kRank{"rank", 0, kInt64Max};
   static constexpr OptionRange kWorldSize{"world_size", 1, kInt64Max};
+  static constexpr OptionRange kShardWindow{"shard_window", 1, kInt64Max};
   // Ok, or kInvalidArgument naming the first option out of range or in conflict with another. Checks that
   // need the source or the pipeline (the shard against the dataset, buffer sizes) are Loader::create's.
   Status validate() const;
@@ -160,7 +169,7 @@ class Loader {
   // position (a value of position()): the batches are those an uninterrupted run would deliver next.
   Status start_epoch(uint64_t epoch, int64_t start = 0);
   // The same with an explicit order: these source indices, in this order, batched by batch_size (a short
-  // last batch unless drop_last), instead of the shuffle/shard order the options describe. Augmentation
+  // last batch unless drop_last), instead of the order the options describe (shuffle, order, shard). Augmentation
   // stays keyed by (seed, epoch, source index), where seed is `seed` when given (a torch DataLoader draws a
   // new one each epoch: chute.DataLoader passes it here), else options().seed. An index outside the source
   // is kInvalidArgument.
@@ -218,6 +227,7 @@ class Loader {
   void cancel_epoch(std::unique_lock<std::mutex>& lock);
 
   std::shared_ptr<const Source> source_;
+  ShardWindows shard_windows_;  // order kShards: the source's shard sizes and the window
   Pipeline pipeline_;
   OutputWriter writer_;
   LoaderOptions options_;

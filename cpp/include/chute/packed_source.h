@@ -41,6 +41,9 @@ class PackedSource final : public Source {
   Status read(int64_t index, std::vector<uint8_t>& out) const override;
   // Refuses a record whose payload is over `max_bytes` from the index, before reading it.
   Status read_capped(int64_t index, std::vector<uint8_t>& out, uint64_t max_bytes) const override;
+  // Each shard's record count: the format keeps shards contiguous (the index's shard table gives each
+  // shard [first sample, first sample + record count), with no gap, checked at open; docs/FORMAT.md).
+  std::vector<int64_t> shard_sizes() const override;
 
   const std::vector<std::string>& classes() const { return index_.classes(); }
   const std::vector<ShardInfo>& shards() const { return index_.shards(); }

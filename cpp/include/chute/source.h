@@ -33,6 +33,10 @@ class Source {
   // know a sample's size before reading it override this to fail before allocating; the default reads,
   // then checks.
   virtual Status read_capped(int64_t index, std::vector<uint8_t>& out, uint64_t max_bytes) const;
+  // Samples per shard, in index order, when the source is stored as shards that are contiguous index
+  // ranges (shard 0 holds [0, sizes[0]), shard 1 the next sizes[1], ...): what the shard-window order
+  // (sampler.h) reads. Empty: no shards (an image tree, a file list).
+  virtual std::vector<int64_t> shard_sizes() const { return {}; }
   // The order the loader will read from position `start` of an epoch on (each start_epoch): a source whose
   // reads are slow to start (remote shards) fetches ahead of it. The default does nothing.
   virtual void will_read(const EpochOrder& order, int64_t start) const {
@@ -40,5 +44,8 @@ class Source {
     (void)start;
   }
 };
+
+// The source's class name for messages: "ImageFolder", "PackedSource", "TarSource", ...
+std::string source_kind(const Source& source);
 
 }  // namespace chute

@@ -55,6 +55,8 @@ class TarSource final : public Source {
   std::string name(int64_t index) const override;
   Status read(int64_t index, std::vector<uint8_t>& out) const override;
   Status read_capped(int64_t index, std::vector<uint8_t>& out, uint64_t max_bytes) const override;
+  // One tar is one shard: its samples, in the order of `paths` (a tar's samples are numbered together).
+  std::vector<int64_t> shard_sizes() const override;
 
   // The image member's path inside its tar.
   std::string member(int64_t index) const;

@@ -217,6 +217,10 @@ class RemoteLoader:
             raise ValueError(
                 f"the state is for a dataset of {state['dataset_size']} samples, this source has {self._dataset_size}"
             )
+        if state.get("order", "sample") != "sample":  # chute.Loader(order='shards')'s: another order
+            raise ValueError(
+                f"the state was taken with order={state['order']!r}; chute.ray.RemoteLoader visits the sample order"
+            )
         for key in ("world_size", "seed", "shuffle", "drop_last", "batch_size", "even_split"):
             if state[key] != getattr(self, key):
                 raise ValueError(
