@@ -13,7 +13,7 @@ from chute import _native, _validate
 from chute import delivery as _delivery
 from chute.errors import Quarantine, SampleError
 from chute.packed import source_from_path
-from chute.stats import LoaderStats
+from chute.stats import LoaderStats, remote_evidence, remote_limit
 
 _DTYPES = {torch.uint8: "uint8", torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
@@ -337,7 +337,14 @@ class Loader:
         """Where the time went since the loader was created or :meth:`reset_stats`, with a verdict:
         input-bound (and which stage limits) or consumer-bound. A dict; ``print()`` it for a summary."""
         skipped = getattr(self.source, "skipped", None) or []  # members a tar source left out, by reason
-        return LoaderStats(self._native.stats(), members_skipped={s["reason"]: s["count"] for s in skipped})
+        stats = LoaderStats(self._native.stats(), members_skipped={s["reason"]: s["count"] for s in skipped})
+        remote_stats = getattr(self.source, "remote_stats", None)
+        if remote_stats is not None and (io := remote_stats()) is not None:
+            stats["remote"] = io
+            if stats.get("limit") == "storage":
+                stats["remote_limit"] = remote_limit(io)
+                stats["verdict"] += f"; remote {stats['remote_limit']}: {remote_evidence(io)}"
+        return stats
 
     def reset_stats(self) -> None:
         """Starts the statistics afresh (e.g. after a warm-up epoch)."""

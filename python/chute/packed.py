@@ -70,13 +70,44 @@ class _RecordSource(NativeSource):
 class PackedDataset(_RecordSource):
     """A dataset written by :func:`chute.pack`: same samples, labels, classes and order as its source.
     Reads go through one memory mapping per shard; each record's XXH3 checksum is checked on every read
-    unless ``verify=False``."""
+    unless ``verify=False``.
 
-    def __init__(self, path: str | os.PathLike, *, verify: bool = True):
-        self.path = _validate.path("path", path)
-        self._native = _native.PackedSource.open(self.path, bool(verify))
+    ``path`` may be a URL (``s3://bucket/train/``, ``gs://...``, ``https://host/train/``): the index is
+    fetched at open, and shards are fetched whole, ahead of the loader's order, into the node's shard cache
+    (``cache_dir``, ``cache_limit``; docs/REMOTE.md), then read like local ones. Use ``order="shards"`` in
+    :class:`chute.Loader` so that readers move through a few shards at a time."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        verify: bool = True,
+        cache_dir: str | os.PathLike | None = None,
+        cache_limit: int | str | None = None,
+    ):
+        from chute import remote
+
+        self.path = remote.local_path(path) if isinstance(path, str) else _validate.path("path", path)
+        if remote.is_url(self.path):
+            self._native = _native.PackedSource.open_remote(
+                self.path, remote.store(), remote.cache(cache_dir, cache_limit), bool(verify)
+            )
+        else:
+            self.path = _validate.path("path", self.path)
+            self._native = _native.PackedSource.open(self.path, bool(verify))
         self.classes: list[str] = list(self._native.classes)
         self.class_to_idx: dict[str, int] = {c: i for i, c in enumerate(self.classes)}
+
+    def remote_stats(self) -> dict | None:
+        """For a remote dataset, its I/O so far: shards fetched and served by the cache, reads that waited
+        for a shard (and how long), and the process's HTTP figures (requests, bytes, retries, in flight,
+        latency p50/p99); None for a local one."""
+        shards = self._native.remote_stats()
+        if shards is None:
+            return None
+        from chute import remote
+
+        return {**shards, **remote.stats()}
 
     def __repr__(self) -> str:
         return f"chute.PackedDataset({self.path!r}, samples={len(self)}, classes={len(self.classes)})"
@@ -118,6 +149,22 @@ class TarDataset(_RecordSource):
         self._native = _native.TarSource.open(self.paths, resolve_cache_dir(cache_dir))
         self.classes: list[str] = list(self._native.classes)
 
+    @classmethod
+    def from_urls(
+        cls, pattern: str, *, cache_dir: str | os.PathLike | None = None, cache_limit: int | str | None = None
+    ) -> TarDataset:
+        """Tar shards in object storage (a URL with braces or globs). A tar's members are known only by
+        reading it, so each tar is fetched whole into the shard cache at open (many at once), indexed there,
+        and read locally; chute's packed format, whose index lists every record, fetches shards only as the
+        loader's order reaches them."""
+        from chute import remote
+
+        urls = remote.expand(pattern)
+        paths = _native.cache_objects(remote.store(), remote.cache(cache_dir, cache_limit), urls)
+        dataset = cls(paths, cache_dir=cache_dir)
+        dataset.urls = urls
+        return dataset
+
     @property
     def skipped(self) -> list[dict]:
         """Members of the tars that are in no sample: ``{"reason", "count", "examples"}`` per reason
@@ -154,16 +201,36 @@ def open(
     *,
     verify: bool = True,  # noqa: A001
     cache_dir: str | os.PathLike | None = None,
+    cache_limit: int | str | None = None,
 ) -> PackedDataset | TarDataset:
     """Opens a packed dataset (its directory, or its ``index.chidx``), or tar / WebDataset shards (a
     ``.tar`` file, a glob such as ``"shards/train-*.tar"``, or a directory of tars). The result works
-    with :class:`chute.Loader` like :class:`chute.ImageFolder`. ``cache_dir``: where tar indexes are
-    cached (default :func:`resolve_cache_dir`)."""
+    with :class:`chute.Loader` like :class:`chute.ImageFolder`.
+
+    URLs work too: ``s3://bucket/train/`` or ``https://host/data/train/`` (a packed dataset's prefix),
+    ``https://host/data/train-{0000..0127}.tar`` or ``s3://bucket/shards/*.tar`` (tar shards: braces,
+    and globs listed for s3:// and gs://), ``file:///data/train``. ``cache_dir``: where tar indexes and
+    remote shards are cached (default :func:`resolve_cache_dir`); ``cache_limit``: the shard cache's size
+    (default 50 GB; least recently used shards are evicted). docs/REMOTE.md."""
+    from chute import remote
+
+    if isinstance(path_or_glob, str) and path_or_glob.startswith("file://"):
+        path_or_glob = remote.local_path(path_or_glob)
+    if remote.is_url(path_or_glob):
+        if _names_tars(path_or_glob):
+            return TarDataset.from_urls(path_or_glob, cache_dir=cache_dir, cache_limit=cache_limit)
+        return PackedDataset(path_or_glob, verify=verify, cache_dir=cache_dir, cache_limit=cache_limit)
     path = os.fsdecode(_validate.path("path_or_glob", path_or_glob))
     tars = _tar_paths(path)
     if tars is not None:
         return TarDataset(tars, cache_dir=cache_dir)
     return PackedDataset(path, verify=verify)
+
+
+def _names_tars(url: str) -> bool:
+    """Whether a URL (or URL pattern) names tar files rather than a packed dataset's prefix."""
+    last = url.rstrip("/").rsplit("/", 1)[-1]
+    return not url.endswith("/") and (last.endswith(".tar") or ".tar}" in last or ".tar," in last)
 
 
 def _image_tree_below(directory: str) -> str | None:
@@ -197,6 +264,10 @@ def source_from_path(path: str | os.PathLike) -> ImageFolder | PackedDataset | T
 
     A directory that reads both ways (tar files beside class folders of images) is an error naming both
     readings: chute never guesses which one the user meant."""
+    from chute import remote
+
+    if remote.is_url(path) or (isinstance(path, str) and path.startswith("file://")):
+        return open(path)
     path = os.fspath(path)
     if _is_glob(path) or path.endswith((".tar", ".chidx")) or os.path.exists(os.path.join(path, INDEX_FILE)):
         return open(path)

@@ -18,7 +18,6 @@ DEFAULT_CACHE_LIMIT = 50 * 10**9  # bytes; a size string such as "200GB" overrid
 
 _lock = threading.Lock()
 _store = None
-_caches: dict[tuple[str, int], object] = {}
 
 
 def is_url(path) -> bool:
@@ -37,37 +36,28 @@ def local_path(path):
 
 
 def store():
-    """The process's object store (one HTTP engine and its connections, shared by every remote dataset)."""
+    """The process's object store (one HTTP engine and its connections, shared by every remote dataset);
+    a forked child makes its own (the parent's engine thread is not in the child)."""
     global _store
     with _lock:
-        if _store is None or getattr(_store, "_pid", None) != os.getpid():  # a forked child makes its own
-            _store = _native.ObjectStore()
-            try:
-                _store._pid = os.getpid()
-            except AttributeError:
-                pass
-        return _store
-
-
-def shard_cache_dir(cache_dir=None) -> str:
-    """Where remote shards are cached: ``<cache_dir>/shards``, the cache directory being ``cache_dir`` or
-    :func:`chute.packed.resolve_cache_dir`'s (``$CHUTE_CACHE_DIR``, ``~/.cache/chute``)."""
-    from chute.packed import resolve_cache_dir
-
-    return os.path.join(resolve_cache_dir(cache_dir), "shards")
+        if _store is None or _store[0] != os.getpid():
+            _store = (os.getpid(), _native.ObjectStore())
+        return _store[1]
 
 
 def cache(cache_dir=None, cache_limit=None):
-    """The node's shard cache at ``cache_dir`` with a byte limit (an int or a size string; default 50 GB)."""
-    from chute.packed import parse_size
+    """The node's shard cache under ``cache_dir`` (:func:`chute.cache.shard_cache_dir`), with a byte limit
+    (an int or a size string such as ``"200GB"``; default 50 GB)."""
+    from chute.cache import open_shard_cache
 
-    directory = shard_cache_dir(cache_dir)
-    limit = DEFAULT_CACHE_LIMIT if cache_limit is None else parse_size(cache_limit, "cache_limit")
-    key = (os.path.abspath(directory), limit)
-    with _lock:
-        if key not in _caches:
-            _caches[key] = _native.ShardCache(directory, limit)
-        return _caches[key]
+    limit = DEFAULT_CACHE_LIMIT if cache_limit is None else cache_limit
+    return open_shard_cache(cache_dir, limit)
+
+
+def expand(pattern: str) -> list[str]:
+    """The URLs a pattern names: bash braces (``train-{0000..0127}.tar``), then globs (listed, for s3://
+    and gs://), or every object under a prefix ending in ``/``."""
+    return [info.url for info in store().expand(pattern)]
 
 
 def stats() -> dict:

@@ -50,9 +50,38 @@ class LoaderStats(dict):
             f"{s['fill_wait_s']:.2f} s before first batches), own work {s['consumer_s']:.2f} s",
             f"  verdict: {s['verdict']}",
         ]
+        if s.get("remote"):
+            io = s["remote"]
+            lines.append(
+                f"  remote: {io['requests']:,} requests, {io['bytes'] / 1e6:,.1f} MB, {io['retries']} retries, "
+                f"p50 {1e3 * io['latency_p50_s']:.0f} ms, p99 {1e3 * io['latency_p99_s']:.0f} ms; shards: "
+                f"{io['shard_fetches']} fetched, {io['cache_hits']} from the cache, {io['reader_waits']} reads "
+                f"waited {io['reader_wait_s']:.2f} s"
+            )
         if s.get("members_skipped"):
             lines.append(
                 "  source: members in no sample: "
                 + ", ".join(f"{n} {reason}" for reason, n in s["members_skipped"].items())
             )
         return "\n".join(lines)
+
+
+def remote_limit(io: dict) -> str:
+    """Which side of remote storage limits a storage-bound loader: ``"latency"`` when a read that waited
+    for its shard waited about one request's time (a round trip: fetching further ahead hides it), else
+    ``"bandwidth"`` (the wait spans many requests' transfer: a faster link, or fewer bytes, helps)."""
+    waits, p50 = io.get("reader_waits", 0), io.get("latency_p50_s", 0.0)
+    if not waits or p50 <= 0:
+        return "latency"
+    return "latency" if io["reader_wait_s"] / waits <= 2 * p50 else "bandwidth"
+
+
+def remote_evidence(io: dict) -> str:
+    """The figures behind :func:`remote_limit`, in words."""
+    waits = io.get("reader_waits", 0)
+    mean = 1e3 * io["reader_wait_s"] / waits if waits else 0.0
+    return (
+        f"{waits} reads waited for a shard (mean {mean:.0f} ms); requests p50 {1e3 * io.get('latency_p50_s', 0):.0f} "
+        f"ms, p99 {1e3 * io.get('latency_p99_s', 0):.0f} ms, {io.get('in_flight_limit', 0)} in flight at most, "
+        f"{io.get('retries', 0)} retries"
+    )

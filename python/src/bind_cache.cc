@@ -13,9 +13,6 @@
 namespace chute::py {
 namespace {
 
-struct PyShardCache {
-  std::shared_ptr<ShardCache> impl;
-};
 
 // An entry as get() or peek() returned it: its mapping stays valid (and readable) even after eviction.
 struct PyCachedShard {

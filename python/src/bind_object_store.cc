@@ -18,9 +18,6 @@
 namespace chute::py {
 namespace {
 
-struct PyObjectStore {
-  std::shared_ptr<ObjectStore> impl;
-};
 struct PyUpload {
   std::unique_ptr<Upload> impl;
 };
@@ -119,6 +116,13 @@ void register_object_store(nb::module_& m) {
             return to_bytes(unwrap(without_gil([&] { return s.impl->read(url, offset, length); })));
           },
           nb::arg("url"), nb::arg("offset"), nb::arg("length"))
+      .def(
+          "stats",
+          [](const PyObjectStore& s) {
+            return s.impl->engine() ? http_stats_dict(s.impl->engine()->stats()) : nb::dict();
+          },
+          "The HTTP engine's figures: requests, bytes, retries, failures, in flight (and its limit), latency "
+          "p50/p99.")
       .def(
           "download",
           [](const PyObjectStore& s, const std::string& url, const FsPath& path) {

@@ -1,5 +1,7 @@
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <mutex>
 #include <cstring>
 #include <numeric>
 #include <optional>
@@ -18,7 +20,9 @@
 #include "chute/image_decoder.h"
 #include "chute/image_folder.h"
 #include "chute/pack_writer.h"
+#include "chute/object_store.h"
 #include "chute/packed_source.h"
+#include "chute/shard_cache.h"
 #include "chute/tar_source.h"
 #include "chute/thread.h"
 #include "fs_path.h"
@@ -109,6 +113,40 @@ void register_packed(nb::module_& m) {
       },
       nb::arg("data"), "XXH3-64 of the bytes: the checksum of the packed format's records, headers and index.");
 
+  m.def(
+      "cache_objects",
+      [](const PyObjectStore& store, const PyShardCache& cache, const std::vector<std::string>& urls) {
+        // Each object whole in the shard cache (keyed by its URL and ETag, so a changed object is fetched
+        // anew), on threads of their own; the local paths, in order.
+        std::vector<std::string> paths(urls.size());
+        Status failed;
+        {
+          nb::gil_scoped_release release;
+          std::mutex mu;
+          std::atomic<size_t> next{0};
+          std::vector<std::thread> threads;
+          for (size_t t = 0; t < std::min<size_t>(urls.size(), 8); ++t)
+            threads.emplace_back([&] {
+              for (size_t i; (i = next.fetch_add(1)) < urls.size();) {
+                Status st = [&]() -> Status {
+                  CHUTE_ASSIGN_OR_RETURN(ObjectInfo info, store.impl->stat(urls[i]));
+                  CHUTE_ASSIGN_OR_RETURN(
+                      auto file, cache.impl->get(redact_url(urls[i]) + "#" + info.etag + "#" + std::to_string(info.size),
+                                                 info.size, [&](int fd) { return store.impl->download(info, fd); }, {}));
+                  paths[i] = file->path();
+                  return Status::ok();
+                }();
+                std::lock_guard<std::mutex> lock(mu);
+                if (!st.is_ok() && failed.is_ok()) failed = st;
+              }
+            });
+          for (auto& t : threads) t.join();
+        }
+        if (!failed.is_ok()) throw_status(failed);
+        return paths;
+      },
+      nb::arg("store"), nb::arg("cache"), nb::arg("urls"));
+
   nb::class_<PackedSource, Source>(m, "PackedSource")
       .def_static(
           "open",
@@ -117,6 +155,30 @@ void register_packed(nb::module_& m) {
                 [&] { return PackedSource::open(path.value, {.verify_checksums = verify}); });
           },
           nb::arg("path"), nb::arg("verify") = true)
+      .def_static(
+          "open_remote",
+          [](const std::string& url, const PyObjectStore& store, const PyShardCache& cache, bool verify,
+             int lookahead, int fetch_threads) {
+            return open_without_gil<PackedSource>([&] {
+              return PackedSource::open_remote(url, store.impl, cache.impl,
+                                               {.lookahead = lookahead, .fetch_threads = fetch_threads},
+                                               {.verify_checksums = verify});
+            });
+          },
+          nb::arg("url"), nb::arg("store"), nb::arg("cache"), nb::arg("verify") = true,
+          nb::arg("lookahead") = RemoteShards::Options{}.lookahead,
+          nb::arg("fetch_threads") = RemoteShards::Options{}.fetch_threads)
+      .def("remote_stats",
+           [](const PackedSource& p) -> nb::object {
+             if (!p.remote()) return nb::none();
+             const RemoteStats r = p.remote()->stats();
+             nb::dict d;
+             d["shard_fetches"] = r.shard_fetches;
+             d["cache_hits"] = r.cache_hits;
+             d["reader_waits"] = r.reader_waits;
+             d["reader_wait_s"] = r.reader_wait_s;
+             return d;
+           })
       .def_prop_ro("classes", [](const PackedSource& p) { return fs_list(p.classes()); })
       .def_prop_ro("directory", [](const PackedSource& p) { return fs_str(p.directory()); })
       .def("payload_sizes", &payload_sizes_of<PackedSource>)

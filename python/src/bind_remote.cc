@@ -46,6 +46,19 @@ std::optional<SigV4> sigv4_from(const std::optional<nb::dict>& d) {
 
 }  // namespace
 
+nb::dict http_stats_dict(const HttpStats& s) {
+  nb::dict d;
+  d["requests"] = s.requests;
+  d["bytes"] = s.bytes;
+  d["retries"] = s.retries;
+  d["failures"] = s.failures;
+  d["in_flight"] = s.in_flight;
+  d["in_flight_limit"] = s.in_flight_limit;
+  d["latency_p50_s"] = s.latency_p50_s;
+  d["latency_p99_s"] = s.latency_p99_s;
+  return d;
+}
+
 void register_remote(nb::module_& m) {
   nb::class_<PyHttpEngine>(m, "HttpEngine")
       .def(
@@ -122,19 +135,7 @@ void register_remote(nb::module_& m) {
           nb::arg("url"), nb::arg("size"), nb::arg("path"), nb::arg("chunk_bytes") = uint64_t{8} << 20,
           nb::arg("headers") = std::vector<std::string>{}, nb::arg("sigv4") = nb::none(),
           "The object's bytes [0, size) into the file at `path`, by parallel ranged GETs of chunk_bytes.")
-      .def("stats", [](const PyHttpEngine& e) {
-        const HttpStats s = e.impl->stats();
-        nb::dict d;
-        d["requests"] = s.requests;
-        d["bytes"] = s.bytes;
-        d["retries"] = s.retries;
-        d["failures"] = s.failures;
-        d["in_flight"] = s.in_flight;
-        d["in_flight_limit"] = s.in_flight_limit;
-        d["latency_p50_s"] = s.latency_p50_s;
-        d["latency_p99_s"] = s.latency_p99_s;
-        return d;
-      });
+      .def("stats", [](const PyHttpEngine& e) { return http_stats_dict(e.impl->stats()); });
   m.def(
       "redact_url", [](const std::string& url) { return redact_url(url); }, nb::arg("url"),
       "The URL with its credentials replaced by ***, as chute's messages show it.");

@@ -10,11 +10,17 @@
 #include <memory>
 
 #include "chute/device.h"
+#include "chute/http_engine.h"
 #include "chute/loader.h"
 #include "chute/source.h"
 #include "chute/stats.h"
 #include "chute/status.h"
 #include "chute/transforms.h"
+
+namespace chute {
+class ObjectStore;
+class ShardCache;
+}  // namespace chute
 
 namespace chute::py {
 
@@ -114,6 +120,15 @@ void register_device(nb::module_& m);
 void register_gather(nb::module_& m);
 void register_stats(nb::module_& m);
 void register_sampler(nb::module_& m);
+// Python handles of the object store and the shard cache, shared by their bindings and the remote source's.
+struct PyObjectStore {
+  std::shared_ptr<ObjectStore> impl;
+};
+struct PyShardCache {
+  std::shared_ptr<ShardCache> impl;
+};
+nb::dict http_stats_dict(const HttpStats& s);
+
 void register_remote(nb::module_& m);
 void register_object_store(nb::module_& m);
 void register_cache(nb::module_& m);

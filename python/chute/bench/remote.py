@@ -131,7 +131,7 @@ def run_remote_bench(
             loaders.append(made)
             return made
 
-        with Nginx(work / "www") as server, FaultProxy(server.url, latency_s=latency_ms / 1e3) as proxy:
+        with Nginx(work / "www") as server_url, FaultProxy(server_url, latency_s=latency_ms / 1e3) as proxy:
             url = f"{proxy.url}/packed/"
             local = loader(chute.open(work / "www" / "packed"))
             warm_cache = work / "warm-cache"
@@ -172,7 +172,9 @@ def run_remote_bench(
             except ImportError as e:
                 notes.append(f"WebDataset row left out: {e}")
             interleave(rows, rounds=rounds, on_step=on_step)
-        return RemoteBench(len(source), latency_ms, len(shards), shard_bytes, rows, first_batch, notes, dict(io_figures))
+        return RemoteBench(
+            len(source), latency_ms, len(shards), shard_bytes, rows, first_batch, notes, dict(io_figures)
+        )
     finally:
         for made in loaders:
             made.close()
