@@ -7,6 +7,8 @@ from __future__ import annotations
 import glob as _glob
 import os
 import re
+import shutil
+import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -393,6 +395,7 @@ def pack(
     part = _validate.integer("part", part, 0, _validate.INT32_MAX)
     if not part < parts:
         raise ValueError(f"part must be in [0, parts), got part={part}, parts={parts}")
+    started = time.perf_counter()
     num_threads = _validate.integer("num_threads", num_threads, 1, _validate.INT32_MAX, alternatives=(None,))
     shard_bytes = parse_size(shard_size, "shard_size")
     if progress is not None and not callable(progress):
@@ -407,6 +410,27 @@ def pack(
     store = _store_options(
         validate, max_side, max_shorter_side, quality, keep_original, raw, raw_below, raw_compression, subsampling
     )
+    from chute import remote
+
+    if remote.is_url(dst):
+        if parts > 1:
+            raise ValueError(
+                "pack(parts=...) writes its parts into one directory that merge() completes: pack the parts "
+                "into a local or shared directory, merge, then upload it with chute.remote.upload_dataset"
+            )
+        staging = tempfile.mkdtemp(prefix="chute-pack-", dir=_staging_dir())
+        try:
+            summary = pack(
+                src, staging, shard_size=shard_size, num_threads=num_threads, progress=progress, validate=validate,
+                skip_bad=skip_bad, max_pixels=max_pixels, max_file_bytes=max_file_bytes, max_side=max_side,
+                max_shorter_side=max_shorter_side, quality=quality, keep_original=keep_original, raw=raw,
+                raw_below=raw_below, raw_compression=raw_compression, subsampling=subsampling,
+            )  # fmt: skip
+            remote.upload_dataset(staging, dst)
+            summary.seconds = time.perf_counter() - started
+            return summary
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     dst = _validate.path("dst", dst)
     source, classes = _source_for(src)
     start = time.perf_counter()
@@ -434,6 +458,14 @@ def pack(
         [tuple(k) for k in result["skipped"]],
         result["source_bytes"],
     )
+
+
+def _staging_dir() -> str:
+    """Where a pack to a URL is written before its upload: the cache directory (local disk, not /tmp,
+    which is often small or in memory)."""
+    directory = resolve_cache_dir()
+    os.makedirs(directory, exist_ok=True)
+    return directory
 
 
 def _store_options(
