@@ -64,6 +64,16 @@ def build_parser() -> argparse.ArgumentParser:
         "interleaved with the same loader on the ImageFolder --root",
     )
     bench.add_argument(
+        "--remote",
+        action="store_true",
+        help="serve the dataset (packed shards and WebDataset tars) over HTTP on loopback with --latency-ms "
+        "added per request, and compare chute reading it remotely (cold and warm cache) with chute on the "
+        "local shards and with WebDataset + DataLoader over HTTP, in one run",
+    )
+    bench.add_argument(
+        "--latency-ms", type=_non_negative_float, default=20.0, help="--remote: latency added per request"
+    )
+    bench.add_argument(
         "--sweep",
         action="store_true",
         help="measure the grid users tune by hand: DataLoader num_workers 0..cores and 2x cores x "
@@ -265,6 +275,8 @@ def _bench(args: argparse.Namespace) -> int:
         return _sweep(args, root, console)
     if args.sweep_storage:
         return _sweep_storage(args, root, console)
+    if args.remote:
+        return _remote(args, root, console)
     with console.status("benchmarking") as status:
         result = run_bench(
             root,
@@ -510,6 +522,59 @@ def _have_matplotlib() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("matplotlib") is not None
+
+
+def _remote(args, root, console) -> int:
+    from chute.bench.remote import run_remote_bench
+
+    with console.status("benchmarking") as status:
+        result = run_remote_bench(
+            root,
+            latency_ms=args.latency_ms,
+            rounds=args.rounds,
+            batch_size=args.batch_size,
+            threads=args.threads,
+            on_step=lambda step: status.update(f"benchmarking: {step}"),
+        )
+    local = result.rate("chute, local shards")
+    if args.json:
+        print(json.dumps(result.as_dict(), indent=2))
+        return 0
+    from rich.table import Table
+
+    table = Table(
+        title=f"{result.images:,} images in {result.shards} shards of {result.shard_bytes / 1e6:.1f} MB, "
+        f"over HTTP with {result.latency_ms:g} ms added per request (train pipeline, median of {args.rounds})"
+    )
+    for column in ("reader", "img/s", "range", "vs chute local", "img per CPU-s"):
+        table.add_column(column, justify="left" if column == "reader" else "right")
+    for row in result.rows:
+        s, per_core = row.summary, result.per_core(row)
+        table.add_row(
+            row.name,
+            f"{s.median:,.0f}",
+            f"{s.low:,.0f}-{s.high:,.0f}",
+            f"{row.rate / local:.2f}x",
+            "-" if per_core is None else f"{per_core:,.0f}",
+        )
+    console.print(table)
+    if result.first_batch_s:
+        first = sorted(result.first_batch_s)
+        console.print(
+            f"cold cache: first batch {first[len(first) // 2]:.2f} s after chute.open (median; "
+            f"{first[0]:.2f}-{first[-1]:.2f} s)"
+        )
+    if result.io:
+        io = result.io
+        console.print(
+            f"remote I/O (this process, every cold epoch): {io['requests']:,} requests, {io['bytes'] / 1e6:,.0f} MB, "
+            f"{io['retries']} retries, latency p50 {1e3 * io['latency_p50_s']:.0f} ms, "
+            f"p99 {1e3 * io['latency_p99_s']:.0f} ms; {io['reader_waits']} reads waited "
+            f"{io['reader_wait_s']:.2f} s for a shard"
+        )
+    for note in result.notes:
+        console.print(note)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 import chute
+from chute import remote
 from chute._native import available_cores  # affinity within the cgroup's CPU quota (chute/cores.h)
 from chute.bench import torch_peer
 from chute.bench.harness import Contender, Rated, Timing, interleave, time_epoch
@@ -102,6 +103,7 @@ def run_bench(
                     packed,
                     batch_size,
                     shuffle=True,
+                    order="shards" if remote.is_url(packed_path) else "sample",
                     transforms=chute_transforms(pipeline),
                     dtype=torch.float32,
                     num_threads=threads,

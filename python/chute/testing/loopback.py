@@ -369,4 +369,169 @@ class FaultProxy:
             self._thread.join(timeout=_STOP_TIMEOUT_S)
 
 
-__all__ = ["FaultCounts", "FaultProxy", "Nginx", "RecordedRequest", "free_port", "slow_down_body"]
+class LatencyRelay:
+    """A TCP relay on 127.0.0.1 in front of ``upstream_url`` that delays what clients send by ``latency_s``
+    (so every request reaches the server that much later) and passes responses back unparsed, in large
+    reads: the added latency of a remote store at a small fraction of :class:`FaultProxy`'s CPU, which
+    matters to a benchmark whose readers share the machine's cores with the relay. HTTP/1.1 without
+    pipelining (what libcurl and urllib send) sees exactly one added latency per request.
+
+        with Nginx(root) as base_url, LatencyRelay(base_url, latency_s=0.02) as relay:
+            chute.open(relay.url + "/train/")
+    """
+
+    def __init__(self, upstream_url: str, latency_s: float):
+        parsed = urllib.parse.urlsplit(upstream_url)
+        if parsed.scheme != "http" or not parsed.hostname:
+            raise ValueError(f"LatencyRelay: upstream must be an http:// URL, got {upstream_url!r}")
+        self.upstream = (parsed.hostname, parsed.port or 80)
+        self.latency_s = float(latency_s)
+        self.url = ""
+        self.connections = 0
+        self._listener: socket.socket | None = None
+        self._threads: list[threading.Thread] = []
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+
+    def __enter__(self) -> LatencyRelay:
+        self._listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self._listener.settimeout(0.1)
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self._spawn(self._accept)
+        return self
+
+    def _spawn(self, target, *args) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        with self._lock:
+            self._threads.append(thread)
+        thread.start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(self.upstream, timeout=_START_TIMEOUT_S)
+            except OSError:
+                client.close()
+                continue
+            for s in (client, server):
+                s.settimeout(None)
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self._lock:
+                self.connections += 1
+                self._sockets += [client, server]
+            self._spawn(self._upstream, client, server)
+            self._spawn(self._downstream, server, client)
+
+    def _upstream(self, client: socket.socket, server: socket.socket) -> None:
+        """Client to server: each read waits until latency_s after it arrived (order kept)."""
+        try:
+            while data := client.recv(1 << 16):
+                due = time.monotonic() + self.latency_s
+                while (left := due - time.monotonic()) > 0:
+                    if self._stop.wait(left):
+                        return
+                server.sendall(data)
+        except OSError:
+            pass
+        finally:
+            self._close(client, server)
+
+    def _downstream(self, server: socket.socket, client: socket.socket) -> None:
+        try:
+            while data := server.recv(1 << 20):
+                client.sendall(data)
+        except OSError:
+            pass
+        finally:
+            self._close(client, server)
+
+    @staticmethod
+    def _close(*sockets: socket.socket) -> None:
+        for s in sockets:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._listener is not None:
+            self._listener.close()
+        with self._lock:
+            sockets, threads = list(self._sockets), list(self._threads)
+        self._close(*sockets)
+        for thread in threads:
+            thread.join(timeout=_STOP_TIMEOUT_S)
+        for s in sockets:
+            s.close()
+
+
+class RelayProcess:
+    """A :class:`LatencyRelay` in a process of its own: its CPU and its threads' hold on the GIL stay out of
+    the process under measurement (a benchmark's CPU time then counts the reader's work alone)."""
+
+    def __init__(self, upstream_url: str, latency_s: float):
+        self.upstream_url, self.latency_s = upstream_url, latency_s
+        self.url = ""
+        self._proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> RelayProcess:
+        import sys
+
+        code = (
+            "import sys\n"
+            "from chute.testing.loopback import LatencyRelay\n"
+            "with LatencyRelay(sys.argv[1], float(sys.argv[2])) as relay:\n"
+            "    print(relay.url, flush=True)\n"
+            "    sys.stdin.read()\n"
+        )
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", code, self.upstream_url, str(self.latency_s)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(filter(None, [_package_root(), os.environ.get("PYTHONPATH")])),
+            },
+        )
+        self.url = self._proc.stdout.readline().strip()
+        if not self.url.startswith("http://"):
+            self.__exit__()
+            raise RuntimeError("the latency relay process did not start")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=_STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _package_root() -> str:
+    """The directory holding the chute package this module belongs to."""
+    return str(Path(__file__).resolve().parents[2])
+
+
+__all__ = [
+    "FaultCounts",
+    "FaultProxy",
+    "LatencyRelay",
+    "Nginx",
+    "RelayProcess",
+    "RecordedRequest",
+    "free_port",
+    "slow_down_body",
+]
