@@ -137,6 +137,8 @@ def _analyse(d: Diagnosis, loader, *, storage: bool, profile: bool) -> None:
         files = dataset_files(loader)
         if files:
             d.storage = probe_storage(files)
+        elif isinstance((run.loader_stats or {}).get("remote"), dict):
+            d.notes.append("storage: remote (object storage); its requests, latency and cache are in the evidence")
         else:
             d.notes.append("storage: the dataset names no files (in-memory or generated data); not measured")
     loader_threads = 0

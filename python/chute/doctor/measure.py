@@ -220,10 +220,32 @@ def stats_since(before: dict | None, after: dict | None) -> dict | None:
             )
             for k, v in after.items()
         }
+    if isinstance(after.get("remote"), dict) and before is not None and isinstance(before.get("remote"), dict):
+        out["remote"] = {  # counters over the measured steps; figures of the moment (latency, in flight) as at the end
+            k: v - before["remote"].get(k, 0) if k in _REMOTE_COUNTERS else v for k, v in after["remote"].items()
+        }
     total = out.get("wait_s", 0) + out.get("consumer_s", 0)
     out["stall_fraction"] = out.get("wait_s", 0) / total if total > 0 else 0.0
     out.update(_native.diagnose(out))
+    if out.get("limit") == "storage" and isinstance(out.get("remote"), dict):  # as chute.Loader.stats() says it
+        from chute.stats import remote_evidence, remote_limit
+
+        out["remote_limit"] = remote_limit(out["remote"])
+        out["verdict"] += f"; remote {out['remote_limit']}: {remote_evidence(out['remote'])}"
     return out
+
+
+# The remote figures that count up (differenced between two snapshots); the rest are of the moment.
+_REMOTE_COUNTERS = (
+    "requests",
+    "bytes",
+    "retries",
+    "failures",
+    "shard_fetches",
+    "cache_hits",
+    "reader_waits",
+    "reader_wait_s",
+)
 
 
 def _close_iterator(iterator) -> None:

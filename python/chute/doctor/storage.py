@@ -47,6 +47,12 @@ def dataset_files(obj) -> list[str] | None:
         obj = obj.source
     if isinstance(obj, chute.ImageFolder):
         return [p for p, _ in obj.samples]
+    if isinstance(obj, chute.PackedDataset):  # its shards (its samples' names are keys, not files)
+        if obj.remote_stats() is not None:
+            return None  # remote: the loader's stats()["remote"] holds its I/O figures
+        return [os.path.join(obj._native.directory, name) for name, *_ in obj._native.shards()]
+    if isinstance(obj, chute.TarDataset):
+        return list(obj.paths)
     dataset = getattr(obj, "dataset", obj)  # a DataLoader's dataset
     while hasattr(dataset, "indices") and hasattr(dataset, "dataset"):  # torch.utils.data.Subset
         dataset = dataset.dataset

@@ -151,6 +151,14 @@ def decide(d: Diagnosis) -> Verdict:
             f"the stall's 95% confidence interval: {100 * lo:.0f}-{100 * hi:.0f}% over "
             f"{len(run.measured)} measured batches (threshold {100 * INPUT_BOUND_STALL:.0f}%)"
         )
+    io = (run.loader_stats or {}).get("remote")
+    if isinstance(io, dict):
+        evidence.append(
+            f"remote storage: {io['requests']:,} requests, {io['bytes'] / 1e6:,.1f} MB, {io['retries']} retries, "
+            f"latency p50 {1e3 * io['latency_p50_s']:.0f} ms, p99 {1e3 * io['latency_p99_s']:.0f} ms, "
+            f"{io['in_flight']} in flight (limit {io['in_flight_limit']}); shards: {io['shard_fetches']} fetched, "
+            f"{io['cache_hits']} cache hits; {io['reader_waits']} reads waited {io['reader_wait_s']:.2f} s"
+        )
     if engine.get("verdict"):
         evidence.append(
             f"chute's verdict ({'loader.stats()' if run.loader_stats else 'its engine on these figures'}"
