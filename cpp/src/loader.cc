@@ -348,7 +348,7 @@ Status Loader::begin_epoch(EpochKey key, int64_t start, std::unique_ptr<EpochOrd
     return invalid_argument("resume position " + std::to_string(start) + " is outside this rank's epoch of " +
                             std::to_string(order->size()) + " samples");
   if (fork_mark_.in_child()) return fork_mark_.child_error("loader");
-  source_->will_read(*order, start);  // before the workers start: remote shards are fetched from here on
+  source_->will_read(*order, start);       // before the workers start: remote shards are fetched from here on
   std::vector<BatchRing::Buffer> trimmed;  // freed after the lock (cudaFreeHost synchronises the device)
   {
     std::unique_lock<std::mutex> lock(shared_->mu);

@@ -61,9 +61,9 @@ Result<std::shared_ptr<PackedSource>> PackedSource::open(const std::string& path
 }
 
 Result<std::shared_ptr<PackedSource>> PackedSource::open_remote(const std::string& url,
-                                                               std::shared_ptr<ObjectStore> store,
-                                                               std::shared_ptr<ShardCache> cache,
-                                                               RemoteShards::Options remote, PackedOptions options) {
+                                                                std::shared_ptr<ObjectStore> store,
+                                                                std::shared_ptr<ShardCache> cache,
+                                                                RemoteShards::Options remote, PackedOptions options) {
   std::string base = url;
   if (base.size() >= std::strlen(kIndexFileName) && base.ends_with(kIndexFileName))
     base.resize(base.size() - std::strlen(kIndexFileName));
@@ -80,16 +80,17 @@ Result<std::shared_ptr<PackedSource>> PackedSource::open_remote(const std::strin
   src->options_ = options;
   src->dir_ = base;
   // The index entry's key carries its ETag (or size): a dataset repacked at the same URL is refetched.
-  CHUTE_ASSIGN_OR_RETURN(
-      src->index_file_,
-      cache->get(index_url + "#" + info->etag + "#" + std::to_string(info->size), info->size,
-                 [&](int fd) { return store->download(*info, fd); },
-                 [&](const MappedFile& f) { return IndexView::parse(f.bytes(), redact_url(index_url)).status(); }));
+  CHUTE_ASSIGN_OR_RETURN(src->index_file_, cache->get(
+                                               index_url + "#" + info->etag + "#" + std::to_string(info->size),
+                                               info->size, [&](int fd) { return store->download(*info, fd); },
+                                               [&](const MappedFile& f) {
+                                                 return IndexView::parse(f.bytes(), redact_url(index_url)).status();
+                                               }));
   CHUTE_ASSIGN_OR_RETURN(src->index_, IndexView::parse(src->index_file_->bytes(), redact_url(index_url)));
   if (src->index_.kind() != IndexKind::kPacked)
     return invalid_argument(redact_url(index_url) + " indexes tar files, not chute shards");
-  CHUTE_ASSIGN_OR_RETURN(src->remote_, RemoteShards::create(std::move(store), std::move(cache), base,
-                                                           src->index_.shards(), remote));
+  CHUTE_ASSIGN_OR_RETURN(src->remote_,
+                         RemoteShards::create(std::move(store), std::move(cache), base, src->index_.shards(), remote));
   return src;
 }
 
@@ -114,8 +115,8 @@ Status PackedSource::check_record(int64_t index, bool verify, std::vector<uint8_
   const uint64_t shard_size = shard.bytes().size();
   auto fail = [&](const Status& st) {
     const std::string where = remote_ ? redact_url(remote_->shard_url(e.shard)) : shard.path();
-    return Status(st.code(), "shard " + where + ", record " + std::to_string(index) + " (" + name(index) +
-                                 "): " + st.message());
+    return Status(st.code(),
+                  "shard " + where + ", record " + std::to_string(index) + " (" + name(index) + "): " + st.message());
   };
   // The record as the index describes it, or what the shard holds from its offset when that is less
   // (parse_record_copy() then says what is wrong). Copied out under the mapping's SIGBUS guard: a shard

@@ -63,8 +63,10 @@ Result<std::shared_ptr<const MappedFile>> RemoteShards::fetch(uint32_t i) const 
       });
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (filled) ++stats_.shard_fetches;
-    else if (file.is_ok()) ++stats_.cache_hits;
+    if (filled)
+      ++stats_.shard_fetches;
+    else if (file.is_ok())
+      ++stats_.cache_hits;
   }
   return file;
 }
@@ -136,8 +138,8 @@ void RemoteShards::walk_loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] {
-      return stop_ || (order_ && walk_ < order_->size() &&
-                       (generation_ != seen_generation || ahead_ < options_.lookahead));
+      return stop_ ||
+             (order_ && walk_ < order_->size() && (generation_ != seen_generation || ahead_ < options_.lookahead));
     });
     if (stop_) return;
     if (generation_ != seen_generation) {

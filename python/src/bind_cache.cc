@@ -13,7 +13,6 @@
 namespace chute::py {
 namespace {
 
-
 // An entry as get() or peek() returned it: its mapping stays valid (and readable) even after eviction.
 struct PyCachedShard {
   std::shared_ptr<const MappedFile> file;

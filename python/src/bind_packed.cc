@@ -1,8 +1,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <mutex>
 #include <cstring>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -19,8 +19,8 @@
 #include "chute/file_list.h"
 #include "chute/image_decoder.h"
 #include "chute/image_folder.h"
-#include "chute/pack_writer.h"
 #include "chute/object_store.h"
+#include "chute/pack_writer.h"
 #include "chute/packed_source.h"
 #include "chute/shard_cache.h"
 #include "chute/tar_source.h"
@@ -131,8 +131,9 @@ void register_packed(nb::module_& m) {
                 Status st = [&]() -> Status {
                   CHUTE_ASSIGN_OR_RETURN(ObjectInfo info, store.impl->stat(urls[i]));
                   CHUTE_ASSIGN_OR_RETURN(
-                      auto file, cache.impl->get(redact_url(urls[i]) + "#" + info.etag + "#" + std::to_string(info.size),
-                                                 info.size, [&](int fd) { return store.impl->download(info, fd); }, {}));
+                      auto file,
+                      cache.impl->get(redact_url(urls[i]) + "#" + info.etag + "#" + std::to_string(info.size),
+                                      info.size, [&](int fd) { return store.impl->download(info, fd); }, {}));
                   paths[i] = file->path();
                   return Status::ok();
                 }();
@@ -157,8 +158,8 @@ void register_packed(nb::module_& m) {
           nb::arg("path"), nb::arg("verify") = true)
       .def_static(
           "open_remote",
-          [](const std::string& url, const PyObjectStore& store, const PyShardCache& cache, bool verify,
-             int lookahead, int fetch_threads) {
+          [](const std::string& url, const PyObjectStore& store, const PyShardCache& cache, bool verify, int lookahead,
+             int fetch_threads) {
             return open_without_gil<PackedSource>([&] {
               return PackedSource::open_remote(url, store.impl, cache.impl,
                                                {.lookahead = lookahead, .fetch_threads = fetch_threads},

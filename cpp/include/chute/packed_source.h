@@ -76,7 +76,7 @@ class PackedSource final : public Source {
   Result<std::shared_ptr<const MappedFile>> shard_file(uint32_t shard) const;
 
   std::vector<std::shared_ptr<const MappedFile>> shard_files_;  // local
-  std::shared_ptr<RemoteShards> remote_;                       // remote
+  std::shared_ptr<RemoteShards> remote_;                        // remote
 };
 
 // "<dir>/index.chidx" when `path` is a directory, else `path`.
