@@ -18,6 +18,7 @@ import math
 import numbers
 import operator
 import os
+import re
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -105,4 +106,34 @@ def env_int(variable: str, lo: int, hi: int) -> int:
         raise ValueError(
             f"the environment variable {variable}={text!r} is out of range: it must be {_accepts(lo, hi, ())}"
         )
+    return value
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 10**3,
+    "m": 10**6,
+    "g": 10**9,
+    "t": 10**12,
+    "ki": 2**10,
+    "mi": 2**20,
+    "gi": 2**30,
+    "ti": 2**40,
+}
+
+
+def parse_size(text: str | int, name: str = "size") -> int:
+    """``"1GB"`` -> 10**9, ``"512MiB"`` -> 512 * 2**20, ``"4096"`` -> 4096 (decimal units, binary with ``i``).
+    ``name`` is the argument errors name."""
+    if not isinstance(text, str):
+        return integer(name, text, 0, UINT64_MAX)
+    match = _SIZE.match(text)
+    if not match:
+        raise ValueError(f"{name}: not a size: {text!r} (examples: 1GB, 512MB, 256MiB, 100000)")
+    unit = (match.group(2) or "").lower().rstrip("b")
+    value = int(float(match.group(1)) * _UNITS[unit])
+    if value > UINT64_MAX:
+        raise ValueError(f"{name}: {text!r} is more than 2**64 - 1 bytes")
     return value

@@ -7,11 +7,25 @@ from __future__ import annotations
 import os
 
 from chute import _native
-from chute.packed import parse_size, resolve_cache_dir
+from chute._validate import parse_size
+
+
+def resolve_cache_dir(override: str | os.PathLike | None = None) -> str:
+    """Where chute caches what it derives from datasets (tar indexes) and remote shards (in ``shards/``,
+    :mod:`chute.cache`): ``override``, else
+    ``$CHUTE_CACHE_DIR``, else ``$XDG_CACHE_HOME/chute``, else ``~/.cache/chute``. Never the dataset's
+    own directory."""
+    if override is not None:
+        return os.fspath(override)
+    if os.environ.get("CHUTE_CACHE_DIR"):
+        return os.environ["CHUTE_CACHE_DIR"]
+    if os.environ.get("XDG_CACHE_HOME"):
+        return os.path.join(os.environ["XDG_CACHE_HOME"], "chute")
+    return os.path.join(os.path.expanduser("~"), ".cache", "chute")
 
 
 def shard_cache_dir(cache_dir: str | os.PathLike | None = None) -> str:
-    """``<cache_dir>/shards``; ``cache_dir`` defaults as for tar indexes (:func:`chute.packed.resolve_cache_dir`):
+    """``<cache_dir>/shards``; ``cache_dir`` defaults as for tar indexes (:func:`resolve_cache_dir`):
     ``$CHUTE_CACHE_DIR``, else ``$XDG_CACHE_HOME/chute``, else ``~/.cache/chute``."""
     return os.path.join(resolve_cache_dir(cache_dir), "shards")
 

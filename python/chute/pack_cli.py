@@ -12,7 +12,7 @@ COMMANDS = ("pack", "merge", "index", "inspect")
 
 
 def _size(text: str) -> int:
-    from chute.packed import parse_size
+    from chute._validate import parse_size
 
     try:
         value = parse_size(text)
@@ -24,7 +24,7 @@ def _size(text: str) -> int:
 
 
 def _max_file_bytes(text: str) -> int:
-    from chute.packed import parse_size
+    from chute._validate import parse_size
 
     try:
         value = parse_size(text)

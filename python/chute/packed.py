@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import glob as _glob
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -14,38 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from chute import _native, _validate
+from chute._validate import parse_size
+from chute.cache import resolve_cache_dir
 from chute.sources import ImageFolder, NativeSource
 
 INDEX_FILE = "index.chidx"
 FORMAT_VERSION = _native.FORMAT_VERSION
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 10**3,
-    "m": 10**6,
-    "g": 10**9,
-    "t": 10**12,
-    "ki": 2**10,
-    "mi": 2**20,
-    "gi": 2**30,
-    "ti": 2**40,
-}
-
-
-def parse_size(text: str | int, name: str = "size") -> int:
-    """``"1GB"`` -> 10**9, ``"512MiB"`` -> 512 * 2**20, ``"4096"`` -> 4096 (decimal units, binary with ``i``).
-    ``name`` is the argument errors name."""
-    if not isinstance(text, str):
-        return _validate.integer(name, text, 0, _validate.UINT64_MAX)
-    match = _SIZE.match(text)
-    if not match:
-        raise ValueError(f"{name}: not a size: {text!r} (examples: 1GB, 512MB, 256MiB, 100000)")
-    unit = (match.group(2) or "").lower().rstrip("b")
-    value = int(float(match.group(1)) * _UNITS[unit])
-    if value > _validate.UINT64_MAX:
-        raise ValueError(f"{name}: {text!r} is more than 2**64 - 1 bytes")
-    return value
 
 
 class FileList(NativeSource):
@@ -113,20 +86,6 @@ class PackedDataset(_RecordSource):
 
     def __repr__(self) -> str:
         return f"chute.PackedDataset({self.path!r}, samples={len(self)}, classes={len(self.classes)})"
-
-
-def resolve_cache_dir(override: str | os.PathLike | None = None) -> str:
-    """Where chute caches what it derives from datasets (tar indexes) and remote shards (in ``shards/``,
-    :mod:`chute.cache`): ``override``, else
-    ``$CHUTE_CACHE_DIR``, else ``$XDG_CACHE_HOME/chute``, else ``~/.cache/chute``. Never the dataset's
-    own directory."""
-    if override is not None:
-        return os.fspath(override)
-    if os.environ.get("CHUTE_CACHE_DIR"):
-        return os.environ["CHUTE_CACHE_DIR"]
-    if os.environ.get("XDG_CACHE_HOME"):
-        return os.path.join(os.environ["XDG_CACHE_HOME"], "chute")
-    return os.path.join(os.path.expanduser("~"), ".cache", "chute")
 
 
 class TarDataset(_RecordSource):
@@ -416,7 +375,7 @@ def pack(
         if parts > 1:
             raise ValueError(
                 "pack(parts=...) writes its parts into one directory that merge() completes: pack the parts "
-                "into a local or shared directory, merge, then upload it with chute.remote.upload_dataset"
+                "into a local or shared directory, merge, then upload it with chute.packed.upload"
             )
         staging = tempfile.mkdtemp(prefix="chute-pack-", dir=_staging_dir())
         try:
@@ -426,7 +385,7 @@ def pack(
                 max_shorter_side=max_shorter_side, quality=quality, keep_original=keep_original, raw=raw,
                 raw_below=raw_below, raw_compression=raw_compression, subsampling=subsampling,
             )  # fmt: skip
-            remote.upload_dataset(staging, dst)
+            upload(staging, dst)
             summary.seconds = time.perf_counter() - started
             return summary
         finally:
@@ -686,3 +645,29 @@ def compare(dataset: PackedDataset, src, *, sample: int = 64, seed: int = 0) -> 
         "mean_abs_error": abs_sum / count if count else 0.0,
         "max_error": worst,
     }
+
+
+def upload(directory: str | os.PathLike, url: str, *, chunk_bytes: int = 8 << 20, parallel: int = 4) -> None:
+    """Uploads a packed dataset directory to ``url`` (a prefix): its shards first, ``parallel`` at a time, each
+    an atomic multipart upload (an object appears only once whole), then its index. chute opens a dataset by
+    its index, so readers never see a partial dataset. Write a new dataset to a new prefix: replacing the
+    shards of one being read makes its readers fail (each shard is checked against the index they hold)."""
+    from chute import remote
+
+    directory = os.fspath(directory)
+    names = sorted(os.listdir(directory))
+    if INDEX_FILE not in names:
+        raise FileNotFoundError(f"{directory} holds no {INDEX_FILE}: not a complete chute dataset")
+    base = url if url.endswith("/") else url + "/"
+    objects = remote.store()
+
+    def upload(name: str) -> None:
+        with open(os.path.join(directory, name), "rb") as f, objects.begin_upload(base + name) as upload:
+            while chunk := f.read(chunk_bytes):
+                upload.write(chunk)
+
+    shards = [n for n in names if n != INDEX_FILE and not n.startswith(".")]
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        for future in [pool.submit(upload, n) for n in shards]:
+            future.result()
+    upload(INDEX_FILE)

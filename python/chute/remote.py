@@ -63,31 +63,3 @@ def expand(pattern: str) -> list[str]:
 def stats() -> dict:
     """This process's remote I/O: requests, bytes, in flight, latency p50/p99, retries (the HTTP engine)."""
     return dict(store().stats())
-
-
-def upload_dataset(directory, url: str, *, chunk_bytes: int = 8 << 20, parallel: int = 4) -> None:
-    """Uploads a packed dataset directory to ``url`` (a prefix): its shards first, ``parallel`` at a time, each
-    an atomic multipart upload (an object appears only once whole), then its index. chute opens a dataset by
-    its index, so readers never see a partial dataset. Write a new dataset to a new prefix: replacing the
-    shards of one being read makes its readers fail (each shard is checked against the index they hold)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from chute.packed import INDEX_FILE
-
-    directory = os.fspath(directory)
-    names = sorted(os.listdir(directory))
-    if INDEX_FILE not in names:
-        raise FileNotFoundError(f"{directory} holds no {INDEX_FILE}: not a complete chute dataset")
-    base = url if url.endswith("/") else url + "/"
-    objects = store()
-
-    def upload(name: str) -> None:
-        with open(os.path.join(directory, name), "rb") as f, objects.begin_upload(base + name) as upload:
-            while chunk := f.read(chunk_bytes):
-                upload.write(chunk)
-
-    shards = [n for n in names if n != INDEX_FILE and not n.startswith(".")]
-    with ThreadPoolExecutor(max_workers=parallel) as pool:
-        for future in [pool.submit(upload, n) for n in shards]:
-            future.result()
-    upload(INDEX_FILE)

@@ -33,7 +33,7 @@ _SUBSAMPLING_420 = 2
 
 def default_cache_dir() -> Path:
     """Return ``$CHUTE_CACHE_DIR``, else ``$XDG_CACHE_HOME/chute``, else ``~/.cache/chute``."""
-    from chute.packed import resolve_cache_dir
+    from chute.cache import resolve_cache_dir
 
     return Path(resolve_cache_dir())
 

@@ -39,6 +39,7 @@ from pathlib import Path
 import torch
 
 import chute
+from chute._validate import parse_size
 from chute.bench import torch_peer
 from chute.bench.harness import Contender, Timing, interleave, time_epoch
 from chute.bench.run import available_cores, chute_transforms
@@ -148,7 +149,7 @@ def run_remote_bench(
         source = chute.ImageFolder(root)
         on_step("packing the dataset into shards")
         chute.pack(source, work / "www" / "packed", shard_size=shard_size)
-        tars = write_webdataset(source, work / "www" / "tars", chute.packed.parse_size(shard_size))
+        tars = write_webdataset(source, work / "www" / "tars", parse_size(shard_size))
         shards = [p for p in (work / "www" / "packed").iterdir() if p.suffix != ".chidx"]
         shard_bytes = sum(p.stat().st_size for p in shards) // max(len(shards), 1)
 
