@@ -4,6 +4,7 @@ without the GIL); this module resolves paths and options."""
 
 from __future__ import annotations
 
+import builtins
 import glob as _glob
 import os
 import shutil
@@ -661,13 +662,14 @@ def upload(directory: str | os.PathLike, url: str, *, chunk_bytes: int = 8 << 20
     base = url if url.endswith("/") else url + "/"
     objects = remote.store()
 
-    def upload(name: str) -> None:
-        with open(os.path.join(directory, name), "rb") as f, objects.begin_upload(base + name) as upload:
+    def put(name: str) -> None:
+        # builtins.open: this module's open() is chute.open
+        with builtins.open(os.path.join(directory, name), "rb") as f, objects.begin_upload(base + name) as upload:
             while chunk := f.read(chunk_bytes):
                 upload.write(chunk)
 
     shards = [n for n in names if n != INDEX_FILE and not n.startswith(".")]
     with ThreadPoolExecutor(max_workers=parallel) as pool:
-        for future in [pool.submit(upload, n) for n in shards]:
+        for future in [pool.submit(put, n) for n in shards]:
             future.result()
-    upload(INDEX_FILE)
+    put(INDEX_FILE)
