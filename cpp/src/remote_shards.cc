@@ -46,7 +46,7 @@ Result<std::shared_ptr<const MappedFile>> RemoteShards::fetch(uint32_t i) const 
   // at the same URL is never served from an old entry.
   char id[17];
   std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(info.shard_id));
-  const std::string key = url + "#" + id;
+  const std::string key = redact_url(url) + "#" + id;  // keys are listed (chute cache ls): no credentials
   bool filled = false;
   auto file = cache_->get(
       key, info.file_size,
