@@ -1,7 +1,10 @@
 #include "chute/http_engine.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -51,12 +54,40 @@ struct Transfer {
   std::string range, provider;
   HttpResponse response;
   char error[CURL_ERROR_SIZE] = {};
+  long status_line = 0;    // the status of the response being received (its status line)
+  uint64_t received = 0;   // body bytes seen this attempt (a sink's count; kept bodies have their size)
+  std::string sink_error;  // a write into the sink failed: the attempt fails with this
 };
+
+// Whether this attempt's body goes to the request's sink: a ranged GET with a sink, answered 2xx.
+bool sinks(const Transfer& t) {
+  return t.request.sink_fd >= 0 && t.request.length > 0 && t.status_line >= 200 && t.status_line < 300;
+}
 
 size_t on_body(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
-  t->response.body.insert(t->response.body.end(), data, data + size * n);
-  return size * n;
+  const size_t bytes = size * n;
+  if (!sinks(*t)) {
+    t->response.body.insert(t->response.body.end(), data, data + bytes);
+    return bytes;
+  }
+  // 206: the body is the range. 200: the whole object (the server ignored Range): keep the range's part.
+  const uint64_t begin = t->status_line == 200 ? t->request.offset : 0;
+  const uint64_t end = begin + t->request.length;
+  const uint64_t from = std::max(t->received, begin), to = std::min(t->received + bytes, end);
+  for (uint64_t done = from; done < to;) {
+    const ssize_t w = ::pwrite(t->request.sink_fd, data + (done - t->received), to - done,
+                               static_cast<off_t>(t->request.sink_offset + (done - begin)));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      t->sink_error = std::string("writing at ") + std::to_string(t->request.sink_offset + (done - begin)) + ": " +
+                      std::strerror(w < 0 ? errno : EIO);
+      return 0;  // curl ends the transfer (CURLE_WRITE_ERROR)
+    }
+    done += static_cast<uint64_t>(w);
+  }
+  t->received += bytes;
+  return bytes;
 }
 
 size_t on_header(char* data, size_t size, size_t n, void* user) {
@@ -65,6 +96,9 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
   if (line.starts_with("HTTP/")) {  // a new response (after 100 Continue or a redirect): start over
     t->response.headers.clear();
+    const size_t space = line.find(' ');
+    t->status_line =
+        space == std::string_view::npos ? 0 : std::strtol(std::string(line.substr(space + 1, 3)).c_str(), nullptr, 10);
     return size * n;
   }
   size_t colon = line.find(':');
@@ -168,6 +202,9 @@ struct HttpEngine::Impl {
     t->easy = e;
     t->response = HttpResponse{};
     t->error[0] = '\0';
+    t->status_line = 0;
+    t->received = 0;
+    t->sink_error.clear();
     if (t->attempts++ == 0) t->first_start = Clock::now();
     t->attempt_start = Clock::now();
     api.curl_easy_setopt(e, CURLOPT_URL, r.url.c_str());
@@ -198,7 +235,7 @@ struct HttpEngine::Impl {
     if (r.length > 0) {
       t->range = std::to_string(r.offset) + "-" + std::to_string(r.offset + r.length - 1);
       api.curl_easy_setopt(e, CURLOPT_RANGE, t->range.c_str());
-      t->response.body.reserve(r.length);
+      if (r.sink_fd < 0) t->response.body.reserve(r.length);
     }
     if (r.sigv4) {
       t->provider = "aws:amz:" + r.sigv4->region + ":" + r.sigv4->service;
@@ -252,6 +289,7 @@ struct HttpEngine::Impl {
     const Clock::time_point now = Clock::now();
     AttemptCheck check;
     if (code != CURLE_OK) {
+      if (!t->sink_error.empty()) return fail(std::move(t), StatusCode::kIoError, t->sink_error);
       std::string message = t->error[0] != '\0' ? std::string(t->error) : api.curl_easy_strerror(code);
       check = check_transport(code, message);
     } else {
@@ -265,17 +303,17 @@ struct HttpEngine::Impl {
         f.content_length = std::strtoull(cl->c_str(), nullptr, 10);
       }
       if (auto cr = t->response.header("content-range")) f.range_total = content_range_total(*cr);
-      f.body_size = t->response.body.size();
+      f.body_size = sinks(*t) ? t->received : t->response.body.size();
       f.body = std::string_view(reinterpret_cast<const char*>(t->response.body.data()), t->response.body.size());
       check = check_response(f);
     }
     if (check.verdict == Verdict::kDone) {
       HttpResponse response = std::move(t->response);
-      if (t->request.length > 0 && status == 200) {  // the server sent the whole object: keep the range
+      if (t->request.length > 0 && status == 200 && !sinks(*t)) {  // the whole object came: keep the range
         auto begin = response.body.begin() + static_cast<ptrdiff_t>(t->request.offset);
         response.body = std::vector<uint8_t>(begin, begin + static_cast<ptrdiff_t>(t->request.length));
       }
-      record_success(seconds(now - t->attempt_start), response.body.size());
+      record_success(seconds(now - t->attempt_start), sinks(*t) ? t->request.length : response.body.size());
       return finish(std::move(t), std::move(response));
     }
     if (check.verdict == Verdict::kFail) return fail(std::move(t), check.code, check.reason);
