@@ -15,7 +15,7 @@ Status HttpEngine::download(const HttpRequest& object, uint64_t size, int fd, ui
   if (size == 0) return Status::ok();
   // Each chunk is written into `fd` by the engine as it arrives (HttpRequest::sink_fd), so a download
   // holds no chunk-sized buffers: with 32 requests of 8 MiB in flight, and a download per fetch thread,
-  // those would be gigabytes beside the loader's own memory (measured: the CPU cost is the same, 0.25 s
+  // those would be up to a gigabyte beside the loader's own memory (measured: the CPU cost is the same, 0.25 s
   // per 200 MB either way). Completions come back to this thread, which keeps the requests in flight.
   struct Completed {
     std::mutex mu;

@@ -248,3 +248,32 @@ def test_interpreter_exit_with_a_request_in_flight_does_not_hang():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "in flight 1"
+
+
+def test_download_from_a_server_that_ignores_ranges_keeps_each_chunks_part(tmp_path):
+    """Python's http.server answers every ranged GET with 200 and the whole file: each chunk written into
+    the file must still be its own range of it (the engine writes into the file as bytes arrive)."""
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    data = os.urandom(3 * 1024 * 1024 + 123)
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "obj.bin").write_bytes(data)
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(tmp_path / "www")))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/obj.bin"
+        out = tmp_path / "out.bin"
+        _native.HttpEngine().download(url, len(data), str(out), 1 << 20)
+        assert out.read_bytes() == data
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=30)
