@@ -18,6 +18,9 @@ Result<std::shared_ptr<RemoteShards>> RemoteShards::create(std::shared_ptr<Objec
   r->base_url_ = std::move(base_url);
   r->shards_ = std::move(shards);
   r->options_ = options;
+  const uint64_t limit = r->cache_->options().limit_bytes;
+  r->max_mapped_bytes_ = limit / 2;
+  r->max_ahead_bytes_ = limit / 4;
   const size_t n = r->shards_.size();
   r->mapped_.resize(n);
   r->last_use_.resize(n);
@@ -72,13 +75,17 @@ Result<std::shared_ptr<const MappedFile>> RemoteShards::fetch(uint32_t i) const 
 void RemoteShards::keep_mapped(uint32_t i, std::shared_ptr<const MappedFile> file) const {
   last_use_[i] = ++use_clock_;
   if (mapped_[i]) return;
+  mapped_bytes_ += file->bytes().size();
   mapped_[i] = std::move(file);
-  if (++mapped_count_ <= options_.max_mapped) return;
-  // Close the least recently used mapping (a reader still copying from it keeps its own reference).
-  uint32_t oldest = i;
-  for (uint32_t s = 0; s < mapped_.size(); ++s)
-    if (mapped_[s] && s != i && (oldest == i || last_use_[s] < last_use_[oldest])) oldest = s;
-  if (oldest != i) {
+  ++mapped_count_;
+  // Close the least recently used mappings (a reader still copying from one keeps its own reference)
+  // down to the count and byte limits, never the one just added.
+  while (mapped_count_ > options_.max_mapped || (max_mapped_bytes_ && mapped_bytes_ > max_mapped_bytes_)) {
+    uint32_t oldest = i;
+    for (uint32_t s = 0; s < mapped_.size(); ++s)
+      if (mapped_[s] && s != i && (oldest == i || last_use_[s] < last_use_[oldest])) oldest = s;
+    if (oldest == i) return;
+    mapped_bytes_ -= mapped_[oldest]->bytes().size();
     mapped_[oldest].reset();
     --mapped_count_;
   }
@@ -92,6 +99,7 @@ Result<std::shared_ptr<const MappedFile>> RemoteShards::get(uint32_t i) const {
       touched_[i] = 1;
       if (planned_[i]) {
         --ahead_;
+        ahead_bytes_ -= shards_[i].file_size;
         cv_.notify_all();  // the walker may queue the next shard
       }
     }
@@ -124,6 +132,7 @@ void RemoteShards::plan(EpochOrder order, int64_t start, std::function<uint32_t(
     std::fill(touched_.begin(), touched_.end(), 0);
     std::fill(planned_.begin(), planned_.end(), 0);
     ahead_ = 0;
+    ahead_bytes_ = 0;
     queue_.clear();
     queue_head_ = 0;
   }
@@ -137,7 +146,9 @@ void RemoteShards::walk_loop() {
   for (;;) {
     cv_.wait(lock, [&] {
       return stop_ || (order_ && walk_ < order_->size() &&
-                       (generation_ != seen_generation || ahead_ < options_.lookahead));
+                       (generation_ != seen_generation ||
+                        (ahead_ < options_.lookahead && (ahead_ == 0 || !max_ahead_bytes_ ||
+                                                         ahead_bytes_ < max_ahead_bytes_))));
     });
     if (stop_) return;
     if (generation_ != seen_generation) {
@@ -170,6 +181,7 @@ void RemoteShards::walk_loop() {
     if (touched_[s] || mapped_[s]) continue;  // a reader got there first, or it is already local
     planned_[s] = 1;
     ++ahead_;
+    ahead_bytes_ += shards_[s].file_size;
     queue_.push_back(s);
     cv_.notify_all();
   }

@@ -11,6 +11,11 @@
 // A reader that needs a shard before it is there fetches it itself (or waits for the fetch in flight:
 // the cache's per-key lock); with the shard-window order (docs/ORDER.md) that happens at start-up only.
 //
+// A cache limit bounds local disk: a shard the cache evicts stays on disk while it is mapped, so with a
+// limit L the mappings kept hold at most L/2 bytes and the prefetcher keeps at most L/4 bytes of shards
+// ahead of the readers (each at least one shard). Disk use is then at most about 1.5 L (the cache's
+// entries plus evicted shards still mapped); a shard evicted before its readers are done is fetched again.
+//
 // Faults: the HttpEngine retries resets, timeouts, truncated bodies, 5xx and 429 with backoff; a shard
 // that still cannot be fetched is a kEnvironment error naming its URL, never a bad sample. A fetched
 // shard is checked against the index (its header: id, record count, size) before the cache admits it;
@@ -87,9 +92,13 @@ class RemoteShards {
   mutable std::vector<uint64_t> last_use_;  // a counter value per shard, for closing the least recent mapping
   mutable uint64_t use_clock_ = 0;
   mutable int mapped_count_ = 0;
+  mutable uint64_t mapped_bytes_ = 0;
+  uint64_t max_mapped_bytes_ = 0;  // 0: no limit (the cache has none)
+  uint64_t max_ahead_bytes_ = 0;   // 0: no limit
   mutable std::vector<uint8_t> touched_;
   std::vector<uint8_t> planned_;  // queued for prefetch since the plan
   mutable int ahead_ = 0;         // planned shards no reader has touched yet
+  mutable uint64_t ahead_bytes_ = 0;  // their bytes
   uint64_t generation_ = 0;       // bumped by plan(): the walk restarts
   std::shared_ptr<const EpochOrder> order_;
   int64_t walk_ = 0;  // the walker's next position in order_
