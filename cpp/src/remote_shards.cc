@@ -42,6 +42,10 @@ RemoteShards::~RemoteShards() {
 
 std::string RemoteShards::shard_url(uint32_t i) const { return base_url_ + shards_[i].name; }
 
+Status RemoteShards::failure(uint32_t i, const Status& fetch_status) const {
+  return environment_error("fetching shard " + redact_url(shard_url(i)) + ": " + fetch_status.to_string());
+}
+
 Result<std::shared_ptr<const MappedFile>> RemoteShards::fetch(uint32_t i) const {
   const ShardInfo& info = shards_[i];
   const std::string url = shard_url(i);
@@ -93,8 +97,10 @@ void RemoteShards::keep_mapped(uint32_t i, std::shared_ptr<const MappedFile> fil
 
 Result<std::shared_ptr<const MappedFile>> RemoteShards::get(uint32_t i) const {
   if (i >= shards_.size()) return invalid_argument("shard " + std::to_string(i) + " out of range");
+  uint64_t generation = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    generation = generation_;
     if (!touched_[i]) {
       touched_[i] = 1;
       if (planned_[i]) {
@@ -107,6 +113,7 @@ Result<std::shared_ptr<const MappedFile>> RemoteShards::get(uint32_t i) const {
       last_use_[i] = ++use_clock_;
       return mapped_[i];
     }
+    if (auto f = failed_.find(i); f != failed_.end()) return f->second;
   }
   const auto t0 = std::chrono::steady_clock::now();
   auto file = fetch(i);  // or waits, on the cache's lock, for the prefetch in flight
@@ -116,8 +123,11 @@ Result<std::shared_ptr<const MappedFile>> RemoteShards::get(uint32_t i) const {
   stats_.reader_wait_s += waited;
   // A shard that cannot be fetched is the storage's failure, never its samples': it must not be skipped
   // or quarantined as a bad sample (the loader retries kEnvironment, then raises it).
-  if (!file.is_ok())
-    return environment_error("fetching shard " + redact_url(shard_url(i)) + ": " + file.status().to_string());
+  if (!file.is_ok()) {
+    Status st = failure(i, file.status());
+    if (generation == generation_) failed_.try_emplace(i, st);
+    return st;
+  }
   keep_mapped(i, *file);
   return file;
 }
@@ -131,6 +141,7 @@ void RemoteShards::plan(EpochOrder order, int64_t start, std::function<uint32_t(
     shard_of_ = std::move(shard_of);
     std::fill(touched_.begin(), touched_.end(), 0);
     std::fill(planned_.begin(), planned_.end(), 0);
+    failed_.clear();
     ahead_ = 0;
     ahead_bytes_ = 0;
     queue_.clear();
@@ -193,11 +204,13 @@ void RemoteShards::fetch_loop() {
     cv_.wait(lock, [&] { return stop_ || queue_head_ < queue_.size(); });
     if (stop_) return;
     const uint32_t s = queue_[queue_head_++];
-    if (mapped_[s]) continue;
+    if (mapped_[s] || failed_.count(s)) continue;
+    const uint64_t generation = generation_;
     lock.unlock();
-    auto file = fetch(s);  // a failure here is left for the reader, whose own fetch names it
+    auto file = fetch(s);
     lock.lock();
     if (file.is_ok()) keep_mapped(s, *file);
+    else if (generation == generation_) failed_.try_emplace(s, failure(s, file.status()));  // for its readers
   }
 }
 

@@ -17,7 +17,10 @@
 // entries plus evicted shards still mapped); a shard evicted before its readers are done is fetched again.
 //
 // Faults: the HttpEngine retries resets, timeouts, truncated bodies, 5xx and 429 with backoff; a shard
-// that still cannot be fetched is a kEnvironment error naming its URL, never a bad sample. A fetched
+// that still cannot be fetched is a kEnvironment error naming its URL, never a bad sample. That failure
+// is remembered until the next plan() (the next epoch, or a resume): the shard's other samples, and the
+// loader's own retries of environment failures, get it at once instead of each spending the engine's
+// whole retry budget again (storage that is down raises after one budget, not one per sample). A fetched
 // shard is checked against the index (its header: id, record count, size) before the cache admits it;
 // every record's XXH3 is checked on read (PackedOptions::verify_checksums), so a damaged cache entry
 // is found.
@@ -31,6 +34,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "chute/mapped_file.h"
@@ -78,6 +82,7 @@ class RemoteShards {
   void walk_loop();   // finds the next shards the order needs, in first-use order
   void fetch_loop();  // fetches what the walker queued
   void keep_mapped(uint32_t i, std::shared_ptr<const MappedFile> file) const;  // with mu_ held
+  Status failure(uint32_t i, const Status& fetch_status) const;  // a failed fetch of shard i, for readers
 
   std::shared_ptr<ObjectStore> store_;
   std::shared_ptr<ShardCache> cache_;
@@ -96,6 +101,7 @@ class RemoteShards {
   uint64_t max_mapped_bytes_ = 0;  // 0: no limit (the cache has none)
   uint64_t max_ahead_bytes_ = 0;   // 0: no limit
   mutable std::vector<uint8_t> touched_;
+  mutable std::unordered_map<uint32_t, Status> failed_;  // shards whose fetch failed since the plan
   std::vector<uint8_t> planned_;  // queued for prefetch since the plan
   mutable int ahead_ = 0;         // planned shards no reader has touched yet
   mutable uint64_t ahead_bytes_ = 0;  // their bytes
