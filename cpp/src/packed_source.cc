@@ -80,9 +80,10 @@ Result<std::shared_ptr<PackedSource>> PackedSource::open_remote(const std::strin
   src->options_ = options;
   src->dir_ = base;
   // The index entry's key carries its ETag (or size): a dataset repacked at the same URL is refetched.
+  // Keys show in errors and `chute cache ls`: a URL's user:password@ is left out.
   CHUTE_ASSIGN_OR_RETURN(
       src->index_file_,
-      cache->get(index_url + "#" + info->etag + "#" + std::to_string(info->size), info->size,
+      cache->get(redact_url(index_url) + "#" + info->etag + "#" + std::to_string(info->size), info->size,
                  [&](int fd) { return store->download(*info, fd); },
                  [&](const MappedFile& f) { return IndexView::parse(f.bytes(), redact_url(index_url)).status(); }));
   CHUTE_ASSIGN_OR_RETURN(src->index_, IndexView::parse(src->index_file_->bytes(), redact_url(index_url)));
