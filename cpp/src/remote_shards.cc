@@ -71,8 +71,10 @@ Result<std::shared_ptr<const MappedFile>> RemoteShards::fetch(uint32_t i) const 
       });
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (filled) ++stats_.shard_fetches;
-    else if (file.is_ok()) ++stats_.cache_hits;
+    if (filled)
+      ++stats_.shard_fetches;
+    else if (file.is_ok())
+      ++stats_.cache_hits;
   }
   return file;
 }
@@ -157,10 +159,10 @@ void RemoteShards::walk_loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] {
-      return stop_ || (order_ && walk_ < order_->size() &&
-                       (generation_ != seen_generation ||
-                        (ahead_ < options_.lookahead && (ahead_ == 0 || !max_ahead_bytes_ ||
-                                                         ahead_bytes_ < max_ahead_bytes_))));
+      return stop_ ||
+             (order_ && walk_ < order_->size() &&
+              (generation_ != seen_generation ||
+               (ahead_ < options_.lookahead && (ahead_ == 0 || !max_ahead_bytes_ || ahead_bytes_ < max_ahead_bytes_))));
     });
     if (stop_) return;
     if (generation_ != seen_generation) {
@@ -210,8 +212,10 @@ void RemoteShards::fetch_loop() {
     lock.unlock();
     auto file = fetch(s);
     lock.lock();
-    if (file.is_ok()) keep_mapped(s, *file);
-    else if (generation == generation_) failed_.try_emplace(s, failure(s, file.status()));  // for its readers
+    if (file.is_ok())
+      keep_mapped(s, *file);
+    else if (generation == generation_)
+      failed_.try_emplace(s, failure(s, file.status()));  // for its readers
   }
 }
 

@@ -42,7 +42,9 @@ def configure(*, max_retries: int | None = None) -> None:
     429) before it fails; default 8. A small value makes storage that is down fail fast, e.g. in a test or
     an interactive session. ``configure()`` restores the defaults."""
     global _store, _store_options
-    if max_retries is not None and (isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0):
+    if max_retries is not None and (
+        isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0
+    ):
         raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
     with _lock:
         _store_options = {} if max_retries is None else {"max_retries": max_retries}

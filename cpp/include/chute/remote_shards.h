@@ -82,7 +82,8 @@ class RemoteShards {
   void walk_loop();   // finds the next shards the order needs, in first-use order
   void fetch_loop();  // fetches what the walker queued
   void keep_mapped(uint32_t i, std::shared_ptr<const MappedFile> file) const;  // with mu_ held
-  Status failure(uint32_t i, const Status& fetch_status) const;  // a failed fetch of shard i, for readers
+  // The error readers get for a failed fetch of shard i.
+  Status failure(uint32_t i, const Status& fetch_status) const;
 
   std::shared_ptr<ObjectStore> store_;
   std::shared_ptr<ShardCache> cache_;
@@ -102,10 +103,10 @@ class RemoteShards {
   uint64_t max_ahead_bytes_ = 0;   // 0: no limit
   mutable std::vector<uint8_t> touched_;
   mutable std::unordered_map<uint32_t, Status> failed_;  // shards whose fetch failed since the plan
-  std::vector<uint8_t> planned_;  // queued for prefetch since the plan
-  mutable int ahead_ = 0;         // planned shards no reader has touched yet
-  mutable uint64_t ahead_bytes_ = 0;  // their bytes
-  uint64_t generation_ = 0;       // bumped by plan(): the walk restarts
+  std::vector<uint8_t> planned_;                         // queued for prefetch since the plan
+  mutable int ahead_ = 0;                                // planned shards no reader has touched yet
+  mutable uint64_t ahead_bytes_ = 0;                     // their bytes
+  uint64_t generation_ = 0;                              // bumped by plan(): the walk restarts
   std::shared_ptr<const EpochOrder> order_;
   int64_t walk_ = 0;  // the walker's next position in order_
   std::function<uint32_t(int64_t)> shard_of_;
