@@ -26,7 +26,7 @@ from chute.cache import open_shard_cache
 from chute.testing.loopback import FaultProxy, Nginx
 
 N, PER_TAR = 160, 40  # samples; 4 tars of 40
-TIMEOUT = 300  # seconds, for subprocesses; generous on a loaded machine
+TIMEOUT = 600  # seconds, for subprocesses (torchrun starts 3 Pythons importing torch): generous under load
 SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzzSECRETx"
 
 
