@@ -119,6 +119,13 @@ AttemptCheck check_response(const ResponseFacts& f) {
             http() + ": the range [" + std::to_string(f.range_offset) + ", " +
                 std::to_string(f.range_offset + f.range_length) + ") is past the end of the object"};
   }
+  if (f.status == 401 || f.status == 403) {
+    // A HEAD's answer has no body to name S3's reason (SignatureDoesNotMatch, AccessDenied): say it.
+    return {Verdict::kFail, StatusCode::kIoError,
+            http() +
+                " (access denied: check the credentials, e.g. AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or "
+                "AWS_PROFILE, and the permissions on this object)"};
+  }
   if (f.status == 429 || f.status >= 500) return {Verdict::kRetry, StatusCode::kOk, http()};
   if (f.status < 200 || f.status >= 300) return {Verdict::kFail, StatusCode::kIoError, http()};
   if (f.head) return {};

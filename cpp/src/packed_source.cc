@@ -80,6 +80,7 @@ Result<std::shared_ptr<PackedSource>> PackedSource::open_remote(const std::strin
   src->options_ = options;
   src->dir_ = base;
   // The index entry's key carries its ETag (or size): a dataset repacked at the same URL is refetched.
+  // Keys show in errors and `chute cache ls`: a URL's user:password@ is left out.
   CHUTE_ASSIGN_OR_RETURN(
       src->index_file_,
       cache->get(

@@ -18,6 +18,9 @@ Result<std::shared_ptr<RemoteShards>> RemoteShards::create(std::shared_ptr<Objec
   r->base_url_ = std::move(base_url);
   r->shards_ = std::move(shards);
   r->options_ = options;
+  const uint64_t limit = r->cache_->options().limit_bytes;
+  r->max_mapped_bytes_ = limit / 2;
+  r->max_ahead_bytes_ = limit / 4;
   const size_t n = r->shards_.size();
   r->mapped_.resize(n);
   r->last_use_.resize(n);
@@ -39,14 +42,19 @@ RemoteShards::~RemoteShards() {
 
 std::string RemoteShards::shard_url(uint32_t i) const { return base_url_ + shards_[i].name; }
 
+Status RemoteShards::failure(uint32_t i, const Status& fetch_status) const {
+  return environment_error("fetching shard " + redact_url(shard_url(i)) + ": " + fetch_status.to_string());
+}
+
 Result<std::shared_ptr<const MappedFile>> RemoteShards::fetch(uint32_t i) const {
   const ShardInfo& info = shards_[i];
   const std::string url = shard_url(i);
   // The key names the shard's content (its id is the hash of its record headers), so a repacked dataset
-  // at the same URL is never served from an old entry.
+  // at the same URL is never served from an old entry. Keys show in errors and `chute cache ls` and are
+  // stored on disk: a URL's user:password@ is left out.
   char id[17];
   std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(info.shard_id));
-  const std::string key = redact_url(url) + "#" + id;  // keys are listed (chute cache ls): no credentials
+  const std::string key = redact_url(url) + "#" + id;
   bool filled = false;
   auto file = cache_->get(
       key, info.file_size,
@@ -74,13 +82,17 @@ Result<std::shared_ptr<const MappedFile>> RemoteShards::fetch(uint32_t i) const 
 void RemoteShards::keep_mapped(uint32_t i, std::shared_ptr<const MappedFile> file) const {
   last_use_[i] = ++use_clock_;
   if (mapped_[i]) return;
+  mapped_bytes_ += file->bytes().size();
   mapped_[i] = std::move(file);
-  if (++mapped_count_ <= options_.max_mapped) return;
-  // Close the least recently used mapping (a reader still copying from it keeps its own reference).
-  uint32_t oldest = i;
-  for (uint32_t s = 0; s < mapped_.size(); ++s)
-    if (mapped_[s] && s != i && (oldest == i || last_use_[s] < last_use_[oldest])) oldest = s;
-  if (oldest != i) {
+  ++mapped_count_;
+  // Close the least recently used mappings (a reader still copying from one keeps its own reference)
+  // down to the count and byte limits, never the one just added.
+  while (mapped_count_ > options_.max_mapped || (max_mapped_bytes_ && mapped_bytes_ > max_mapped_bytes_)) {
+    uint32_t oldest = i;
+    for (uint32_t s = 0; s < mapped_.size(); ++s)
+      if (mapped_[s] && s != i && (oldest == i || last_use_[s] < last_use_[oldest])) oldest = s;
+    if (oldest == i) return;
+    mapped_bytes_ -= mapped_[oldest]->bytes().size();
     mapped_[oldest].reset();
     --mapped_count_;
   }
@@ -88,12 +100,15 @@ void RemoteShards::keep_mapped(uint32_t i, std::shared_ptr<const MappedFile> fil
 
 Result<std::shared_ptr<const MappedFile>> RemoteShards::get(uint32_t i) const {
   if (i >= shards_.size()) return invalid_argument("shard " + std::to_string(i) + " out of range");
+  uint64_t generation = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    generation = generation_;
     if (!touched_[i]) {
       touched_[i] = 1;
       if (planned_[i]) {
         --ahead_;
+        ahead_bytes_ -= shards_[i].file_size;
         cv_.notify_all();  // the walker may queue the next shard
       }
     }
@@ -101,6 +116,7 @@ Result<std::shared_ptr<const MappedFile>> RemoteShards::get(uint32_t i) const {
       last_use_[i] = ++use_clock_;
       return mapped_[i];
     }
+    if (auto f = failed_.find(i); f != failed_.end()) return f->second;
   }
   const auto t0 = std::chrono::steady_clock::now();
   auto file = fetch(i);  // or waits, on the cache's lock, for the prefetch in flight
@@ -110,8 +126,11 @@ Result<std::shared_ptr<const MappedFile>> RemoteShards::get(uint32_t i) const {
   stats_.reader_wait_s += waited;
   // A shard that cannot be fetched is the storage's failure, never its samples': it must not be skipped
   // or quarantined as a bad sample (the loader retries kEnvironment, then raises it).
-  if (!file.is_ok())
-    return environment_error("fetching shard " + redact_url(shard_url(i)) + ": " + file.status().to_string());
+  if (!file.is_ok()) {
+    Status st = failure(i, file.status());
+    if (generation == generation_) failed_.try_emplace(i, st);
+    return st;
+  }
   keep_mapped(i, *file);
   return file;
 }
@@ -125,7 +144,9 @@ void RemoteShards::plan(EpochOrder order, int64_t start, std::function<uint32_t(
     shard_of_ = std::move(shard_of);
     std::fill(touched_.begin(), touched_.end(), 0);
     std::fill(planned_.begin(), planned_.end(), 0);
+    failed_.clear();
     ahead_ = 0;
+    ahead_bytes_ = 0;
     queue_.clear();
     queue_head_ = 0;
   }
@@ -139,7 +160,9 @@ void RemoteShards::walk_loop() {
   for (;;) {
     cv_.wait(lock, [&] {
       return stop_ ||
-             (order_ && walk_ < order_->size() && (generation_ != seen_generation || ahead_ < options_.lookahead));
+             (order_ && walk_ < order_->size() &&
+              (generation_ != seen_generation ||
+               (ahead_ < options_.lookahead && (ahead_ == 0 || !max_ahead_bytes_ || ahead_bytes_ < max_ahead_bytes_))));
     });
     if (stop_) return;
     if (generation_ != seen_generation) {
@@ -172,6 +195,7 @@ void RemoteShards::walk_loop() {
     if (touched_[s] || mapped_[s]) continue;  // a reader got there first, or it is already local
     planned_[s] = 1;
     ++ahead_;
+    ahead_bytes_ += shards_[s].file_size;
     queue_.push_back(s);
     cv_.notify_all();
   }
@@ -183,11 +207,15 @@ void RemoteShards::fetch_loop() {
     cv_.wait(lock, [&] { return stop_ || queue_head_ < queue_.size(); });
     if (stop_) return;
     const uint32_t s = queue_[queue_head_++];
-    if (mapped_[s]) continue;
+    if (mapped_[s] || failed_.count(s)) continue;
+    const uint64_t generation = generation_;
     lock.unlock();
-    auto file = fetch(s);  // a failure here is left for the reader, whose own fetch names it
+    auto file = fetch(s);
     lock.lock();
-    if (file.is_ok()) keep_mapped(s, *file);
+    if (file.is_ok())
+      keep_mapped(s, *file);
+    else if (generation == generation_)
+      failed_.try_emplace(s, failure(s, file.status()));  // for its readers
   }
 }
 

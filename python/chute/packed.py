@@ -86,7 +86,11 @@ class PackedDataset(_RecordSource):
         return {**shards, **remote.stats()}
 
     def __repr__(self) -> str:
-        return f"chute.PackedDataset({self.path!r}, samples={len(self)}, classes={len(self.classes)})"
+        from chute import remote
+
+        # A URL's user:password@ never shows (a Loader's repr, a log line, a traceback print this).
+        path = _native.redact_url(self.path) if remote.is_url(self.path) else self.path
+        return f"chute.PackedDataset({path!r}, samples={len(self)}, classes={len(self.classes)})"
 
 
 class TarDataset(_RecordSource):

@@ -18,6 +18,7 @@ DEFAULT_CACHE_LIMIT = 50 * 10**9  # bytes; a size string such as "200GB" overrid
 
 _lock = threading.Lock()
 _store = None
+_store_options: dict = {}
 
 
 def is_url(path) -> bool:
@@ -35,13 +36,28 @@ def local_path(path):
     return path
 
 
+def configure(*, max_retries: int | None = None) -> None:
+    """Options of the process's object store, for datasets opened from now on (those already open keep
+    theirs). ``max_retries``: how often one request is retried (resets, timeouts, truncated bodies, 5xx,
+    429) before it fails; default 8. A small value makes storage that is down fail fast, e.g. in a test or
+    an interactive session. ``configure()`` restores the defaults."""
+    global _store, _store_options
+    if max_retries is not None and (
+        isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0
+    ):
+        raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
+    with _lock:
+        _store_options = {} if max_retries is None else {"max_retries": max_retries}
+        _store = None
+
+
 def store():
     """The process's object store (one HTTP engine and its connections, shared by every remote dataset);
     a forked child makes its own (the parent's engine thread is not in the child)."""
     global _store
     with _lock:
         if _store is None or _store[0] != os.getpid():
-            _store = (os.getpid(), _native.ObjectStore())
+            _store = (os.getpid(), _native.ObjectStore(**_store_options))
         return _store[1]
 
 

@@ -11,8 +11,16 @@
 // A reader that needs a shard before it is there fetches it itself (or waits for the fetch in flight:
 // the cache's per-key lock); with the shard-window order (docs/ORDER.md) that happens at start-up only.
 //
+// A cache limit bounds local disk: a shard the cache evicts stays on disk while it is mapped, so with a
+// limit L the mappings kept hold at most L/2 bytes and the prefetcher keeps at most L/4 bytes of shards
+// ahead of the readers (each at least one shard). Disk use is then at most about 1.5 L (the cache's
+// entries plus evicted shards still mapped); a shard evicted before its readers are done is fetched again.
+//
 // Faults: the HttpEngine retries resets, timeouts, truncated bodies, 5xx and 429 with backoff; a shard
-// that still cannot be fetched is a kEnvironment error naming its URL, never a bad sample. A fetched
+// that still cannot be fetched is a kEnvironment error naming its URL, never a bad sample. That failure
+// is remembered until the next plan() (the next epoch, or a resume): the shard's other samples, and the
+// loader's own retries of environment failures, get it at once instead of each spending the engine's
+// whole retry budget again (storage that is down raises after one budget, not one per sample). A fetched
 // shard is checked against the index (its header: id, record count, size) before the cache admits it;
 // every record's XXH3 is checked on read (PackedOptions::verify_checksums), so a damaged cache entry
 // is found.
@@ -26,6 +34,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "chute/mapped_file.h"
@@ -73,6 +82,8 @@ class RemoteShards {
   void walk_loop();   // finds the next shards the order needs, in first-use order
   void fetch_loop();  // fetches what the walker queued
   void keep_mapped(uint32_t i, std::shared_ptr<const MappedFile> file) const;  // with mu_ held
+  // The error readers get for a failed fetch of shard i.
+  Status failure(uint32_t i, const Status& fetch_status) const;
 
   std::shared_ptr<ObjectStore> store_;
   std::shared_ptr<ShardCache> cache_;
@@ -87,10 +98,15 @@ class RemoteShards {
   mutable std::vector<uint64_t> last_use_;  // a counter value per shard, for closing the least recent mapping
   mutable uint64_t use_clock_ = 0;
   mutable int mapped_count_ = 0;
+  mutable uint64_t mapped_bytes_ = 0;
+  uint64_t max_mapped_bytes_ = 0;  // 0: no limit (the cache has none)
+  uint64_t max_ahead_bytes_ = 0;   // 0: no limit
   mutable std::vector<uint8_t> touched_;
-  std::vector<uint8_t> planned_;  // queued for prefetch since the plan
-  mutable int ahead_ = 0;         // planned shards no reader has touched yet
-  uint64_t generation_ = 0;       // bumped by plan(): the walk restarts
+  mutable std::unordered_map<uint32_t, Status> failed_;  // shards whose fetch failed since the plan
+  std::vector<uint8_t> planned_;                         // queued for prefetch since the plan
+  mutable int ahead_ = 0;                                // planned shards no reader has touched yet
+  mutable uint64_t ahead_bytes_ = 0;                     // their bytes
+  uint64_t generation_ = 0;                              // bumped by plan(): the walk restarts
   std::shared_ptr<const EpochOrder> order_;
   int64_t walk_ = 0;  // the walker's next position in order_
   std::function<uint32_t(int64_t)> shard_of_;
