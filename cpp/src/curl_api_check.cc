@@ -21,42 +21,11 @@ constexpr unsigned kRealVersionNum = LIBCURL_VERSION_NUM;
 #undef curl_multi_setopt
 
 #include "detail/curl_api.h"
+#include "detail/signature_check.h"
 
 namespace {
 namespace d = chute::detail;
-
-template <class T>
-struct Norm {
-  using type = T;
-};
-template <class T>
-requires std::is_enum_v<T>
-struct Norm<T> {
-  using type = int;
-};
-template <class T>
-requires(std::is_class_v<T> || std::is_void_v<T> || std::is_union_v<T>) struct Norm<T*> {
-  using type = void*;
-};
-template <class T>
-requires(!std::is_class_v<T> && !std::is_void_v<T> && !std::is_union_v<T>) struct Norm<T*> {
-  using type = typename Norm<T>::type*;
-};
-template <class T>
-using norm_t = typename Norm<T>::type;
-
-template <class F>
-struct Sig;
-template <class R, class... A>
-struct Sig<R (*)(A...)> {
-  using type = norm_t<R> (*)(norm_t<A>...);
-};
-template <class R, class... A>
-struct Sig<R (*)(A..., ...)> {
-  using type = norm_t<R> (*)(norm_t<A>..., ...);
-};
-template <class F>
-using sig_t = typename Sig<F>::type;
+using chute::detail::abi::sig_t;
 
 #define CHUTE_CHECK_SIGNATURE(name)                                                          \
   static_assert(std::is_same_v<sig_t<decltype(&::name)>, sig_t<decltype(d::CurlApi::name)>>, \
