@@ -73,7 +73,6 @@ class RemoteShards {
   // maps a source index to its shard.
   void plan(EpochOrder order, int64_t start, std::function<uint32_t(int64_t)> shard_of);
   RemoteStats stats() const;
-  const std::string& base_url() const { return base_url_; }
   std::string shard_url(uint32_t i) const;
 
  private:
