@@ -13,7 +13,7 @@ import pytest
 
 from chute import _native
 from chute.errors import ResourceError
-from chute.testing.loopback import NGINX, FaultProxy, Nginx
+from chute.testing.loopback import NGINX, FaultProxy, LatencyRelay, Nginx, RelayProcess
 
 pytestmark = pytest.mark.skipif(not os.access(NGINX, os.X_OK), reason="nginx is not installed (scripts/setup.sh --dev)")
 
@@ -224,6 +224,22 @@ def test_added_latency_is_measured_and_results_stay_exact(nginx, files, tmp_path
         s = e.stats()
         # Each attempt waited at least the proxy's latency (a sleep never ends early): a lower bound only.
         assert s["latency_p50_s"] >= 0.05 and s["latency_p99_s"] >= s["latency_p50_s"]
+
+
+@pytest.mark.parametrize("relay_kind", ["thread", "process"])
+def test_latency_relay_passes_bodies_byte_exact_after_its_latency(nginx, files, tmp_path, relay_kind):
+    # The bench's relay: 50 MB bodies (many times its pipe) through splice, kept-alive connections, ranges.
+    relay_type = LatencyRelay if relay_kind == "thread" else RelayProcess
+    with relay_type(nginx, latency_s=0.05) as relay:
+        e = engine()
+        out = tmp_path / "big.out"
+        e.download(relay.url + "/big.bin", BIG, out, chunk_bytes=8 << 20)
+        assert out.read_bytes() == files[1]["big.bin"]
+        status, body, _ = e.fetch(relay.url + "/small.bin", offset=12345, length=1 << 20)
+        assert status == 206 and body == files[1]["small.bin"][12345 : 12345 + (1 << 20)]
+        s = e.stats()
+        assert s["retries"] == 0 and s["failures"] == 0
+        assert s["latency_p50_s"] >= 0.05  # every request waited the relay's latency first: a lower bound only
 
 
 def test_interpreter_exit_with_a_request_in_flight_does_not_hang():
