@@ -131,49 +131,9 @@ int64_t ShardWindowOrder::shard_at(int64_t g) const {
   return sequence_[locate(g, &v)];
 }
 
-std::vector<int64_t> ShardWindowOrder::shards_in(int64_t begin, int64_t end, size_t max_shards) const {
-  std::vector<int64_t> out;
-  begin = std::max<int64_t>(begin, 0);
-  end = std::min(end, size());
-  if (begin >= end || max_shards == 0) return out;
-  const int64_t num_shards = static_cast<int64_t>(sequence_.size());
-  std::vector<char> seen;
-  for (int64_t w = sequence_position(begin, 0, num_shards) / window_; w < num_windows_; ++w) {
-    const int64_t j0 = w * window_, j1 = std::min(num_shards, j0 + window_);
-    if (start_[j0] >= end) break;  // the range ended before this window
-    const int64_t a = std::max(begin, start_[j0]), b = std::min(end, start_[j1]);
-    if (a >= b) continue;  // a window of empty shards
-    if (!shuffle_) {       // the window's shards in sequence, from a's on
-      for (int64_t j = sequence_position(a, j0, j1); j < j1 && start_[j] < b; ++j) {
-        if (start_[j + 1] == start_[j]) continue;  // empty
-        out.push_back(sequence_[j]);
-        if (out.size() == max_shards) return out;
-      }
-      continue;
-    }
-    int64_t left = 0;  // shards with samples in the window: a scan of the whole window meets them all
-    for (int64_t j = j0; j < j1; ++j) left += start_[j + 1] > start_[j];
-    seen.assign(static_cast<size_t>(j1 - j0), 0);
-    for (int64_t g = a; g < b && left > 0; ++g) {
-      int64_t v = 0;
-      const int64_t j = locate(g, &v);
-      if (seen[j - j0]) continue;
-      seen[j - j0] = 1, --left;
-      out.push_back(sequence_[j]);
-      if (out.size() == max_shards) return out;
-    }
-  }
-  return out;
-}
-
 int64_t EpochOrder::rank_first(int64_t n, const Shard& shard) {
   const int64_t share = n / shard.world_size;
   return shard.rank * share + (shard.even_split ? 0 : std::min(shard.rank, n % shard.world_size));
-}
-
-std::vector<int64_t> EpochOrder::shards_from(int64_t k, size_t max_shards) const {
-  if (!windows_ || k >= size_) return {};
-  return windows_->shards_in(first_ + std::max<int64_t>(k, 0), first_ + size_, max_shards);
 }
 
 int64_t EpochOrder::rank_size(int64_t n, const Shard& shard) {

@@ -88,11 +88,6 @@ class ShardWindowOrder {
   int64_t operator()(int64_t g) const;
   // The shard (index-order number) that global position g reads.
   int64_t shard_at(int64_t g) const;
-  // The distinct shards that global positions [begin, end) read, in first-use order, at most `max_shards`.
-  // It walks windows from the one holding `begin`, scanning each window's positions only until every
-  // shard of the window that lies in the range was met: about K ln K positions per window of K shards of
-  // similar sizes, the whole window at worst, i.e. never more than the samples the reader will read.
-  std::vector<int64_t> shards_in(int64_t begin, int64_t end, size_t max_shards) const;
   int64_t num_windows() const { return num_windows_; }
   // Window w's first global position (N for w >= num_windows()): window w is [window_begin(w), window_begin(w + 1)).
   int64_t window_begin(int64_t w) const;
@@ -146,9 +141,6 @@ class EpochOrder {
   // The global position of a rank's first sample when ranks take contiguous blocks (the shard-window
   // order): r * (n / W), plus min(r, n mod W) without even_split.
   static int64_t rank_first(int64_t n, const Shard& shard);
-  // The shard-window order: the distinct shards this rank reads from its position k on, in first-use
-  // order, at most `max_shards` (what a remote source prefetches). Empty for the other kinds.
-  std::vector<int64_t> shards_from(int64_t k, size_t max_shards = SIZE_MAX) const;
   // Whether `shard` can split a dataset of n samples: rank in [0, world_size), and with even_split at
   // least one sample per rank (otherwise every rank would get none, silently).
   static Status check_shard(int64_t n, const Shard& shard);
