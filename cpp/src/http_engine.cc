@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "chute/fork.h"
+#include "chute/thread.h"
 #include "detail/curl_api.h"
 #include "detail/http_policy.h"
 
@@ -458,12 +459,12 @@ Result<std::shared_ptr<HttpEngine>> HttpEngine::create(HttpOptions options) {
   impl->set_limit(options.max_in_flight > 0 ? options.max_in_flight
                                             : std::min(kMinAutoInFlight, options.max_auto_in_flight));
   Impl* raw = impl.get();
-  try {
-    impl->thread = std::thread([raw] { raw->run(); });
-  } catch (const std::system_error& e) {
+  Result<std::thread> thread = start_thread("chute-http", [raw] { raw->run(); });
+  if (!thread.is_ok()) {
     api->curl_multi_cleanup(impl->multi);
-    return environment_error(std::string("the HTTP engine's thread cannot be started: ") + e.what());
+    return thread.status();
   }
+  impl->thread = std::move(thread.value());
   return std::shared_ptr<HttpEngine>(new HttpEngine(std::move(impl)));
 }
 

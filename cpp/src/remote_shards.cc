@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "chute/thread.h"
+
 namespace chute {
 
 Result<std::shared_ptr<RemoteShards>> RemoteShards::create(std::shared_ptr<ObjectStore> store,
@@ -26,8 +28,13 @@ Result<std::shared_ptr<RemoteShards>> RemoteShards::create(std::shared_ptr<Objec
   r->last_use_.resize(n);
   r->touched_.resize(n);
   r->planned_.resize(n);
-  r->threads_.emplace_back([p = r.get()] { p->walk_loop(); });
-  for (int t = 0; t < options.fetch_threads; ++t) r->threads_.emplace_back([p = r.get()] { p->fetch_loop(); });
+  // Named threads (top -H, py-spy); a thread the kernel refuses is an error here, never std::terminate
+  // (the destructor stops and joins those already started).
+  RemoteShards* p = r.get();
+  CHUTE_ASSIGN_OR_RETURN(std::thread walker, start_thread("chute-walk", [p] { p->walk_loop(); }));
+  r->threads_.push_back(std::move(walker));
+  CHUTE_RETURN_IF_ERROR(start_threads(
+      "chute-fetch", 0, options.fetch_threads, [p](int) { p->fetch_loop(); }, r->threads_));
   return r;
 }
 

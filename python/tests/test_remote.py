@@ -390,3 +390,29 @@ def test_credentials_in_a_url_never_show(nginx, tmp_path):
     texts += keys + [p.read_text(errors="replace") for p in (tmp_path / "cache").rglob("*.key")]
     for text in texts:
         assert password not in text, text
+
+
+def _thread_names() -> list[str]:
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except FileNotFoundError:  # a thread that just ended
+            pass
+    return names
+
+
+def test_remote_threads_are_named_and_end_with_their_dataset(nginx, tmp_path):
+    import gc
+
+    gc.collect()
+    before = _thread_names().count("chute-fetch")
+    dataset = chute.open(nginx + "/packed/", cache_dir=tmp_path / "cache")
+    names = _thread_names()
+    # What top -H, py-spy and gdb show: the prefetcher's walker and fetch threads, and the HTTP engine's.
+    assert names.count("chute-fetch") == before + 4 and "chute-walk" in names and "chute-http" in names
+    assert len(run(make(dataset))) > 0
+    del dataset
+    gc.collect()
+    assert _thread_names().count("chute-fetch") == before  # joined when the dataset went (no leak)
