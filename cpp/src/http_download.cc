@@ -13,10 +13,10 @@ namespace chute {
 Status HttpEngine::download(const HttpRequest& object, uint64_t size, int fd, uint64_t chunk_bytes) {
   if (chunk_bytes == 0) return invalid_argument("download: chunk_bytes must be > 0");
   if (size == 0) return Status::ok();
-  // Each chunk is written into `fd` by the engine as it arrives (HttpRequest::sink_fd), so a download
-  // holds no chunk-sized buffers: with 32 requests of 8 MiB in flight, and a download per fetch thread,
-  // those would be up to a gigabyte beside the loader's own memory (measured: the CPU cost is the same, 0.25 s
-  // per 200 MB either way). Completions come back to this thread, which keeps the requests in flight.
+  // Each chunk is written into `fd` by the engine as it arrives (HttpRequest::sink_fd), in pieces of at
+  // most 512 KiB, so a download holds no chunk-sized buffers: with 32 requests of 8 MiB in flight, and a
+  // download per fetch thread, those would be up to a gigabyte beside the loader's own memory.
+  // Completions come back to this thread, which keeps the requests in flight.
   struct Completed {
     std::mutex mu;
     std::condition_variable cv;

@@ -58,7 +58,32 @@ struct Transfer {
   long status_line = 0;    // the status of the response being received (its status line)
   uint64_t received = 0;   // body bytes seen this attempt (a sink's count; kept bodies have their size)
   std::string sink_error;  // a write into the sink failed: the attempt fails with this
+  // Sink bytes not yet written, for the file offset `staged_at` on: libcurl hands the body over in pieces
+  // of at most 16 KiB (CURL_MAX_WRITE_SIZE), and a pwrite() per piece cost ext4 ~3x the CPU per byte of
+  // writes of 256 KiB and more (measured: 0.49 against 0.22 ms/MB); kSinkStage bytes go in one pwrite().
+  std::vector<uint8_t> staged;
+  uint64_t staged_at = 0;
 };
+
+constexpr size_t kSinkStage = 512 << 10;
+
+// Writes the staged bytes into the sink; false (with sink_error set) when the write fails.
+bool flush_sink(Transfer& t) {
+  for (size_t done = 0; done < t.staged.size();) {
+    const ssize_t w = ::pwrite(t.request.sink_fd, t.staged.data() + done, t.staged.size() - done,
+                               static_cast<off_t>(t.staged_at + done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      t.sink_error =
+          std::string("writing at ") + std::to_string(t.staged_at + done) + ": " + std::strerror(w < 0 ? errno : EIO);
+      return false;
+    }
+    done += static_cast<size_t>(w);
+  }
+  t.staged_at += t.staged.size();
+  t.staged.clear();
+  return true;
+}
 
 // Whether this attempt's body goes to the request's sink: a ranged GET with a sink, answered 2xx.
 bool sinks(const Transfer& t) {
@@ -76,16 +101,17 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
   const uint64_t begin = t->status_line == 200 ? t->request.offset : 0;
   const uint64_t end = begin + t->request.length;
   const uint64_t from = std::max(t->received, begin), to = std::min(t->received + bytes, end);
-  for (uint64_t done = from; done < to;) {
-    const ssize_t w = ::pwrite(t->request.sink_fd, data + (done - t->received), to - done,
-                               static_cast<off_t>(t->request.sink_offset + (done - begin)));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      t->sink_error = std::string("writing at ") + std::to_string(t->request.sink_offset + (done - begin)) + ": " +
-                      std::strerror(w < 0 ? errno : EIO);
-      return 0;  // curl ends the transfer (CURLE_WRITE_ERROR)
+  if (from < to) {
+    const uint64_t at = t->request.sink_offset + (from - begin);
+    if (t->staged.empty()) {
+      t->staged_at = at;
+      t->staged.reserve(kSinkStage);
+    } else if (at != t->staged_at + t->staged.size()) {  // not contiguous (the range's bytes come in order)
+      if (!flush_sink(*t)) return 0;                     // curl ends the transfer (CURLE_WRITE_ERROR)
+      t->staged_at = at;
     }
-    done += static_cast<uint64_t>(w);
+    t->staged.insert(t->staged.end(), data + (from - t->received), data + (to - t->received));
+    if (t->staged.size() >= kSinkStage && !flush_sink(*t)) return 0;
   }
   t->received += bytes;
   return bytes;
@@ -206,6 +232,7 @@ struct HttpEngine::Impl {
     t->status_line = 0;
     t->received = 0;
     t->sink_error.clear();
+    t->staged.clear();  // a failed attempt's unwritten bytes: the retry writes its range again
     if (t->attempts++ == 0) t->first_start = Clock::now();
     t->attempt_start = Clock::now();
     api.curl_easy_setopt(e, CURLOPT_URL, r.url.c_str());
@@ -289,6 +316,8 @@ struct HttpEngine::Impl {
     end_attempt(*t);
     const Clock::time_point now = Clock::now();
     AttemptCheck check;
+    if (code == CURLE_OK && sinks(*t) && !flush_sink(*t))  // the body's last bytes
+      return fail(std::move(t), StatusCode::kIoError, t->sink_error);
     if (code != CURLE_OK) {
       if (!t->sink_error.empty()) return fail(std::move(t), StatusCode::kIoError, t->sink_error);
       std::string message = t->error[0] != '\0' ? std::string(t->error) : api.curl_easy_strerror(code);

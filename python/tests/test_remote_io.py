@@ -86,6 +86,16 @@ def test_download_of_50mb_is_byte_exact(nginx, files, tmp_path, max_in_flight):
         assert 4 <= s["in_flight_limit"] <= 64  # the autotuner's bounds (floor, max_auto_in_flight)
 
 
+@pytest.mark.parametrize("chunk_bytes", [1 << 20, 256 << 10])  # written while the body comes; when it ends
+def test_a_sink_that_cannot_be_written_fails_at_once_naming_the_offset(nginx, chunk_bytes):
+    # Bodies are staged and written in large pieces; a failed write (here ENOSPC) ends the download with
+    # an OSError naming where, and is not retried as if the network had failed.
+    e = engine()
+    with pytest.raises(OSError, match=r"writing at \d+: No space left on device"):
+        e.download(nginx + "/small.bin", SMALL, "/dev/full", chunk_bytes=chunk_bytes)
+    assert e.stats()["retries"] == 0
+
+
 def test_download_of_a_missing_object_names_it(nginx, tmp_path):
     e = engine()
     with pytest.raises(FileNotFoundError, match=r"GET http://127\.0\.0\.1:\d+/absent\.bin: HTTP 404"):

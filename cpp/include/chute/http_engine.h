@@ -50,8 +50,8 @@ struct HttpRequest {
   uint64_t offset = 0, length = 0;
   std::vector<uint8_t> body;  // PUT/POST body
   std::optional<SigV4> sigv4;
-  // A ranged GET's bytes written straight into this file at `sink_offset` as they arrive (pwrite), not
-  // kept in the response (whose body then stays empty): no buffer the size of the range, one copy less.
+  // A ranged GET's bytes written into this file at `sink_offset` as they arrive (pwrite, in pieces of up to
+  // 512 KiB), not kept in the response (whose body then stays empty): no buffer the size of the range.
   // An error response's body is still kept (its S3 error code is read). -1: kept in memory.
   int sink_fd = -1;
   uint64_t sink_offset = 0;
