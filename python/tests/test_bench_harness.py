@@ -180,3 +180,36 @@ def test_chute_bench_rows_are_medians_of_interleaved_rounds(folder, tmp_path, ca
         assert len(r["rates"]) == 2 and all(x > 0 for x in r["rates"]), r
         assert r["img_per_s"] == pytest.approx(Summary.of(r["rates"]).median)
     assert out["results"][2]["ratio_to_best_dataloader"] == pytest.approx(1.0)
+
+
+def test_chute_bench_remote_rows_and_cpu_accounting(folder, capsys):
+    """``chute bench --remote`` end to end on a small folder (nginx and the latency relay on loopback): every
+    row has a rate per round, and each cold round reports its first batch and the CPU spent beside the
+    decode (chute's I/O threads, the servers, the cache's writeback)."""
+    import json
+    import os
+
+    from chute import cli
+    from chute.testing.loopback import NGINX
+
+    if not os.access(NGINX, os.X_OK):
+        pytest.skip("nginx is not installed (scripts/setup.sh --dev)")
+    rc = cli.main(
+        ["bench", "--remote", "--root", str(folder), "--rounds", "2", "--batch-size", "8", "--threads", "1"]
+        + ["--latency-ms", "5", "--json"]
+    )
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    names = [r["name"] for r in out["rows"]]
+    assert names[:4] == [
+        "chute, local shards",
+        "chute, remote, cold cache",
+        "chute, remote, cold cache, after its first batch",
+        "chute, remote, warm cache",
+    ]
+    for r in out["rows"]:
+        assert len(r["rates"]) == 2 and all(x > 0 for x in r["rates"]), r
+    assert out["images"] == 36 and out["latency_ms"] == 5
+    for key in ("first_batch_s", "io_threads_cpu_s", "servers_cpu_s", "writeback_cpu_s"):
+        assert len(out[key]) == 2 and all(v >= 0 for v in out[key]), (key, out[key])
+    assert out["io"]["requests"] > 0 and out["io"]["retries"] == 0

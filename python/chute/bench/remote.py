@@ -53,6 +53,12 @@ class RemoteBench:
     shard_bytes: int
     rows: list[Contender]
     first_batch_s: list[float] = field(default_factory=list)  # cold cache: chute.open to the first batch
+    # Per cold epoch, CPU seconds spent beside the decode threads, on the same cores: chute's I/O threads
+    # (chute-http, chute-fetch, chute-walk), the servers (nginx and the latency relay), and the kernel's
+    # writeback of the cache's new files (os.sync() after the epoch, outside its time; system-wide CPU).
+    io_threads_cpu_s: list[float] = field(default_factory=list)
+    servers_cpu_s: list[float] = field(default_factory=list)
+    writeback_cpu_s: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     io: dict = field(default_factory=dict)  # the remote loader's I/O figures (last cold round)
 
@@ -85,6 +91,9 @@ class RemoteBench:
                 for r in self.rows
             ],
             "first_batch_s": self.first_batch_s,
+            "io_threads_cpu_s": self.io_threads_cpu_s,
+            "servers_cpu_s": self.servers_cpu_s,
+            "writeback_cpu_s": self.writeback_cpu_s,
             "io": self.io,
             "notes": self.notes,
         }
@@ -110,6 +119,60 @@ def write_webdataset(source: chute.ImageFolder, dst: Path, shard_bytes: int) -> 
     if tar is not None:
         tar.close()
     return shards
+
+
+_IO_THREADS = ("chute-http", "chute-fetch", "chute-walk")
+
+
+def _stat_cpu_s(path: str) -> float:
+    """utime + stime of /proc/<pid>[/task/<tid>]/stat, in seconds (0 for one that has gone)."""
+    try:
+        with open(f"{path}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _io_threads_cpu_s() -> float:
+    """CPU seconds so far of this process's live remote-I/O threads (named by chute)."""
+    total = 0.0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if f.read().strip() not in _IO_THREADS:
+                    continue
+        except FileNotFoundError:
+            continue
+        total += _stat_cpu_s(f"/proc/self/task/{tid}")
+    return total
+
+
+def _tree_cpu_s(roots: list[int]) -> float:
+    """CPU seconds so far of processes `roots` and their live descendants (nginx's workers)."""
+    parent: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parent[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+                pass
+    tree, frontier = set(roots), list(roots)
+    while frontier:
+        pid = frontier.pop()
+        for child, ppid in parent.items():
+            if ppid == pid and child not in tree:
+                tree.add(child)
+                frontier.append(child)
+    return sum(_stat_cpu_s(f"/proc/{pid}") for pid in tree)
+
+
+def _busy_cpu_s() -> float:
+    """CPU seconds the whole machine has been busy (/proc/stat: all but idle and iowait)."""
+    with open("/proc/stat") as f:
+        ticks = [int(v) for v in f.readline().split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def _webdataset_loader(urls: list[str], batch_size: int, workers: int):
@@ -150,6 +213,7 @@ def run_remote_bench(
         on_step("packing the dataset into shards")
         chute.pack(source, work / "www" / "packed", shard_size=shard_size)
         tars = write_webdataset(source, work / "www" / "tars", parse_size(shard_size))
+        os.sync()  # the 2 x dataset just written goes to disk now, not in the kernel's flusher under a timed row
         shards = [p for p in (work / "www" / "packed").iterdir() if p.suffix != ".chidx"]
         shard_bytes = sum(p.stat().st_size for p in shards) // max(len(shards), 1)
 
@@ -167,17 +231,29 @@ def run_remote_bench(
             loaders.append(made)
             return made
 
-        with Nginx(work / "www") as server_url, RelayProcess(server_url, latency_s=latency_ms / 1e3) as proxy:
+        nginx = Nginx(work / "www")
+        with nginx as server_url, RelayProcess(server_url, latency_s=latency_ms / 1e3) as proxy:
             url = f"{proxy.url}/packed/"
             local = loader(chute.open(work / "www" / "packed"))
             warm_cache = work / "warm-cache"
             warm = loader(chute.open(url, cache_dir=warm_cache))
+            on_step("filling the warm cache")
+            for _ in warm:  # its fill is written back before any row is timed
+                pass
+            os.sync()
             first_batch: list[float] = []
             io_figures: dict = {}
+            io_threads_cpu: list[float] = []
+            servers_cpu: list[float] = []
+            writeback_cpu: list[float] = []
+
+            def servers() -> float:
+                return _tree_cpu_s([pid for pid in (nginx.pid, proxy.pid) if pid is not None])
 
             def cold() -> Timing:
                 cache = Path(tempfile.mkdtemp(prefix="cold-", dir=work))
                 try:
+                    servers0, io0 = servers(), _io_threads_cpu_s()
                     start, cpu0 = time.perf_counter(), time.process_time()
                     dataset = chute.open(url, cache_dir=cache)
                     made = loader(dataset)
@@ -191,12 +267,19 @@ def run_remote_bench(
                         images += len(batch[1])
                         n += 1
                     end, cpu = time.perf_counter(), time.process_time()
+                    servers_cpu.append(servers() - servers0)
+                    io_threads_cpu.append(_io_threads_cpu_s() - io0)  # its dataset's threads are still alive
                     seconds = end - start
                     steady.timings.append(Timing(images - first_images, end - first, n - 1, cpu - first_cpu))
                     io_figures.clear()
                     io_figures.update(made.stats().get("remote", {}))
                     made.close()
                     loaders.remove(made)
+                    # The cache's new files are written back now, outside the epoch's time, so that no
+                    # other row pays for them; the CPU that takes is reported beside the epoch.
+                    busy0 = _busy_cpu_s()
+                    os.sync()
+                    writeback_cpu.append(_busy_cpu_s() - busy0)
                     return Timing(images, seconds, n, cpu - cpu0)
                 finally:
                     shutil.rmtree(cache, ignore_errors=True)
@@ -218,7 +301,17 @@ def run_remote_bench(
             interleave(rows, rounds=rounds, on_step=on_step)
             rows.insert(2, steady)
         return RemoteBench(
-            len(source), latency_ms, len(shards), shard_bytes, rows, first_batch, notes, dict(io_figures)
+            len(source),
+            latency_ms,
+            len(shards),
+            shard_bytes,
+            rows,
+            first_batch,
+            io_threads_cpu,
+            servers_cpu,
+            writeback_cpu,
+            notes,
+            dict(io_figures),
         )
     finally:
         for made in loaders:

@@ -112,6 +112,11 @@ http {{
         shutil.rmtree(self._dir, ignore_errors=True)
         raise RuntimeError(f"nginx did not start: {last_error}")
 
+    @property
+    def pid(self) -> int | None:
+        """The nginx master's process id while it runs (its workers are its children)."""
+        return self._proc.pid if self._proc is not None else None
+
     def _stop_process(self) -> str:
         proc, self._proc = self._proc, None
         if proc is None:
@@ -525,6 +530,11 @@ class RelayProcess:
             self.__exit__()
             raise RuntimeError("the latency relay process did not start")
         return self
+
+    @property
+    def pid(self) -> int | None:
+        """The relay process's id while it runs."""
+        return self._proc.pid if self._proc is not None else None
 
     def __exit__(self, *exc) -> None:
         proc, self._proc = self._proc, None
