@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <deque>
 #include <future>
 #include <map>
@@ -356,7 +357,12 @@ struct HttpEngine::Impl {
     }
     retries.fetch_add(1, std::memory_order_relaxed);
     const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
-    const double delay = backoff_delay_s(t->attempts - 1, options.backoff_base_s, options.backoff_max_s, u);
+    double delay = backoff_delay_s(t->attempts - 1, options.backoff_base_s, options.backoff_max_s, u);
+    if (auto after = t->response.header("retry-after"); after && (status == 429 || status == 503)) {
+      // The server said when to come back: not sooner (up to a minute), whatever the backoff says.
+      if (auto wait = retry_after_s(*after, static_cast<int64_t>(std::time(nullptr))))
+        delay = std::max(delay, std::min(*wait, kMaxRetryAfterS));
+    }
     auto due = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(delay));
     backing_off.emplace(due, std::move(t));
   }

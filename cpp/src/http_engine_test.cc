@@ -58,6 +58,17 @@ TEST(HttpPolicyTest, BackoffIsFullJitterUnderAnExponentialCap) {
   EXPECT_DOUBLE_EQ(backoff_delay_s(3, 0.05, 5.0, 7.0), 0.4);     // u outside [0, 1) is clamped
 }
 
+TEST(HttpPolicyTest, RetryAfterTakesSecondsOrAnHttpDate) {
+  const int64_t now = 784111777;  // Sun, 06 Nov 1994 08:49:37 GMT
+  EXPECT_EQ(retry_after_s("120", now), 120.0);
+  EXPECT_EQ(retry_after_s(" 0 ", now), 0.0);
+  EXPECT_EQ(retry_after_s("Sun, 06 Nov 1994 08:50:07 GMT", now), 30.0);
+  EXPECT_EQ(retry_after_s("Sun, 06 Nov 1994 08:49:00 GMT", now), 0.0);         // in the past: at once
+  EXPECT_GT(*retry_after_s("99999999999999999999999", now), kMaxRetryAfterS);  // huge: the caller caps it
+  for (const char* bad : {"", "-5", "1.5", "soon", "Sun, 06 Nov 1994 08:49:37", "120s"})
+    EXPECT_FALSE(retry_after_s(bad, now).has_value()) << bad;
+}
+
 ResponseFacts range_facts(long status, uint64_t offset, uint64_t length, uint64_t body) {
   ResponseFacts f;
   f.status = status;

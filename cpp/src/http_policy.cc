@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -198,6 +199,26 @@ AttemptCheck check_transport(int curl_code, std::string_view message) {
     return {Verdict::kFail, StatusCode::kInvalidArgument, std::string(message)};
   }
   return {Verdict::kRetry, StatusCode::kOk, std::string(message)};
+}
+
+std::optional<double> retry_after_s(std::string_view value, int64_t now) {
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+  if (value.empty()) return std::nullopt;
+  if (std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    uint64_t seconds = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+    if (ec == std::errc::result_out_of_range) return kMaxRetryAfterS * 2;  // huge: capped by the caller
+    if (ec != std::errc() || end != value.data() + value.size()) return std::nullopt;
+    return static_cast<double>(seconds);
+  }
+  // IMF-fixdate, the form senders must use ("Sun, 06 Nov 1994 08:49:37 GMT").
+  std::tm tm{};
+  const std::string text(value);
+  const char* end = ::strptime(text.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  if (end == nullptr || *end != '\0') return std::nullopt;
+  const int64_t at = static_cast<int64_t>(::timegm(&tm));
+  return static_cast<double>(std::max<int64_t>(at - now, 0));
 }
 
 double backoff_delay_s(int retry, double base_s, double max_s, double u01) {

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -141,6 +142,18 @@ def test_faults_are_retried_and_the_result_is_byte_exact(nginx, files, tmp_path,
         assert s["retries"] >= proxy.faults.statuses + proxy.faults.truncations
         assert s["retries"] <= injected
         assert len(proxy.requests) == s["requests"] + injected
+
+
+@pytest.mark.parametrize("status", [503, 429])
+def test_retry_after_is_honoured_over_a_shorter_backoff(nginx, status):
+    # FAST backoff would retry within 10 ms; the server's Retry-After: 1 makes the engine wait a second.
+    with FaultProxy(nginx, status_every=(1, status), retry_after="1") as proxy:
+        e = engine(max_retries=1, **FAST)
+        start = time.monotonic()
+        with pytest.raises(ResourceError, match=f"{status}.* after 2 attempts"):
+            e.fetch(proxy.url + "/small.bin")
+        assert time.monotonic() - start >= 1.0  # a lower bound only: the wait never ends early
+        assert proxy.faults.statuses == 2
 
 
 def test_retry_budget_ends_in_a_resource_error_naming_url_status_and_attempts(nginx):

@@ -54,6 +54,11 @@ std::optional<uint64_t> content_range_total(std::string_view content_range);
 // Exponential backoff with full jitter (AWS architecture blog, "Exponential Backoff And Jitter"): before
 // retry number `retry` (0 for the first), wait u * min(max_s, base_s * 2^retry), u uniform in [0, 1).
 double backoff_delay_s(int retry, double base_s, double max_s, double u01);
+// A 429 or 503 answer's Retry-After (RFC 9110 10.2.3): delta-seconds ("120") or an HTTP-date
+// ("Wed, 21 Oct 2015 07:28:00 GMT", taken against `now`, the Unix time), in seconds from now, at least 0;
+// nullopt when it is neither. The engine waits the longer of it (at most kMaxRetryAfterS) and its backoff.
+std::optional<double> retry_after_s(std::string_view value, int64_t now);
+constexpr double kMaxRetryAfterS = 60.0;  // a server asking for longer is retried after a minute
 
 // ---- I/O depth (Little's law) --------------------------------------------------------------------
 // One measurement window of the engine, closed every ~0.25 s with at least a few completed attempts.

@@ -185,6 +185,7 @@ class FaultProxy:
       - `truncate_every=N`: every Nth request sends its headers (with the full Content-Length) and half the
         body, then closes the connection;
       - `fail_all=True`: every request answers 503 SlowDown.
+    `retry_after`: a Retry-After header value those 503/429 answers carry ("2", or an HTTP-date).
     The first matching fault applies, in that order. `requests` records each request (method, path,
     headers), `faults` counts the faults injected, `connections` the connections accepted.
     """
@@ -197,6 +198,7 @@ class FaultProxy:
         status_every: tuple[int, int] | None = None,
         truncate_every: int = 0,
         fail_all: bool = False,
+        retry_after: str | None = None,
     ):
         parsed = urllib.parse.urlsplit(upstream_url)
         if parsed.scheme != "http" or not parsed.hostname:
@@ -207,6 +209,7 @@ class FaultProxy:
         self.status_every = status_every
         self.truncate_every = truncate_every
         self.fail_all = fail_all
+        self.retry_after = retry_after
         self.requests: list[RecordedRequest] = []
         self.faults = FaultCounts()
         self.connections = 0
@@ -279,6 +282,8 @@ class FaultProxy:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/xml")
                     self.send_header("Content-Length", str(len(payload)))
+                    if proxy.retry_after is not None:
+                        self.send_header("Retry-After", proxy.retry_after)
                     self.end_headers()
                     if self.command != "HEAD":
                         self.wfile.write(payload)
