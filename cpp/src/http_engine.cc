@@ -67,6 +67,7 @@ struct Transfer {
 };
 
 constexpr size_t kSinkStage = 512 << 10;
+constexpr int kMaxRedirects = 8;
 
 // Writes the staged bytes into the sink; false (with sink_error set) when the write fails.
 bool flush_sink(Transfer& t) {
@@ -124,6 +125,9 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
   if (line.starts_with("HTTP/")) {  // a new response (after 100 Continue or a redirect): start over
     t->response.headers.clear();
+    t->response.body.clear();  // a redirect's own body is not the object's
+    t->received = 0;
+    t->staged.clear();
     const size_t space = line.find(' ');
     t->status_line =
         space == std::string_view::npos ? 0 : std::strtol(std::string(line.substr(space + 1, 3)).c_str(), nullptr, 10);
@@ -266,7 +270,14 @@ struct HttpEngine::Impl {
       api.curl_easy_setopt(e, CURLOPT_RANGE, t->range.c_str());
       if (r.sink_fd < 0) t->response.body.reserve(r.length);
     }
-    if (r.sigv4) {
+    if (!r.sigv4) {
+      // Plain HTTP(S) follows redirects (the Hugging Face Hub answers a file's URL with a 302 to its
+      // CDN; a Range header goes along), to http(s) only. A signed request does not: its signature names
+      // the host, and S3's 301 (a bucket in another region) is an error that says so.
+      api.curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+      api.curl_easy_setopt(e, CURLOPT_MAXREDIRS, static_cast<long>(kMaxRedirects));
+      api.curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS, kCurlProtoHttp | kCurlProtoHttps);
+    } else {
       t->provider = "aws:amz:" + r.sigv4->region + ":" + r.sigv4->service;
       api.curl_easy_setopt(e, CURLOPT_AWS_SIGV4, t->provider.c_str());
       api.curl_easy_setopt(e, CURLOPT_USERNAME, r.sigv4->access_key.c_str());

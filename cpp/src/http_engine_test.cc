@@ -123,10 +123,11 @@ TEST(HttpPolicyTest, TruncatedBodiesAreRetried) {
 }
 
 TEST(HttpPolicyTest, TransportErrorsRetryExceptBadUrls) {
-  EXPECT_EQ(check_transport(7, "Failed to connect").verdict, Verdict::kRetry);  // CURLE_COULDNT_CONNECT
-  EXPECT_EQ(check_transport(18, "partial file").verdict, Verdict::kRetry);      // CURLE_PARTIAL_FILE
-  EXPECT_EQ(check_transport(28, "timed out").verdict, Verdict::kRetry);         // CURLE_OPERATION_TIMEDOUT
-  EXPECT_EQ(check_transport(56, "reset").verdict, Verdict::kRetry);             // CURLE_RECV_ERROR
+  EXPECT_EQ(check_transport(7, "Failed to connect").verdict, Verdict::kRetry);         // CURLE_COULDNT_CONNECT
+  EXPECT_EQ(check_transport(18, "partial file").verdict, Verdict::kRetry);             // CURLE_PARTIAL_FILE
+  EXPECT_EQ(check_transport(28, "timed out").verdict, Verdict::kRetry);                // CURLE_OPERATION_TIMEDOUT
+  EXPECT_EQ(check_transport(47, "Maximum (8) redirects").code, StatusCode::kIoError);  // a loop: not retried
+  EXPECT_EQ(check_transport(56, "reset").verdict, Verdict::kRetry);                    // CURLE_RECV_ERROR
   EXPECT_EQ(check_transport(CURLE_URL_MALFORMAT, "bad").verdict, Verdict::kFail);
   EXPECT_EQ(check_transport(CURLE_UNSUPPORTED_PROTOCOL, "bad").verdict, Verdict::kFail);
 }

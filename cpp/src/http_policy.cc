@@ -198,6 +198,8 @@ AttemptCheck check_transport(int curl_code, std::string_view message) {
   if (curl_code == CURLE_UNSUPPORTED_PROTOCOL || curl_code == CURLE_URL_MALFORMAT) {
     return {Verdict::kFail, StatusCode::kInvalidArgument, std::string(message)};
   }
+  if (curl_code == CURLE_TOO_MANY_REDIRECTS)  // a redirect loop: the server's answer, every time
+    return {Verdict::kFail, StatusCode::kIoError, std::string(message)};
   return {Verdict::kRetry, StatusCode::kOk, std::string(message)};
 }
 

@@ -131,6 +131,15 @@ def test_http_batches_equal_local_and_cache_serves_the_second_open(data, nginx, 
         assert len(shard_gets(proxy)) == gets
 
 
+def test_a_dataset_behind_redirects_equals_local(data, nginx, tmp_path):
+    # Every request (the index's HEAD and GET, each shard's ranged GETs, the tars) answered by a 302 to the
+    # file, as a hub answers with its CDN's URL.
+    redirected = chute.open(nginx + "/redirect/packed/", cache_dir=tmp_path / "cache")
+    assert_same(run(make(redirected), (0, 1)), local(data))
+    tars = chute.open(nginx + "/redirect/tars/train-{0000..0003}.tar", cache_dir=tmp_path / "tar-cache")
+    assert tars.targets == list(range(N))
+
+
 # ---- 2. S3 -----------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def s3(data):

@@ -97,6 +97,29 @@ def test_a_sink_that_cannot_be_written_fails_at_once_naming_the_offset(nginx, ch
     assert e.stats()["retries"] == 0
 
 
+def test_redirects_are_followed_with_the_range(nginx, files, tmp_path):
+    # nginx answers /redirect/<path> with a 302 to /<path>, as a hub answers a file's URL with its CDN's.
+    data = files[1]["small.bin"]
+    e = engine()
+    status, body, headers = e.fetch(nginx + "/redirect/small.bin")
+    assert status == 200 and body == data and "location" not in headers  # the final response's headers
+    status, body, _ = e.fetch(nginx + "/redirect/small.bin", offset=12345, length=1000)
+    assert status == 206 and body == data[12345:13345]
+    status, body, headers = e.fetch(nginx + "/redirect/small.bin", method="HEAD")
+    assert status == 200 and headers["content-length"] == str(len(data))
+    out = tmp_path / "small.out"
+    e.download(nginx + "/redirect/small.bin", SMALL, out, chunk_bytes=256 << 10)
+    assert out.read_bytes() == data
+    assert e.stats()["retries"] == 0
+
+
+def test_a_redirect_loop_fails_at_once(nginx):
+    e = engine(**FAST)
+    with pytest.raises(OSError, match="redirect"):
+        e.fetch(nginx + "/loop/small.bin")
+    assert e.stats()["retries"] == 0
+
+
 def test_download_of_a_missing_object_names_it(nginx, tmp_path):
     e = engine()
     with pytest.raises(FileNotFoundError, match=r"GET http://127\.0\.0\.1:\d+/absent\.bin: HTTP 404"):

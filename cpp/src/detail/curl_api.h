@@ -48,6 +48,7 @@ constexpr CURLcode CURLE_OK = 0;
 constexpr CURLcode CURLE_UNSUPPORTED_PROTOCOL = 1;
 constexpr CURLcode CURLE_URL_MALFORMAT = 3;
 constexpr CURLcode CURLE_OUT_OF_MEMORY = 27;
+constexpr CURLcode CURLE_TOO_MANY_REDIRECTS = 47;
 constexpr CURLMcode CURLM_OK = 0;
 constexpr int CURLMSG_DONE = 1;
 constexpr long CURL_GLOBAL_ALL = 3;
@@ -77,6 +78,11 @@ constexpr CURLoption CURLOPT_USERNAME = 10173;
 constexpr CURLoption CURLOPT_PASSWORD = 10174;
 constexpr CURLoption CURLOPT_TCP_KEEPALIVE = 213;
 constexpr CURLoption CURLOPT_AWS_SIGV4 = 10305;
+constexpr CURLoption CURLOPT_FOLLOWLOCATION = 52;
+constexpr CURLoption CURLOPT_MAXREDIRS = 68;
+constexpr CURLoption CURLOPT_REDIR_PROTOCOLS = 182;  // (a bitmask; the _STR form needs libcurl 7.85)
+constexpr long kCurlProtoHttp = 1 << 0;              // CURLPROTO_HTTP
+constexpr long kCurlProtoHttps = 1 << 1;             // CURLPROTO_HTTPS
 
 constexpr CURLINFO CURLINFO_RESPONSE_CODE = 0x200000 + 2;  // CURLINFO_LONG + 2
 

@@ -87,6 +87,9 @@ http {{
   server {{
     listen 127.0.0.1:{port};
     root {self.root_dir};
+    # /redirect/<path> answers 302 to /<path> (a hub's URL for a file on its CDN); /loop/ never ends.
+    location /redirect/ {{ rewrite ^/redirect/(.*)$ /$1 redirect; }}
+    location /loop/ {{ rewrite ^/loop/(.*)$ /loop/$1 redirect; }}
   }}
 }}
 """
