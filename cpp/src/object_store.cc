@@ -159,8 +159,23 @@ Result<ObjectInfo> ObjectStore::stat(std::string_view url) const {
   CHUTE_ASSIGN_OR_RETURN(HttpRequest request, request_for(url));
   request.method = "HEAD";
   const std::string what = object_display_name(url);
+  Result<HttpResponse> response = fetch(std::move(request), what);
+  if (!response.is_ok() && response.status().code() == StatusCode::kIoError && !parsed.bucket_store())
+    return stat_by_get(url);
+  if (!response.is_ok()) return response.status();
+  CHUTE_ASSIGN_OR_RETURN(HeadInfo head, parse_head_object(response.value(), "HEAD " + what));
+  return ObjectInfo{std::string(url), head.size, head.etag};
+}
+
+Result<ObjectInfo> ObjectStore::stat_by_get(std::string_view url) const {
+  // A plain URL whose HEAD was refused (403, 405): a presigned URL is signed for GET only, and some
+  // servers answer HEAD with an error. Its first byte's answer names the size (Content-Range) and ETag.
+  CHUTE_ASSIGN_OR_RETURN(HttpRequest request, request_for(url));
+  request.offset = 0;
+  request.length = 1;
+  const std::string what = object_display_name(url);
   CHUTE_ASSIGN_OR_RETURN(HttpResponse response, fetch(std::move(request), what));
-  CHUTE_ASSIGN_OR_RETURN(HeadInfo head, parse_head_object(response, "HEAD " + what));
+  CHUTE_ASSIGN_OR_RETURN(HeadInfo head, parse_head_object(response, "GET " + what));
   return ObjectInfo{std::string(url), head.size, head.etag};
 }
 
@@ -213,6 +228,12 @@ Result<std::vector<ObjectInfo>> ObjectStore::stat_many(const std::vector<std::st
     }
     const std::string what = object_display_name(urls[i]);
     Result<HttpResponse> response = responses[i].get();
+    if (!response.is_ok() && response.status().code() == StatusCode::kIoError &&
+        !parse_object_url(urls[i])->bucket_store()) {  // HEAD refused: see stat_by_get
+      CHUTE_ASSIGN_OR_RETURN(ObjectInfo info, stat_by_get(urls[i]));
+      out.push_back(std::move(info));
+      continue;
+    }
     if (!response.is_ok()) return named(response.status(), what);
     CHUTE_ASSIGN_OR_RETURN(HeadInfo head, parse_head_object(response.value(), "HEAD " + what));
     out.push_back(ObjectInfo{urls[i], head.size, head.etag});

@@ -357,9 +357,16 @@ Status check_complete_multipart(std::string_view xml, std::string_view what) {
 }
 
 Result<HeadInfo> parse_head_object(const HttpResponse& response, std::string_view what) {
+  HeadInfo info;
+  const std::optional<std::string> range = find_header(response, "content-range");
+  if (const size_t slash = range ? range->rfind('/') : std::string::npos; slash != std::string::npos) {
+    // A ranged GET's answer: "bytes 0-0/<size>".
+    CHUTE_ASSIGN_OR_RETURN(info.size, parse_size(std::string_view(*range).substr(slash + 1), what));
+    info.etag = unquote_etag(find_header(response, "etag").value_or(""));
+    return info;
+  }
   const std::optional<std::string> length = find_header(response, "content-length");
   if (!length) return bad_response(what, "no Content-Length");
-  HeadInfo info;
   CHUTE_ASSIGN_OR_RETURN(info.size, parse_size(*length, what));
   info.etag = unquote_etag(find_header(response, "etag").value_or(""));
   return info;

@@ -195,6 +195,15 @@ TEST(S3ProtocolTest, HeadAndPartResponses) {
   EXPECT_FALSE(parse_head_object(head, "t").is_ok());
   head.headers = {{"content-length", "-1"}};
   EXPECT_FALSE(parse_head_object(head, "t").is_ok());
+  // A first-byte GET's answer (where HEAD is refused): the size is Content-Range's total.
+  head.status = 206;
+  head.headers = {{"content-length", "1"}, {"content-range", "bytes 0-0/98765"}, {"etag", "W/\"x\""}};
+  info = parse_head_object(head, "GET https://h/k");
+  ASSERT_TRUE(info.is_ok());
+  EXPECT_EQ(info->size, 98765u);
+  EXPECT_EQ(info->etag, "x");
+  head.headers = {{"content-length", "1"}, {"content-range", "bytes 0-0/*"}};  // size unknown: an error
+  EXPECT_FALSE(parse_head_object(head, "t").is_ok());
 
   HttpResponse part;
   part.headers = {{"etag", "\"p1\""}};

@@ -140,6 +140,17 @@ def test_a_dataset_behind_redirects_equals_local(data, nginx, tmp_path):
     assert tars.targets == list(range(N))
 
 
+def test_a_dataset_whose_head_is_refused_equals_local(data, nginx, tmp_path):
+    # nginx answers HEAD under /nohead/ with 403, as a presigned GET-only URL does: the size and ETag come
+    # from a GET of the first byte instead (the index; each tar, stat'ed together).
+    refused = chute.open(nginx + "/nohead/packed/", cache_dir=tmp_path / "cache")
+    assert_same(run(make(refused), (0, 1)), local(data))
+    tars = chute.open(nginx + "/nohead/tars/train-{0000..0003}.tar", cache_dir=tmp_path / "tar-cache")
+    assert tars.targets == list(range(N))
+    with pytest.raises(FileNotFoundError):  # a missing object is still missing, not access denied
+        chute.open(nginx + "/nohead/tars/train-9999.tar", cache_dir=tmp_path / "tar-cache")
+
+
 # ---- 2. S3 -----------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def s3(data):

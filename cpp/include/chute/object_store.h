@@ -62,6 +62,8 @@ class ObjectStore : public std::enable_shared_from_this<ObjectStore> {
                                                      const FileReader& read_file = disk_file_reader(),
                                                      ObjectStoreOptions options = {});
 
+  // Size and ETag by HEAD; for a plain http(s) URL whose HEAD is refused (a presigned GET-only URL), by a
+  // GET of its first byte.
   Result<ObjectInfo> stat(std::string_view url) const;
   // stat() of each URL, in order; the remote ones' HEAD requests all in flight together.
   Result<std::vector<ObjectInfo>> stat_many(const std::vector<std::string>& urls) const;
@@ -92,6 +94,7 @@ class ObjectStore : public std::enable_shared_from_this<ObjectStore> {
 
   Result<S3Bucket> bucket(const ObjectUrl& url) const;
   Result<HttpResponse> fetch(HttpRequest request, const std::string& what) const;
+  Result<ObjectInfo> stat_by_get(std::string_view url) const;
   // The objects under `prefix` in url's bucket ('/' markers left out); one_level: only those directly under
   // it (delimiter '/'). std::nullopt once there are more than `limit` (0: no limit).
   Result<std::optional<std::vector<ListedObject>>> list_keys(const ObjectUrl& url, const std::string& prefix,

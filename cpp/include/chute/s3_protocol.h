@@ -96,7 +96,8 @@ std::optional<S3Error> parse_s3_error(std::string_view xml);
 // SlowDown / ServiceUnavailable (the service, not the request); OK for <CompleteMultipartUploadResult>.
 Status check_complete_multipart(std::string_view xml, std::string_view what);
 
-// A HeadObject response: its Content-Length and ETag (unquoted; empty when absent).
+// A HeadObject response: its Content-Length and ETag (unquoted; empty when absent). Also a ranged GET's
+// answer (what stat falls back to where HEAD is refused): the size is then Content-Range's total.
 struct HeadInfo {
   uint64_t size = 0;
   std::string etag;

@@ -90,6 +90,11 @@ http {{
     # /redirect/<path> answers 302 to /<path> (a hub's URL for a file on its CDN); /loop/ never ends.
     location /redirect/ {{ rewrite ^/redirect/(.*)$ /$1 redirect; }}
     location /loop/ {{ rewrite ^/loop/(.*)$ /loop/$1 redirect; }}
+    # /nohead/<path> is /<path> for GET, and 403 for HEAD (as a presigned GET-only URL answers).
+    location /nohead/ {{
+      if ($request_method = HEAD) {{ return 403; }}
+      alias {self.root_dir}/;
+    }}
   }}
 }}
 """
