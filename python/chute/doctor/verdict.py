@@ -345,11 +345,15 @@ def _cpu_recs(d: Diagnosis, recs: list[Recommendation], layer: str, stage: str) 
             )
         if stage == "prefetch":
             idle = s["worker_idle_s"] / max(s["worker_idle_s"] + s["read_s"] + s["decode_s"] + s["transform_s"], 1e-9)
-            action = (
-                f"raise max_memory (auto prefetch is at the {s.get('max_prefetch', s['prefetch'])} batches it allows)"
-                if s.get("auto_prefetch")
-                else f"raise prefetch (it is {s['prefetch']}; or 'auto')"
-            )
+            if s.get("auto_prefetch"):
+                action = f"raise max_memory (auto prefetch is at the {s.get('max_prefetch', s['prefetch'])} batches it allows)"
+            elif info is not None and info.fast_path:  # the DataLoader's own knob: prefetch_factor * num_workers
+                action = (
+                    f"raise prefetch_factor (it is {info.prefetch_factor}: {s['prefetch']} batches ahead for "
+                    f"num_workers={info.num_workers}; or leave it unset for automatic prefetch)"
+                )
+            else:
+                action = f"raise prefetch (it is {s['prefetch']}; or 'auto')"
             recs.append(
                 Recommendation(
                     action,
