@@ -144,9 +144,9 @@ def test_prefetch_advice_on_the_fast_path_names_prefetch_factor():
     recs = []
     _cpu_recs(SimpleNamespace(run=run, dataloader=info, cpu=cpu), recs, "cpu", "prefetch")
     actions = [r.action for r in recs]
-    assert any(a.startswith("raise prefetch_factor (it is 1: 2 batches ahead for num_workers=2") for a in actions), (
-        actions
-    )
+    assert any(
+        a.startswith("raise prefetch_factor to 2 (it is 1, so 2 batches ahead for num_workers=2") for a in actions
+    ), actions
     recs = []
     _cpu_recs(SimpleNamespace(run=run, dataloader=None, cpu=cpu), recs, "cpu", "prefetch")
     assert any(r.action.startswith("raise prefetch (it is 2") for r in recs), [r.action for r in recs]

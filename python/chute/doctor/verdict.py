@@ -348,9 +348,10 @@ def _cpu_recs(d: Diagnosis, recs: list[Recommendation], layer: str, stage: str) 
             if s.get("auto_prefetch"):
                 action = f"raise max_memory (auto prefetch is at the {s.get('max_prefetch', s['prefetch'])} batches it allows)"
             elif info is not None and info.fast_path:  # the DataLoader's own knob: prefetch_factor * num_workers
+                factor = info.prefetch_factor or 1
                 action = (
-                    f"raise prefetch_factor (it is {info.prefetch_factor}: {s['prefetch']} batches ahead for "
-                    f"num_workers={info.num_workers}; or leave it unset for automatic prefetch)"
+                    f"raise prefetch_factor to {2 * factor} (it is {factor}, so {s['prefetch']} batches ahead "
+                    f"for num_workers={info.num_workers}; or leave it unset for automatic prefetch)"
                 )
             else:
                 action = f"raise prefetch (it is {s['prefetch']}; or 'auto')"
