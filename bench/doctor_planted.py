@@ -8,7 +8,8 @@ Each run is a separate process (a fresh loader, the storage case's read shim, a 
 * decode:    1600x1200 JPEGs centre-cropped to 224, a 1 ms step: expect input-bound, decode.
 * transform: 200x150 JPEGs resized up to 1024 and centre-cropped, uint8, a 1 ms step: expect transform.
 * storage:   small JPEGs whose every read() waits 30 ms (an LD_PRELOAD shim, bench/slow_read.c): expect storage.
-* prefetch:  the decode case's images with prefetch=1 set by hand (prefetch_factor=1 for the DataLoaders)
+* prefetch:  the decode case's images with prefetch=1 set by hand (prefetch_factor=1 for the DataLoaders,
+             with num_workers=1 on chute.DataLoader: one batch ahead, as for chute.Loader)
              and a bursty step: 0 ms, then 1 s every 6th batch. The loader could keep up on average, but
              with one batch ahead the quick steps wait: expect prefetch (workers idle while the step waits,
              with cores to spare). torch's DataLoader reports no worker idle time, so it cannot be told.
@@ -120,14 +121,17 @@ def build(case: str, loader_kind: str, roots: dict[str, Path], **change):
         tf = T.Compose(([T.Resize(geometry[0])] if resize else []) + [T.CenterCrop(geometry[0]), T.PILToTensor()])
         dataset = tv_datasets.ImageFolder(str(root), transform=tf)
         cls = chute.DataLoader if loader_kind == "dataloader" else DataLoader
+        # prefetch_factor * num_workers batches ahead: one, as chute's case (torch's DataLoader keeps 2 workers:
+        # with one it would be decode-bound, and it cannot be told prefetch-bound anyway)
         kwargs = {"prefetch_factor": 1} if case == "prefetch" else {}
+        workers = 1 if case == "prefetch" and loader_kind == "dataloader" else 2
         if "prefetch" in change:
             kwargs.pop("prefetch_factor", None)
             if change["prefetch"] is not None:
                 kwargs["prefetch_factor"] = change["prefetch"]
         if "persistent_workers" in change:
             kwargs["persistent_workers"] = True
-        loader = cls(dataset, batch_size=batch, shuffle=True, num_workers=change.get("threads", 2), **kwargs)
+        loader = cls(dataset, batch_size=batch, shuffle=True, num_workers=change.get("threads", workers), **kwargs)
     torch.set_num_threads(1)
     return loader, step
 
@@ -139,8 +143,9 @@ def applied(action: str, case: str, loader_kind: str, roots: dict[str, Path], ca
     m = re.match(r"raise prefetch_factor to (\d+)", action)  # chute.DataLoader's fast path, set by hand
     if m:
         return {"prefetch": int(m.group(1))}
-    if action.startswith("raise prefetch"):  # chute.Loader's "raise prefetch (it is N; or 'auto')": its default
-        return {"prefetch": "auto" if loader_kind == "chute" else None}
+    m = re.match(r"raise prefetch to (\d+)", action)  # chute.Loader, set by hand
+    if m:
+        return {"prefetch": int(m.group(1))}
     m = re.match(r"raise threads to (\d+)", action) or re.match(r"set num_workers=(\d+)", action)
     if m:
         return {"threads": int(m.group(1))}

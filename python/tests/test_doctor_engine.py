@@ -129,27 +129,40 @@ _COUNTED = (
 )
 
 
-def test_prefetch_advice_on_the_fast_path_names_prefetch_factor():
-    """Prefetch set by hand on chute.DataLoader's fast path is prefetch_factor * num_workers: the advice
-    names that knob and its value, not chute.Loader's prefetch."""
+def test_prefetch_advice_names_the_knob_and_a_window_that_covers_the_bursts():
+    """Prefetch set by hand: the advice is the window the step needed, what it had plus the most batches
+    it waited for in a row (here 3: quick steps after a long one); on chute.DataLoader's fast path as a
+    prefetch_factor (prefetch_factor * num_workers batches ahead), on chute.Loader as prefetch."""
     from types import SimpleNamespace
 
     from chute.doctor.compare import DataLoaderInfo
-    from chute.doctor.verdict import _cpu_recs
+    from chute.doctor.measure import Step
+    from chute.doctor.verdict import _cpu_recs, longest_wait_streak
 
+    cycle = [Step(0, 0.0001, 1.0, 8), Step(0, 0.0001, 0, 8), Step(0, 0.0001, 0, 8)]
+    cycle += [Step(0, 0.1, 0, 8)] * 3  # the window emptied: three batches in a row waited for
+    steps = [Step(0, 0, 0, 8)] + cycle * 3
+    run = SimpleNamespace(measured=steps[1:])
+    assert longest_wait_streak(run) == 3
+    stall = 0.9 / 3.9
     s = _snapshot(auto_prefetch=False, max_prefetch=2, prefetch=2)
-    run = SimpleNamespace(loader_stats=s, wait_s=5.0, step_s=5.0, stall_fraction=0.5, measured=[None] * 10)
+    run = SimpleNamespace(loader_stats=s, wait_s=0.9, step_s=3.0, stall_fraction=stall, measured=steps[1:])
     cpu = SimpleNamespace(cores=2, total_cores_used=1.0)
-    info = DataLoaderInfo(2, 8, False, True, 1, "fork", "fast:imagefolder")
-    recs = []
-    _cpu_recs(SimpleNamespace(run=run, dataloader=info, cpu=cpu), recs, "cpu", "prefetch")
-    actions = [r.action for r in recs]
+
+    def actions(info):
+        recs = []
+        _cpu_recs(SimpleNamespace(run=run, dataloader=info, cpu=cpu), recs, "cpu", "prefetch")
+        return [r.action for r in recs]
+
+    two = DataLoaderInfo(2, 8, False, True, 1, "fork", "fast:imagefolder")  # 1 x 2 workers = 2 ahead
     assert any(
-        a.startswith("raise prefetch_factor to 2 (it is 1, so 2 batches ahead for num_workers=2") for a in actions
-    ), actions
-    recs = []
-    _cpu_recs(SimpleNamespace(run=run, dataloader=None, cpu=cpu), recs, "cpu", "prefetch")
-    assert any(r.action.startswith("raise prefetch (it is 2") for r in recs), [r.action for r in recs]
+        a.startswith("raise prefetch_factor to 3 (it is 1, so 2 batches ahead for num_workers=2") for a in actions(two)
+    )
+    one = DataLoaderInfo(1, 8, False, True, 2, "fork", "fast:imagefolder")
+    assert any(
+        a.startswith("raise prefetch_factor to 5 (it is 2, so 2 batches ahead for num_workers=1") for a in actions(one)
+    )
+    assert any(a.startswith("raise prefetch to 5 (it is 2") for a in actions(None))
 
 
 @pytest.fixture(scope="module")
