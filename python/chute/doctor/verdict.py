@@ -355,8 +355,8 @@ def _cpu_recs(d: Diagnosis, recs: list[Recommendation], layer: str, stage: str) 
                 factor, workers = info.prefetch_factor or 1, max(info.num_workers, 1)
                 action = (
                     f"raise prefetch_factor to {max(-(-target // workers), factor + 1)} (it is {factor}, so "
-                    f"{s['prefetch']} batches ahead for num_workers={workers}; or leave it unset for automatic "
-                    f"prefetch)"
+                    f"{s['prefetch']} batch{'' if s['prefetch'] == 1 else 'es'} ahead for num_workers={workers}; "
+                    f"or leave it unset for automatic prefetch)"
                 )
             else:
                 action = f"raise prefetch to {target} (it is {s['prefetch']}; or 'auto')"
