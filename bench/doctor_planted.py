@@ -8,7 +8,8 @@ Each run is a separate process (a fresh loader, the storage case's read shim, a 
 * decode:    1600x1200 JPEGs centre-cropped to 224, a 1 ms step: expect input-bound, decode.
 * transform: 200x150 JPEGs resized up to 1024 and centre-cropped, uint8, a 1 ms step: expect transform.
 * storage:   small JPEGs whose every read() waits 30 ms (an LD_PRELOAD shim, bench/slow_read.c): expect storage.
-* prefetch:  the decode case's images with prefetch=1 set by hand (prefetch_factor=1 for the DataLoaders)
+* prefetch:  the decode case's images with prefetch=1 set by hand (prefetch_factor=1 for the DataLoaders,
+             with num_workers=1 on chute.DataLoader: one batch ahead, as for chute.Loader)
              and a bursty step: 0 ms, then 1 s every 6th batch. The loader could keep up on average, but
              with one batch ahead the quick steps wait: expect prefetch (workers idle while the step waits,
              with cores to spare). torch's DataLoader reports no worker idle time, so it cannot be told.
@@ -120,12 +121,17 @@ def build(case: str, loader_kind: str, roots: dict[str, Path], **change):
         tf = T.Compose(([T.Resize(geometry[0])] if resize else []) + [T.CenterCrop(geometry[0]), T.PILToTensor()])
         dataset = tv_datasets.ImageFolder(str(root), transform=tf)
         cls = chute.DataLoader if loader_kind == "dataloader" else DataLoader
+        # prefetch_factor * num_workers batches ahead: one, as chute's case (torch's DataLoader keeps 2 workers:
+        # with one it would be decode-bound, and it cannot be told prefetch-bound anyway)
         kwargs = {"prefetch_factor": 1} if case == "prefetch" else {}
+        workers = 1 if case == "prefetch" and loader_kind == "dataloader" else 2
         if "prefetch" in change:
-            kwargs["prefetch_factor"] = change["prefetch"]
+            kwargs.pop("prefetch_factor", None)
+            if change["prefetch"] is not None:
+                kwargs["prefetch_factor"] = change["prefetch"]
         if "persistent_workers" in change:
             kwargs["persistent_workers"] = True
-        loader = cls(dataset, batch_size=batch, shuffle=True, num_workers=change.get("threads", 2), **kwargs)
+        loader = cls(dataset, batch_size=batch, shuffle=True, num_workers=change.get("threads", workers), **kwargs)
     torch.set_num_threads(1)
     return loader, step
 
@@ -134,8 +140,12 @@ def applied(action: str, case: str, loader_kind: str, roots: dict[str, Path], ca
     """The change a recommendation names, as ``build`` arguments; None for one this bench cannot apply."""
     import re
 
-    if action.startswith("raise prefetch"):
-        return {"prefetch": "auto" if loader_kind == "chute" else 2}  # chute's default; torch's default factor
+    m = re.match(r"raise prefetch_factor to (\d+)", action)  # chute.DataLoader's fast path, set by hand
+    if m:
+        return {"prefetch": int(m.group(1))}
+    m = re.match(r"raise prefetch to (\d+)", action)  # chute.Loader, set by hand
+    if m:
+        return {"prefetch": int(m.group(1))}
     m = re.match(r"raise threads to (\d+)", action) or re.match(r"set num_workers=(\d+)", action)
     if m:
         return {"threads": int(m.group(1))}
@@ -183,6 +193,7 @@ def one_run(case: str, loader_kind: str, roots: dict[str, Path], cache: Path) ->
                 )
             gain, how = rates[1] / rates[0], f"measured here: {rates[1]:.0f} vs {rates[0]:.0f} samples/s"
     return {
+        "figures": _figures(d.run.loader_stats),
         "bound": v.bound,
         "stage": v.stage,
         "headline": v.headline,
@@ -194,6 +205,21 @@ def one_run(case: str, loader_kind: str, roots: dict[str, Path], cache: Path) ->
         "gain_basis": how,
         "path": d.dataloader.path if d.dataloader else None,
     }
+
+
+def _figures(s: dict | None) -> str:
+    """The engine figures the verdict's rules read (chute/stats.h), for a run on chute's engine: the workers'
+    CPU per busy second, their idle share, the process's cores busy of its cores, the measured seconds."""
+    if not s or not s.get("samples"):
+        return ""
+    busy = s["read_s"] + s["decode_s"] + s["transform_s"]
+    idle = s["worker_idle_s"] / max(busy + s["worker_idle_s"], 1e-9)
+    used = s["process_cpu_s"] / max(s["elapsed_s"], 1e-9)
+    return (
+        f"cpu/busy {s['worker_cpu_s'] / max(busy, 1e-9):.2f}, idle {100 * idle:.0f}%, "
+        f"{used:.2f}/{s['cores']} cores, prefetch {s['prefetch']}{' auto' if s.get('auto_prefetch') else ''}, "
+        f"{s['elapsed_s']:.2f} s"
+    )
 
 
 def spawn(case: str, loader_kind: str, cache: Path, shim: Path | None) -> dict:
@@ -259,6 +285,9 @@ def main() -> int:
                 for r in results
             ]
             print(f"{case:10} {kind:11} {'/'.join(want):20} {right}/{len(results)}  " + "; ".join(cells))
+            for r in results:  # what the engine's rules read, for each wrong verdict on chute's engine
+                if "error" not in r and (r["bound"], r["stage"]) != want and r.get("figures"):
+                    print(f"{'':43}{r['bound']}/{r['stage']}: {r['figures']}")
             recs = {r["recommendation"].split(":")[0] for r in results if r.get("recommendation")}
             gains = sorted(r["gain"] for r in results if r.get("gain") is not None)
             if recs:

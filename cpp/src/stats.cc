@@ -80,15 +80,20 @@ Verdict diagnose(const LoaderStats& s) {
                                 "the active workers were idle %.0f%% of their time while the consumer waited, with "
                                 "%.2f cores to spare: a larger prefetch would let them run ahead",
                                 100 * idle, spare);
-  } else if (cpu_per_busy < kContendedCpu) {
+  } else if (cpu_per_busy < kContendedCpu && (!cpu_known || spare >= kSpareCores)) {
     v.limit = "cores";
     why = printf_string(
-        "the workers got %.2f CPU-s per busy second: they were ready to run but other threads or "
-        "processes had the cores (%s is their busiest stage)",
+        "the workers got %.2f CPU-s per busy second: they were ready to run but other processes had the "
+        "cores (%s is their busiest stage)",
         cpu_per_busy, v.stage.c_str());
   } else if (busy > 0) {
     v.limit = v.stage;
     why = printf_string("%s is the workers' busiest stage", v.stage.c_str());
+    if (cpu_per_busy < kContendedCpu)
+      why += printf_string(
+          "; the workers got %.2f CPU-s per busy second, the rest going to this process's own threads, which "
+          "kept its cores busy",
+          cpu_per_busy);
   } else {
     v.limit = "unknown";
     why = "no stage times were measured";

@@ -84,10 +84,25 @@ TEST(DiagnoseTest, StorageWhenReadsDominate) {
 
 TEST(DiagnoseTest, CoresWhenWorkersAreRunnableButNotRunning) {
   LoaderStats s = input_bound();
-  s.worker_cpu_s = 9;  // 9 CPU-s in 17 busy seconds: another process had the cores
+  s.worker_cpu_s = 9;    // 9 CPU-s in 17 busy seconds
+  s.process_cpu_s = 11;  // 1.1 of 2 cores busy: another process had the rest
   const Verdict v = diagnose(s);
   EXPECT_EQ(v.limit, "cores") << v.summary;
   EXPECT_EQ(v.stage, "decode");
+  s.cores = 0, s.process_cpu_s = 0;  // without CPU figures, the workers' share alone
+  EXPECT_EQ(diagnose(s).limit, "cores");
+}
+
+TEST(DiagnoseTest, WorkersShortOfCpuInAProcessThatKeepsItsCoresBusyAreTheBusiestStage) {
+  // The process kept its 2 cores busy: what the workers lacked went to its own threads (the consumer, its
+  // Python per batch, the step), not to another job. More cores for the workers would have to come from
+  // those threads; the work per sample is what to change.
+  LoaderStats s = input_bound();
+  s.worker_cpu_s = 9;  // 9 CPU-s in 17 busy seconds
+  // process_cpu_s 19.5: 1.95 of 2 cores busy
+  const Verdict v = diagnose(s);
+  EXPECT_EQ(v.limit, "decode") << v.summary;
+  EXPECT_NE(v.summary.find("this process's own threads"), std::string::npos) << v.summary;
 }
 
 TEST(DiagnoseTest, WithoutCpuFiguresPrefetchIsNeverClaimed) {

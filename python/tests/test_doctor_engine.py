@@ -51,8 +51,118 @@ def test_engine_diagnose_on_given_figures():
     # Idle workers with every core busy: the busiest stage, never "prefetch".
     assert _native.diagnose(figures)["limit"] == "decode"
     assert _native.diagnose({**figures, "process_cpu_s": 12})["limit"] == "prefetch"
-    assert _native.diagnose({**figures, "worker_cpu_s": 9, "worker_idle_s": 0})["limit"] == "cores"
+    # Workers short of CPU: "cores" when another process had the cores (the process used 1.1 of 2), the
+    # busiest stage when this process kept its cores busy itself (1.95 of 2).
+    short = {**figures, "worker_cpu_s": 9, "worker_idle_s": 0}
+    assert _native.diagnose({**short, "process_cpu_s": 11})["limit"] == "cores"
+    assert _native.diagnose(short)["limit"] == "decode"
     assert _native.diagnose({**figures, "wait_s": 0.1})["bound"] == "consumer"
+
+
+def _snapshot(**change):
+    """A loader.stats() dict of an input-bound engine with idle workers and a core to spare; ``change``
+    replaces figures."""
+    s = {
+        "samples": 100,
+        "samples_delivered": 100,
+        "batches": 10,
+        "elapsed_s": 10.0,
+        "process_cpu_s": 10.0,
+        "wait_s": 5.0,
+        "consumer_s": 5.0,
+        "read_s": 1.0,
+        "decode_s": 6.0,
+        "transform_s": 1.0,
+        "worker_cpu_s": 8.0,
+        "worker_idle_s": 4.0,
+        "threads": 2,
+        "active_threads": 2,
+        "prefetch": 2,
+        "max_prefetch": 40,
+        "auto_prefetch": True,
+        "auto_threads": True,
+        "cores": 2,
+        "batch_buffers": 4,
+        "batch_buffer_bytes": 1 << 20,
+        "mean_ready_batches": 0.5,
+    }
+    s.update(change)
+    return s
+
+
+def test_stats_since_differences_counters_and_keeps_settings_as_at_the_end():
+    """Between two snapshots only the engine's counters are differenced: a setting such as max_prefetch
+    differenced to 0 made auto prefetch below its cap look capped, and the verdict said "prefetch"."""
+    from chute.doctor.measure import stats_since
+
+    before = _snapshot()
+    after = _snapshot(**{k: 2 * v for k, v in before.items() if k in _COUNTED})
+    after["prefetch"] = 3  # auto prefetch grew meanwhile
+    out = stats_since(before, after)
+    for k in _COUNTED:
+        assert out[k] == before[k], k
+    assert out["max_prefetch"] == 40 and out["prefetch"] == 3 and out["cores"] == 2 and out["threads"] == 2
+    assert out["batch_buffers"] == 4 and out["mean_ready_batches"] == 0.5 and out["auto_prefetch"] is True
+    # idle workers (33%), 1 of 2 cores to spare, auto prefetch below its cap: the autotuner grows it, the
+    # busiest stage is the limit; set by hand (max_prefetch = prefetch), the window is
+    assert out["bound"] == "input" and out["limit"] == "decode", out["verdict"]
+    by_hand = stats_since(
+        _snapshot(auto_prefetch=False, max_prefetch=2),
+        _snapshot(auto_prefetch=False, max_prefetch=2, **{k: 2 * v for k, v in before.items() if k in _COUNTED}),
+    )
+    assert by_hand["limit"] == "prefetch", by_hand["verdict"]
+
+
+_COUNTED = (
+    "samples",
+    "samples_delivered",
+    "batches",
+    "elapsed_s",
+    "process_cpu_s",
+    "wait_s",
+    "consumer_s",
+    "read_s",
+    "decode_s",
+    "transform_s",
+    "worker_cpu_s",
+    "worker_idle_s",
+)
+
+
+def test_prefetch_advice_names_the_knob_and_a_window_that_covers_the_bursts():
+    """Prefetch set by hand: the advice is the window the step needed, what it had plus the most batches
+    it waited for in a row (here 3: quick steps after a long one); on chute.DataLoader's fast path as a
+    prefetch_factor (prefetch_factor * num_workers batches ahead), on chute.Loader as prefetch."""
+    from types import SimpleNamespace
+
+    from chute.doctor.compare import DataLoaderInfo
+    from chute.doctor.measure import Step
+    from chute.doctor.verdict import _cpu_recs, longest_wait_streak
+
+    cycle = [Step(0, 0.0001, 1.0, 8), Step(0, 0.0001, 0, 8), Step(0, 0.0001, 0, 8)]
+    cycle += [Step(0, 0.1, 0, 8)] * 3  # the window emptied: three batches in a row waited for
+    steps = [Step(0, 0, 0, 8)] + cycle * 3
+    run = SimpleNamespace(measured=steps[1:])
+    assert longest_wait_streak(run) == 3
+    stall = 0.9 / 3.9
+    s = _snapshot(auto_prefetch=False, max_prefetch=2, prefetch=2)
+    run = SimpleNamespace(loader_stats=s, wait_s=0.9, step_s=3.0, stall_fraction=stall, measured=steps[1:])
+    cpu = SimpleNamespace(cores=2, total_cores_used=1.0)
+
+    def actions(info):
+        recs = []
+        _cpu_recs(SimpleNamespace(run=run, dataloader=info, cpu=cpu), recs, "cpu", "prefetch")
+        return [r.action for r in recs]
+
+    two = DataLoaderInfo(2, 8, False, True, 1, "fork", "fast:imagefolder")  # 1 x 2 workers = 2 ahead
+    assert any(
+        a.startswith("raise prefetch_factor to 3 (it is 1, so 2 batches ahead for num_workers=2") for a in actions(two)
+    )
+    one = DataLoaderInfo(1, 8, False, True, 2, "fork", "fast:imagefolder")
+    assert any(
+        a.startswith("raise prefetch_factor to 5 (it is 2, so 2 batches ahead for num_workers=1") for a in actions(one)
+    )
+    assert any(a.startswith("raise prefetch to 5 (it is 2") for a in actions(None))
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +240,23 @@ def test_an_unsettled_stall_measures_more_batches_up_to_max_steps():
     assert len(d.run.measured) > 6 or d.run.settled(verdict_module.INPUT_BOUND_STALL)
     if not d.run.settled(verdict_module.INPUT_BOUND_STALL):
         assert d.verdict.bound == "borderline" and "95% interval" in d.verdict.headline
+
+
+def test_a_settled_stall_still_measures_until_min_seconds_up_to_max_steps():
+    """A stall that settles at once (an instant loader, a sleeping step) is measured on while the batches
+    span less than min_seconds, `steps` at a time, up to max_steps; without min_seconds it may stop at
+    `steps` once settled."""
+    from chute.doctor.measure import run_loader
+
+    def loader():
+        while True:
+            yield torch.zeros(2)
+
+    measure = dict(steps=4, warmup=1, max_steps=12, threshold=verdict_module.INPUT_BOUND_STALL, label="gen")
+    run = run_loader(loader(), lambda b: time.sleep(0.001), min_seconds=1e6, **measure)
+    assert len(run.measured) == 12  # never 1e6 s: max_steps bounds it
+    run = run_loader(loader(), lambda b: time.sleep(0.001), min_seconds=0.0, **measure)
+    assert len(run.measured) == 4 or not run.settled(verdict_module.INPUT_BOUND_STALL)
 
 
 def test_report_without_matplotlib_keeps_the_diagnosis(folder, tmp_path):

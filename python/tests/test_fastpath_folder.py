@@ -368,8 +368,8 @@ def test_the_doctor_builds_its_chute_loader_with_the_fast_paths_translator(folde
 
 
 def test_fast_path_stats_keep_the_engines_auto_prefetch_for_the_verdict(folder):
-    """The fast path runs auto prefetch: its merged stats say so (and its cap), so the verdict never advises
-    'raise prefetch', a knob this path does not have (prefetch_factor is a hint)."""
+    """Without a prefetch_factor the fast path runs auto prefetch: its merged stats say so (and its cap), so
+    the verdict never advises 'raise prefetch' for it (the autotuner grows it below the cap)."""
     ds = T.ImageFolder(folder, transform=T.Compose([T.Resize((16, 16)), T.PILToTensor()]))
     loader = chute.DataLoader(ds, batch_size=2)
     for _ in loader:
@@ -378,3 +378,98 @@ def test_fast_path_stats_keep_the_engines_auto_prefetch_for_the_verdict(folder):
     assert stats["path"] == "fast:imagefolder"
     assert stats["auto_prefetch"] is True and stats["auto_threads"] is True
     assert stats["max_prefetch"] >= stats["prefetch"] >= 1
+
+
+@pytest.mark.parametrize("num_workers, factor, subset", [(2, 1, False), (2, 3, False), (1, 5, False), (3, 1, True)])
+def test_an_explicit_prefetch_factor_is_the_engines_prefetch_as_torch_defines_it(folder, num_workers, factor, subset):
+    """torch loads prefetch_factor * num_workers batches ahead; an explicit prefetch_factor keeps that
+    meaning on the fast path (the engine's prefetch, fixed: not auto), a Subset's included, and the
+    batches are torch's."""
+    ds = T.ImageFolder(folder, transform=T.Compose([T.Resize((16, 16)), T.PILToTensor()]))
+    if subset:
+        ds = torch.utils.data.Subset(ds, list(range(0, len(ds), 2)))
+    loader = chute.DataLoader(ds, batch_size=2, num_workers=num_workers, prefetch_factor=factor)
+    stats = loader.stats()
+    assert stats["path"] == "fast:imagefolder", stats
+    assert stats["prefetch"] == stats["max_prefetch"] == factor * num_workers
+    assert stats["auto_prefetch"] is False
+    fast = [[x.clone(), y.clone()] for x, y in loader]
+    ref = list(DataLoader(ds, batch_size=2))
+    check_structure(fast, ref)
+    assert loader.stats()["prefetch"] == factor * num_workers  # set by hand: never tuned
+
+
+# torch's own iterator, refusing prefetch_factor=0 in its constructor, trips on its __del__ afterwards
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_prefetch_factor_is_accepted_and_refused_as_in_torch(folder):
+    """Unset, torch makes it 2 per worker and chute prefetches automatically; with num_workers=0 or a
+    negative value both constructors raise the same ValueError; 0 passes the constructor and fails when
+    iterating, in both (chute then runs the generic path, which refuses it as torch does)."""
+    ds = T.ImageFolder(folder, transform=T.Compose([T.Resize((16, 16)), T.PILToTensor()]))
+    loader = chute.DataLoader(ds, batch_size=2, num_workers=2)
+    assert loader.prefetch_factor == DataLoader(ds, batch_size=2, num_workers=2).prefetch_factor == 2
+    assert loader.stats()["auto_prefetch"] is True
+    assert chute.DataLoader(ds, batch_size=2).stats()["auto_prefetch"] is True
+    for kwargs in ({"num_workers": 0, "prefetch_factor": 2}, {"num_workers": 2, "prefetch_factor": -1}):
+        with pytest.raises(ValueError) as theirs:
+            DataLoader(ds, batch_size=2, **kwargs)
+        with pytest.raises(ValueError) as ours:
+            chute.DataLoader(ds, batch_size=2, **kwargs)
+        assert str(ours.value) == str(theirs.value)
+    zero = chute.DataLoader(ds, batch_size=2, num_workers=2, prefetch_factor=0)
+    stats = zero.stats()
+    assert stats["path"] == "generic" and "prefetch_factor=0" in stats["fallback_reason"]
+    with pytest.raises(AssertionError):
+        iter(DataLoader(ds, batch_size=2, num_workers=2, prefetch_factor=0))
+    with pytest.raises(AssertionError):
+        iter(zero)
+
+
+class _Engine:
+    """A native loader's stats() as the fast path merges them."""
+
+    def __init__(self, **figures):
+        self.figures = figures
+
+    def stats(self):
+        return dict(self.figures)
+
+    def close(self):
+        pass
+
+
+def test_merged_stats_of_two_engines_count_the_process_and_the_clock_once():
+    """Two batch sizes, two engines in one process: counters add up, but both measured the same seconds
+    and the same process's CPU, so elapsed_s and process_cpu_s are not summed (that halved the cores the
+    verdict saw busy); settings are the largest, auto only where both are."""
+    from chute.dataloader.folder_path import FolderPlan
+
+    common = dict(cores=2, threads=2, active_threads=2, batches=5, wait_s=1.0, consumer_s=1.0)
+    plan = object.__new__(FolderPlan)
+    plan._loaders = {
+        4: _Engine(
+            elapsed_s=10.0,
+            process_cpu_s=19.0,
+            samples=20,
+            decode_s=8.0,
+            prefetch=2,
+            max_prefetch=9,
+            auto_prefetch=True,
+            **common,
+        ),
+        8: _Engine(
+            elapsed_s=6.0,
+            process_cpu_s=11.0,
+            samples=40,
+            decode_s=9.0,
+            prefetch=3,
+            max_prefetch=3,
+            auto_prefetch=False,
+            **common,
+        ),
+    }
+    out = plan.stats()
+    assert out["elapsed_s"] == 10.0 and out["process_cpu_s"] == 19.0
+    assert out["samples"] == 60 and out["decode_s"] == 17.0 and out["batches"] == 10
+    assert out["prefetch"] == 3 and out["max_prefetch"] == 9 and out["auto_prefetch"] is False
+    assert out["cores"] == 2 and out["stall_fraction"] == 0.5

@@ -74,9 +74,11 @@ struct LoaderStats {
 //      cause: the cores are. With auto prefetch only at its cap (max_prefetch, from max_memory): below
 //      it, the autotuner grows prefetch on this same evidence, so the window is not what to change and
 //      the rules below name the limit.
-//   3. "cores" when the workers got under kContendedCpu CPU-seconds per busy second: they were runnable
-//      but not running, because other threads or processes (the training step's, another job's) had the
-//      cores.
+//   3. "cores" when the workers got under kContendedCpu CPU-seconds per busy second (runnable but not
+//      running) while the process left at least kSpareCores of its cores unused: other processes (another
+//      job, a CPU hog) had the cores. Where the process itself kept its cores busy (its consumer, the
+//      training step's threads, its Python per batch took what the workers lacked), the work is the
+//      limit: rule 4. Without CPU figures (cores or process_cpu_s unknown), the workers' share alone.
 //   4. the busiest stage, "decode" or "transform", whether or not the workers kept every core busy: it is
 //      the work to make cheaper, or to give more cores; "unknown" when no stage time was measured.
 struct Verdict {

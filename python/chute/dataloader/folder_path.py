@@ -59,6 +59,11 @@ batches alive makes the ring grow (it says so once on stderr), up to the prefetc
 (``_RING_BYTES``, 2 GiB). Beyond that, as with torch's DataLoader, keeping batches never fails: each
 further batch is copied into a fresh tensor (a warning says so once) and its buffer goes straight back to
 the ring, so the memory the consumer keeps is ordinary tensor memory, freed when it lets go.
+
+Prefetch: with an explicit ``prefetch_factor``, the engine prepares ``prefetch_factor * num_workers`` batches
+ahead of the consumer, as torch's workers would (``stats()["prefetch"]``, ``auto_prefetch`` False; lowered
+to what ``max_memory`` holds, with a warning). Without one, prefetch is automatic: it grows while the
+workers idle and the consumer waits, within the memory budget.
 """
 
 from __future__ import annotations
@@ -67,6 +72,7 @@ import functools
 import logging
 import os
 import sys
+import warnings
 
 import numpy as np
 import torch
@@ -121,9 +127,10 @@ def _load_truncated_images() -> bool:
     return bool(getattr(image_file, "LOAD_TRUNCATED_IMAGES", False))
 
 
-def plan_dataset(dataset, batch_size: int) -> Plan | Fallback | None:
+def plan_dataset(dataset, batch_size: int, prefetch: int = 0) -> Plan | Fallback | None:
     """The ``"imagefolder"`` plan for ``dataset`` (e.g. the dataset of a ``Subset``); None when it is no
-    torchvision folder dataset."""
+    torchvision folder dataset. ``prefetch``: the engine's batches ahead (``prefetch_factor * num_workers``
+    when the DataLoader was given a prefetch_factor), 0 for automatic prefetch."""
     base = _torchvision_base(dataset)
     if base is None:
         return None
@@ -174,7 +181,7 @@ def plan_dataset(dataset, batch_size: int) -> Plan | Fallback | None:
                 "chute makes RGB; pass loader=functools.partial(decode_image, mode=ImageReadMode.RGB)"
             )
     try:
-        return FolderPlan(dataset, samples, transforms, dtype, batch_size, pil=source == "pil")
+        return FolderPlan(dataset, samples, transforms, dtype, batch_size, pil=source == "pil", prefetch=prefetch)
     except ValueError as e:  # a pipeline chute's engine refuses (e.g. no fixed output size)
         return Fallback(f"the transforms do not make a native pipeline: {e}")
 
@@ -236,9 +243,19 @@ class FolderPlan(Plan):
         f"their own tensors"
     )
 
-    def __init__(self, dataset, samples, transforms, dtype: torch.dtype, batch_size: int = 1, pil: bool = True):
+    def __init__(
+        self,
+        dataset,
+        samples,
+        transforms,
+        dtype: torch.dtype,
+        batch_size: int = 1,
+        pil: bool = True,
+        prefetch: int = 0,
+    ):
         self._dataset = dataset
         self._batch_size = batch_size
+        self._prefetch = prefetch  # batches ahead, 0: automatic (the engine's LoaderOptions.prefetch)
         self._made_from = _fingerprint(dataset)
         # PIL's LOAD_TRUNCATED_IMAGES and decompression-bomb limit where the dataset reads files with PIL;
         # torchvision.io.decode_image has neither (chute's default guard then).
@@ -272,8 +289,17 @@ class FolderPlan(Plan):
                 decode=decode,
                 dtype="float32" if self.dtype == torch.float32 else "uint8",
                 on_error=self.on_error,
+                prefetch=self._prefetch or "auto",
             )
             loader = _native.Loader(self._source, self._native_transforms, options)
+            if self._prefetch and loader.prefetch < self._prefetch:  # as chute.Loader says it
+                buffer = loader.stats()["batch_buffer_bytes"]
+                warnings.warn(
+                    f"prefetch_factor * num_workers = {self._prefetch} batches ahead need "
+                    f"{(self._prefetch + 2) * buffer / 2**20:,.0f} MiB of batch buffers, more than chute's "
+                    f"memory budget ({options.max_memory >> 20} MiB) allows: {loader.prefetch} batches ahead",
+                    stacklevel=2,
+                )
             self._loaders[batch_size] = loader
         return loader
 
@@ -281,7 +307,7 @@ class FolderPlan(Plan):
         return _fingerprint(self._dataset)
 
     def _replan(self) -> Plan | Fallback:
-        new = plan_dataset(self._dataset, self._batch_size)
+        new = plan_dataset(self._dataset, self._batch_size, self._prefetch)
         return Fallback("it is no longer a torchvision folder dataset") if new is None else new
 
     def _closed(self) -> bool:
@@ -359,8 +385,10 @@ class FolderPlan(Plan):
     def stats(self) -> dict:
         """The native loaders' statistics (chute.LoaderStats fields): counters summed over batch sizes,
         settings (threads, prefetch, cores, ...) the largest, auto flags only where every engine is auto, and
-        chute's verdict on the sums."""
-        settings = (
+        chute's verdict on the sums. ``elapsed_s`` and ``process_cpu_s`` are the largest too: every engine
+        measures the same wall clock and the same process, so their sum would count that time twice (and
+        halve the cores the verdict sees busy)."""
+        largest = (
             "threads",
             "active_threads",
             "prefetch",
@@ -368,6 +396,9 @@ class FolderPlan(Plan):
             "cores",
             "batch_buffer_bytes",
             "batch_buffers",
+            "elapsed_s",
+            "process_cpu_s",
+            "mean_ready_batches",
         )
         out: dict = {}
         for loader in (self._loaders or {}).values():
@@ -375,7 +406,7 @@ class FolderPlan(Plan):
                 if isinstance(v, bool):  # auto_threads, auto_prefetch: auto only if every engine is
                     out[k] = out.get(k, True) and v
                 elif isinstance(v, (int, float)):
-                    out[k] = max(out.get(k, 0), v) if k in settings else out.get(k, 0) + v
+                    out[k] = max(out.get(k, 0), v) if k in largest else out.get(k, 0) + v
         if out:
             total = out["wait_s"] + out["consumer_s"]
             out["stall_fraction"] = out["wait_s"] / total if total > 0 else 0.0

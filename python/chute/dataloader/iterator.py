@@ -178,6 +178,7 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
         self._in_order = loader.in_order
         self._stats = loader._chute_stats
         if self._num_workers <= 0 or self._prefetch_factor <= 0:
+            self._shutdown = True  # nothing started: torch's __del__ has no workers to stop
             raise AssertionError("MultiProcessIter needs num_workers > 0 and prefetch_factor > 0")
         ctx = _start_context(loader)
 

@@ -41,6 +41,10 @@ class DataLoader(torch.utils.data.DataLoader):
         # torch checks num_workers against the CPUs in its constructor and warns about the worker processes
         # it "will create"; a fast path creates none, so the check waits for the generic path's iterator.
         self._chute_constructing = True
+        # prefetch_factor is keyword-only in torch's signature: given here or not at all. torch's constructor
+        # turns an unset one into 2 per worker; the ImageFolder fast path keeps an explicit one (torch's
+        # meaning: prefetch_factor * num_workers batches ahead) and runs automatic prefetch otherwise.
+        self._chute_prefetch_factor = kwargs.get("prefetch_factor")
         try:
             super().__init__(*args, **kwargs)
         finally:

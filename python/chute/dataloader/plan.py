@@ -14,8 +14,12 @@ The paths:
 * a ``Subset`` of either: that path, with the subset's indices mapped first.
 
 Fast paths need automatic batching (``batch_size`` not None) with the default collate, and a map-style
-dataset. ``num_workers``, ``prefetch_factor`` and ``persistent_workers`` are then only hints: no worker
-process is started. A ``worker_init_fn`` with ``num_workers > 0`` therefore falls back: torch calls it in
+dataset. No worker process is started: ``num_workers`` and ``persistent_workers`` are then only hints. A
+``prefetch_factor`` given explicitly keeps torch's meaning on the ImageFolder path: ``prefetch_factor *
+num_workers`` batches are prepared ahead of the consumer (the engine's prefetch, ``stats()["prefetch"]``);
+left unset (torch's default, 2 per worker) prefetch is chute's automatic one, which grows while workers
+idle and the consumer waits, within the engine's memory budget. ``prefetch_factor=0``, which torch's
+DataLoader accepts but refuses when iterating, takes the generic path, so that it fails as in torch. A ``worker_init_fn`` with ``num_workers > 0`` therefore falls back: torch calls it in
 every worker, and a caller may rely on that (with ``num_workers=0`` torch never calls it, nor does chute).
 ``CHUTE_FAST_PATHS=0`` in the environment turns the fast paths off (to compare, or to rule them out).
 
@@ -71,13 +75,21 @@ def choose(loader) -> Plan | Fallback:
             "worker_init_fn is set: torch calls it in each worker process, and a fast path starts none",
             "drop worker_init_fn if it only seeds RNGs (the fast path keys its randomness itself)",
         )
-    return plan_dataset(loader.dataset, loader.batch_size or 1)
+    factor = getattr(loader, "_chute_prefetch_factor", None)  # explicit prefetch_factor, None when unset
+    if factor == 0:
+        return Fallback(
+            "prefetch_factor=0: torch's DataLoader refuses it when iterating, and so does the generic path",
+            "leave prefetch_factor unset (automatic prefetch) or give it a positive value",
+        )
+    prefetch = factor * loader.num_workers if factor is not None else 0
+    return plan_dataset(loader.dataset, loader.batch_size or 1, prefetch)
 
 
-def plan_dataset(dataset, batch_size: int) -> Plan | Fallback:
-    """The fast path for ``dataset`` batched by ``batch_size``, or why there is none."""
+def plan_dataset(dataset, batch_size: int, prefetch: int = 0) -> Plan | Fallback:
+    """The fast path for ``dataset`` batched by ``batch_size``, or why there is none. ``prefetch``: batches
+    prepared ahead on an engine path (ImageFolder), 0 for automatic; the tensor path gathers on demand."""
     if _is_subset(dataset):
-        return SubsetPlan.create(dataset, batch_size)
+        return SubsetPlan.create(dataset, batch_size, prefetch)
     if isinstance(dataset, IterableDataset):
         return Fallback("iterable-style dataset: its samples come from its own iterator, not from indices")
     if getattr(dataset, "__getitems__", None):
@@ -87,7 +99,7 @@ def plan_dataset(dataset, batch_size: int) -> Plan | Fallback:
     tensor = tensor_path.plan_dataset(dataset)
     if tensor is not None:
         return tensor
-    folder = folder_path.plan_dataset(dataset, batch_size)
+    folder = folder_path.plan_dataset(dataset, batch_size, prefetch)
     if folder is not None:
         return folder
     return Fallback(
@@ -115,7 +127,7 @@ class SubsetPlan(Plan):
     mapped through ``indices`` first (what ``Subset.__getitem__`` does, sample by sample)."""
 
     @classmethod
-    def create(cls, subset, batch_size: int) -> Plan | Fallback:
+    def create(cls, subset, batch_size: int, prefetch: int = 0) -> Plan | Fallback:
         try:
             indices = np.asarray(subset.indices)
         except Exception as e:  # e.g. a list of mixed types
@@ -124,16 +136,17 @@ class SubsetPlan(Plan):
             return Fallback(
                 f"Subset.indices is not a 1-d list of integers (dtype {indices.dtype}, shape {indices.shape})"
             )
-        inner = plan_dataset(subset.dataset, batch_size)
+        inner = plan_dataset(subset.dataset, batch_size, prefetch)
         if isinstance(inner, Fallback):
             return Fallback(f"Subset of a dataset without a fast path: {inner}", inner.hint)
-        return cls(subset, inner, indices.astype(np.int64).tolist(), batch_size)
+        return cls(subset, inner, indices.astype(np.int64).tolist(), batch_size, prefetch)
 
-    def __init__(self, subset, inner: Plan, indices: list[int], batch_size: int):
+    def __init__(self, subset, inner: Plan, indices: list[int], batch_size: int, prefetch: int = 0):
         self._dataset = subset
         self._inner = inner
         self._indices = indices
         self._batch_size = batch_size
+        self._prefetch = prefetch
         self.kind = inner.kind
         self.held_batches = inner.held_batches
         self._made_from = self._fingerprint()
@@ -156,7 +169,7 @@ class SubsetPlan(Plan):
         return (self._dataset.dataset, self._dataset.indices)
 
     def _replan(self) -> Plan | Fallback:
-        return plan_dataset(self._dataset, self._batch_size)
+        return plan_dataset(self._dataset, self._batch_size, self._prefetch)
 
     def stats(self) -> dict:
         return self._inner.stats()

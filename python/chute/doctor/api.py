@@ -25,6 +25,9 @@ from chute.doctor.verdict import INPUT_BOUND_STALL, decide
 
 PROFILE_SAMPLES = 16
 MORE_STEPS = 5  # measure up to this many times `steps` batches while the stall's interval straddles the threshold
+# ... or while the measured batches span less than this: stage and CPU shares over a few tens of milliseconds
+# (12 quick batches) swing with whatever else the scheduler ran then
+MIN_MEASURE_S = 0.5
 
 
 def _check_args(loader, step_fn, steps, warmup) -> None:
@@ -177,8 +180,9 @@ def doctor(
     waits for data, the step's own time and the data-stall fraction; without it, the loader alone, against
     a consumer that does nothing. ``warmup`` batches run first (start-up is reported, not averaged in),
     then ``steps`` batches are measured, and more, ``steps`` at a time up to ``max_steps`` (default
-    ``5 * steps``), while the stall's 95% confidence interval still straddles the input-bound threshold;
-    if it still does, the verdict is "borderline", with the interval. Meanwhile it samples CPU time from /proc at 10 Hz and, with a
+    ``5 * steps``), while the stall's 95% confidence interval still straddles the input-bound threshold
+    or the measured batches span under half a second; if the interval still straddles it, the verdict is
+    "borderline", with the interval. Meanwhile it samples CPU time from /proc at 10 Hz and, with a
     CUDA device, GPU utilisation through NVML at 20 Hz.
 
     Then it measures the other layers: the dataset's files (listing cost, cold and hot reads, filesystem,
@@ -195,7 +199,9 @@ def doctor(
         max_steps = MORE_STEPS * steps
     notes = _check_report_prerequisites(report) if report is not None else []
     dev = _Device(device, nvml_library)
-    measure = dict(steps=steps, warmup=warmup, max_steps=max_steps, threshold=INPUT_BOUND_STALL)
+    measure = dict(
+        steps=steps, warmup=warmup, max_steps=max_steps, threshold=INPUT_BOUND_STALL, min_seconds=MIN_MEASURE_S
+    )
     run = run_loader(loader, step_fn, label=_label(loader), gpu_sampler_factory=dev.sampler_factory(), **measure)
     d = Diagnosis(target=_describe(loader), run=run, notes=notes)
     if isinstance(loader, DataLoader):

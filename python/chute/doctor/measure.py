@@ -175,15 +175,32 @@ class Recorder:
             self.run.sample = [t.clone() for t in tensors]
 
 
-_SETTINGS = (
-    "threads",
-    "active_threads",
-    "prefetch",
-    "auto_threads",
-    "auto_prefetch",
-    "batch_buffer_bytes",
-    "batch_buffers",
-    "cores",
+# The engine's counters (chute.LoaderStats names; what chute::Loader's stats baseline subtracts, plus the
+# time and process CPU since it): the figures a snapshot difference measures. Everything else in a stats
+# dict is a setting or a figure of the moment (threads, prefetch, max_prefetch, cores, auto flags, buffer
+# sizes, mean_ready_batches: the loader's lifetime mean) and is kept as at the end. Differencing a setting
+# made max_prefetch 0 and so let the verdict call auto prefetch below its cap "prefetch".
+_COUNTERS = (
+    "elapsed_s",
+    "process_cpu_s",
+    "samples",
+    "samples_delivered",
+    "batches",
+    "errors_skipped",
+    "decode_warnings",
+    "bytes_read",
+    "read_s",
+    "decode_s",
+    "transform_s",
+    "batch_s",
+    "worker_cpu_s",
+    "worker_idle_s",
+    "wait_s",
+    "fill_wait_s",
+    "consumer_s",
+    # chute.DataLoader's own batch counters
+    "arena_batches",
+    "shared_batches",
 )
 
 
@@ -203,8 +220,9 @@ def engine_stats(loader) -> dict | None:
 
 
 def stats_since(before: dict | None, after: dict | None) -> dict | None:
-    """The engine's counters between two :func:`engine_stats` snapshots (settings as at the end), with
-    chute's verdict on them (``chute._native.diagnose``, the loader's own verdict engine)."""
+    """The engine's counters (:data:`_COUNTERS`) between two :func:`engine_stats` snapshots, every other
+    figure (settings such as ``max_prefetch``) as at the end, with chute's verdict on them
+    (``chute._native.diagnose``, the loader's own verdict engine)."""
     from chute import _native
 
     if after is None:
@@ -212,14 +230,7 @@ def stats_since(before: dict | None, after: dict | None) -> dict | None:
     if before is None:
         out = dict(after)
     else:
-        out = {
-            k: (
-                v - before.get(k, 0)
-                if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in _SETTINGS
-                else v
-            )
-            for k, v in after.items()
-        }
+        out = {k: v - before.get(k, 0) if k in _COUNTERS else v for k, v in after.items()}
     if isinstance(after.get("remote"), dict) and before is not None and isinstance(before.get("remote"), dict):
         out["remote"] = {  # counters over the measured steps; figures of the moment (latency, in flight) as at the end
             k: v - before["remote"].get(k, 0) if k in _REMOTE_COUNTERS else v for k, v in after["remote"].items()
@@ -266,11 +277,13 @@ def run_loader(
     close_workers: bool = False,
     max_steps: int | None = None,
     threshold: float | None = None,
+    min_seconds: float = 0.0,
 ) -> Run:
     """Iterates ``warmup + steps`` batches (fewer if the loader ends first), calling ``step_fn(batch)`` on
     each. With ``max_steps`` and ``threshold``, it goes on measuring, ``steps`` batches at a time, while the
-    stall's confidence interval still contains ``threshold`` (:meth:`Run.settled`), up to ``max_steps``
-    measured batches or the end of the loader. Raises ``ValueError`` for a loader that yields nothing; the
+    stall's confidence interval still contains ``threshold`` (:meth:`Run.settled`) or the measured batches
+    span less than ``min_seconds`` (the engine's CPU and stage shares over a few scheduler slices swing with
+    whatever else ran then), up to ``max_steps`` measured batches or the end of the loader. Raises ``ValueError`` for a loader that yields nothing; the
     loader's and the step's own exceptions propagate, with a note saying which batch they came from."""
     import chute
 
@@ -322,7 +335,7 @@ def run_loader(
                     and threshold is not None
                     and run.with_step
                     and limit - warmup < max_steps
-                    and not run.settled(threshold)
+                    and (not run.settled(threshold) or run.wait_s + run.step_s < min_seconds)
                 ):
                     limit = min(limit + steps, warmup + max_steps)
         finally:

@@ -345,17 +345,28 @@ def _cpu_recs(d: Diagnosis, recs: list[Recommendation], layer: str, stage: str) 
             )
         if stage == "prefetch":
             idle = s["worker_idle_s"] / max(s["worker_idle_s"] + s["read_s"] + s["decode_s"] + s["transform_s"], 1e-9)
-            action = (
-                f"raise max_memory (auto prefetch is at the {s.get('max_prefetch', s['prefetch'])} batches it allows)"
-                if s.get("auto_prefetch")
-                else f"raise prefetch (it is {s['prefetch']}; or 'auto')"
-            )
+            # The window the step needed: what it had, plus the most batches in a row it waited for (a burst
+            # of quick steps that emptied the window; with them ready ahead, none would have waited).
+            streak = longest_wait_streak(run)
+            target = s["prefetch"] + max(streak, 1)
+            if s.get("auto_prefetch"):
+                action = f"raise max_memory (auto prefetch is at the {s.get('max_prefetch', s['prefetch'])} batches it allows)"
+            elif info is not None and info.fast_path:  # the DataLoader's own knob: prefetch_factor * num_workers
+                factor, workers = info.prefetch_factor or 1, max(info.num_workers, 1)
+                action = (
+                    f"raise prefetch_factor to {max(-(-target // workers), factor + 1)} (it is {factor}, so "
+                    f"{s['prefetch']} batch{'' if s['prefetch'] == 1 else 'es'} ahead for num_workers={workers}; "
+                    f"or leave it unset for automatic prefetch)"
+                )
+            else:
+                action = f"raise prefetch to {target} (it is {s['prefetch']}; or 'auto')"
             recs.append(
                 Recommendation(
                     action,
                     1 / max(1 - run.stall_fraction, 0.05),
-                    f"model: the step's whole wait ({100 * run.stall_fraction:.0f}% of its time) removed; the workers idled "
-                    f"{100 * idle:.0f}% of their time with {c.cores - c.total_cores_used:.2f} cores to spare",
+                    f"model: the step's whole wait ({100 * run.stall_fraction:.0f}% of its time) removed with "
+                    f"{target} batches ahead, since it waited for up to {streak} batches in a row; the workers "
+                    f"idled {100 * idle:.0f}% of their time with {c.cores - c.total_cores_used:.2f} cores to spare",
                     False,
                 )
             )
@@ -375,6 +386,21 @@ def _cpu_recs(d: Diagnosis, recs: list[Recommendation], layer: str, stage: str) 
             )
     # Fewer loader threads or torch threads for an input-bound job is advised only from a measured trial
     # (a comparison run by chute.doctor: "torch.set_num_threads(1) in the step"), never from a model.
+
+
+def longest_wait_streak(run) -> int:
+    """The most measured batches in a row that the step waited for: a wait over a tenth of the mean time
+    per batch (wait and step). A bursty step empties the prefetch window and then waits batch after batch;
+    that many more batches ahead would have been ready."""
+    steps = run.measured
+    if not steps:
+        return 0
+    mean = sum(st.wait_s + st.step_s for st in steps) / len(steps)
+    streak = best = 0
+    for st in steps:
+        streak = streak + 1 if st.wait_s > 0.1 * mean else 0
+        best = max(best, streak)
+    return best
 
 
 def _device_recs(d: Diagnosis, recs: list[Recommendation]) -> None:
