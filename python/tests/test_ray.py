@@ -91,6 +91,57 @@ def test_epoch_order_is_the_loaders_sharding():
         _native.epoch_order(23, True, 5, 2, 3, 3, True)
 
 
+def _actor(folder, hook=None):
+    """A BatchActor in this process (no Ray): what each actor runs, driven call by call."""
+    from chute.ray.actor import BatchActor, from_wire, source_spec
+
+    kw = _kwargs()
+    loader_kwargs = dict(
+        seed=kw["seed"], transforms=kw["transforms"], dtype="uint8", memory_format="contiguous_format",
+        num_threads=1, max_pixels=200_000_000, apply_exif_orientation=False, decode="exact",
+        reducing_gap=3.0, validate="window", max_file_bytes=1 << 30,
+    )  # fmt: skip
+    actor = BatchActor(source_spec(str(folder)), kw["batch_size"], loader_kwargs, hook)
+
+    def call(epoch, indices, plan=None):
+        status, images, labels, _ = actor.batch(epoch, indices, plan)
+        assert status == "ok"
+        return from_wire(images, torch.uint8, False).clone(), torch.from_numpy(labels.copy())
+
+    return actor, call
+
+
+def test_actor_plan_runs_ahead_and_any_call_order_gives_the_same_bytes(folder):
+    """The actor's engine runs its plan ahead of the calls; calls that leave the plan (a batch resent from a
+    dead actor, plan batches sent elsewhere, the short last batch out of turn) restart it, never change a
+    batch's bytes."""
+    epoch = 2
+    expected = _local(folder, epoch)
+    order = _native.epoch_order(36, True, 11, epoch)
+    bounds = [order[lo : lo + 5] for lo in range(0, 36, 5)]  # 8 batches, the last one of 1 sample
+    actor, call = _actor(folder)
+    mine = [0, 2, 4, 6]  # a home share, round-robin over 2 actors
+    plan = np.concatenate([bounds[b] for b in mine])
+    got = {0: call(epoch, bounds[0], plan)}
+    got[2] = call(epoch, bounds[2])
+    assert actor.restarts == 0  # the plan, in order: no restart
+    got[7] = call(epoch, bounds[7])  # the short last batch, out of turn (its actor died): the plan goes
+    got[4] = call(epoch, bounds[4])
+    got[1] = call(epoch, bounds[1])  # resent from the other actor
+    got[6] = call(epoch, bounds[6])
+    assert actor.restarts == 4
+    actor2, call2 = _actor(folder)
+    got[3] = call2(epoch, bounds[3], np.concatenate([bounds[3], bounds[5]]))
+    got[5] = call2(epoch, bounds[5])
+    assert actor2.restarts == 0
+    actor3, call3 = _actor(folder)  # a plan whose first batches went elsewhere: it skips ahead
+    got6 = call3(epoch, bounds[6], np.concatenate([bounds[b] for b in (2, 4, 6)]))
+    assert actor3.restarts == 1
+    _same(expected, [got[b] for b in range(8)])
+    _same([expected[6]], [got6])
+    assert actor.made() == 6 and actor2.made() == 2
+
+
 @pytest.fixture(scope="module")
 def remote(cluster, folder):
     import chute.ray

@@ -336,9 +336,10 @@ class RemoteLoader:
             except ActorUnavailableError:
                 self._suspect[i] = self._actors[i].pid.remote()  # still restarting: ask again
 
-    def _pick_actor(self, load: list[int], avoid: int | None) -> int:
-        """The live actor with the fewest outstanding batches: one not suspect and not ``avoid`` when
-        there is one; else a suspect one (a restarting actor queues the batch until it is up)."""
+    def _pick_actor(self, load: list[int], avoid: int | None, home: int | None = None) -> int:
+        """The batch's home actor when it is live, trusted and not ``avoid``; else the live actor with the
+        fewest outstanding batches: one not suspect and not ``avoid`` when there is one; else a suspect one
+        (a restarting actor queues the batch until it is up)."""
         self._check_suspects()
         alive = [i for i in range(self.num_actors) if not self._dead[i]]
         if not alive:
@@ -347,6 +348,8 @@ class RemoteLoader:
                 f"max_restarts={self.max_restarts} times, or was killed with no_restart)"
             )
         trusted = [i for i in alive if i not in self._suspect]
+        if home is not None and home != avoid and home in trusted:
+            return home
         choice = [i for i in trusted if i != avoid] or trusted or alive
         return min(choice, key=lambda i: load[i])
 
@@ -372,7 +375,12 @@ def _verdict(s: dict) -> str:
 
 
 class _RemoteEpoch(Iterator):
-    """One epoch of a RemoteLoader: submits batches up to max_inflight ahead, yields them in order."""
+    """One epoch of a RemoteLoader: submits batches up to max_inflight ahead, yields them in order.
+
+    Batch b's home is the b-th live actor, round-robin. The first batch sent to its home actor carries the
+    actor's plan (its home batches from there on), so that its engine works ahead of the calls (actor.py).
+    A batch whose home is dead or suspect, or that failed with its actor, goes to the least-loaded other
+    actor; an actor that failed gets a new plan with its next home batch (a restarted actor has none)."""
 
     def __init__(self, loader: RemoteLoader, iteration: int, epoch: int, order: np.ndarray, bounds: list):
         self._loader, self._iteration, self._epoch = loader, iteration, epoch
@@ -383,12 +391,25 @@ class _RemoteEpoch(Iterator):
         self._attempts: dict[int, int] = {}
         self._load = [0] * loader.num_actors
         self._done = False
+        alive = [i for i in range(loader.num_actors) if not loader._dead[i]] or [0]
+        self._homes = [alive[b % len(alive)] for b in range(len(bounds))]
+        self._planned: set[int] = set()  # actors whose engine runs this epoch's plan
+
+    def _plan(self, actor: int, b: int) -> np.ndarray:
+        """Actor's home batches from batch b on, as one array of source indices."""
+        batches = [self._bounds[c] for c in range(b, len(self._bounds)) if self._homes[c] == actor]
+        return np.concatenate([self._order[lo:hi] for lo, hi in batches])
 
     def _submit(self, b: int, avoid: int | None = None) -> None:
         loader = self._loader
-        i = loader._pick_actor(self._load, avoid)
+        home = self._homes[b]
+        i = loader._pick_actor(self._load, avoid, home)
         lo, hi = self._bounds[b]
-        ref = loader._actors[i].batch.remote(self._epoch, self._order[lo:hi])
+        plan = None
+        if i == home and i not in self._planned:
+            plan = self._plan(i, b)
+            self._planned.add(i)
+        ref = loader._actors[i].batch.remote(self._epoch, self._order[lo:hi], plan)
         self._pending[b] = (ref, i)
         self._load[i] += 1
 
@@ -441,6 +462,7 @@ class _RemoteEpoch(Iterator):
                 # The actor died with this batch (or before it): send it again, to a survivor if any.
                 self._load[actor] -= 1
                 loader._actor_lost(actor)
+                self._planned.discard(actor)  # restarted, it has no plan: its next home batch brings one
                 loader._stats["resubmitted"] += 1
                 self._attempts[b] = self._attempts.get(b, 1) + 1
                 if self._attempts[b] > (loader.max_restarts + 1) * loader.num_actors + 1:
