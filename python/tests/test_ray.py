@@ -230,6 +230,54 @@ def test_bfloat16_channels_last_normalized_same_bytes(cluster, folder):
     _same(expected, got)
 
 
+@pytest.mark.parametrize(
+    "side, dtype, memory_format, path",
+    [
+        (24, torch.uint8, torch.contiguous_format, "staged"),  # 8.6 KB batches: Ray inlines them, not shared memory
+        (112, torch.uint8, torch.contiguous_format, "registered"),  # 188 KB: the object store, copied from directly
+        (112, torch.float32, torch.channels_last, "registered"),  # dtype and Normalize computed on the device
+    ],
+)
+def test_device_sim_delivers_the_cpu_batches_from_the_object_store(cluster, folder, side, dtype, memory_format, path):
+    """device='sim': the remote batches reach the simulated device through DeviceSlots with the Loader's
+    bytes, and the device finds no copy whose source changed or went before the copy completed (each
+    batch's object is held until then; device slots are reused only once released)."""
+    import chute.ray
+
+    norm = [chute.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))] if dtype != torch.uint8 else []
+    kw = dict(_kwargs(dtype=dtype, memory_format=memory_format), transforms=_transforms()[1:] + norm)
+    kw["transforms"] = [chute.RandomResizedCrop(side)] + kw["transforms"]
+    expected = []
+    with chute.Loader(str(folder), num_threads=1, **kw) as local:
+        for _ in range(2):
+            expected.append([(i.clone(), y.clone()) for i, y in local])
+    with chute.ray.RemoteLoader(
+        str(folder), num_actors=2, num_cpus_per_actor=0.5, timeout_s=WAIT_S, device="sim", device_prefetch=2, **kw
+    ) as remote:
+        assert remote.device == "sim"
+        for epoch in range(2):  # two epochs: the device slots cycle many times
+            got, held = [], []
+            for i, y in remote:
+                got.append((i.clone(), y.clone()))
+                held = (held + [i])[-1:]  # the consumer keeps the last batch while it takes the next
+            assert got[0][0].is_contiguous(memory_format=memory_format)
+            _same(expected[epoch], got)
+        delivery = remote._delivery
+        assert delivery.slots.num_slots == 3
+        assert delivery.device.violations == 0, delivery.device.first_violation
+        assert delivery.device.copies >= 2 * 2 * len(expected[0])  # images and labels of every batch
+        if path == "registered":
+            assert delivery.registered_bytes > 0  # the object store's windows, registered once each
+        else:
+            assert delivery.registered_bytes == 0
+        # An iteration left midway: the batches copied ahead are dropped, the next epoch is whole.
+        it = iter(remote)
+        next(it)
+        remote.set_epoch(0)
+        _same(expected[0], [(i.clone(), y.clone()) for i, y in remote])
+    assert delivery.device.violations == 0, delivery.device.first_violation
+
+
 def _blocking_hook(marker_dir: str, block: dict):
     """An actor hook: the first actor to reach batch ``block[epoch]`` (its first source index) writes its
     pid to a marker and stops there until it is killed; a restarted actor finds the marker and goes on."""
