@@ -256,10 +256,11 @@ def test_device_sim_delivers_the_cpu_batches_from_the_object_store(cluster, fold
     ) as remote:
         assert remote.device == "sim"
         for epoch in range(2):  # two epochs: the device slots cycle many times
-            got, held = [], []
+            got, kept = [], []
             for i, y in remote:
                 got.append((i.clone(), y.clone()))
-                held = (held + [i])[-1:]  # the consumer keeps the last batch while it takes the next
+                kept = (kept + [i])[-1:]  # the consumer keeps the last batch while it takes the next
+            del kept, i, y  # the loop variables too: the last batch would hold its device buffer
             assert got[0][0].is_contiguous(memory_format=memory_format)
             _same(expected[epoch], got)
         delivery = remote._delivery
@@ -275,6 +276,17 @@ def test_device_sim_delivers_the_cpu_batches_from_the_object_store(cluster, fold
         next(it)
         remote.set_epoch(0)
         _same(expected[0], [(i.clone(), y.clone()) for i, y in remote])
+        if dtype == torch.uint8:  # (a float batch is a new tensor: it holds no device buffer)
+            # A consumer that keeps every device batch gets an error naming that, never a buffer it holds.
+            remote.set_epoch(0)
+            it = iter(remote)
+            held = [next(it) for _ in range(3)]
+            with pytest.raises(RuntimeError, match="device batch buffers are held by batches the consumer"):
+                next(it)
+            _same(expected[0][:3], [(i.clone(), y.clone()) for i, y in held])
+            del held
+            remote.set_epoch(0)
+            _same(expected[0], [(i.clone(), y.clone()) for i, y in remote])
     assert delivery.device.violations == 0, delivery.device.first_violation
 
 

@@ -11,6 +11,10 @@ it (augmentation is keyed by seed, epoch and source index), which gives:
   each batch id is yielded once, in order, so nothing is lost and nothing duplicated;
 - bounded memory: at most ``max_inflight`` batches are requested and not yet yielded; a slow trainer
   leaves the actors idle rather than filling the object store.
+
+Batch b's home is the (b mod K)-th live actor; the first call of an epoch to an actor carries its plan
+(its home batches), which its engine runs ahead of the calls (actor.py). With ``device=``, batches go on
+to the device through chute's DeviceSlots, copied from the object-store buffer (device.py).
 """
 
 from __future__ import annotations
@@ -287,7 +291,9 @@ class RemoteLoader:
 
     def stats(self) -> dict:
         """Where the time went since creation or :meth:`reset_stats` (seconds): ``actor_busy_s`` (summed over
-        actors: making the batches this trainer received), ``transfer_s`` (``ray.get`` of ready batches:
+        actors: their calls that returned the batches this trainer received; an actor's engine works ahead
+        of its calls, so a call lasts about a batch's making when the actor is the limit, less when it is
+        not), ``transfer_s`` (``ray.get`` of ready batches:
         object-store transfer and deserialisation), ``wait_s`` (the trainer blocked in ``next()``, transfer
         included), ``consumer_s`` (the trainer's own time between batches), ``resubmitted`` (batches sent
         again after an actor died), ``max_outstanding`` (most batches requested and not yet yielded), and a
