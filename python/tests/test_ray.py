@@ -377,6 +377,10 @@ def test_bad_arguments(cluster, folder):
         chute.ray.RemoteLoader(str(folder), rank=2, world_size=2)
     with pytest.raises(TypeError, match="source"):
         chute.ray.RemoteLoader(object())
+    with pytest.raises(ValueError, match="device must be"):
+        chute.ray.RemoteLoader(str(folder), device="tpu")
+    with pytest.raises(ValueError, match="device_prefetch"):
+        chute.ray.RemoteLoader(str(folder), device="sim", device_prefetch=0)
 
 
 def _tree_digest(path: Path) -> dict[str, str]:
