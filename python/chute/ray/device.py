@@ -25,16 +25,15 @@ from chute import delivery as _delivery
 _WINDOW = 64 << 20  # bytes of the object store registered at a time
 
 
-def shared_mapping(address: int) -> tuple[int, int] | None:
-    """The [start, end) of the shared file mapping (Ray's plasma store: /dev/shm/plasma...) holding
-    ``address`` in this process, or None when the address lies in private memory."""
+def mapping_of(address: int) -> tuple[int, int, bool] | None:
+    """The [start, end) of this process's mapping holding ``address``, and whether it is a shared file
+    mapping (Ray's plasma store: /dev/shm/plasma...); None when no mapping holds it."""
     with open("/proc/self/maps") as maps:
         for line in maps:
             fields = line.split(maxsplit=5)
             lo, hi = (int(x, 16) for x in fields[0].split("-"))
             if lo <= address < hi:
-                shared = "s" in fields[1] and len(fields) == 6 and fields[5].strip() != ""
-                return (lo, hi) if shared else None
+                return lo, hi, "s" in fields[1] and len(fields) == 6 and fields[5].strip() != ""
     return None
 
 
@@ -52,7 +51,7 @@ class RemoteDelivery:
         self.batch_size = batch_size
         self.slots = None  # made with the first batch, which gives the sample size
         self.sample_shape: tuple[int, ...] = ()
-        self._private: list[tuple[int, int]] = []  # known private ranges: no mapping to look up
+        self._private: list[tuple[int, int]] = []  # private mappings seen: not looked up again
         self._refused: set[int] = set()  # mappings the device would not register: staged
         self.registered_bytes = 0
 
@@ -102,11 +101,11 @@ class RemoteDelivery:
             return
         if any(lo <= address < hi for lo, hi in self._private):
             return  # staged by the native side
-        mapping = shared_mapping(address)
-        if mapping is None:
-            self._private.append((address, address + nbytes))
+        mapping = mapping_of(address)
+        if mapping is None or not mapping[2]:
+            self._private.append(mapping[:2] if mapping else (address, address + nbytes))
             return
-        start, end = mapping
+        start, end, _ = mapping
         if start in self._refused:
             return
         first = (address - start) // _WINDOW
