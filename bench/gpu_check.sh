@@ -7,7 +7,8 @@
 #   0. unpacks the .deb files (dpkg-deb -x, or a Python ar+tar reader) into build/gpu-prefix, and builds chute
 #      against that prefix only (its libjpeg, libpng and zlib, found at run time through the build tree's run
 #      path; xxhash headers; googletest from sources) with the machine's own torch, nanobind and compiler;
-#   1. one libcudart in /proc/self/maps, and the C++ CUDA tests run, not skipped;
+#   1. one libcudart in /proc/self/maps, and the C++ CUDA tests run, not skipped (among them chute.ray's path:
+#      shared memory registered with cudaHostRegister as the source of the async copy);
 #   2. section 1's scenario on the GPU: pinned CPU batches dropped right after a non_blocking copy queued behind
 #      torch.cuda._sleep, on the current and on a side stream, prefetch 1 and 2, against clones;
 #   3. device='cuda' batches against a CPU loader with the same seed, on a non-default stream, in bf16;
@@ -124,7 +125,7 @@ skips_in() {  # skipped test cases in a JUnit XML report
 }
 
 step "1. one libcudart; the C++ CUDA tests"
-"$build/cpp/chute_tests" --gtest_filter='Cuda*:Delivery*:SimulatedDevice*:BatchRing*' --gtest_output="xml:$OUT/gtest.xml" \
+"$build/cpp/chute_tests" --gtest_filter='Cuda*:Delivery*:DeviceSlots*:SimulatedDevice*:BatchRing*' --gtest_output="xml:$OUT/gtest.xml" \
   > "$OUT/gtest.log" 2>&1 || fail "C++ CUDA tests (gtest.log)"
 grep -E '^\[ *(FAILED|SKIPPED) ' "$OUT/gtest.log"
 skipped=$(skips_in "$OUT/gtest.xml")

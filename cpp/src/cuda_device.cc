@@ -45,6 +45,8 @@ LoadedCudart load_cudart(const std::vector<std::string>& names) {
   sym(a.cudaDeviceGetPCIBusId, "cudaDeviceGetPCIBusId");
   sym(a.cudaHostAlloc, "cudaHostAlloc");
   sym(a.cudaFreeHost, "cudaFreeHost");
+  sym(a.cudaHostRegister, "cudaHostRegister");
+  sym(a.cudaHostUnregister, "cudaHostUnregister");
   sym(a.cudaMalloc, "cudaMalloc");
   sym(a.cudaFree, "cudaFree");
   sym(a.cudaStreamCreateWithFlags, "cudaStreamCreateWithFlags");
@@ -258,6 +260,18 @@ class CudaDevice final : public Device, public std::enable_shared_from_this<Cuda
   }
   std::shared_ptr<HostAllocator> host_allocator() override {
     return std::make_shared<CudaHostAllocator>(shared_from_this());
+  }
+  Status register_host(void* p, size_t bytes) override {
+    ContextGuard guard(*api_, context_);
+    if (auto e = api_->cudaHostRegister(p, bytes, cudaHostRegisterPortable); e != cudaSuccess)
+      return Status(StatusCode::kResourceExhausted,
+                    "cudaHostRegister of " + std::to_string(bytes) + " bytes: " + api_->error(e));
+    return Status::ok();
+  }
+  void unregister_host(void* p, size_t) noexcept override {
+    if (p == nullptr) return;
+    ContextGuard guard(*api_, context_);
+    api_->cudaHostUnregister(p);
   }
   Result<void*> allocate_device(size_t bytes) override {
     ContextGuard guard(*api_, context_);

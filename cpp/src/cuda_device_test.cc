@@ -4,6 +4,7 @@
 #include "chute/cuda_device.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -68,6 +69,8 @@ detail::CudartApi api() {
   a.cudaDeviceGetPCIBusId = [](char*, int, int) { return 0; };
   a.cudaHostAlloc = [](void** p, size_t n, unsigned) { return *p = std::malloc(n), on_device_1("cudaHostAlloc"); };
   a.cudaFreeHost = [](void* p) { return std::free(p), on_device_1("cudaFreeHost"); };
+  a.cudaHostRegister = [](void*, size_t, unsigned) { return on_device_1("cudaHostRegister"); };
+  a.cudaHostUnregister = [](void*) { return on_device_1("cudaHostUnregister"); };
   a.cudaMalloc = [](void** p, size_t n) { return *p = std::malloc(n), on_device_1("cudaMalloc"); };
   a.cudaFree = [](void* p) { return std::free(p), on_device_1("cudaFree"); };
   a.cudaStreamCreateWithFlags = [](detail::cudaStream_t* s, unsigned) {
@@ -126,6 +129,9 @@ TEST(CudaDeviceTest, NeverTouchesADeviceItWasNotGiven) {
     auto event = device->create_event();
     ASSERT_TRUE(host.is_ok() && dev.is_ok() && event.is_ok());
     EXPECT_TRUE(device->copy_async(*dev, *host, 64).is_ok());
+    std::vector<uint8_t> theirs(64);
+    EXPECT_TRUE(device->register_host(theirs.data(), theirs.size()).is_ok());
+    EXPECT_TRUE(device->copy_async(*dev, theirs.data(), 64).is_ok());
     EXPECT_TRUE(device->record_transfer(**event).is_ok());
     EXPECT_TRUE(device->record_consumer(**event, 0).is_ok());
     EXPECT_TRUE(device->consumer_wait(0, **event).is_ok());
@@ -134,6 +140,7 @@ TEST(CudaDeviceTest, NeverTouchesADeviceItWasNotGiven) {
     event->reset();
     device->free_device(*dev, 64);
     device->free_host(*host, 64);
+    device->unregister_host(theirs.data(), theirs.size());
   };
   use();
   EXPECT_EQ(fake::contexts, std::vector<detail::CUcontext>{fake::context_of(0)});  // the caller's, untouched
@@ -178,6 +185,29 @@ TEST_F(CudaGpuTest, CopiesRoundTripThroughTheTransferStream) {
   device_->free_device(dev, n);
   device_->free_host(host, n);
   EXPECT_NE(cuda_pci_bus_id(0), "");
+}
+
+// chute.ray's path: shared memory the process did not allocate (Ray's object store maps a /dev/shm file),
+// registered once, is the source of the async copy.
+TEST_F(CudaGpuTest, RegisteredSharedMemoryIsACopySource) {
+  const detail::CudartApi* api = detail::cudart();
+  constexpr size_t n = 8 << 20;
+  void* shared = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(shared, MAP_FAILED);
+  for (size_t i = 0; i < n; ++i) static_cast<uint8_t*>(shared)[i] = static_cast<uint8_t>(i * 13 + 5);
+  ASSERT_TRUE(device_->register_host(shared, n).is_ok());
+  void* dev = *device_->allocate_device(n);
+  auto ev = std::move(*device_->create_event());
+  ASSERT_TRUE(device_->copy_async(dev, shared, n).is_ok());
+  ASSERT_TRUE(device_->record_transfer(*ev).is_ok());
+  ASSERT_TRUE(device_->synchronize(*ev).is_ok());
+  std::vector<uint8_t> back(n);
+  ASSERT_EQ(api->cudaMemcpy(back.data(), dev, n, detail::cudaMemcpyDeviceToHost), detail::cudaSuccess);
+  EXPECT_EQ(std::memcmp(back.data(), shared, n), 0);
+  ev.reset();
+  device_->free_device(dev, n);
+  device_->unregister_host(shared, n);
+  munmap(shared, n);
 }
 
 TEST_F(CudaGpuTest, DeviceLoaderDeliversTheHostBatches) {

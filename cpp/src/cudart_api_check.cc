@@ -9,9 +9,11 @@
 
 // Flags are macros in driver_types.h: take their values, then let detail/cudart_api.h use the names.
 constexpr unsigned kRealHostAllocPortable = cudaHostAllocPortable;
+constexpr unsigned kRealHostRegisterPortable = cudaHostRegisterPortable;
 constexpr unsigned kRealStreamNonBlocking = cudaStreamNonBlocking;
 constexpr unsigned kRealEventDisableTiming = cudaEventDisableTiming;
 #undef cudaHostAllocPortable
+#undef cudaHostRegisterPortable
 #undef cudaStreamNonBlocking
 #undef cudaEventDisableTiming
 
@@ -33,6 +35,8 @@ CHUTE_CHECK_SIGNATURE(cudaSetDevice);
 CHUTE_CHECK_SIGNATURE(cudaDeviceGetPCIBusId);
 CHUTE_CHECK_SIGNATURE(cudaHostAlloc);
 CHUTE_CHECK_SIGNATURE(cudaFreeHost);
+CHUTE_CHECK_SIGNATURE(cudaHostRegister);
+CHUTE_CHECK_SIGNATURE(cudaHostUnregister);
 CHUTE_CHECK_SIGNATURE(cudaMalloc);
 CHUTE_CHECK_SIGNATURE(cudaFree);
 CHUTE_CHECK_SIGNATURE(cudaStreamCreateWithFlags);
@@ -58,6 +62,7 @@ static_assert(::cudaSuccess == d::cudaSuccess);
 static_assert(::cudaErrorNotReady == d::cudaErrorNotReady);
 static_assert(::cudaErrorCudartUnloading == d::cudaErrorCudartUnloading);
 static_assert(kRealHostAllocPortable == d::cudaHostAllocPortable);
+static_assert(kRealHostRegisterPortable == d::cudaHostRegisterPortable);
 static_assert(kRealStreamNonBlocking == d::cudaStreamNonBlocking);
 static_assert(kRealEventDisableTiming == d::cudaEventDisableTiming);
 static_assert(::cudaMemcpyHostToDevice == d::cudaMemcpyHostToDevice);

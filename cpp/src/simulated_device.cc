@@ -134,6 +134,10 @@ bool SimulatedDevice::live(const std::map<uintptr_t, size_t>& allocations, const
   return a + bytes <= it->first + it->second;
 }
 
+bool SimulatedDevice::pinned(const void* p, size_t bytes) const {
+  return live(host_, p, bytes) || live(registered_, p, bytes);
+}
+
 Result<void*> SimulatedDevice::allocate(std::map<uintptr_t, size_t>& allocations, size_t bytes) {
   constexpr size_t kPage = 4096;
   void* p = std::aligned_alloc(kPage, (std::max<size_t>(bytes, 1) + kPage - 1) / kPage * kPage);
@@ -160,6 +164,28 @@ void SimulatedDevice::release(std::map<uintptr_t, size_t>& allocations, void* p,
 
 Result<void*> SimulatedDevice::allocate_host(size_t bytes) { return allocate(host_, bytes); }
 void SimulatedDevice::free_host(void* p, size_t bytes) noexcept { release(host_, p, bytes, "host"); }
+Status SimulatedDevice::register_host(void* p, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  auto next = registered_.lower_bound(a);
+  const bool overlaps = (next != registered_.end() && next->first < a + bytes) ||
+                        (next != registered_.begin() && std::prev(next)->first + std::prev(next)->second > a);
+  if (p == nullptr || bytes == 0 || overlaps)  // as cudaHostRegister: cudaErrorHostMemoryAlreadyRegistered
+    return invalid_argument("simulated device: register_host of an empty or already registered range");
+  registered_[a] = bytes;
+  return Status::ok();
+}
+
+void SimulatedDevice::unregister_host(void* p, size_t bytes) noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = registered_.find(reinterpret_cast<uintptr_t>(p));
+  if (it == registered_.end() || it->second != bytes) {
+    violation("unregister_host of a range that is not registered");
+    return;
+  }
+  registered_.erase(it);  // a copy still queued from it finds it gone: a violation (run())
+}
+
 Result<void*> SimulatedDevice::allocate_device(size_t bytes) { return allocate(device_, bytes); }
 void SimulatedDevice::free_device(void* p, size_t bytes) noexcept { release(device_, p, bytes, "device"); }
 
@@ -173,7 +199,7 @@ Result<std::unique_ptr<DeviceEvent>> SimulatedDevice::create_event() {
 
 Status SimulatedDevice::copy_async(void* dst, const void* src, size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!live(host_, src, bytes)) {
+  if (!pinned(src, bytes)) {
     violation("copy_async from memory that is not live pinned memory of this device");
     return Status(StatusCode::kInvalidArgument, "simulated device: copy source is not pinned memory");
   }
@@ -246,7 +272,7 @@ void SimulatedDevice::run(Stream& stream) {
         lock.unlock();
         std::this_thread::sleep_for(std::chrono::microseconds(us));
         lock.lock();
-        if (!live(host_, c->src, c->bytes) || !live(device_, c->dst, c->bytes)) {
+        if (!pinned(c->src, c->bytes) || !live(device_, c->dst, c->bytes)) {
           violation("memory freed while a copy from or into it was in flight");
           ok = false;
           break;
@@ -319,7 +345,7 @@ Result<void*> SimulatedDevice::copy_to_device(const void* src, size_t bytes, int
     violation("copy_to_device on a stream that does not exist");
     return invalid_argument("no simulated stream " + std::to_string(stream));
   }
-  if (!live(host_, src, bytes)) {
+  if (!pinned(src, bytes)) {
     violation("copy_to_device from memory that is not live pinned memory of this device");
     return invalid_argument("simulated device: copy source is not pinned memory");
   }

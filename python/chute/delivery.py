@@ -170,6 +170,32 @@ def split_normalize(transforms) -> tuple[list, Normalize | None]:
     return [t for t in items if not isinstance(t, Normalize)], (norms[0] if norms else None)
 
 
+class DeviceConversion:
+    """uint8 device batches -> the requested dtype, by torch ops on the consumer's current stream (which
+    already waits for the copy): ``x.float() / 255``, ``Normalize``'s ``(x - mean) / std``, then
+    ``.to(dtype)``. Shared by chute.Loader's delivery and chute.ray's."""
+
+    def __init__(self, dtype: torch.dtype, normalize: Normalize | None, torch_device: torch.device):
+        self.dtype = dtype
+        self.mean = self.std = None
+        if normalize is not None and dtype != torch.uint8:
+            self.mean = torch.tensor(normalize.mean, dtype=torch.float32, device=torch_device).view(1, 3, 1, 1)
+            self.std = torch.tensor(normalize.std, dtype=torch.float32, device=torch_device).view(1, 3, 1, 1)
+
+    def __call__(self, images: torch.Tensor) -> torch.Tensor:
+        if self.dtype == torch.uint8:
+            return images
+        x = images.to(torch.float32).div_(255)
+        if self.mean is not None:
+            x.sub_(self.mean).div_(self.std)
+        return x if self.dtype == torch.float32 else x.to(self.dtype)
+
+
+def consumer_stream(kind: str, torch_device: torch.device) -> int:
+    """The stream a device batch is delivered to: torch's current one on CUDA (0 on the simulated device)."""
+    return torch.cuda.current_stream(torch_device).cuda_stream if kind == "cuda" else 0
+
+
 class Delivery:
     """Drives a native DeviceLoader and turns its uint8 device batches into the requested dtype."""
 
@@ -180,11 +206,7 @@ class Delivery:
         self.torch_device = torch.device("cuda", index) if kind == "cuda" else torch.device("cpu")
         self.device = device
         self.native = _native.DeviceLoader(native_loader, device, options)  # options: _native.DeliveryOptions
-        self.dtype = dtype
-        self.mean = self.std = None
-        if normalize is not None and dtype != torch.uint8:
-            self.mean = torch.tensor(normalize.mean, dtype=torch.float32, device=self.torch_device).view(1, 3, 1, 1)
-            self.std = torch.tensor(normalize.std, dtype=torch.float32, device=self.torch_device).view(1, 3, 1, 1)
+        self.convert = DeviceConversion(dtype, normalize, self.torch_device)
 
     def start_epoch(self, epoch: int, start: int = 0) -> None:
         self.native.start_epoch(epoch, start)
@@ -196,8 +218,7 @@ class Delivery:
         self.native.close()
 
     def next(self):
-        stream = torch.cuda.current_stream(self.torch_device).cuda_stream if self.kind == "cuda" else 0
-        batch = self.native.next(stream)
+        batch = self.native.next(consumer_stream(self.kind, self.torch_device))
         if batch is None:
             return batch
         images, labels = batch
@@ -205,13 +226,5 @@ class Delivery:
         # The labels in their own small allocation (on the consumer's stream, after the copy): a kept label
         # tensor (targets.append(y)) must not hold the device batch buffer.
         labels = labels.clone()
-        if self.dtype == torch.uint8:
-            return images, labels
         # On the consumer's stream, which already waits for the copy; the uint8 buffer is released after.
-        x = images.to(torch.float32).div_(255)
-        if self.mean is not None:
-            x.sub_(self.mean).div_(self.std)
-        if self.dtype != torch.float32:
-            x = x.to(self.dtype)
-        del images
-        return x, labels
+        return self.convert(images), labels

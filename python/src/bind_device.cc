@@ -16,6 +16,20 @@
 namespace chute::py {
 namespace {
 
+struct PyDeviceSlots {
+  std::unique_ptr<DeviceSlots> impl;
+};
+
+// A Python object as the owner of a host batch's memory: released (under the GIL) once its copy completed.
+std::shared_ptr<const void> python_owner(nb::object o) {
+  auto* held = new nb::object(std::move(o));
+  return std::shared_ptr<const void>(held->ptr(), [held](const void*) {
+    if (!Py_IsInitialized()) return;  // interpreter exit: leave it
+    nb::gil_scoped_acquire gil;
+    delete held;
+  });
+}
+
 struct PyDeviceLoader {
   std::unique_ptr<DeviceLoader> impl;
   std::shared_ptr<Loader> loader;  // the same loader, for its layout
@@ -125,6 +139,86 @@ void register_device(nb::module_& m) {
             return out;
           },
           nb::arg("address"), nb::arg("nbytes"));
+
+  // Device slots fed with host batches from Python (chute.ray's object-store buffers): device_slots.h.
+  nb::class_<PyDeviceSlots>(m, "DeviceSlots")
+      .def(
+          "__init__",
+          [](PyDeviceSlots* self, const PyDevice& device, size_t sample_bytes, int64_t batch_size,
+             const DeliveryOptions& options) {
+            new (self) PyDeviceSlots{unwrap(DeviceSlots::create(device.impl, sample_bytes, batch_size, options))};
+          },
+          nb::arg("device"), nb::arg("sample_bytes"), nb::arg("batch_size"), nb::arg("options"))
+      .def_prop_ro("num_slots", [](const PyDeviceSlots& d) { return d.impl->num_slots(); })
+      .def_prop_ro("device_prefetch", [](const PyDeviceSlots& d) { return d.impl->device_prefetch(); })
+      .def_prop_ro("can_issue", [](const PyDeviceSlots& d) { return d.impl->can_issue(); })
+      .def_prop_ro("waiting", [](const PyDeviceSlots& d) { return d.impl->waiting(); })
+      .def(
+          "register_host",
+          [](PyDeviceSlots& d, uintptr_t address, size_t nbytes) {
+            Status st = d.impl->register_host(reinterpret_cast<void*>(address), nbytes);
+            if (!st.is_ok()) throw_status(st);
+          },
+          nb::arg("address"), nb::arg("nbytes"))
+      .def(
+          "registered",
+          [](const PyDeviceSlots& d, uintptr_t address, size_t nbytes) {
+            return d.impl->registered(reinterpret_cast<const void*>(address), nbytes);
+          },
+          nb::arg("address"), nb::arg("nbytes"))
+      // Copies (images, labels) to a free slot; `owner` (what keeps their memory) is held until the copy
+      // completed. images: the batch's bytes, labels: int64, one per sample.
+      .def(
+          "issue",
+          [](PyDeviceSlots& d, nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> images,
+             nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> labels, nb::object owner) {
+            const int64_t count = static_cast<int64_t>(labels.shape(0));
+            if (images.shape(0) != static_cast<size_t>(count) * d.impl->sample_bytes())
+              throw nb::value_error("issue(): images must hold sample_bytes for each label");
+            HostBatch b{.images = images.data(),
+                        .labels = labels.data(),
+                        .count = count,
+                        .keep = python_owner(std::move(owner))};
+            Status st = [&] {
+              nb::gil_scoped_release release;
+              return d.impl->issue(std::move(b));
+            }();
+            if (!st.is_ok()) throw_status(st);
+          },
+          nb::arg("images"), nb::arg("labels"), nb::arg("owner"))
+      // The oldest issued batch as (images: flat uint8, labels: int64) on the device, ready for work issued
+      // to `stream` (a cudaStream_t as an int) from now on.
+      .def(
+          "next",
+          [](PyDeviceSlots& d, uintptr_t stream) {
+            Result<std::pair<std::shared_ptr<DeviceBatch>, int64_t>> taken = [&] {
+              nb::gil_scoped_release release;
+              d.impl->reap();
+              return d.impl->take(stream);
+            }();
+            if (!taken.is_ok()) throw_status(taken.status());
+            const std::shared_ptr<DeviceBatch> b = taken->first;
+            auto owner = [&] {
+              return nb::capsule(new std::shared_ptr<DeviceBatch>(b),
+                                 [](void* p) noexcept { delete static_cast<std::shared_ptr<DeviceBatch>*>(p); });
+            };
+            const bool cuda = d.impl->device().kind() == DeviceKind::kCuda;
+            const int type = cuda ? nb::device::cuda::value : nb::device::cpu::value;
+            const int id = cuda ? d.impl->device().index() : 0;
+            const size_t image_shape[1] = {static_cast<size_t>(b->size()) * d.impl->sample_bytes()};
+            const size_t label_shape[1] = {static_cast<size_t>(b->size())};
+            nb::ndarray<nb::pytorch, uint8_t> images(b->images(), 1, image_shape, owner(), nullptr,
+                                                     nb::dtype<uint8_t>(), type, id);
+            nb::ndarray<nb::pytorch, int64_t> labels(b->labels(), 1, label_shape, owner(), nullptr,
+                                                     nb::dtype<int64_t>(), type, id);
+            return nb::make_tuple(images, labels);
+          },
+          nb::arg("stream"))
+      // Waits for the copies in flight and frees the slots of batches issued and never taken.
+      .def(
+          "drain", [](PyDeviceSlots& d) { d.impl->drain(); }, nb::call_guard<nb::gil_scoped_release>())
+      .def(
+          "close", [](PyDeviceSlots& d) { d.impl->close(); }, nb::call_guard<nb::gil_scoped_release>());
 
   nb::class_<PyDeviceLoader>(m, "DeviceLoader")
       .def(

@@ -29,6 +29,8 @@ int cudaSetDevice(int d) { note("cudaSetDevice", d); return 0; }
 int cudaDeviceGetPCIBusId(char* id, int len, int d) { snprintf(id, len, "0000:%02x:00.0", d); return 0; }
 int cudaHostAlloc(void** p, size_t n, unsigned f) { (void)f; *p = aligned_alloc(4096, (n + 4095) / 4096 * 4096); return *p ? 0 : 2; }
 int cudaFreeHost(void* p) { free(p); return 0; }
+int cudaHostRegister(void* p, size_t n, unsigned f) { (void)p; (void)n; (void)f; return 0; }
+int cudaHostUnregister(void* p) { (void)p; return 0; }
 int cudaMalloc(void** p, size_t n) { *p = malloc(n); return *p ? 0 : 2; }
 int cudaFree(void* p) { free(p); return 0; }
 int cudaStreamCreateWithFlags(void** s, unsigned f) { (void)f; *s = (void*)0x2000; return 0; }

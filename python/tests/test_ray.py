@@ -91,6 +91,57 @@ def test_epoch_order_is_the_loaders_sharding():
         _native.epoch_order(23, True, 5, 2, 3, 3, True)
 
 
+def _actor(folder, hook=None):
+    """A BatchActor in this process (no Ray): what each actor runs, driven call by call."""
+    from chute.ray.actor import BatchActor, from_wire, source_spec
+
+    kw = _kwargs()
+    loader_kwargs = dict(
+        seed=kw["seed"], transforms=kw["transforms"], dtype="uint8", memory_format="contiguous_format",
+        num_threads=1, max_pixels=200_000_000, apply_exif_orientation=False, decode="exact",
+        reducing_gap=3.0, validate="window", max_file_bytes=1 << 30,
+    )  # fmt: skip
+    actor = BatchActor(source_spec(str(folder)), kw["batch_size"], loader_kwargs, hook)
+
+    def call(epoch, indices, plan=None):
+        status, images, labels, _ = actor.batch(epoch, indices, plan)
+        assert status == "ok"
+        return from_wire(images, torch.uint8, False).clone(), torch.from_numpy(labels.copy())
+
+    return actor, call
+
+
+def test_actor_plan_runs_ahead_and_any_call_order_gives_the_same_bytes(folder):
+    """The actor's engine runs its plan ahead of the calls; calls that leave the plan (a batch resent from a
+    dead actor, plan batches sent elsewhere, the short last batch out of turn) restart it, never change a
+    batch's bytes."""
+    epoch = 2
+    expected = _local(folder, epoch)
+    order = _native.epoch_order(36, True, 11, epoch)
+    bounds = [order[lo : lo + 5] for lo in range(0, 36, 5)]  # 8 batches, the last one of 1 sample
+    actor, call = _actor(folder)
+    mine = [0, 2, 4, 6]  # a home share, round-robin over 2 actors
+    plan = np.concatenate([bounds[b] for b in mine])
+    got = {0: call(epoch, bounds[0], plan)}
+    got[2] = call(epoch, bounds[2])
+    assert actor.restarts == 0  # the plan, in order: no restart
+    got[7] = call(epoch, bounds[7])  # the short last batch, out of turn (its actor died): the plan goes
+    got[4] = call(epoch, bounds[4])
+    got[1] = call(epoch, bounds[1])  # resent from the other actor
+    got[6] = call(epoch, bounds[6])
+    assert actor.restarts == 4
+    actor2, call2 = _actor(folder)
+    got[3] = call2(epoch, bounds[3], np.concatenate([bounds[3], bounds[5]]))
+    got[5] = call2(epoch, bounds[5])
+    assert actor2.restarts == 0
+    actor3, call3 = _actor(folder)  # a plan whose first batches went elsewhere: it skips ahead
+    got6 = call3(epoch, bounds[6], np.concatenate([bounds[b] for b in (2, 4, 6)]))
+    assert actor3.restarts == 1
+    _same(expected, [got[b] for b in range(8)])
+    _same([expected[6]], [got6])
+    assert actor.made() == 6 and actor2.made() == 2
+
+
 @pytest.fixture(scope="module")
 def remote(cluster, folder):
     import chute.ray
@@ -177,6 +228,66 @@ def test_bfloat16_channels_last_normalized_same_bytes(cluster, folder):
         expected = [(i.clone(memory_format=torch.channels_last), y.clone()) for i, y in local]
     assert got[0][0].is_contiguous(memory_format=torch.channels_last)
     _same(expected, got)
+
+
+@pytest.mark.parametrize(
+    "side, dtype, memory_format, path",
+    [
+        (24, torch.uint8, torch.contiguous_format, "staged"),  # 8.6 KB batches: Ray inlines them, not shared memory
+        (112, torch.uint8, torch.contiguous_format, "registered"),  # 188 KB: the object store, copied from directly
+        (112, torch.float32, torch.channels_last, "registered"),  # dtype and Normalize computed on the device
+    ],
+)
+def test_device_sim_delivers_the_cpu_batches_from_the_object_store(cluster, folder, side, dtype, memory_format, path):
+    """device='sim': the remote batches reach the simulated device through DeviceSlots with the Loader's
+    bytes, and the device finds no copy whose source changed or went before the copy completed (each
+    batch's object is held until then; device slots are reused only once released)."""
+    import chute.ray
+
+    norm = [chute.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))] if dtype != torch.uint8 else []
+    kw = dict(_kwargs(dtype=dtype, memory_format=memory_format), transforms=_transforms()[1:] + norm)
+    kw["transforms"] = [chute.RandomResizedCrop(side)] + kw["transforms"]
+    expected = []
+    with chute.Loader(str(folder), num_threads=1, **kw) as local:
+        for _ in range(2):
+            expected.append([(i.clone(), y.clone()) for i, y in local])
+    with chute.ray.RemoteLoader(
+        str(folder), num_actors=2, num_cpus_per_actor=0.5, timeout_s=WAIT_S, device="sim", device_prefetch=2, **kw
+    ) as remote:
+        assert remote.device == "sim"
+        for epoch in range(2):  # two epochs: the device slots cycle many times
+            got, kept = [], []
+            for i, y in remote:
+                got.append((i.clone(), y.clone()))
+                kept = (kept + [i])[-1:]  # the consumer keeps the last batch while it takes the next
+            del kept, i, y  # the loop variables too: the last batch would hold its device buffer
+            assert got[0][0].is_contiguous(memory_format=memory_format)
+            _same(expected[epoch], got)
+        delivery = remote._delivery
+        assert delivery.slots.num_slots == 3
+        assert delivery.device.violations == 0, delivery.device.first_violation
+        assert delivery.device.copies >= 2 * 2 * len(expected[0])  # images and labels of every batch
+        if path == "registered":
+            assert delivery.registered_bytes > 0  # the object store's windows, registered once each
+        else:
+            assert delivery.registered_bytes == 0
+        # An iteration left midway: the batches copied ahead are dropped, the next epoch is whole.
+        it = iter(remote)
+        next(it)
+        remote.set_epoch(0)
+        _same(expected[0], [(i.clone(), y.clone()) for i, y in remote])
+        if dtype == torch.uint8:  # (a float batch is a new tensor: it holds no device buffer)
+            # A consumer that keeps every device batch gets an error naming that, never a buffer it holds.
+            remote.set_epoch(0)
+            it = iter(remote)
+            held = [next(it) for _ in range(3)]
+            with pytest.raises(RuntimeError, match="device batch buffers are held by batches the consumer"):
+                next(it)
+            _same(expected[0][:3], [(i.clone(), y.clone()) for i, y in held])
+            del held
+            remote.set_epoch(0)
+            _same(expected[0], [(i.clone(), y.clone()) for i, y in remote])
+    assert delivery.device.violations == 0, delivery.device.first_violation
 
 
 def _blocking_hook(marker_dir: str, block: dict):
@@ -266,6 +377,10 @@ def test_bad_arguments(cluster, folder):
         chute.ray.RemoteLoader(str(folder), rank=2, world_size=2)
     with pytest.raises(TypeError, match="source"):
         chute.ray.RemoteLoader(object())
+    with pytest.raises(ValueError, match="device must be"):
+        chute.ray.RemoteLoader(str(folder), device="tpu")
+    with pytest.raises(ValueError, match="device_prefetch"):
+        chute.ray.RemoteLoader(str(folder), device="sim", device_prefetch=0)
 
 
 def _tree_digest(path: Path) -> dict[str, str]:

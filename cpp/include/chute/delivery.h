@@ -18,7 +18,8 @@
 //
 // Device memory is chute's own: device_prefetch + 1 slots (one for the batch the consumer holds while it
 // asks for the next), allocated once, within max_device_memory. A consumer that keeps every device
-// batch alive gets an error that says so, never a slot that is still referenced.
+// batch alive gets an error that says so, never a slot that is still referenced. The slots and the copy
+// protocol are DeviceSlots' (device_slots.h), which chute.ray also feeds with host batches of its own.
 //
 // Thread-safety: one consumer thread calls start_epoch()/next()/position()/close(). DeviceBatch objects
 // may be released on any thread, also after the DeviceLoader is gone.
@@ -26,49 +27,14 @@
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <optional>
 
 #include "chute/device.h"
+#include "chute/device_slots.h"
 #include "chute/loader.h"
 
 namespace chute {
-
-struct DeliveryOptions {
-  int device_prefetch = 2;                     // batches copied ahead of the consumer
-  size_t max_device_memory = size_t{4} << 30;  // bytes of device batch buffers, at most
-
-  // device_prefetch + 1 ring slots must stay a C int.
-  static constexpr OptionRange kDevicePrefetch{"device_prefetch", 1, kInt32Max - 1};
-  static constexpr OptionRange kMaxDeviceMemory{"max_device_memory", 1, kUInt64Max};
-  Status validate() const;  // DeviceLoader::create runs it
-};
-
-struct DeviceRing;
-
-// A batch in device memory. Its slot returns to the ring when the last reference goes, on any thread;
-// the release is recorded on the stream the batch was delivered to.
-class DeviceBatch {
- public:
-  DeviceBatch(std::shared_ptr<DeviceRing> ring, int slot, int64_t size, StreamHandle stream);
-  ~DeviceBatch();
-  DeviceBatch(const DeviceBatch&) = delete;
-  DeviceBatch& operator=(const DeviceBatch&) = delete;
-
-  int64_t size() const { return size_; }
-  void* images() const { return images_; }     // device memory, the Loader's layout and dtype
-  int64_t* labels() const { return labels_; }  // device memory
-  StreamHandle stream() const { return stream_; }
-
- private:
-  std::shared_ptr<DeviceRing> ring_;
-  int slot_;
-  int64_t size_;
-  StreamHandle stream_;
-  void* images_;
-  int64_t* labels_;
-};
 
 class DeviceLoader {
  public:
@@ -96,27 +62,15 @@ class DeviceLoader {
 
   Loader& loader() { return *loader_; }
   Device& device() { return *device_; }
-  int num_slots() const;
+  int num_slots() const { return slots_->num_slots(); }
 
  private:
-  DeviceLoader(std::shared_ptr<Device> device, std::shared_ptr<Loader> loader, std::shared_ptr<DeviceRing> ring,
-               DeliveryOptions options);
-  void reap();   // returns host batches whose copies have completed
-  void drain();  // waits for every copy, returns every host batch and undelivered device slot
+  DeviceLoader(std::shared_ptr<Device> device, std::shared_ptr<Loader> loader, std::unique_ptr<DeviceSlots> slots);
   Status fill(std::optional<std::chrono::milliseconds> timeout);
-  Status issue(int slot, std::shared_ptr<Batch> host);
 
   std::shared_ptr<Device> device_;
   std::shared_ptr<Loader> loader_;
-  std::shared_ptr<DeviceRing> ring_;
-  DeliveryOptions options_;
-  size_t sample_bytes_;
-  struct Ready {
-    int slot;
-    int64_t count;
-    int64_t next_position;  // Loader::position() after its batch
-  };
-  std::deque<Ready> ready_;              // copied (or copying), not yet delivered
+  std::unique_ptr<DeviceSlots> slots_;
   bool active_ = false;                  // an epoch is running
   bool host_done_ = false;               // the Loader delivered its last batch of the epoch
   std::optional<Status> pending_error_;  // the Loader's (or a copy's) error, after the batches before it

@@ -45,6 +45,12 @@ class Device {
   // A HostAllocator over allocate_host() for the batch ring; it keeps this device alive.
   virtual std::shared_ptr<HostAllocator> host_allocator() = 0;
 
+  // Host memory the caller owns (chute.ray: a mapping of Ray's object store) made a DMA source like
+  // allocate_host()'s: cudaHostRegister. Pinning is slow: register large ranges once and keep them.
+  // unregister_host() only once no copy reads the range; the memory stays the caller's.
+  virtual Status register_host(void* p, size_t bytes) = 0;
+  virtual void unregister_host(void* p, size_t bytes) noexcept = 0;
+
   virtual Result<void*> allocate_device(size_t bytes) = 0;
   // Call only once no stream uses `p` any more (synchronize the events that guard it first).
   virtual void free_device(void* p, size_t bytes) noexcept = 0;

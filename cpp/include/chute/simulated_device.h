@@ -1,8 +1,9 @@
 // SimulatedDevice: a Device whose "device memory" is host memory and whose transfer stream is a thread
 // that runs each copy after a random delay, in two halves with a pause between them. It exists to test
 // the slot-reuse protocol (delivery.h) without a GPU, and it checks that protocol as it runs:
-//   - a copy's source must lie in live pinned memory of this device, and must not change between
-//     copy_async() and the copy's completion (a host buffer reused before its copy completed);
+//   - a copy's source must lie in live pinned memory of this device (allocated or registered), and must
+//     not change between copy_async() and the copy's completion (a host buffer reused before its copy
+//     completed); unregistering memory a queued copy reads is a breach too;
 //   - a copy's destination must lie in live device memory of this device;
 //   - memory is poisoned (0xDB) when freed, so a read after free shows;
 //   - frees must match allocations.
@@ -51,6 +52,8 @@ class SimulatedDevice final : public Device, public std::enable_shared_from_this
   Result<void*> allocate_host(size_t bytes) override;
   void free_host(void* p, size_t bytes) noexcept override;
   std::shared_ptr<HostAllocator> host_allocator() override;
+  Status register_host(void* p, size_t bytes) override;
+  void unregister_host(void* p, size_t bytes) noexcept override;
   Result<void*> allocate_device(size_t bytes) override;
   void free_device(void* p, size_t bytes) noexcept override;
   Result<std::unique_ptr<DeviceEvent>> create_event() override;
@@ -86,6 +89,7 @@ class SimulatedDevice final : public Device, public std::enable_shared_from_this
   Status start_stream(int min_delay_us, int max_delay_us);  // with mu_ held; a refused thread is its Status
   void violation(std::string what);                         // with mu_ held
   bool live(const std::map<uintptr_t, size_t>& allocations, const void* p, size_t bytes) const;
+  bool pinned(const void* p, size_t bytes) const;  // with mu_ held: allocated or registered host memory
   Result<void*> allocate(std::map<uintptr_t, size_t>& allocations, size_t bytes);
   void release(std::map<uintptr_t, size_t>& allocations, void* p, size_t bytes, const char* what) noexcept;
 
@@ -96,7 +100,8 @@ class SimulatedDevice final : public Device, public std::enable_shared_from_this
   bool stop_ = false;
   const uint64_t seed_;
   std::map<uintptr_t, size_t> host_, device_;
-  std::map<uintptr_t, Block> blocks_;  // the consumer's caching host allocator
+  std::map<uintptr_t, size_t> registered_;  // the caller's host memory (register_host), never freed here
+  std::map<uintptr_t, Block> blocks_;       // the consumer's caching host allocator
   int64_t violations_ = 0;
   std::string first_violation_;
   int64_t copies_ = 0;

@@ -27,6 +27,7 @@ constexpr cudaError_t cudaSuccess = 0;
 constexpr cudaError_t cudaErrorCudartUnloading = 4;  // the process is exiting
 constexpr cudaError_t cudaErrorNotReady = 600;
 constexpr unsigned cudaHostAllocPortable = 0x01;
+constexpr unsigned cudaHostRegisterPortable = 0x01;
 constexpr unsigned cudaStreamNonBlocking = 0x01;
 constexpr unsigned cudaEventDisableTiming = 0x02;
 constexpr int cudaMemcpyHostToDevice = 1;
@@ -40,6 +41,8 @@ struct CudartApi {
   cudaError_t (*cudaDeviceGetPCIBusId)(char*, int, int);
   cudaError_t (*cudaHostAlloc)(void**, size_t, unsigned);
   cudaError_t (*cudaFreeHost)(void*);
+  cudaError_t (*cudaHostRegister)(void*, size_t, unsigned);
+  cudaError_t (*cudaHostUnregister)(void*);
   cudaError_t (*cudaMalloc)(void**, size_t);
   cudaError_t (*cudaFree)(void*);
   cudaError_t (*cudaStreamCreateWithFlags)(cudaStream_t*, unsigned);

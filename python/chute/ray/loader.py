@@ -11,12 +11,17 @@ it (augmentation is keyed by seed, epoch and source index), which gives:
   each batch id is yielded once, in order, so nothing is lost and nothing duplicated;
 - bounded memory: at most ``max_inflight`` batches are requested and not yet yielded; a slow trainer
   leaves the actors idle rather than filling the object store.
+
+Batch b's home is the (b mod K)-th live actor; the first call of an epoch to an actor carries its plan
+(its home batches), which its engine runs ahead of the calls (actor.py). With ``device=``, batches go on
+to the device through chute's DeviceSlots, copied from the object-store buffer (device.py).
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from collections.abc import Iterator
 
 import numpy as np
@@ -25,8 +30,9 @@ import torch
 from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError
 
 from chute import _native, _validate
+from chute import delivery as _delivery
 from chute.errors import SampleError
-from chute.loader import _DECODE, _resolve_distributed
+from chute.loader import _DECODE, _DELIVERY, _resolve_distributed
 from chute.ray.actor import BatchActor, from_wire, source_spec
 
 _STATE_VERSION = 1  # chute.Loader's: a state taken here loads there, and the other way round
@@ -56,6 +62,15 @@ class RemoteLoader:
 
     Batches are CPU tensors whose memory is the object store's (read-only shared memory on the trainer's
     node, no copy): ``.clone()`` a batch you want to modify in place; ``.to('cuda')`` copies from it.
+
+    ``device='cuda'`` (or ``'cuda:N'``) yields batches on that GPU, as chute.Loader's ``device=`` does:
+    the actors make uint8 batches, the copy to the GPU reads the object-store buffer itself (registered
+    with CUDA once per 64 MiB window of the store) on a stream of chute's own, up to ``device_prefetch``
+    batches ahead, within ``max_device_memory``; the consumer's current stream waits for each copy, and a
+    float ``dtype`` (and ``Normalize``) is computed on the GPU. Each batch's object is held until its copy
+    has completed, so the object store holds up to ``max_inflight + device_prefetch`` of this trainer's
+    batches. Like chute.Loader's, a device batch's buffer is reused once its tensors are freed:
+    ``.clone()`` what you keep. ``device='sim'`` is for chute's tests (a simulated GPU in host memory).
     """
 
     def __init__(
@@ -86,6 +101,9 @@ class RemoteLoader:
         validate: str = "window",
         max_file_bytes: int = 1 << 30,
         timeout_s: float = 300.0,
+        device="cpu",
+        device_prefetch: int = _DELIVERY.device_prefetch,
+        max_device_memory: int = _DELIVERY.max_device_memory,
         _actor_hook=None,
     ):
         if on_error != "raise":
@@ -107,6 +125,10 @@ class RemoteLoader:
         self.shuffle, self.drop_last, self.even_split = bool(shuffle), bool(drop_last), bool(even_split)
         self.dtype, self._channels_last = dtype, memory_format == torch.channels_last
         self.rank, self.world_size = _resolve_distributed(rank, world_size)
+        device_kind, _ = _delivery.parse_device(device)
+        normalize = None
+        if device_kind != "cpu":  # uint8 crosses to the device; Normalize and the dtype are applied there
+            transforms, normalize = _delivery.split_normalize(transforms)
         spec = source_spec(source)
         from chute.ray.actor import open_source
 
@@ -129,7 +151,7 @@ class RemoteLoader:
         loader_kwargs = {
             "seed": self.seed,
             "transforms": transforms,
-            "dtype": str(dtype).removeprefix("torch."),
+            "dtype": "uint8" if device_kind != "cpu" else str(dtype).removeprefix("torch."),
             "memory_format": "channels_last" if self._channels_last else "contiguous_format",
             "num_threads": threads,
             "max_pixels": max_pixels,
@@ -139,6 +161,16 @@ class RemoteLoader:
             "validate": validate,
             "max_file_bytes": max_file_bytes,
         }
+        self._delivery = None
+        self.device = torch.device("cpu")
+        if device_kind != "cpu":
+            from chute.ray.device import RemoteDelivery
+
+            self._delivery = RemoteDelivery(
+                device, dtype, normalize, self._channels_last, self.batch_size, self.seed, device_prefetch,
+                max_device_memory,
+            )  # fmt: skip
+            self.device = "sim" if device_kind == "sim" else self._delivery.torch_device
         if not ray.is_initialized():
             ray.init()  # RAY_ADDRESS, a cluster `ray start` began on this machine, else a local one
         actor_class = ray.remote(BatchActor).options(
@@ -169,6 +201,8 @@ class RemoteLoader:
         if self._closed:
             raise RuntimeError("the loader is closed: make a new chute.ray.RemoteLoader to iterate again")
         self._iteration += 1
+        if self._delivery is not None:
+            self._delivery.drain()  # batches copied ahead for an iteration that was left
         epoch, start = self._epoch, self._resume_position
         self._epoch, self._resume_position, self._running, self._position = epoch + 1, 0, epoch, start
         order = _native.epoch_order(
@@ -257,7 +291,9 @@ class RemoteLoader:
 
     def stats(self) -> dict:
         """Where the time went since creation or :meth:`reset_stats` (seconds): ``actor_busy_s`` (summed over
-        actors: making the batches this trainer received), ``transfer_s`` (``ray.get`` of ready batches:
+        actors: their calls that returned the batches this trainer received; an actor's engine works ahead
+        of its calls, so a call lasts about a batch's making when the actor is the limit, less when it is
+        not), ``transfer_s`` (``ray.get`` of ready batches:
         object-store transfer and deserialisation), ``wait_s`` (the trainer blocked in ``next()``, transfer
         included), ``consumer_s`` (the trainer's own time between batches), ``resubmitted`` (batches sent
         again after an actor died), ``max_outstanding`` (most batches requested and not yet yielded), and a
@@ -292,6 +328,8 @@ class RemoteLoader:
             return
         self._closed = True
         self._iteration += 1
+        if getattr(self, "_delivery", None) is not None:
+            self._delivery.close()
         for a in getattr(self, "_actors", []):
             try:
                 ray.kill(a, no_restart=True)
@@ -336,9 +374,10 @@ class RemoteLoader:
             except ActorUnavailableError:
                 self._suspect[i] = self._actors[i].pid.remote()  # still restarting: ask again
 
-    def _pick_actor(self, load: list[int], avoid: int | None) -> int:
-        """The live actor with the fewest outstanding batches: one not suspect and not ``avoid`` when
-        there is one; else a suspect one (a restarting actor queues the batch until it is up)."""
+    def _pick_actor(self, load: list[int], avoid: int | None, home: int | None = None) -> int:
+        """The batch's home actor when it is live, trusted and not ``avoid``; else the live actor with the
+        fewest outstanding batches: one not suspect and not ``avoid`` when there is one; else a suspect one
+        (a restarting actor queues the batch until it is up)."""
         self._check_suspects()
         alive = [i for i in range(self.num_actors) if not self._dead[i]]
         if not alive:
@@ -347,6 +386,8 @@ class RemoteLoader:
                 f"max_restarts={self.max_restarts} times, or was killed with no_restart)"
             )
         trusted = [i for i in alive if i not in self._suspect]
+        if home is not None and home != avoid and home in trusted:
+            return home
         choice = [i for i in trusted if i != avoid] or trusted or alive
         return min(choice, key=lambda i: load[i])
 
@@ -372,23 +413,42 @@ def _verdict(s: dict) -> str:
 
 
 class _RemoteEpoch(Iterator):
-    """One epoch of a RemoteLoader: submits batches up to max_inflight ahead, yields them in order."""
+    """One epoch of a RemoteLoader: submits batches up to max_inflight ahead, yields them in order.
+
+    Batch b's home is the b-th live actor, round-robin. The first batch sent to its home actor carries the
+    actor's plan (its home batches from there on), so that its engine works ahead of the calls (actor.py).
+    A batch whose home is dead or suspect, or that failed with its actor, goes to the least-loaded other
+    actor; an actor that failed gets a new plan with its next home batch (a restarted actor has none)."""
 
     def __init__(self, loader: RemoteLoader, iteration: int, epoch: int, order: np.ndarray, bounds: list):
         self._loader, self._iteration, self._epoch = loader, iteration, epoch
         self._order, self._bounds = order, bounds
         self._next_submit = 0
-        self._next_yield = 0
+        self._next_receive = 0  # the next batch to take from the object store, in order
+        self._staged: deque[tuple[int, tuple]] = deque()  # device delivery: received, copy issued, not yielded
         self._pending: dict[int, tuple[ray.ObjectRef, int]] = {}  # batch -> (ref, actor)
         self._attempts: dict[int, int] = {}
         self._load = [0] * loader.num_actors
         self._done = False
+        alive = [i for i in range(loader.num_actors) if not loader._dead[i]] or [0]
+        self._homes = [alive[b % len(alive)] for b in range(len(bounds))]
+        self._planned: set[int] = set()  # actors whose engine runs this epoch's plan
+
+    def _plan(self, actor: int, b: int) -> np.ndarray:
+        """Actor's home batches from batch b on, as one array of source indices."""
+        batches = [self._bounds[c] for c in range(b, len(self._bounds)) if self._homes[c] == actor]
+        return np.concatenate([self._order[lo:hi] for lo, hi in batches])
 
     def _submit(self, b: int, avoid: int | None = None) -> None:
         loader = self._loader
-        i = loader._pick_actor(self._load, avoid)
+        home = self._homes[b]
+        i = loader._pick_actor(self._load, avoid, home)
         lo, hi = self._bounds[b]
-        ref = loader._actors[i].batch.remote(self._epoch, self._order[lo:hi])
+        plan = None
+        if i == home and i not in self._planned:
+            plan = self._plan(i, b)
+            self._planned.add(i)
+        ref = loader._actors[i].batch.remote(self._epoch, self._order[lo:hi], plan)
         self._pending[b] = (ref, i)
         self._load[i] += 1
 
@@ -418,12 +478,51 @@ class _RemoteEpoch(Iterator):
 
     def _next_batch(self, entered: float):
         loader = self._loader
-        b = self._next_yield
-        if b >= len(self._bounds):
-            self._done, loader._running = True, None
-            raise StopIteration
-        self._fill()
+        delivery = loader._delivery
         deadline = entered + loader.timeout_s
+        if delivery is None:
+            if self._next_receive >= len(self._bounds):
+                self._end()
+            return self._yield(*self._receive(deadline))
+        # Device delivery: copies run ahead of the consumer, up to the device prefetch, for batches that are
+        # already here (the wait is for the batch the consumer asks for, never for one ahead of it).
+        while (
+            self._next_receive < len(self._bounds)
+            and len(self._staged) < delivery.prefetch
+            and delivery.can_issue()
+            and (not self._staged or self._arrived(self._next_receive))
+        ):
+            b, result = self._receive(deadline)
+            if result[0] == "ok":
+                delivery.issue(result[1], result[2])  # holds the arrays until their copy completed
+                result = ("ok", None, None, result[3])
+            self._staged.append((b, result))
+        if not self._staged:
+            if self._next_receive >= len(self._bounds):
+                self._end()
+            raise RuntimeError(
+                f"all {delivery.slots.num_slots} device batch buffers are held by batches the consumer still "
+                "references (e.g. stored in a list); release them, keep copies (tensor.clone()), or raise "
+                "device_prefetch"
+            )
+        return self._yield(*self._staged.popleft())
+
+    def _end(self):
+        self._done, self._loader._running = True, None
+        raise StopIteration
+
+    def _arrived(self, b: int) -> bool:
+        self._fill()
+        if b not in self._pending:
+            return False
+        ready, _ = ray.wait([self._pending[b][0]], timeout=0)
+        return bool(ready)
+
+    def _receive(self, deadline: float) -> tuple[int, tuple]:
+        """The next batch in order from its actor (resent when the actor died): (b, the actor's result)."""
+        loader = self._loader
+        b = self._next_receive
+        self._fill()
         while True:
             ref, actor = self._pending[b]
             ready, _ = ray.wait([ref], timeout=_SLICE_S)
@@ -441,6 +540,7 @@ class _RemoteEpoch(Iterator):
                 # The actor died with this batch (or before it): send it again, to a survivor if any.
                 self._load[actor] -= 1
                 loader._actor_lost(actor)
+                self._planned.discard(actor)  # restarted, it has no plan: its next home batch brings one
                 loader._stats["resubmitted"] += 1
                 self._attempts[b] = self._attempts.get(b, 1) + 1
                 if self._attempts[b] > (loader.max_restarts + 1) * loader.num_actors + 1:
@@ -456,8 +556,12 @@ class _RemoteEpoch(Iterator):
             break
         del self._pending[b]
         self._load[actor] -= 1
-        self._next_yield += 1
+        self._next_receive += 1
         self._fill()  # the freed place goes to the next batch at once
+        return b, result
+
+    def _yield(self, b: int, result: tuple):
+        loader = self._loader
         lo, hi = self._bounds[b]
         loader._position = hi
         if result[0] == "error":
@@ -466,5 +570,7 @@ class _RemoteEpoch(Iterator):
         loader._stats["batches"] += 1
         loader._stats["samples"] += hi - lo
         loader._stats["actor_busy_s"] += busy
+        if loader._delivery is not None:
+            return loader._delivery.next()
         # labels: a copy of their own (as chute.Loader), so that keeping them holds no object-store memory
         return from_wire(images, loader.dtype, loader._channels_last), torch.from_numpy(labels.copy())
