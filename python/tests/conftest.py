@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import io
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +52,21 @@ def make_folder(root: Path, classes: int, per_class: int, seed: int = 0) -> Path
             (d / f"img_{i:03d}.jpg").write_bytes(data)
             k += 1
     return root
+
+
+@pytest.fixture(autouse=True)
+def _drop_process_object_store():
+    """After a test that opened remote data, the process's object store (and its chute-http thread) goes.
+
+    The store is process-wide on purpose (one engine, one set of connections per process), so it outlives
+    the datasets that used it; left up, its thread makes a later test's ``chute.DataLoader`` start workers
+    with 'forkserver' instead of 'fork', as it should in a real process. Tests must not depend on order.
+    """
+    yield
+    remote = sys.modules.get("chute.remote")
+    if remote is not None and remote._store is not None:
+        remote.configure()
+        gc.collect()
 
 
 @pytest.fixture(scope="session")

@@ -259,6 +259,22 @@ def test_watch_measures_the_scripts_own_loop_and_passes_every_batch(folder, caps
     assert sum(1 for _ in watched) == 9  # later epochs pass through
 
 
+def test_a_watched_loader_is_freed_with_its_watch(folder):
+    """Watching the same loader again returns the same wrapper, yet once the script drops both, the loader
+    (and its threads) goes: the wrapper is not kept alive by a registry keyed by the loader it holds."""
+    import gc
+    import weakref
+
+    loader = chute.Loader(chute.ImageFolder(folder), batch_size=4, transforms=[chute.CenterCrop(16)])
+    watched = chute.doctor.watch(loader, steps=1, warmup=0, storage=False, max_steps=1)
+    assert chute.doctor.watch(loader) is watched
+    assert sum(1 for _ in watched) == 9
+    gone = weakref.ref(loader)
+    del loader, watched
+    gc.collect()
+    assert gone() is None
+
+
 def test_watch_diagnoses_a_loop_that_breaks_early(folder):
     loader = chute.Loader(chute.ImageFolder(folder), batch_size=4, transforms=[chute.CenterCrop(16)])
     watched = chute.doctor.watch(loader, steps=10, warmup=1, storage=False)

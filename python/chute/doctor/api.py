@@ -7,7 +7,6 @@ import os
 import random
 import sys
 import time
-import weakref
 from collections.abc import Callable
 
 import torch
@@ -419,7 +418,7 @@ def watch(
     After ``warmup + steps`` batches (3 + 20 by default) it prints the diagnosis (and writes ``report``);
     the loop goes on. Watching the same loader again returns the same wrapper, so it can sit inside the
     epoch loop. Under ``chute doctor script.py``, options left out come from the command line."""
-    existing = _watched.get(loader)
+    existing = getattr(loader, "__dict__", {}).get(_WATCH_ATTR)
     if existing is not None:
         return existing
     defaults = _auto.options if _auto.installed else {}
@@ -432,7 +431,12 @@ def watch(
         storage=storage,
         max_steps=max_steps if max_steps is not None else defaults.get("max_steps"),
     )
-    _watched[loader] = w
+    try:
+        # On the loader itself, not in a WeakKeyDictionary: there the Watch (which holds the loader) would
+        # keep its own key alive, and the loader's threads would never end. This cycle the collector frees.
+        vars(loader)[_WATCH_ATTR] = w
+    except TypeError:
+        pass  # an object without __dict__: watching it again wraps it again
     if _auto.installed:  # an explicit watch takes precedence over `chute doctor script.py`'s automatic one
         _auto.done = True
         _auto.uninstall()
@@ -440,7 +444,7 @@ def watch(
     return w
 
 
-_watched: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_WATCH_ATTR = "_chute_doctor_watch"
 
 
 class _AutoWatch:
