@@ -446,28 +446,9 @@ def test_merged_stats_of_two_engines_count_the_process_and_the_clock_once():
 
     common = dict(cores=2, threads=2, active_threads=2, batches=5, wait_s=1.0, consumer_s=1.0)
     plan = object.__new__(FolderPlan)
-    plan._loaders = {
-        4: _Engine(
-            elapsed_s=10.0,
-            process_cpu_s=19.0,
-            samples=20,
-            decode_s=8.0,
-            prefetch=2,
-            max_prefetch=9,
-            auto_prefetch=True,
-            **common,
-        ),
-        8: _Engine(
-            elapsed_s=6.0,
-            process_cpu_s=11.0,
-            samples=40,
-            decode_s=9.0,
-            prefetch=3,
-            max_prefetch=3,
-            auto_prefetch=False,
-            **common,
-        ),
-    }
+    keys = ("elapsed_s", "process_cpu_s", "samples", "decode_s", "prefetch", "max_prefetch", "auto_prefetch")
+    rows = {4: (10.0, 19.0, 20, 8.0, 2, 9, True), 8: (6.0, 11.0, 40, 9.0, 3, 3, False)}
+    plan._loaders = {batch_size: _Engine(**dict(zip(keys, row)), **common) for batch_size, row in rows.items()}
     out = plan.stats()
     assert out["elapsed_s"] == 10.0 and out["process_cpu_s"] == 19.0
     assert out["samples"] == 60 and out["decode_s"] == 17.0 and out["batches"] == 10
