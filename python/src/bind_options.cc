@@ -174,7 +174,8 @@ void register_options(nb::module_& m) {
       .boolean("validate_full", [](DecodeOptions& o) -> bool& { return o.validate_full; })
       .boolean("accept_truncated", [](DecodeOptions& o) -> bool& { return o.accept_truncated; });
 
-  OptionsClass<DeliveryOptions>(m, "DeliveryOptions", "GPU delivery: copies ahead, device memory (chute/device_slots.h).")
+  OptionsClass<DeliveryOptions>(m, "DeliveryOptions",
+                                "GPU delivery: copies ahead, device memory (chute/device_slots.h).")
       .integer(DeliveryOptions::kDevicePrefetch, [](DeliveryOptions& o) -> int& { return o.device_prefetch; })
       .integer(DeliveryOptions::kMaxDeviceMemory, [](DeliveryOptions& o) -> size_t& { return o.max_device_memory; });
 
