@@ -8,20 +8,14 @@
 #include <cstring>
 #include <string>
 
+#include "detail/little_endian.h"
+
 namespace chute {
+
+using detail::load_le;
+using detail::store_le;
+
 namespace {
-
-template <typename T>
-T load(const uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-template <typename T>
-void store(std::vector<uint8_t>& out, size_t at, T v) {
-  std::memcpy(out.data() + at, &v, sizeof v);
-}
 
 std::string hex64(uint64_t v) {
   char text[19];
@@ -76,14 +70,14 @@ const char* record_kind_name(RecordKind kind) {
 std::vector<uint8_t> encode_shard_header(const ShardHeader& h) {
   std::vector<uint8_t> out(kShardHeaderSize, 0);
   std::memcpy(out.data(), kShardMagic, 8);
-  store<uint32_t>(out, 16, h.version);
-  store<uint32_t>(out, 20, static_cast<uint32_t>(kShardHeaderSize));
-  store<uint64_t>(out, 24, h.shard_id);
-  store<uint64_t>(out, 32, h.record_count);
-  store<uint64_t>(out, 40, h.file_size);
-  store<uint32_t>(out, 48, h.part);
-  store<uint32_t>(out, 52, h.number);
-  store<uint64_t>(out, 8, checksum(std::span(out).subspan(16)));
+  store_le<uint32_t>(out.data() + 16, h.version);
+  store_le<uint32_t>(out.data() + 20, static_cast<uint32_t>(kShardHeaderSize));
+  store_le<uint64_t>(out.data() + 24, h.shard_id);
+  store_le<uint64_t>(out.data() + 32, h.record_count);
+  store_le<uint64_t>(out.data() + 40, h.file_size);
+  store_le<uint32_t>(out.data() + 48, h.part);
+  store_le<uint32_t>(out.data() + 52, h.number);
+  store_le<uint64_t>(out.data() + 8, checksum(std::span(out).subspan(16)));
   return out;
 }
 
@@ -92,16 +86,16 @@ Result<ShardHeader> parse_shard_header(std::span<const uint8_t> file, const std:
     return corrupt_data(what + ": " + std::to_string(file.size()) + " bytes, shorter than a shard header (truncated?)");
   if (std::memcmp(file.data(), kShardMagic, 8) != 0) return corrupt_data(what + ": not a chute shard (wrong magic)");
   ShardHeader h;
-  h.version = load<uint32_t>(file.data() + 16);
+  h.version = load_le<uint32_t>(file.data() + 16);
   if (!version_known(h.version)) return version_error(h.version, what);
-  if (load<uint32_t>(file.data() + 20) != kShardHeaderSize) return corrupt_data(what + ": bad shard header size");
-  if (load<uint64_t>(file.data() + 8) != checksum(file.subspan(16, kShardHeaderSize - 16)))
+  if (load_le<uint32_t>(file.data() + 20) != kShardHeaderSize) return corrupt_data(what + ": bad shard header size");
+  if (load_le<uint64_t>(file.data() + 8) != checksum(file.subspan(16, kShardHeaderSize - 16)))
     return corrupt_data(what + ": shard header checksum mismatch");
-  h.shard_id = load<uint64_t>(file.data() + 24);
-  h.record_count = load<uint64_t>(file.data() + 32);
-  h.file_size = load<uint64_t>(file.data() + 40);
-  h.part = load<uint32_t>(file.data() + 48);
-  h.number = load<uint32_t>(file.data() + 52);
+  h.shard_id = load_le<uint64_t>(file.data() + 24);
+  h.record_count = load_le<uint64_t>(file.data() + 32);
+  h.file_size = load_le<uint64_t>(file.data() + 40);
+  h.part = load_le<uint32_t>(file.data() + 48);
+  h.number = load_le<uint32_t>(file.data() + 52);
   if (h.file_size != file.size())
     return corrupt_data(what + ": " + std::to_string(file.size()) + " bytes, but its header says " +
                         std::to_string(h.file_size) +
@@ -111,16 +105,16 @@ Result<ShardHeader> parse_shard_header(std::span<const uint8_t> file, const std:
 
 std::vector<uint8_t> encode_record_header(std::string_view key, std::span<const uint8_t> payload, int64_t label) {
   std::vector<uint8_t> out(kRecordHeaderSize, 0);
-  store<uint32_t>(out, 8, kRecordMagic);
-  store<uint32_t>(out, 12, static_cast<uint32_t>(key.size()));
-  store<uint64_t>(out, 16, payload.size());
-  store<int64_t>(out, 24, label);
+  store_le<uint32_t>(out.data() + 8, kRecordMagic);
+  store_le<uint32_t>(out.data() + 12, static_cast<uint32_t>(key.size()));
+  store_le<uint64_t>(out.data() + 16, payload.size());
+  store_le<int64_t>(out.data() + 24, label);
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
   XXH3_64bits_update(&state, out.data() + 8, kRecordHeaderSize - 8);
   XXH3_64bits_update(&state, key.data(), key.size());
   XXH3_64bits_update(&state, payload.data(), payload.size());
-  store<uint64_t>(out, 0, XXH3_64bits_digest(&state));
+  store_le<uint64_t>(out.data() + 0, XXH3_64bits_digest(&state));
   return out;
 }
 
@@ -138,11 +132,11 @@ Result<std::span<const uint8_t>> parse_record_copy(std::span<const uint8_t> reco
     return corrupt_data("record header at offset " + std::to_string(e.offset) + " is past the end of the shard (" +
                         std::to_string(shard_size) + " bytes)");
   const uint8_t* p = record.data();
-  if (load<uint32_t>(p + 8) != kRecordMagic)
+  if (load_le<uint32_t>(p + 8) != kRecordMagic)
     return corrupt_data("no record at offset " + std::to_string(e.offset) + " (bad record magic)");
-  const uint32_t key_len = load<uint32_t>(p + 12);
-  const uint64_t payload_len = load<uint64_t>(p + 16);
-  const int64_t label = load<int64_t>(p + 24);
+  const uint32_t key_len = load_le<uint32_t>(p + 12);
+  const uint64_t payload_len = load_le<uint64_t>(p + 16);
+  const int64_t label = load_le<int64_t>(p + 24);
   uint64_t end = 0;  // relative to the record's start
   if (add_overflows(kRecordHeaderSize, key_len, &end) || add_overflows(end, payload_len, &end) || end > record.size())
     return corrupt_data("record length " + std::to_string(payload_len) + " at offset " + std::to_string(e.offset) +
@@ -160,7 +154,7 @@ Result<std::span<const uint8_t>> parse_record_copy(std::span<const uint8_t> reco
     return corrupt_data("the index disagrees with the shard (" + fields + ")");
   }
   if (verify) {
-    const uint64_t stored = load<uint64_t>(p);
+    const uint64_t stored = load_le<uint64_t>(p);
     const uint64_t computed = checksum(record.subspan(8, end - 8));
     if (stored != computed)
       return corrupt_data("checksum mismatch: stored " + hex64(stored) + ", computed " + hex64(computed) +
@@ -171,13 +165,13 @@ Result<std::span<const uint8_t>> parse_record_copy(std::span<const uint8_t> reco
 
 IndexEntry IndexView::entry(uint64_t i) const {
   const uint8_t* p = bytes_.data() + entries_offset_ + i * entry_size_;
-  IndexEntry e{load<uint64_t>(p),      load<uint64_t>(p + 8),  load<int64_t>(p + 16),
-               load<uint64_t>(p + 24), load<uint32_t>(p + 32), load<uint32_t>(p + 36)};
+  IndexEntry e{load_le<uint64_t>(p),      load_le<uint64_t>(p + 8),  load_le<int64_t>(p + 16),
+               load_le<uint64_t>(p + 24), load_le<uint32_t>(p + 32), load_le<uint32_t>(p + 36)};
   if (version_ >= 2) {  // parse() checked the kind
-    e.source_bytes = load<uint64_t>(p + 40);
-    e.kind = static_cast<RecordKind>(load<uint32_t>(p + 48));
-    e.width = load<uint32_t>(p + 52);
-    e.height = load<uint32_t>(p + 56);
+    e.source_bytes = load_le<uint64_t>(p + 40);
+    e.kind = static_cast<RecordKind>(load_le<uint32_t>(p + 48));
+    e.width = load_le<uint32_t>(p + 52);
+    e.height = load_le<uint32_t>(p + 56);
   } else {
     e.source_bytes = e.payload_len;
   }
@@ -192,26 +186,27 @@ Result<IndexView> IndexView::parse(std::span<const uint8_t> b, const std::string
   if (b.size() < kIndexHeaderSize)
     return corrupt_data(what + ": " + std::to_string(b.size()) + " bytes, shorter than an index header (truncated?)");
   if (std::memcmp(b.data(), kIndexMagic, 8) != 0) return corrupt_data(what + ": not a chute index (wrong magic)");
-  const uint32_t version = load<uint32_t>(b.data() + 16);
+  const uint32_t version = load_le<uint32_t>(b.data() + 16);
   if (!version_known(version)) return version_error(version, what);
-  if (load<uint32_t>(b.data() + 20) != kIndexHeaderSize) return corrupt_data(what + ": bad index header size");
-  if (load<uint64_t>(b.data() + 8) != checksum(b.subspan(16)))
+  if (load_le<uint32_t>(b.data() + 20) != kIndexHeaderSize) return corrupt_data(what + ": bad index header size");
+  if (load_le<uint64_t>(b.data() + 8) != checksum(b.subspan(16)))
     return corrupt_data(what + ": index checksum mismatch (truncated or modified after packing)");
   IndexView v;
   v.bytes_ = b;
-  const uint32_t kind = load<uint32_t>(b.data() + 24);
+  const uint32_t kind = load_le<uint32_t>(b.data() + 24);
   if (kind != static_cast<uint32_t>(IndexKind::kPacked) && kind != static_cast<uint32_t>(IndexKind::kTar))
     return corrupt_data(what + ": unknown index kind " + std::to_string(kind));
   v.kind_ = static_cast<IndexKind>(kind);
-  v.tar_identity_ = {load<uint64_t>(b.data() + 96), load<int64_t>(b.data() + 104), load<uint64_t>(b.data() + 112)};
+  v.tar_identity_ = {load_le<uint64_t>(b.data() + 96), load_le<int64_t>(b.data() + 104),
+                     load_le<uint64_t>(b.data() + 112)};
   v.version_ = version;
   v.entry_size_ = version >= 2 ? kIndexEntrySize : kIndexEntrySizeV1;
-  if (load<uint32_t>(b.data() + 28) != v.entry_size_) return corrupt_data(what + ": bad index entry size");
-  v.num_samples_ = load<uint64_t>(b.data() + 32);
-  const uint64_t num_shards = load<uint64_t>(b.data() + 40), num_classes = load<uint64_t>(b.data() + 48);
-  const uint64_t shards_off = load<uint64_t>(b.data() + 56), classes_off = load<uint64_t>(b.data() + 64);
-  const uint64_t entries_off = load<uint64_t>(b.data() + 72), strings_off = load<uint64_t>(b.data() + 80);
-  const uint64_t strings_size = load<uint64_t>(b.data() + 88);
+  if (load_le<uint32_t>(b.data() + 28) != v.entry_size_) return corrupt_data(what + ": bad index entry size");
+  v.num_samples_ = load_le<uint64_t>(b.data() + 32);
+  const uint64_t num_shards = load_le<uint64_t>(b.data() + 40), num_classes = load_le<uint64_t>(b.data() + 48);
+  const uint64_t shards_off = load_le<uint64_t>(b.data() + 56), classes_off = load_le<uint64_t>(b.data() + 64);
+  const uint64_t entries_off = load_le<uint64_t>(b.data() + 72), strings_off = load_le<uint64_t>(b.data() + 80);
+  const uint64_t strings_size = load_le<uint64_t>(b.data() + 88);
 
   // Sections in order, each aligned and inside the file; the string section ends the file.
   uint64_t shards_end, classes_end, entries_end, strings_end, n;
@@ -236,12 +231,12 @@ Result<IndexView> IndexView::parse(std::span<const uint8_t> b, const std::string
   for (uint64_t s = 0; s < num_shards; ++s) {
     const uint8_t* p = b.data() + shards_off + s * kShardEntrySize;
     ShardInfo& info = v.shards_[s];
-    info.shard_id = load<uint64_t>(p);
-    info.file_size = load<uint64_t>(p + 8);
-    info.record_count = load<uint64_t>(p + 16);
-    info.first_sample = load<uint64_t>(p + 24);
-    info.mtime_ns = load<int64_t>(p + 32);
-    if (!string_at(load<uint64_t>(p + 40), load<uint32_t>(p + 48), &info.name) || !safe_file_name(info.name))
+    info.shard_id = load_le<uint64_t>(p);
+    info.file_size = load_le<uint64_t>(p + 8);
+    info.record_count = load_le<uint64_t>(p + 16);
+    info.first_sample = load_le<uint64_t>(p + 24);
+    info.mtime_ns = load_le<int64_t>(p + 32);
+    if (!string_at(load_le<uint64_t>(p + 40), load_le<uint32_t>(p + 48), &info.name) || !safe_file_name(info.name))
       return corrupt_data(what + ": shard " + std::to_string(s) + " has a bad file name");
     if (info.first_sample != next_first || add_overflows(next_first, info.record_count, &next_first))
       return corrupt_data(what + ": shard " + info.name + " does not start where the previous shard ends");
@@ -252,7 +247,7 @@ Result<IndexView> IndexView::parse(std::span<const uint8_t> b, const std::string
   v.classes_.resize(num_classes);
   for (uint64_t c = 0; c < num_classes; ++c) {
     const uint8_t* p = b.data() + classes_off + c * kClassEntrySize;
-    if (!string_at(load<uint64_t>(p), load<uint32_t>(p + 8), &v.classes_[c]))
+    if (!string_at(load_le<uint64_t>(p), load_le<uint32_t>(p + 8), &v.classes_[c]))
       return corrupt_data(what + ": class " + std::to_string(c) + " has a bad name");
   }
 
@@ -271,7 +266,7 @@ Result<IndexView> IndexView::parse(std::span<const uint8_t> b, const std::string
       return corrupt_data(what + ": record " + std::to_string(i) + " (shard " + info.name + "): " + why);
     };
     if (e.shard != shard) return bad("listed in shard " + std::to_string(e.shard) + ", out of order");
-    if (version >= 2 && load<uint32_t>(b.data() + entries_off + i * v.entry_size_ + 48) > kLastRecordKind)
+    if (version >= 2 && load_le<uint32_t>(b.data() + entries_off + i * v.entry_size_ + 48) > kLastRecordKind)
       return bad("unknown record kind " + std::to_string(static_cast<uint32_t>(e.kind)));
     uint64_t end, key_end;
     if (add_overflows(e.key_offset, e.key_len, &key_end) || key_end > strings_size) return bad("key out of bounds");
@@ -298,53 +293,53 @@ std::vector<uint8_t> encode_index(IndexKind kind, const std::vector<ShardInfo>& 
   std::vector<uint8_t> out(strings_off, 0);
   for (size_t s = 0; s < shards.size(); ++s) {
     const size_t p = shards_off + s * kShardEntrySize;
-    store<uint64_t>(out, p, shards[s].shard_id);
-    store<uint64_t>(out, p + 8, shards[s].file_size);
-    store<uint64_t>(out, p + 16, shards[s].record_count);
-    store<uint64_t>(out, p + 24, shards[s].first_sample);
-    store<int64_t>(out, p + 32, shards[s].mtime_ns);
-    store<uint64_t>(out, p + 40, strings.size());
-    store<uint32_t>(out, p + 48, static_cast<uint32_t>(shards[s].name.size()));
+    store_le<uint64_t>(out.data() + p, shards[s].shard_id);
+    store_le<uint64_t>(out.data() + p + 8, shards[s].file_size);
+    store_le<uint64_t>(out.data() + p + 16, shards[s].record_count);
+    store_le<uint64_t>(out.data() + p + 24, shards[s].first_sample);
+    store_le<int64_t>(out.data() + p + 32, shards[s].mtime_ns);
+    store_le<uint64_t>(out.data() + p + 40, strings.size());
+    store_le<uint32_t>(out.data() + p + 48, static_cast<uint32_t>(shards[s].name.size()));
     strings += shards[s].name;
   }
   for (size_t c = 0; c < classes.size(); ++c) {
     const size_t p = classes_off + c * kClassEntrySize;
-    store<uint64_t>(out, p, strings.size());
-    store<uint32_t>(out, p + 8, static_cast<uint32_t>(classes[c].size()));
+    store_le<uint64_t>(out.data() + p, strings.size());
+    store_le<uint32_t>(out.data() + p + 8, static_cast<uint32_t>(classes[c].size()));
     strings += classes[c];
   }
   for (size_t i = 0; i < entries.size(); ++i) {
     const size_t p = entries_off + i * kIndexEntrySize;
     const IndexEntry& e = entries[i];
-    store<uint64_t>(out, p, e.offset);
-    store<uint64_t>(out, p + 8, e.payload_len);
-    store<int64_t>(out, p + 16, e.label);
-    store<uint64_t>(out, p + 24, e.key_offset);
-    store<uint32_t>(out, p + 32, e.shard);
-    store<uint32_t>(out, p + 36, e.key_len);
-    store<uint64_t>(out, p + 40, e.source_bytes);
-    store<uint32_t>(out, p + 48, static_cast<uint32_t>(e.kind));
-    store<uint32_t>(out, p + 52, e.width);
-    store<uint32_t>(out, p + 56, e.height);
+    store_le<uint64_t>(out.data() + p, e.offset);
+    store_le<uint64_t>(out.data() + p + 8, e.payload_len);
+    store_le<int64_t>(out.data() + p + 16, e.label);
+    store_le<uint64_t>(out.data() + p + 24, e.key_offset);
+    store_le<uint32_t>(out.data() + p + 32, e.shard);
+    store_le<uint32_t>(out.data() + p + 36, e.key_len);
+    store_le<uint64_t>(out.data() + p + 40, e.source_bytes);
+    store_le<uint32_t>(out.data() + p + 48, static_cast<uint32_t>(e.kind));
+    store_le<uint32_t>(out.data() + p + 52, e.width);
+    store_le<uint32_t>(out.data() + p + 56, e.height);
   }
   out.insert(out.end(), strings.begin(), strings.end());
   std::memcpy(out.data(), kIndexMagic, 8);
-  store<uint32_t>(out, 16, kFormatVersion);
-  store<uint32_t>(out, 20, static_cast<uint32_t>(kIndexHeaderSize));
-  store<uint32_t>(out, 24, static_cast<uint32_t>(kind));
-  store<uint32_t>(out, 28, static_cast<uint32_t>(kIndexEntrySize));
-  store<uint64_t>(out, 32, entries.size());
-  store<uint64_t>(out, 40, shards.size());
-  store<uint64_t>(out, 48, classes.size());
-  store<uint64_t>(out, 56, shards_off);
-  store<uint64_t>(out, 64, classes_off);
-  store<uint64_t>(out, 72, entries_off);
-  store<uint64_t>(out, 80, strings_off);
-  store<uint64_t>(out, 88, strings.size());
-  store<uint64_t>(out, 96, tar.inode);
-  store<int64_t>(out, 104, tar.ctime_ns);
-  store<uint64_t>(out, 112, tar.fingerprint);
-  store<uint64_t>(out, 8, checksum(std::span(out).subspan(16)));
+  store_le<uint32_t>(out.data() + 16, kFormatVersion);
+  store_le<uint32_t>(out.data() + 20, static_cast<uint32_t>(kIndexHeaderSize));
+  store_le<uint32_t>(out.data() + 24, static_cast<uint32_t>(kind));
+  store_le<uint32_t>(out.data() + 28, static_cast<uint32_t>(kIndexEntrySize));
+  store_le<uint64_t>(out.data() + 32, entries.size());
+  store_le<uint64_t>(out.data() + 40, shards.size());
+  store_le<uint64_t>(out.data() + 48, classes.size());
+  store_le<uint64_t>(out.data() + 56, shards_off);
+  store_le<uint64_t>(out.data() + 64, classes_off);
+  store_le<uint64_t>(out.data() + 72, entries_off);
+  store_le<uint64_t>(out.data() + 80, strings_off);
+  store_le<uint64_t>(out.data() + 88, strings.size());
+  store_le<uint64_t>(out.data() + 96, tar.inode);
+  store_le<int64_t>(out.data() + 104, tar.ctime_ns);
+  store_le<uint64_t>(out.data() + 112, tar.fingerprint);
+  store_le<uint64_t>(out.data() + 8, checksum(std::span(out).subspan(16)));
   return out;
 }
 

@@ -7,20 +7,14 @@
 #include <new>
 #include <string>
 
+#include "detail/little_endian.h"
+
 namespace chute {
+
+using detail::load_le;
+using detail::store_le;
+
 namespace {
-
-template <typename T>
-T load(const uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-template <typename T>
-void store(uint8_t* p, T v) {
-  std::memcpy(p, &v, sizeof v);
-}
 
 struct Header {
   int width = 0, height = 0;
@@ -34,7 +28,7 @@ Result<Header> parse_header(std::span<const uint8_t> d) {
     return corrupt_data("raw image: " + std::to_string(d.size()) + " bytes, shorter than its 32-byte header");
   if (std::memcmp(d.data(), kRawMagic, 8) != 0) return corrupt_data("raw image: bad magic");
   Header h;
-  const uint32_t w = load<uint32_t>(d.data() + 8), ht = load<uint32_t>(d.data() + 12);
+  const uint32_t w = load_le<uint32_t>(d.data() + 8), ht = load_le<uint32_t>(d.data() + 12);
   if (w == 0 || ht == 0 || w > INT32_MAX || ht > INT32_MAX)
     return corrupt_data("raw image: bad size " + std::to_string(w) + "x" + std::to_string(ht));
   h.width = static_cast<int>(w);
@@ -44,7 +38,7 @@ Result<Header> parse_header(std::span<const uint8_t> d) {
     return unsupported("raw image: unknown compression " + std::to_string(d[17]));
   h.compression = static_cast<RawCompression>(d[17]);
   h.orientation = d[18] >= 1 && d[18] <= 8 ? d[18] : 1;
-  h.pixel_bytes = load<uint64_t>(d.data() + 24);
+  h.pixel_bytes = load_le<uint64_t>(d.data() + 24);
   const uint64_t expected = uint64_t{w} * ht * 3;  // < 2^64: both factors < 2^31
   if (h.pixel_bytes != expected)
     return corrupt_data("raw image: header says " + std::to_string(h.pixel_bytes) + " pixel bytes for " +
@@ -87,12 +81,12 @@ Status encode_raw_image(const uint8_t* pixels, size_t pitch, int width, int heig
   }
   out.assign(kRawHeaderSize, 0);
   std::memcpy(out.data(), kRawMagic, 8);
-  store<uint32_t>(out.data() + 8, static_cast<uint32_t>(width));
-  store<uint32_t>(out.data() + 12, static_cast<uint32_t>(height));
+  store_le<uint32_t>(out.data() + 8, static_cast<uint32_t>(width));
+  store_le<uint32_t>(out.data() + 12, static_cast<uint32_t>(height));
   out[16] = 3;
   out[17] = static_cast<uint8_t>(compression);
   out[18] = static_cast<uint8_t>(orientation >= 1 && orientation <= 8 ? orientation : 1);
-  store<uint64_t>(out.data() + 24, bytes);
+  store_le<uint64_t>(out.data() + 24, bytes);
   if (compression == RawCompression::kNone) {
     out.insert(out.end(), src, src + bytes);
     return Status::ok();

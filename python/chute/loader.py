@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
-from chute import _native, _validate
+from chute import _native, _resume_state, _validate
 from chute import delivery as _delivery
 from chute.errors import Quarantine, SampleError
 from chute.packed import source_from_path
@@ -17,8 +17,6 @@ from chute.stats import LoaderStats, remote_evidence, remote_limit
 
 _DTYPES = {torch.uint8: "uint8", torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
-
-_STATE_VERSION = 1
 
 # Default options, as the C++ structs define them (loader.h, processor.h, delivery.h).
 _LOADER, _DECODE, _DELIVERY = _native.LoaderOptions(), _native.DecodeOptions(), _native.DeliveryOptions()
@@ -401,59 +399,16 @@ class Loader:
         way resumes with exactly the batches an uninterrupted run would yield next, whatever the thread
         count and however many batches were prefetched when it was taken. Positions count the samples this
         rank's consumer has received, not those prepared ahead."""
+        epoch, position = self._epoch, self._resume_position
         if self._running is not None:
-            epoch, position = self._running, self._driver.position()
-            if position >= self.num_samples:
-                epoch, position = epoch + 1, 0
-        else:
-            epoch, position = self._epoch, self._resume_position
-        return {
-            "format_version": _STATE_VERSION,
-            "epoch": epoch,
-            "position": position,
-            "seed": self.seed,
-            "shuffle": self.shuffle,
-            "drop_last": self.drop_last,
-            "batch_size": self.batch_size,
-            "dataset_size": len(self.source),
-            "rank": self.rank,
-            "world_size": self.world_size,
-            "even_split": self.even_split,
-            "order": self.order,
-            "shard_window": self.shard_window,
-        }
+            epoch, position = _resume_state.received(self._running, self._driver.position(), self.num_samples)
+        return _resume_state.make(self, epoch, position, order=self.order, shard_window=self.shard_window)
 
     def load_state_dict(self, state: dict) -> None:
         """Resumes from :meth:`state_dict`: the next iteration continues that epoch at that position."""
-        version = state.get("format_version")
-        if version != _STATE_VERSION:
-            raise ValueError(f"unsupported loader state format_version {version!r} (this chute reads {_STATE_VERSION})")
-        if state["dataset_size"] != len(self.source):
-            raise ValueError(
-                f"the state is for a dataset of {state['dataset_size']} samples, this source has {len(self.source)}"
-            )
-        if state["world_size"] != self.world_size:
-            raise ValueError(
-                f"the state was taken with world_size={state['world_size']}, this loader has "
-                f"world_size={self.world_size}; resuming on another number of ranks is not supported"
-            )
-        # A state without `order` (chute.ray.RemoteLoader's, or an older chute's) was taken in the sample
-        # order; shard_window shapes only the shard order.
-        taken = dict(state)
-        taken.setdefault("order", "sample")
-        taken.setdefault("shard_window", self.shard_window if taken["order"] == "sample" else None)
-        keys = ("seed", "shuffle", "drop_last", "batch_size", "even_split", "order")
-        for key in keys + (("shard_window",) if self.order == "shards" else ()):
-            if taken[key] != getattr(self, key):
-                raise ValueError(
-                    f"the state was taken with {key}={taken[key]!r}, this loader has "
-                    f"{key}={getattr(self, key)!r}: build the Loader with the same {key}"
-                )
-        if not 0 <= state["position"] <= self.num_samples:
-            raise ValueError(f"position {state['position']} is outside this rank's epoch of {self.num_samples}")
+        self._epoch, self._resume_position = _resume_state.check(state, self, self.order, self.shard_window)
         self._iteration += 1  # an iteration in progress is superseded
         self._running = None
-        self._epoch, self._resume_position = int(state["epoch"]), int(state["position"])
 
     @property
     def decode_warnings(self) -> int:

@@ -100,6 +100,21 @@ def test_state_at_epoch_end_and_before_any_iteration(folder):
     assert (state["epoch"], state["position"]) == (1, 0)  # the only batch was delivered: epoch 0 is done
 
 
+def test_state_format_is_pinned(folder):
+    """The serialised state, key order included: checkpoints written by an earlier chute (and by
+    chute.ray.RemoteLoader, which writes the same keys less order and shard_window) must keep loading."""
+    loader = chute.Loader(
+        folder, batch_size=4, shuffle=True, seed=7, transforms=[chute.CenterCrop(16)], rank=0, world_size=1
+    )
+    it = iter(loader)
+    next(it)
+    assert json.dumps(loader.state_dict()) == (
+        '{"format_version": 1, "epoch": 0, "position": 4, "seed": 7, "shuffle": true, "drop_last": false, '
+        '"batch_size": 4, "dataset_size": 36, "rank": 0, "world_size": 1, "even_split": true, '
+        '"order": "sample", "shard_window": 8}'
+    )
+
+
 def test_bad_states_and_arguments_are_clear_errors(folder, one_per_class):
     loader = chute.Loader(folder, batch_size=4, transforms=[chute.CenterCrop(16)], rank=0, world_size=1)
     state = loader.state_dict()

@@ -29,13 +29,12 @@ import ray
 import torch
 from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError
 
-from chute import _native, _validate
+from chute import _native, _resume_state, _validate
 from chute import delivery as _delivery
 from chute.errors import SampleError
 from chute.loader import _DECODE, _DELIVERY, _resolve_distributed
 from chute.ray.actor import BatchActor, from_wire, source_spec
 
-_STATE_VERSION = 1  # chute.Loader's: a state taken here loads there, and the other way round
 _ACTOR_LOST = (ActorDiedError, ActorUnavailableError)
 _SLICE_S = 0.1  # waits run in slices so that Ctrl-C is handled
 
@@ -221,51 +220,16 @@ class RemoteLoader:
 
     def state_dict(self) -> dict:
         """As chute.Loader's: the position counts samples this rank's consumer received."""
+        epoch, position = self._epoch, self._resume_position
         if self._running is not None:
-            epoch, position = self._running, self._position
-            if position >= self.num_samples:
-                epoch, position = epoch + 1, 0
-        else:
-            epoch, position = self._epoch, self._resume_position
-        return {
-            "format_version": _STATE_VERSION,
-            "epoch": epoch,
-            "position": position,
-            "seed": self.seed,
-            "shuffle": self.shuffle,
-            "drop_last": self.drop_last,
-            "batch_size": self.batch_size,
-            "dataset_size": self._dataset_size,
-            "rank": self.rank,
-            "world_size": self.world_size,
-            "even_split": self.even_split,
-        }
+            epoch, position = _resume_state.received(self._running, self._position, self.num_samples)
+        return _resume_state.make(self, epoch, position)
 
     def load_state_dict(self, state: dict) -> None:
-        if state.get("format_version") != _STATE_VERSION:
-            raise ValueError(
-                f"unsupported loader state format_version {state.get('format_version')!r} "
-                f"(this chute reads {_STATE_VERSION})"
-            )
-        if state["dataset_size"] != self._dataset_size:
-            raise ValueError(
-                f"the state is for a dataset of {state['dataset_size']} samples, this source has {self._dataset_size}"
-            )
-        if state.get("order", "sample") != "sample":  # chute.Loader(order='shards')'s: another order
-            raise ValueError(
-                f"the state was taken with order={state['order']!r}; chute.ray.RemoteLoader visits the sample order"
-            )
-        for key in ("world_size", "seed", "shuffle", "drop_last", "batch_size", "even_split"):
-            if state[key] != getattr(self, key):
-                raise ValueError(
-                    f"the state was taken with {key}={state[key]!r}, this loader has "
-                    f"{key}={getattr(self, key)!r}: build the loader with the same {key}"
-                )
-        if not 0 <= state["position"] <= self.num_samples:
-            raise ValueError(f"position {state['position']} is outside this rank's epoch of {self.num_samples}")
+        """As chute.Loader's; a state taken in chute.Loader's shard order is refused (this visits the sample order)."""
+        self._epoch, self._resume_position = _resume_state.check(state, self)
         self._iteration += 1  # an iteration in progress is superseded
         self._running = None
-        self._epoch, self._resume_position = int(state["epoch"]), int(state["position"])
 
     def actor_pids(self) -> list[int]:
         """The live actors' process ids (a restarting actor answers once it is up), for diagnostics and
