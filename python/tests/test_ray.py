@@ -383,6 +383,27 @@ def test_bad_arguments(cluster, folder):
         chute.ray.RemoteLoader(str(folder), device="sim", device_prefetch=0)
 
 
+def test_scale_model_is_linear_in_actors_and_capped_by_the_trainer():
+    """docs/SCALE.md's model in per-batch times (no cluster: arithmetic on a stats() dict)."""
+    from chute.ray.loader import scale_model
+
+    def stats(actor, transfer, wait, consumer, actors=1):
+        ms = 1e-3
+        return dict(batches=10, actors=actors, actor_s_per_batch=actor * ms, transfer_s_per_batch=transfer * ms,
+                    wait_s_per_batch=wait * ms, consumer_s_per_batch=consumer * ms)  # fmt: skip
+
+    # One actor takes 100 ms a batch, the trainer 10 ms + 1 ms of transfer: ceil(100 / 11) = 10 actors,
+    # gaining min(10 / 1, (90 + 10) / 11).
+    needed, gain = scale_model(stats(100, 1, 90, 10))
+    assert needed == 10 and gain == pytest.approx(100 / 11)
+    needed, gain = scale_model(stats(100, 1, 45, 10, actors=2))  # two actors already: the gain is what is left
+    assert needed == 10 and gain == pytest.approx(55 / 11)
+    needed, gain = scale_model(stats(100, 40, 90, 10))  # a large transfer caps it: 2 actors, x2 at most
+    assert needed == 2 and gain == pytest.approx(2.0)
+    assert scale_model(stats(5, 1, 1, 100)) == (1, 1.0)  # consumer-bound: more actors would not help
+    assert scale_model(dict(stats(5, 1, 1, 100), batches=0)) == (None, 1.0)
+
+
 def _tree_digest(path: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(path.iterdir())}
 
