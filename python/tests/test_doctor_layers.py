@@ -116,6 +116,63 @@ def test_chute_loader_stats_cover_the_measured_steps_only(folder):
     assert run.dtype == "uint8" and run.batch_bytes == 4 * 3 * 16 * 16 + 4 * 8
 
 
+# --- a RemoteLoader's actors (no Ray: a RemoteReport as its stats_since() would give it) ---------------
+
+
+def _remote_diagnosis(wait_ms: float, step_ms: float, transfer_ms: float, actor_ms: float, needed: int, gain: float):
+    from chute.doctor.measure import Run, Step
+    from chute.doctor.remote import RemoteReport
+    from chute.doctor.report import Diagnosis
+    from chute.doctor.verdict import decide
+
+    run = Run("chute.ray.RemoteLoader num_actors=1", [], 0, True)
+    run.steps = [Step(i * (wait_ms + step_ms) / 1e3, wait_ms / 1e3, step_ms / 1e3, 4) for i in range(12)]
+    remote = RemoteReport(
+        actors=1, cpus_per_actor=1, batches=12, actor_ms=actor_ms, transfer_ms=transfer_ms, wait_ms=wait_ms,
+        consumer_ms=step_ms, stall_fraction=wait_ms / (wait_ms + step_ms), actors_needed=needed, actor_gain=gain,
+        max_outstanding=2, max_inflight=2,
+    )  # fmt: skip
+    d = Diagnosis(target="chute.ray.RemoteLoader(...)", run=run, remote=remote)
+    d.verdict = decide(d)
+    return d
+
+
+def test_remote_verdict_names_the_actors_and_recommends_more_as_an_estimate():
+    from chute.doctor.report_html import render_html
+
+    # The trainer waits 90 ms a batch, 1 ms of it the transfer; one actor takes 100 ms a batch.
+    d = _remote_diagnosis(wait_ms=90, step_ms=10, transfer_ms=1, actor_ms=100, needed=10, gain=9.1)
+    v = d.verdict
+    assert (v.bound, v.layer, v.stage) == ("input", "remote", "actors")
+    assert "the remote actors' time (100.0 ms per batch, 1 in parallel) limits it" in v.headline
+    (rec,) = v.recommendations
+    assert rec.action.startswith("add actors: num_actors=10 (now 1;")
+    assert rec.gain == 9.1 and not rec.measured
+    assert rec.basis.startswith("model (RemoteLoader's, docs/SCALE.md)")
+    text = str(d)
+    assert "add actors: num_actors=10" in text and "9.1x (estimate, at most; model" in text
+    assert "remote actors (chute.ray.RemoteLoader, over 12 batches)" in text
+    page = render_html(d, plots=False)  # the HTML report without matplotlib keeps the remote section
+    assert "<h2>Remote actors (chute.ray.RemoteLoader, over 12 batches)</h2>" in page and "add actors" in page
+
+
+def test_remote_verdict_names_the_transfer_and_does_not_add_actors():
+    # 80 of the trainer's 90 ms wait is the object-store transfer: more actors would not remove it.
+    d = _remote_diagnosis(wait_ms=90, step_ms=10, transfer_ms=80, actor_ms=30, needed=1, gain=1.0)
+    v = d.verdict
+    assert (v.bound, v.layer, v.stage) == ("input", "remote", "transfer")
+    assert "the object-store transfer to the trainer (80.0 ms per batch) limits it" in v.headline
+    assert not any(r.action.startswith("add actors") for r in v.recommendations)
+    assert v.recommendations[0].action.startswith("make the transfer cheaper") and not v.recommendations[0].measured
+
+
+def test_remote_verdict_when_the_step_is_the_limit():
+    d = _remote_diagnosis(wait_ms=1, step_ms=100, transfer_ms=0.5, actor_ms=20, needed=1, gain=1.0)
+    v = d.verdict
+    assert (v.bound, v.layer) == ("consumer", "consumer") and v.recommendations == []
+    assert "more would not help" in v.headline and "add actors" not in str(d)
+
+
 # --- storage -------------------------------------------------------------------------------------------
 
 

@@ -102,3 +102,17 @@ def test_the_doctor_loads_the_dataloader_before_it_measures():
         "print(json.dumps({'dataloader': 'chute.dataloader.loader' in sys.modules}))"
     )
     assert out == {"dataloader": True}
+
+
+def test_the_doctor_on_a_torch_dataloader_does_not_import_ray():
+    """The doctor knows chute.ray.RemoteLoader (doctor/remote.py) without importing Ray for other loaders."""
+    out = _child(
+        "import json, sys, chute, torch\n"
+        "from torch.utils.data import DataLoader, TensorDataset\n"
+        "dl = DataLoader(TensorDataset(torch.zeros(12, 3)), batch_size=2)\n"
+        "d = chute.doctor(dl, lambda batch: None, steps=2, warmup=1, max_steps=2)\n"
+        "watched = sum(1 for _ in chute.doctor.watch(dl, steps=2, warmup=1, max_steps=2))\n"
+        "print(json.dumps({'ray': sorted(m for m in sys.modules if m == 'ray' or m.startswith(('ray.', 'chute.ray'))),"
+        " 'remote': d.remote, 'watched': watched}))"
+    )
+    assert out == {"ray": [], "remote": None, "watched": 6}

@@ -385,6 +385,94 @@ def test_bad_arguments(cluster, folder):
         chute.ray.RemoteLoader(str(folder), device="sim", device_prefetch=0)
 
 
+def test_scale_model_is_linear_in_actors_and_capped_by_the_trainer():
+    """docs/SCALE.md's model in per-batch times (no cluster: arithmetic on a stats() dict)."""
+    from chute.ray.loader import scale_model
+
+    def stats(actor, transfer, wait, consumer, actors=1):
+        ms = 1e-3
+        return dict(batches=10, actors=actors, actor_s_per_batch=actor * ms, transfer_s_per_batch=transfer * ms,
+                    wait_s_per_batch=wait * ms, consumer_s_per_batch=consumer * ms)  # fmt: skip
+
+    # One actor takes 100 ms a batch, the trainer 10 ms + 1 ms of transfer: ceil(100 / 11) = 10 actors,
+    # gaining min(10 / 1, (90 + 10) / 11).
+    needed, gain = scale_model(stats(100, 1, 90, 10))
+    assert needed == 10 and gain == pytest.approx(100 / 11)
+    needed, gain = scale_model(stats(100, 1, 45, 10, actors=2))  # two actors already: the gain is what is left
+    assert needed == 10 and gain == pytest.approx(55 / 11)
+    needed, gain = scale_model(stats(100, 40, 90, 10))  # a large transfer caps it: 2 actors, x2 at most
+    assert needed == 2 and gain == pytest.approx(2.0)
+    assert scale_model(stats(5, 1, 1, 100)) == (1, 1.0)  # consumer-bound: more actors would not help
+    assert scale_model(dict(stats(5, 1, 1, 100), batches=0)) == (None, 1.0)
+
+
+def _sleeper(per_sample_s: float):
+    """An actor hook: a per-sample cost in the actor's call (a sleep, so that it costs no CPU here)."""
+
+    def hook(epoch, indices):
+        time.sleep(per_sample_s * len(indices))
+
+    return hook
+
+
+def test_doctor_on_a_consumer_bound_remote_loader(cluster, tiny_folder, tmp_path):
+    """A step far longer than a batch costs the actor: consumer-bound, no "add actors"; storage and the
+    comparison runs do not apply to a RemoteLoader and are skipped with a note; both reports show the
+    remote layer."""
+    import chute.ray
+
+    with chute.ray.RemoteLoader(
+        str(tiny_folder), batch_size=4, transforms=[chute.CenterCrop(16)], num_cpus_per_actor=0.5, timeout_s=WAIT_S
+    ) as loader:
+        d = chute.doctor(
+            loader, lambda batch: time.sleep(0.4), steps=6, warmup=2, max_steps=12, report=str(tmp_path / "r.html")
+        )
+    r, v = d.remote, d.verdict
+    assert r is not None and r.actors == 1
+    assert r.batches == len(d.run.measured)  # RemoteLoader's figures cover the measured steps, no more
+    assert r.consumer_ms >= 300 and r.stall_fraction < 0.1
+    assert (v.bound, v.layer) == ("consumer", "consumer"), str(d)
+    assert not any(rec.action.startswith("add actors") for rec in v.recommendations)
+    text = str(d)
+    assert "remote actors (chute.ray.RemoteLoader" in text and "add actors" not in text
+    assert any(n.startswith("storage: not probed for a RemoteLoader") for n in d.notes)
+    assert any(n.startswith("comparison: not run for a RemoteLoader") for n in d.notes)
+    assert d.comparisons == []
+    assert "<h2>Remote actors (chute.ray.RemoteLoader" in (tmp_path / "r.html").read_text()
+
+
+def test_doctor_on_input_bound_remote_actors_recommends_more(cluster, folder, capsys):
+    """One actor paying 30 ms a sample (120 ms a batch) against a 10 ms step: input-bound on the actors; the
+    doctor (and watch) recommend more actors, with RemoteLoader's model's estimate of the gain."""
+    import chute.ray
+
+    with chute.ray.RemoteLoader(
+        str(folder),
+        batch_size=4,
+        transforms=_transforms(),
+        num_cpus_per_actor=0.5,
+        timeout_s=WAIT_S,
+        _actor_hook=_sleeper(0.03),
+    ) as loader:
+        d = chute.doctor(loader, lambda batch: time.sleep(0.01), steps=6, warmup=2, max_steps=6)
+        watched = chute.doctor.watch(loader, steps=4, warmup=1, max_steps=4)
+        for i, _ in enumerate(watched):
+            time.sleep(0.01)
+            if i == 6:
+                break
+    for diagnosis in (d, watched.diagnosis):
+        r, v = diagnosis.remote, diagnosis.verdict
+        assert r is not None and r.actors == 1 and r.actor_ms >= 100
+        assert (v.bound, v.layer, v.stage) == ("input", "remote", "actors"), str(diagnosis)
+        rec = v.recommendations[0]
+        assert rec.action.startswith(f"add actors: num_actors={r.actors_needed} (now 1;")
+        assert r.actors_needed > 1 and rec.gain == r.actor_gain > 1 and not rec.measured
+        assert rec.basis.startswith("model (RemoteLoader's, docs/SCALE.md)")
+        assert f"{rec.gain:.1f}x (estimate, at most; model" in str(diagnosis)
+    assert watched.diagnosis.remote.batches == 4
+    assert "verdict: remote" in capsys.readouterr().err  # watch printed its report
+
+
 def _tree_digest(path: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(path.iterdir())}
 

@@ -2,9 +2,9 @@
 
 ``chute.doctor(loader, step_fn)`` is :func:`chute.doctor.api.doctor`; ``chute.doctor.watch(loader)`` wraps a
 loader in a script's own loop. One concept per module: ``measure`` (the timed run), ``storage``, ``cpu``,
-``device`` (NVML through ctypes), ``profile`` (where ``dataset[i]`` spends its time), ``compare`` (the
-DataLoader's settings and the loaders measured beside it), ``verdict``, ``report`` (the result) and its
-renderings ``report_term`` and ``report_html``.
+``device`` (NVML through ctypes), ``remote`` (a chute.ray.RemoteLoader's actors), ``profile`` (where
+``dataset[i]`` spends its time), ``compare`` (the DataLoader's settings and the loaders measured beside it),
+``verdict``, ``report`` (the result) and its renderings ``report_term`` and ``report_html``.
 
 This package is itself callable, so that ``chute.doctor`` (which ``import chute`` loads lazily, and which the
 import system binds to this package) is both ``chute.doctor(loader, step_fn)`` and ``chute.doctor.watch``.

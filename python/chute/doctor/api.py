@@ -16,8 +16,9 @@ import chute
 from chute.doctor.compare import chute_equivalent, dataloader_info, torch_equivalent, with_workers
 from chute.doctor.cpu import available_cores, cpu_report
 from chute.doctor.device import DeviceReport, GpuSampler, Nvml, NvmlError, nvml_index, resolve_cuda_device, time_copy
-from chute.doctor.measure import Recorder, Run, batch_samples, engine_stats, run_loader, stats_since
+from chute.doctor.measure import LoaderSpan, Recorder, Run, batch_samples, run_loader
 from chute.doctor.profile import profile_dataset
+from chute.doctor.remote import RemoteReport, is_remote
 from chute.doctor.report import Diagnosis
 from chute.doctor.storage import dataset_files, probe_storage
 from chute.doctor.verdict import INPUT_BOUND_STALL, decide
@@ -55,11 +56,13 @@ def _label(loader) -> str:
         return f"chute.DataLoader num_workers={loader.num_workers}"
     if isinstance(loader, DataLoader):
         return f"DataLoader num_workers={loader.num_workers}"
+    if is_remote(loader):
+        return f"chute.ray.RemoteLoader num_actors={loader.num_actors}"
     return type(loader).__name__
 
 
 def _describe(loader) -> str:
-    if isinstance(loader, chute.Loader):
+    if isinstance(loader, chute.Loader) or is_remote(loader):
         return repr(loader)
     if isinstance(loader, DataLoader):
         kind = "chute.DataLoader" if isinstance(loader, chute.DataLoader) else "torch DataLoader"
@@ -117,8 +120,11 @@ class _Device:
 
 
 def _analyse(d: Diagnosis, loader, *, storage: bool, profile: bool) -> None:
-    """The layers that do not need the loader running: storage, the dataset profile, the CPU summary."""
+    """The layers that do not need the loader running: storage, the dataset profile, the CPU summary, and a
+    RemoteLoader's actors."""
     run = d.run
+    if run.remote_stats is not None:
+        d.remote = RemoteReport.from_stats(run.remote_stats)
     dataset = getattr(loader, "dataset", None) if isinstance(loader, DataLoader) else None
     if run.loader_stats is not None:
         dataset = None  # on chute's engine: its own stage timers say where the time goes; dataset[i] never runs
@@ -135,7 +141,12 @@ def _analyse(d: Diagnosis, loader, *, storage: bool, profile: bool) -> None:
                 d.profile = profile_dataset(dataset, indices)
             finally:
                 torch.set_num_threads(threads)
-    if storage:
+    if storage and d.remote is not None:
+        d.notes.append(
+            "storage: not probed for a RemoteLoader: its actors read the source on their own nodes; their time "
+            "per batch (reads included) is the remote layer's actor time"
+        )
+    elif storage:
         files = dataset_files(loader)
         if files:
             d.storage = probe_storage(files)
@@ -174,7 +185,9 @@ def doctor(
 ) -> Diagnosis:
     """Finds where a training job's input pipeline stalls and says what to change.
 
-    ``loader`` is a :class:`chute.Loader`, a ``torch.utils.data.DataLoader`` or any iterable of batches.
+    ``loader`` is a :class:`chute.Loader`, a ``torch.utils.data.DataLoader``, a
+    :class:`chute.ray.RemoteLoader` (its actors are the remote layer: ``Diagnosis.remote``; storage and the
+    comparison runs do not apply to it) or any iterable of batches.
     With ``step_fn`` (the training step, called with each batch) the doctor measures the time the step
     waits for data, the step's own time and the data-stall fraction; without it, the loader alone, against
     a consumer that does nothing. ``warmup`` batches run first (start-up is reported, not averaged in),
@@ -209,9 +222,15 @@ def doctor(
 
     if compare and isinstance(loader, DataLoader):
         _compare(d, loader, step_fn, measure)
+    elif compare and d.remote is not None:
+        d.notes.append(
+            "comparison: not run for a RemoteLoader (its batches are made on the actors, not by this process's "
+            "threads: no other loader or thread setting here is its alternative); more actors are estimated "
+            "from RemoteLoader's model instead"
+        )
     elif compare:
         d.notes.append("comparison: only a DataLoader is compared against other loaders")
-    if compare and step_fn is not None:
+    if compare and step_fn is not None and d.remote is None:
         _trial_fewer_torch_threads(d, loader, step_fn, measure)
     d.device = dev.finish(run)
     d.verdict = decide(d)
@@ -327,8 +346,7 @@ class Watch:
         from chute.doctor.cpu import CpuSampler
 
         dev = _Device(self.device, "libnvidia-ml.so.1")
-        on_engine = isinstance(self.loader, (chute.Loader, chute.DataLoader))
-        before = None
+        span = LoaderSpan(self.loader)
         recorder = Recorder("watched loader", self.warmup, True)
         factory = dev.sampler_factory()
         gpu = factory() if factory else None
@@ -351,8 +369,8 @@ class Watch:
                         limit = min(limit + self.steps, self.warmup + self.max_steps)
                     else:
                         break
-                if on_engine and i == self.warmup:
-                    before = engine_stats(self.loader)
+                if i == self.warmup:
+                    span.start()
                 try:
                     batch = next(iterator)
                 except StopIteration:
@@ -381,8 +399,7 @@ class Watch:
         if run.steps:
             if len(run.steps) <= run.warmup:
                 run.warmup = min(1, len(run.steps) - 1)
-            if on_engine:
-                run.loader_stats = stats_since(before, engine_stats(self.loader))
+            span.finish(run)
             self.diagnosis = self._diagnose(run, dev)
         if closed:
             return

@@ -19,6 +19,7 @@ from torch.overrides import TorchFunctionMode
 from chute.bench.harness import batch_samples, batch_tensors  # what the consumer received: one definition
 from chute.doctor.cpu import CpuSampler, CpuTimeline
 from chute.doctor.device import GpuTimeline
+from chute.doctor.remote import is_remote
 
 
 @dataclass
@@ -83,6 +84,7 @@ class Run:
     gpu: GpuTimeline | None = None
     transfers: list[Transfer] = field(default_factory=list)
     loader_stats: dict | None = None  # chute.Loader.stats() over the measured steps
+    remote_stats: dict | None = None  # a chute.ray.RemoteLoader's stats_since() over the measured steps
     dtype: str = ""  # the first tensor's dtype (the images, usually)
     sample: list[torch.Tensor] = field(default_factory=list)  # a copy of the first batch, when kept
 
@@ -259,6 +261,33 @@ _REMOTE_COUNTERS = (
 )
 
 
+class LoaderSpan:
+    """The loader's own figures over the measured steps, for the loaders that keep them: chute's engine
+    counters (:func:`engine_stats`, into ``run.loader_stats``) or a RemoteLoader's (``stats_since``, into
+    ``run.remote_stats``). ``start()`` at the first measured batch, ``finish(run)`` after the last; a loader
+    that ended before its first measured batch gives its figures since it started."""
+
+    def __init__(self, loader):
+        import chute
+
+        self.loader = loader
+        self.engine = isinstance(loader, (chute.Loader, chute.DataLoader))
+        self.remote = is_remote(loader)
+        self.before: dict | None = None
+
+    def start(self) -> None:
+        if self.engine:
+            self.before = engine_stats(self.loader)
+        elif self.remote:
+            self.before = self.loader.stats()
+
+    def finish(self, run: Run) -> None:
+        if self.engine:
+            run.loader_stats = stats_since(self.before, engine_stats(self.loader))
+        elif self.remote:
+            run.remote_stats = self.loader.stats_since(self.before)
+
+
 def _close_iterator(iterator) -> None:
     shutdown = getattr(iterator, "_shutdown_workers", None)  # a DataLoader's multiprocess iterator
     if shutdown is not None:
@@ -285,12 +314,9 @@ def run_loader(
     span less than ``min_seconds`` (the engine's CPU and stage shares over a few scheduler slices swing with
     whatever else ran then), up to ``max_steps`` measured batches or the end of the loader. Raises ``ValueError`` for a loader that yields nothing; the
     loader's and the step's own exceptions propagate, with a note saying which batch they came from."""
-    import chute
-
     recorder = Recorder(label, warmup, step_fn is not None, keep_first=gpu_sampler_factory is not None)
     run = recorder.run
-    on_engine = isinstance(loader, (chute.Loader, chute.DataLoader))
-    before = None
+    span = LoaderSpan(loader)
     gpu = gpu_sampler_factory() if gpu_sampler_factory else None
     with CpuSampler() as cpu_sampler:
         if gpu is not None:
@@ -302,8 +328,8 @@ def run_loader(
             iterator = iter(loader)
             i, limit = 0, warmup + steps
             while i < limit:
-                if on_engine and i == warmup:
-                    before = engine_stats(loader)
+                if i == warmup:
+                    span.start()
                 ask = time.perf_counter()
                 try:
                     batch = next(iterator)
@@ -349,6 +375,5 @@ def run_loader(
         raise ValueError(f"chute.doctor: the loader ({label}) yielded no batches; nothing to measure")
     if len(run.steps) <= warmup:  # a short loader: measure what there is, less the first batch's start-up
         run.warmup = min(1, len(run.steps) - 1)
-    if on_engine:
-        run.loader_stats = stats_since(before, engine_stats(loader))
+    span.finish(run)
     return run

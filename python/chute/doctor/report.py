@@ -14,6 +14,7 @@ from chute.doctor.cpu import CpuReport
 from chute.doctor.device import DeviceReport
 from chute.doctor.measure import Run
 from chute.doctor.profile import DatasetProfile
+from chute.doctor.remote import RemoteReport
 from chute.doctor.storage import StorageReport
 from chute.doctor.verdict import Verdict
 
@@ -32,6 +33,7 @@ class Diagnosis:
     storage: StorageReport | None = None
     cpu: CpuReport | None = None
     device: DeviceReport | None = None
+    remote: RemoteReport | None = None  # a chute.ray.RemoteLoader's actors over the measured steps
     batches_per_epoch: int | None = None
     sweep_png: bytes | None = None  # ``chute bench --sweep``'s plot, when it was run
     verdict: Verdict | None = None

@@ -149,6 +149,12 @@ def render_html(d: Diagnosis, plots: bool = True) -> str:
             out.append("<p>No change to the input pipeline is called for.</p>")
         else:
             out.append("<p>No change found that gains 10% or more.</p>")
+    if d.remote is not None:
+        from chute.doctor.report_term import remote_rows
+
+        out.append(f"<h2>Remote actors (chute.ray.RemoteLoader, over {d.remote.batches} batches)</h2><table>")
+        out += [f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in remote_rows(d)]
+        out.append("</table>")
     if plots:
         out.append("<h2>Stall and utilisation timeline</h2>" + _img(timeline_png(d), "stall and utilisation timeline"))
         stages = stages_png(d)

@@ -89,6 +89,54 @@ def _stages(d: Diagnosis) -> Table | None:
     return t
 
 
+def remote_rows(d: Diagnosis) -> list[tuple[str, str]]:
+    """A RemoteLoader's figures over the measured steps, as (figure, value) rows (the HTML report's too)."""
+    r = d.remote
+    if r is None:
+        return []
+    rows = [
+        (
+            "actors",
+            f"{r.actors} live, {r.cpus_per_actor:g} CPU each; max_inflight {r.max_inflight} "
+            f"(most outstanding {r.max_outstanding})",
+        ),
+        (
+            "actor time",
+            f"{r.actor_ms:.1f} ms per batch, summed over actors ({r.actor_wall_ms:.1f} ms of wall time in parallel)",
+        ),
+        ("object-store transfer", f"{r.transfer_ms:.2f} ms per batch (ray.get of a ready batch)"),
+        (
+            "trainer wait",
+            f"{r.wait_ms:.1f} ms per batch ({r.actor_wait_ms:.1f} ms of it not the transfer); "
+            f"stall {100 * r.stall_fraction:.0f}%",
+        ),
+        ("trainer's own time", f"{r.consumer_ms:.1f} ms per batch"),
+    ]
+    if r.actors_needed is not None:
+        rows.append(
+            (
+                "model (docs/SCALE.md)",
+                f"{r.actors_needed} actor{'s' if r.actors_needed != 1 else ''} keep the trainer busy; "
+                f"x{r.actor_gain:.1f} the batches it receives (estimate)",
+            )
+        )
+    if r.resubmitted:
+        rows.append(("resent", f"{r.resubmitted} batches, after their actor died"))
+    return rows
+
+
+def _remote(d: Diagnosis) -> Table | None:
+    rows = remote_rows(d)
+    if not rows:
+        return None
+    t = Table(title=f"remote actors (chute.ray.RemoteLoader, over {d.remote.batches} batches)", title_justify="left")
+    t.add_column("figure")
+    t.add_column("value")
+    for k, v in rows:
+        t.add_row(k, v)
+    return t
+
+
 def _layers(d: Diagnosis) -> Table:
     t = Table(title="layers", title_justify="left", show_header=False)
     t.add_column("layer")
@@ -173,7 +221,7 @@ def _parts(d: Diagnosis) -> list:
             body.append(f"no change found that gains {100 * (WORTH_IT - 1):.0f}% or more\n")
         parts.append(Panel(body, title=f"verdict: {v.layer}", title_align="left"))
     parts.append(_throughput(d))
-    for table in (_settings(d), _stages(d), _layers(d)):
+    for table in (_settings(d), _remote(d), _stages(d), _layers(d)):
         if table is not None:
             parts.append(table)
     for note in d.notes:

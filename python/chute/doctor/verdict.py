@@ -46,8 +46,8 @@ class Recommendation:
 class Verdict:
     bound: str  # "input", "consumer", "borderline" (the stall's interval straddles the threshold) or
     # "loader" (measured alone, without a step)
-    layer: str  # "storage", "cpu" or "consumer"
-    stage: str  # the stage within the layer: read, decode, transform, prefetch, cores, step
+    layer: str  # "storage", "cpu", "remote" (a chute.ray.RemoteLoader's actors) or "consumer"
+    stage: str  # the stage within the layer: read, decode, transform, prefetch, cores, actors, transfer, step
     headline: str
     evidence: list[str] = field(default_factory=list)
     recommendations: list[Recommendation] = field(default_factory=list)
@@ -144,13 +144,15 @@ def decide(d: Diagnosis) -> Verdict:
                 f"idle (<10%) {100 * u['idle_fraction']:.0f}% of samples at {d.device.sample_hz:.0f} Hz"
             )
 
-    engine = engine_verdict(d)
     lo, hi = run.stall_interval()
     if run.with_step:
         evidence.append(
             f"the stall's 95% confidence interval: {100 * lo:.0f}-{100 * hi:.0f}% over "
             f"{len(run.measured)} measured batches (threshold {100 * INPUT_BOUND_STALL:.0f}%)"
         )
+    if d.remote is not None:
+        return _remote_verdict(d, evidence, lo, hi)
+    engine = engine_verdict(d)
     io = (run.loader_stats or {}).get("remote")
     if isinstance(io, dict):
         evidence.append(
@@ -214,6 +216,66 @@ def decide(d: Diagnosis) -> Verdict:
     _cpu_recs(d, recs, layer, stage)
     _device_recs(d, recs)
     return Verdict(bound, layer, stage, headline, evidence, _rank(recs))
+
+
+def _remote_verdict(d: Diagnosis, evidence: list[str], lo: float, hi: float) -> Verdict:
+    """A chute.ray.RemoteLoader: its batches are made by actors elsewhere, so the layers are the actors and
+    the object-store transfer (``d.remote``), not this machine's storage and threads. "Add actors" is an
+    estimate from RemoteLoader's own model (docs/SCALE.md), never a trial: starting actors is the user's
+    cluster's business."""
+    run, r = d.run, d.remote
+    evidence.append(f"remote: {r.summary()}")
+    if r.resubmitted:
+        evidence.append(f"remote: {r.resubmitted} batches were sent again after their actor died")
+    if run.with_step and hi < INPUT_BOUND_STALL:
+        headline = (
+            f"consumer-bound: no input problem. The step waited for data {100 * run.stall_fraction:.0f}% of its "
+            f"time ({run.median_fetch_ms:.1f} ms per batch against {run.median_step_ms:.1f} ms of step); the "
+            f"{r.actors} remote actor{'s' if r.actors != 1 else ''} keep up, more would not help"
+        )
+        return Verdict("consumer", "consumer", "step", headline, evidence, [])
+    stage = r.stage
+    what = {
+        "actors": f"the remote actors' time ({r.actor_wall_ms:.1f} ms per batch, {r.actors} in parallel)",
+        "transfer": f"the object-store transfer to the trainer ({r.transfer_ms:.1f} ms per batch)",
+    }[stage]
+    if run.with_step and lo < INPUT_BOUND_STALL:
+        bound = "borderline"
+        headline = (
+            f"borderline: the step waited {100 * run.stall_fraction:.0f}% of its time for data (95% interval "
+            f"{100 * lo:.0f}-{100 * hi:.0f}% over {len(run.measured)} batches) around the "
+            f"{100 * INPUT_BOUND_STALL:.0f}% line; where the input falls short, {what} limits it"
+        )
+    elif run.with_step:
+        bound = "input"
+        headline = f"input-bound: the step waits {100 * run.stall_fraction:.0f}% of its time; {what} limits it"
+    else:
+        bound = "loader"
+        headline = f"the RemoteLoader alone delivers {_fmt_rate(run.rate)} samples/s; {what} limits it"
+    recs: list[Recommendation] = []
+    if stage == "actors" and r.actors_needed is not None and r.actors_needed > r.actors:
+        recs.append(
+            Recommendation(
+                f"add actors: num_actors={r.actors_needed} (now {r.actors}; "
+                f"{r.actors_needed * r.cpus_per_actor:g} CPUs in the cluster at num_cpus_per_actor="
+                f"{r.cpus_per_actor:g}), max_inflight at least {r.actors_needed}",
+                r.actor_gain,
+                r.model(),
+                False,
+            )
+        )
+    elif stage == "transfer":
+        now = r.wait_ms + r.consumer_ms
+        recs.append(
+            Recommendation(
+                "make the transfer cheaper: actors on the trainer's node (the object store maps a batch there "
+                "rather than sending it), or fewer bytes per batch (uint8 with device=, normalised on the GPU)",
+                now / max(now - r.transfer_ms, 1e-6),
+                f"model: the transfer's {r.transfer_ms:.1f} ms removed from {now:.1f} ms per batch",
+                False,
+            )
+        )
+    return Verdict(bound, "remote", stage, headline, evidence, _rank(recs))
 
 
 def _rank(recs: list[Recommendation]) -> list[Recommendation]:

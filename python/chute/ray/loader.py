@@ -19,6 +19,7 @@ to the device through chute's DeviceSlots, copied from the object-store buffer (
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections import deque
@@ -37,6 +38,8 @@ from chute.ray.actor import BatchActor, from_wire, source_spec
 
 _ACTOR_LOST = (ActorDiedError, ActorUnavailableError)
 _SLICE_S = 0.1  # waits run in slices so that Ctrl-C is handled
+# stats()'s counters, which stats_since() differences; max_outstanding is a maximum, kept as now
+_COUNTERS = ("batches", "samples", "actor_busy_s", "transfer_s", "wait_s", "consumer_s", "resubmitted")
 
 
 class RemoteLoader:
@@ -119,6 +122,7 @@ class RemoteLoader:
         if not (isinstance(num_cpus_per_actor, (int, float)) and num_cpus_per_actor > 0):
             raise ValueError(f"num_cpus_per_actor must be positive, got {num_cpus_per_actor!r}")
         threads = threads_per_actor or max(1, int(num_cpus_per_actor))
+        self.num_cpus_per_actor = num_cpus_per_actor
         self.timeout_s = float(timeout_s)
         self.seed = _validate.integer("seed", seed, 0, _validate.UINT64_MAX)
         self.shuffle, self.drop_last, self.even_split = bool(shuffle), bool(drop_last), bool(even_split)
@@ -260,16 +264,32 @@ class RemoteLoader:
         not), ``transfer_s`` (``ray.get`` of ready batches:
         object-store transfer and deserialisation), ``wait_s`` (the trainer blocked in ``next()``, transfer
         included), ``consumer_s`` (the trainer's own time between batches), ``resubmitted`` (batches sent
-        again after an actor died), ``max_outstanding`` (most batches requested and not yet yielded), and a
-        ``verdict`` with the expected gain from more actors when the trainer waits."""
+        again after an actor died), ``max_outstanding`` (most batches requested and not yet yielded); each
+        time also per batch (``actor_s_per_batch``, ``transfer_s_per_batch``, ``wait_s_per_batch``,
+        ``consumer_s_per_batch``), the ``stall_fraction``, docs/SCALE.md's model on these figures
+        (``actors_needed``, ``actor_gain``: :func:`scale_model`) and a ``verdict`` in words."""
+        return self._figures(dict(self._stats))
+
+    def stats_since(self, earlier: dict | None) -> dict:
+        """:meth:`stats` over the span since ``earlier``, a :meth:`stats` dict this loader returned before
+        (None: since creation or :meth:`reset_stats`): the counters differenced, ``max_outstanding`` as now,
+        and the per-batch figures, the model and the verdict computed on the span. For measuring a stretch
+        of a job (``chute.doctor``) without resetting the user's figures."""
         s = dict(self._stats)
+        if earlier is not None:
+            for key in _COUNTERS:
+                s[key] -= earlier[key]
+        return self._figures(s)
+
+    def _figures(self, s: dict) -> dict:
         n = max(s["batches"], 1)
         s["actors"] = self.num_actors - sum(self._dead)
-        s["actor_s_per_batch"] = s["actor_busy_s"] / n
-        s["transfer_s_per_batch"] = s["transfer_s"] / n
-        s["consumer_s_per_batch"] = s["consumer_s"] / n
+        s["num_cpus_per_actor"], s["max_inflight"] = self.num_cpus_per_actor, self.max_inflight
+        for key in ("actor", "transfer", "wait", "consumer"):
+            s[f"{key}_s_per_batch"] = s["actor_busy_s" if key == "actor" else f"{key}_s"] / n
         busy_time = s["wait_s"] + s["consumer_s"]
         s["stall_fraction"] = s["wait_s"] / busy_time if busy_time > 0 else 0.0
+        s["actors_needed"], s["actor_gain"] = scale_model(s)
         s["verdict"] = _verdict(s)
         return s
 
@@ -361,18 +381,40 @@ class RemoteLoader:
             self._suspect[i] = self._actors[i].pid.remote()
 
 
+def scale_model(s: dict) -> tuple[int | None, float]:
+    """docs/SCALE.md's throughput model in per-batch times, on a :meth:`RemoteLoader.stats` dict. With K
+    actors making batches in parallel, the trainer receives one every ``max(a / K, c + x)`` seconds: ``a``
+    an actor's time per batch (``actor_s_per_batch``), ``c`` the trainer's own time per batch
+    (``consumer_s_per_batch``), ``x`` the object-store transfer (``transfer_s_per_batch``), which the trainer
+    pays whatever the number of actors. Returns ``(actors_needed, actor_gain)``: the actors that bring
+    ``a / K`` down to ``c + x`` (``ceil(a / (c + x))``; None before any batch, or when ``c + x`` is 0), and
+    the expected speed-up of the batches the trainer receives with them, against its time per batch now
+    (``wait + c``): ``min(actors_needed / K, (wait + c) / (c + x))``, linear in the actors and capped by
+    the trainer's own time and the transfer; 1.0 when more actors would not help. An upper bound: the
+    driver's own work per batch (Ray's submit and wait) is not in ``c + x``."""
+    if s["batches"] == 0 or s["actor_s_per_batch"] <= 0:
+        return None, 1.0
+    floor = s["consumer_s_per_batch"] + s["transfer_s_per_batch"]
+    if floor <= 0:
+        return None, 1.0
+    needed = max(1, math.ceil(s["actor_s_per_batch"] / floor))
+    now = s["wait_s_per_batch"] + s["consumer_s_per_batch"]
+    gain = min(needed / max(s["actors"], 1), now / max(s["actor_s_per_batch"] / needed, floor))
+    return needed, max(gain, 1.0)
+
+
 def _verdict(s: dict) -> str:
     if s["batches"] == 0:
         return "no batches yet"
-    if s["stall_fraction"] < 0.1:
+    if s["stall_fraction"] < _native.INPUT_BOUND_STALL:  # the doctor's threshold and chute.Loader's
         return "consumer-bound: the trainer rarely waits; more actors would not help"
-    # Actors work in parallel: with K actors a batch takes actor_s_per_batch / K of wall time at best.
-    per_batch_need = s["consumer_s_per_batch"] + s["transfer_s_per_batch"]
-    k_needed = s["actor_s_per_batch"] / per_batch_need if per_batch_need > 0 else float("inf")
-    gain = min(k_needed, float("inf")) / max(s["actors"], 1)
+    needed, gain = s["actors_needed"], s["actor_gain"]
+    head = f"input-bound: the trainer waits {100 * s['stall_fraction']:.0f}% of its time"
+    if needed is None or needed <= s["actors"]:
+        return f"{head}; more actors would not help (the wait is the transfer and the driver's work)"
     return (
-        f"input-bound: the trainer waits {100 * s['stall_fraction']:.0f}% of its time; about "
-        f"{k_needed:.1f} actors would keep it busy (x{gain:.1f} the input rate of the {s['actors']} now)"
+        f"{head}; about {needed} actors would keep it busy (x{gain:.1f} the batches it receives with the "
+        f"{s['actors']} now; model: docs/SCALE.md)"
     )
 
 
