@@ -191,7 +191,9 @@ def _doctor(args: argparse.Namespace) -> int:
             report=str(args.report) if args.report else None,
         )
         if not found:
-            console.print("chute doctor: the script iterated no DataLoader or chute.Loader; nothing was measured")
+            console.print(
+                "chute doctor: the script iterated no DataLoader, chute.Loader or chute.ray.RemoteLoader; nothing was measured"
+            )
             return 1
         if args.report:
             _shoot(args, console)

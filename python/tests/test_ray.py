@@ -473,6 +473,41 @@ def test_doctor_on_input_bound_remote_actors_recommends_more(cluster, folder, ca
     assert "verdict: remote" in capsys.readouterr().err  # watch printed its report
 
 
+_WATCHED_SCRIPT = """
+import sys, time, ray, chute
+ray.init(address=sys.argv[1], log_to_driver=False, configure_logging=False)
+import chute.ray  # after `import chute` installed CHUTE_DOCTOR's hook: RemoteLoader is adopted here
+with chute.ray.RemoteLoader(sys.argv[2], batch_size=4, transforms=[chute.CenterCrop(16)],
+                            num_cpus_per_actor=0.5, timeout_s=120) as loader:
+    for i, batch in enumerate(loader):
+        time.sleep(0.25)
+        if i == 7:
+            break
+print("script done")
+"""
+
+
+def test_chute_doctor_environment_watches_a_remote_loader_imported_after_the_hook(cluster, tiny_folder, tmp_path):
+    """CHUTE_DOCTOR=1 installs the doctor's hook at `import chute`, before the script imports chute.ray (the
+    hook does not import Ray): the first RemoteLoader the script iterates is still watched, and its report
+    shows the remote actors."""
+    script = tmp_path / "train.py"
+    script.write_text(_WATCHED_SCRIPT)
+    env = os.environ | {"CHUTE_DOCTOR": "1", "CHUTE_DOCTOR_STEPS": "3", "CHUTE_DOCTOR_WARMUP": "1"}
+    address = ray.get_runtime_context().gcs_address
+    done = subprocess.run(
+        [sys.executable, str(script), address, str(tiny_folder)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "script done" in done.stdout
+    assert done.stderr.count("verdict: consumer") == 1, done.stderr
+    assert "remote actors (chute.ray.RemoteLoader" in done.stderr
+
+
 def _tree_digest(path: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(path.iterdir())}
 

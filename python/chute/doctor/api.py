@@ -465,7 +465,9 @@ _WATCH_ATTR = "_chute_doctor_watch"
 
 
 class _AutoWatch:
-    """``chute doctor script.py``: the first DataLoader or chute.Loader the script iterates is watched."""
+    """``chute doctor script.py``: the first DataLoader, chute.Loader or chute.ray.RemoteLoader the script
+    iterates is watched. RemoteLoader's class is patched only where ``chute.ray`` is loaded (that imports
+    Ray): here when it already is, else by :func:`adopt_loader_class` when ``chute.ray.loader`` is imported."""
 
     def __init__(self):
         self.done = False
@@ -479,21 +481,31 @@ class _AutoWatch:
 
     def install(self, **options) -> None:
         self.options, self.done, self.watches = options, False, []
-        for cls in (DataLoader, chute.Loader):
-            original = cls.__iter__
-            self.originals[cls] = original
+        classes = [DataLoader, chute.Loader]
+        remote = sys.modules.get("chute.ray.loader")
+        if remote is not None:
+            classes.append(remote.RemoteLoader)
+        for cls in classes:
+            self.patch(cls)
 
-            def patched(loader, _original=original):
-                iterator = _original(loader)
-                if self.done:
-                    return iterator
-                self.done = True
-                self.uninstall()
-                w = Watch(loader, **self.options)
-                self.watches.append(w)
-                return w.wrap(iterator)
+    def patch(self, cls) -> None:
+        """Watch the first iteration of a loader of class ``cls`` (once per class)."""
+        if cls in self.originals:
+            return
+        original = cls.__iter__
+        self.originals[cls] = original
 
-            cls.__iter__ = patched
+        def patched(loader, _original=original):
+            iterator = _original(loader)
+            if self.done:
+                return iterator
+            self.done = True
+            self.uninstall()
+            w = Watch(loader, **self.options)
+            self.watches.append(w)
+            return w.wrap(iterator)
+
+        cls.__iter__ = patched
 
     def uninstall(self) -> None:
         for cls, original in self.originals.items():
@@ -502,6 +514,14 @@ class _AutoWatch:
 
 
 _auto = _AutoWatch()
+
+
+def adopt_loader_class(cls) -> None:
+    """Called by ``chute.ray.loader`` when it is imported: a script under ``chute doctor script.py`` or
+    ``CHUTE_DOCTOR=1`` that imports chute.ray after the hook was installed gets its RemoteLoader watched
+    too (the hook itself does not import Ray)."""
+    if _auto.installed and not _auto.done:
+        _auto.patch(cls)
 
 
 def run_script(path: str, args: list[str], **options) -> list[Diagnosis]:
@@ -524,7 +544,7 @@ def run_script(path: str, args: list[str], **options) -> list[Diagnosis]:
 
 def watch_from_environment(environ=os.environ) -> bool:
     """The environment-variable hook, run by ``import chute``: with ``CHUTE_DOCTOR`` set (not ``0``), the
-    first DataLoader or chute.Loader the process iterates is watched, as under ``chute doctor script.py``;
+    first DataLoader, chute.Loader or chute.ray.RemoteLoader the process iterates is watched, as under ``chute doctor script.py``;
     for jobs the CLI cannot wrap, such as ``CHUTE_DOCTOR=1 torchrun train.py``. A value ending in
     ``.html`` is also the report's path, where ``{rank}`` becomes the process's ``RANK``.
     ``CHUTE_DOCTOR_STEPS`` and ``CHUTE_DOCTOR_WARMUP`` set the batches. Returns whether it is on."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -580,3 +581,9 @@ class _RemoteEpoch(Iterator):
             return loader._delivery.next()
         # labels: a copy of their own (as chute.Loader), so that keeping them holds no object-store memory
         return from_wire(images, loader.dtype, loader._channels_last), torch.from_numpy(labels.copy())
+
+
+# `chute doctor script.py` / CHUTE_DOCTOR=1 installed its hook before this import (the hook does not import
+# Ray): the first RemoteLoader iterated is watched too. Only when the doctor is loaded already.
+if "chute.doctor.api" in sys.modules:
+    sys.modules["chute.doctor.api"].adopt_loader_class(RemoteLoader)
