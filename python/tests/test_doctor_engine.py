@@ -165,6 +165,58 @@ def test_prefetch_advice_names_the_knob_and_a_window_that_covers_the_bursts():
     assert any(a.startswith("raise prefetch to 5 (it is 2") for a in actions(None))
 
 
+def test_torch_workers_time_on_a_core_waiting_or_asleep_gives_the_limit():
+    """torch's DataLoader keeps no worker figures: the doctor splits its workers' time by /proc (CPU time,
+    and the run-queue delay from schedstat) into on a core, waiting for one and asleep, so the engine tells
+    idle workers (prefetch) from starved ones (cores) from busy ones (the stage)."""
+    from types import SimpleNamespace
+
+    from chute.doctor.cpu import worker_figures
+
+    base = {k: v for k, v in _snapshot(auto_prefetch=False, max_prefetch=2).items() if not k.endswith("_cpu_s")}
+    base.pop("worker_idle_s")
+    busy = base["read_s"] + base["decode_s"] + base["transform_s"]
+
+    def limit(on_cpu, waiting, process_cores=None):
+        c = SimpleNamespace(mean_children_cores=on_cpu, mean_children_waiting=waiting)
+        figures = {**base, **worker_figures(busy, c, 2)}
+        figures["process_cpu_s"] = (process_cores if process_cores is not None else on_cpu) * base["elapsed_s"]
+        return _native.diagnose(figures)["limit"]
+
+    assert limit(0.6, 0.05) == "prefetch"  # asleep most of the time, cores to spare
+    assert limit(0.9, 1.0) == "cores"  # runnable half the time without a core
+    assert limit(1.9, 0.05, process_cores=1.95) == "decode"  # busy on their cores
+    assert worker_figures(busy, SimpleNamespace(mean_children_cores=1.0, mean_children_waiting=1.0), 2) == {
+        "worker_cpu_s": busy / 2,
+        "worker_idle_s": 0.0,
+    }
+    # without schedstat: busy all the time, the CPU per busy second is the cores per worker (no idle time)
+    assert worker_figures(busy, SimpleNamespace(mean_children_cores=0.5, mean_children_waiting=None), 2) == {
+        "worker_cpu_s": busy / 4
+    }
+
+
+def test_torch_dataloader_prefetch_advice_is_its_prefetch_factor():
+    """Workers asleep while a bursty step waits, on torch's DataLoader: the advice is prefetch_factor,
+    covering the window the step needed (2 workers x factor 1 = 2 ahead, plus the 3 batches it waited for
+    in a row: 5, so a factor of 3)."""
+    from types import SimpleNamespace
+
+    from chute.doctor.compare import DataLoaderInfo
+    from chute.doctor.measure import Step
+    from chute.doctor.verdict import _cpu_recs
+
+    cycle = [Step(0, 0.0001, 1.0, 8), Step(0, 0.0001, 0, 8), Step(0, 0.0001, 0, 8)] + [Step(0, 0.1, 0, 8)] * 3
+    run = SimpleNamespace(loader_stats=None, wait_s=0.9, step_s=3.0, stall_fraction=0.9 / 3.9, measured=cycle * 3)
+    cpu = SimpleNamespace(cores=2, total_cores_used=0.7, mean_children_cores=0.6, mean_children_waiting=0.02)
+    recs = []
+    info = DataLoaderInfo(2, 8, False, True, 1, "fork")
+    _cpu_recs(SimpleNamespace(run=run, dataloader=info, cpu=cpu), recs, "cpu", "prefetch")
+    (rec,) = [r for r in recs if "prefetch" in r.action]
+    assert rec.action == "raise prefetch_factor to 3 (it is 1, so 2 batches ahead for num_workers=2)"
+    assert not rec.measured and "the workers slept 69% of their time" in rec.basis
+
+
 @pytest.fixture(scope="module")
 def big_folder(tmp_path_factory):
     """1600x1200 JPEGs: decode is most of each sample's cost."""

@@ -3,8 +3,10 @@ arguments, no CUDA), the NVML binding against a fake libnvidia-ml, watch(), and 
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -174,6 +176,51 @@ def test_remote_verdict_when_the_step_is_the_limit():
 
 
 # --- storage -------------------------------------------------------------------------------------------
+
+
+_SPIN_ON_ONE_CORE = """
+import os, sys, time
+os.sched_setaffinity(0, {int(sys.argv[1])})
+sys.stdout.write("ready\\n"); sys.stdout.flush()
+sys.stdin.readline()  # both start spinning together
+end = time.process_time() + 0.6
+while time.process_time() < end:
+    pass
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/schedstat"), reason="the kernel keeps no schedstat")
+def test_cpu_sampler_sees_workers_waiting_for_a_core():
+    """Two child processes that spin on the same single core: at every moment one of them is runnable
+    without a core, so their run-queue delay (the doctor's "waiting for a core", which tells contended
+    cores from idle workers) comes to about a core's worth, whatever else the machine runs (other load only
+    adds to it); each spins until it has had 0.6 s of CPU, so both are runnable together throughout."""
+    from chute.doctor.cpu import CpuSampler, cpu_report, run_delay_seconds
+
+    assert run_delay_seconds(os.getpid()) is not None
+    core = min(os.sched_getaffinity(0))
+    with CpuSampler(interval=0.05) as sampler:
+        children = [
+            subprocess.Popen(
+                [sys.executable, "-c", _SPIN_ON_ONE_CORE, str(core)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+            )
+            for _ in range(2)
+        ]
+        for child in children:
+            assert child.stdout.readline() == b"ready\n"
+        for child in children:
+            child.stdin.write(b"go\n")
+            child.stdin.close()
+        for child in children:
+            assert child.wait(timeout=120) == 0
+    tl = sampler.timeline
+    assert len(tl.children_waiting) == len(tl.t) > 0
+    report = cpu_report(tl, loader_threads=2)
+    # the two got at most one core between them: while both ran, one waited. However the scheduler shared
+    # the core, the first to finish had its 0.6 s only after the other waited at least that long (unless
+    # the other ran too), against 1.2 s of CPU in all: fair sharing gives about 1:1, the worst case 1:2.
+    assert report.mean_children_waiting is not None
+    assert report.mean_children_waiting > 0.25 * report.mean_children_cores > 0
 
 
 def test_mount_of_finds_network_filesystems(tmp_path):

@@ -36,6 +36,25 @@ def thread_cpu_seconds(tid: int, pid: int | str = "self") -> float | None:
     return _stat_cpu_seconds(f"/proc/{pid}/task/{tid}/stat")
 
 
+def run_delay_seconds(pid: int) -> float | None:
+    """Seconds a process's threads spent runnable but waiting for a core (the scheduler's run-queue delay,
+    the second field of ``/proc/<pid>/task/<tid>/schedstat``), summed over its threads; None where the kernel
+    keeps no schedstat or the process is gone. A DataLoader worker's time is on a core, waiting for one
+    (contended cores) or asleep (idle: its prefetch window is full, or it waits on I/O)."""
+    total, found = 0.0, False
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    for tid in tasks:
+        try:
+            total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[1]) / 1e9
+            found = True
+        except (FileNotFoundError, ProcessLookupError, PermissionError, IndexError, ValueError):
+            continue
+    return total if found else None
+
+
 def child_pids(pid: int | str = "self") -> list[int]:
     """Direct children of a process (DataLoader workers, among others)."""
     out: list[int] = []
@@ -90,6 +109,8 @@ class CpuTimeline:
     process: list[float] = field(default_factory=list)  # this process (training step + chute threads)
     main_thread: list[float] = field(default_factory=list)
     children: list[float] = field(default_factory=list)  # child processes (DataLoader workers)
+    # cores' worth of the children's threads waiting for a core (run-queue delay); empty without schedstat
+    children_waiting: list[float] = field(default_factory=list)
 
 
 class CpuSampler(BackgroundSampler):
@@ -101,33 +122,41 @@ class CpuSampler(BackgroundSampler):
         self.timeline = CpuTimeline()
         self._main_tid = threading.main_thread().native_id
         self._child_cpu: dict[int, float] = {}  # last CPU time seen per child, kept after it exits
+        self._child_delay: dict[int, float] = {}  # last run-queue delay seen per child (where schedstat is kept)
+        self._schedstat = os.path.exists("/proc/self/schedstat")  # the kernel keeps run-queue delays
 
-    def _read(self) -> tuple[float, float, float]:
+    def _read(self) -> tuple[float, float]:
         for pid in child_pids():
-            cpu = process_cpu_seconds(pid)
+            cpu, delay = process_cpu_seconds(pid), run_delay_seconds(pid)
             if cpu is not None:
                 self._child_cpu[pid] = cpu
-        return (process_cpu_seconds() or 0.0, thread_cpu_seconds(self._main_tid) or 0.0, sum(self._child_cpu.values()))
+            if delay is not None:
+                self._child_delay[pid] = delay
+        return process_cpu_seconds() or 0.0, thread_cpu_seconds(self._main_tid) or 0.0
 
     def _run(self) -> None:
-        last_t, (last_proc, last_main, _) = time.perf_counter(), self._read()
-        child_base = dict(self._child_cpu)  # children that existed before: count only their new CPU time
-        last_children = 0.0
+        last_t, (last_proc, last_main) = time.perf_counter(), self._read()
+        # children that existed before count only their new time; a child first seen later counts from zero
+        # (its start-up is work done in the window)
+        cpu_base, delay_base = dict(self._child_cpu), dict(self._child_delay)
+        last_children = last_waiting = 0.0
         tl = self.timeline
         stopping = False
         while not stopping:
             stopping = self._stop.wait(self.interval)
-            now, (proc, main, _) = time.perf_counter(), self._read()
+            now, (proc, main) = time.perf_counter(), self._read()
             dt = now - last_t
             if dt < 0.01:  # the stop came right after a sample: nothing new to measure
                 break
-            # A child first seen later counts from zero: its start-up CPU time is work done in the window.
-            children = sum(cpu - child_base.get(pid, 0.0) for pid, cpu in self._child_cpu.items())
+            children = sum(cpu - cpu_base.get(pid, 0.0) for pid, cpu in self._child_cpu.items())
+            waiting = sum(delay - delay_base.get(pid, 0.0) for pid, delay in self._child_delay.items())
             tl.t.append(now - self.start_time)
             tl.process.append(max(0.0, (proc - last_proc) / dt))
             tl.main_thread.append(max(0.0, (main - last_main) / dt))
             tl.children.append(max(0.0, (children - last_children) / dt))
-            last_t, last_proc, last_main, last_children = now, proc, main, children
+            if self._schedstat:
+                tl.children_waiting.append(max(0.0, (waiting - last_waiting) / dt))
+            last_t, last_proc, last_main, last_children, last_waiting = now, proc, main, children, waiting
 
 
 @dataclass
@@ -141,6 +170,8 @@ class CpuReport:
     mean_children_cores: float  # cores used by child processes (DataLoader workers)
     peak_total_cores: float  # the busiest sampling interval, process + children
     load_average: float = 0.0  # the machine's 1-minute load average (runnable threads, all processes)
+    # cores' worth of the workers' threads waiting for a core (run-queue delay); None without schedstat
+    mean_children_waiting: float | None = None
     stages: dict[str, float] = field(default_factory=dict)  # chute: busy seconds per stage per sample
 
     @property
@@ -184,6 +215,9 @@ def cpu_report(timeline: CpuTimeline, *, loader_threads: int, skip_s: float = 0.
         load = float(Path("/proc/loadavg").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         load = 0.0
+    waiting = None
+    if len(timeline.children_waiting) == len(timeline.t) and timeline.t:
+        waiting = mean(timeline.children_waiting)
     return CpuReport(
         cores=len(allowed),
         numa=numa,
@@ -194,4 +228,24 @@ def cpu_report(timeline: CpuTimeline, *, loader_threads: int, skip_s: float = 0.
         mean_children_cores=mean(timeline.children),
         peak_total_cores=peak,
         load_average=load,
+        mean_children_waiting=waiting,
     )
+
+
+def worker_figures(total_busy: float, c: CpuReport, workers: int) -> dict:
+    """The engine's worker figures for DataLoader worker processes, whose busy time the doctor knows only as
+    the profile's per-sample cost: ``worker_cpu_s`` and ``worker_idle_s`` in proportion to it. A worker's
+    time is on a core (their CPU time), waiting for one (their run-queue delay, /proc schedstat: contended
+    cores) or asleep (idle: the prefetch window is full, or a read blocks). Without schedstat, input-bound
+    workers are taken as busy all the time: the CPU they got per busy second is the cores used per worker,
+    and no idle time is known."""
+    on_cpu = c.mean_children_cores
+    if c.mean_children_waiting is None:
+        return {"worker_cpu_s": total_busy * min(1.0, on_cpu / workers)}
+    busy = on_cpu + c.mean_children_waiting  # cores' worth of worker threads on or waiting for a core
+    if busy <= 0:
+        return {}
+    return {
+        "worker_cpu_s": total_busy * on_cpu / busy,
+        "worker_idle_s": total_busy * max(workers - busy, 0.0) / busy,
+    }

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from chute import _native
+from chute.doctor.cpu import worker_figures
 
 if TYPE_CHECKING:
     from chute.doctor.report import Diagnosis
@@ -98,10 +99,8 @@ def engine_verdict(d: Diagnosis) -> dict:
     if c is not None:
         figures["cores"] = c.cores
         figures["process_cpu_s"] = c.total_cores_used * elapsed
-        # Input-bound DataLoader workers are busy all the time: the CPU they got per busy second is the cores
-        # they used per worker.
         if info is not None and info.num_workers > 0:
-            figures["worker_cpu_s"] = total_busy * min(1.0, c.mean_children_cores / info.num_workers)
+            figures.update(worker_figures(total_busy, c, info.num_workers))
     if not run.with_step:
         figures["consumer_s"] = 0.0
     return _native.diagnose(figures)
@@ -297,7 +296,12 @@ def _cpu_evidence(d: Diagnosis, evidence: list[str]) -> None:
         evidence.append(
             f"{info.num_workers} DataLoader worker{'s' if info.num_workers > 1 else ''} used "
             f"{c.mean_children_cores:.2f} cores "
-            f"({100 * c.mean_children_cores / info.num_workers:.0f}% of their time on CPU)"
+            f"({100 * c.mean_children_cores / info.num_workers:.0f}% of their time on CPU"
+            + (
+                f", {100 * c.mean_children_waiting / info.num_workers:.0f}% waiting for a core)"
+                if c.mean_children_waiting is not None
+                else ")"
+            )
         )
     elif info is not None:
         evidence.append(
@@ -422,16 +426,18 @@ def _cpu_recs(d: Diagnosis, recs: list[Recommendation], layer: str, stage: str) 
                 )
             else:
                 action = f"raise prefetch to {target} (it is {s['prefetch']}; or 'auto')"
-            recs.append(
-                Recommendation(
-                    action,
-                    1 / max(1 - run.stall_fraction, 0.05),
-                    f"model: the step's whole wait ({100 * run.stall_fraction:.0f}% of its time) removed with "
-                    f"{target} batches ahead, since it waited for up to {streak} batches in a row; the workers "
-                    f"idled {100 * idle:.0f}% of their time with {c.cores - c.total_cores_used:.2f} cores to spare",
-                    False,
-                )
-            )
+            recs.append(_prefetch_rec(action, run, c, target, streak, f"idled {100 * idle:.0f}%"))
+    if s is None and stage == "prefetch" and info is not None and info.num_workers > 0 and c is not None:
+        # torch's DataLoader: prefetch_factor batches ahead per worker (2 when unset)
+        streak = longest_wait_streak(run)
+        factor, workers = info.prefetch_factor or 2, info.num_workers
+        target = factor * workers + max(streak, 1)
+        idle = max(workers - c.mean_children_cores - (c.mean_children_waiting or 0.0), 0.0) / workers
+        action = (
+            f"raise prefetch_factor to {max(-(-target // workers), factor + 1)} (it is {factor}, so "
+            f"{factor * workers} batches ahead for num_workers={workers})"
+        )
+        recs.append(_prefetch_rec(action, run, c, target, streak, f"slept {100 * idle:.0f}%"))
     if info is not None and info.num_workers_running > 0 and not info.persistent_workers:
         per_batch = (run.wait_s + run.step_s) / max(len(run.measured), 1)
         startup = max(run.first_batch_s - run.median_fetch_ms / 1e3, 0.0)
@@ -448,6 +454,18 @@ def _cpu_recs(d: Diagnosis, recs: list[Recommendation], layer: str, stage: str) 
             )
     # Fewer loader threads or torch threads for an input-bound job is advised only from a measured trial
     # (a comparison run by chute.doctor: "torch.set_num_threads(1) in the step"), never from a model.
+
+
+def _prefetch_rec(action: str, run, c, target: int, streak: int, idle: str) -> Recommendation:
+    """A larger prefetch window, estimated: the step's whole wait removed with ``target`` batches ahead."""
+    return Recommendation(
+        action,
+        1 / max(1 - run.stall_fraction, 0.05),
+        f"model: the step's whole wait ({100 * run.stall_fraction:.0f}% of its time) removed with {target} "
+        f"batches ahead, since it waited for up to {streak} batches in a row; the workers {idle} of their "
+        f"time with {c.cores - c.total_cores_used:.2f} cores to spare",
+        False,
+    )
 
 
 def longest_wait_streak(run) -> int:
