@@ -12,7 +12,7 @@ Each run is a separate process (a fresh loader, the storage case's read shim, a 
              with num_workers=1 on chute.DataLoader: one batch ahead, as for chute.Loader)
              and a bursty step: 0 ms, then 1 s every 6th batch. The loader could keep up on average, but
              with one batch ahead the quick steps wait: expect prefetch (workers idle while the step waits,
-             with cores to spare). torch's DataLoader reports no worker idle time, so it cannot be told.
+             with cores to spare; for torch's DataLoader the doctor reads its workers' sleep from /proc).
 * cores:     the decode case with two CPU-spinning processes beside it: expect cores (contended).
 
 Loaders: ``chute`` (chute.Loader), ``dataloader`` (chute.DataLoader over torchvision's ImageFolder, which
@@ -121,8 +121,8 @@ def build(case: str, loader_kind: str, roots: dict[str, Path], **change):
         tf = T.Compose(([T.Resize(geometry[0])] if resize else []) + [T.CenterCrop(geometry[0]), T.PILToTensor()])
         dataset = tv_datasets.ImageFolder(str(root), transform=tf)
         cls = chute.DataLoader if loader_kind == "dataloader" else DataLoader
-        # prefetch_factor * num_workers batches ahead: one, as chute's case (torch's DataLoader keeps 2 workers:
-        # with one it would be decode-bound, and it cannot be told prefetch-bound anyway)
+        # prefetch_factor * num_workers batches ahead: one, as chute's case (torch's DataLoader keeps 2 workers,
+        # so 2 ahead: with one it would be decode-bound)
         kwargs = {"prefetch_factor": 1} if case == "prefetch" else {}
         workers = 1 if case == "prefetch" and loader_kind == "dataloader" else 2
         if "prefetch" in change:
