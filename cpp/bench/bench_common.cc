@@ -5,9 +5,9 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "chute/image_folder.h"
-#include "chute/jpeg_decoder.h"
-#include "chute/resample.h"
+#include "chute/decode/jpeg_decoder.h"
+#include "chute/io/image_folder.h"
+#include "chute/transform/resample.h"
 #include "test_util.h"
 
 namespace chute::bench {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "chute/source.h"
-#include "chute/transforms.h"
+#include "chute/io/source.h"
+#include "chute/transform/transforms.h"
 
 namespace chute::bench {
 

@@ -7,11 +7,11 @@
 #include <optional>
 
 #include "bench_common.h"
-#include "chute/jpeg_decoder.h"
-#include "chute/reference.h"
-#include "chute/resample.h"
-#include "chute/rng.h"
-#include "chute/transforms.h"
+#include "chute/base/rng.h"
+#include "chute/decode/jpeg_decoder.h"
+#include "chute/engine/reference.h"
+#include "chute/transform/resample.h"
+#include "chute/transform/transforms.h"
 
 namespace chute::bench {
 namespace {

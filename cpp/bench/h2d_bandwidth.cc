@@ -14,9 +14,9 @@
 #include <cstring>
 #include <vector>
 
-#include "chute/batch_ring.h"
-#include "chute/cuda_device.h"
-#include "detail/cudart_api.h"
+#include "chute/engine/batch_ring.h"
+#include "chute/gpu/cuda_device.h"
+#include "gpu/detail/cudart_api.h"
 
 using namespace chute;
 

@@ -5,7 +5,7 @@
 #include <ctime>
 
 #include "bench_common.h"
-#include "chute/loader.h"
+#include "chute/engine/loader.h"
 
 namespace chute::bench {
 namespace {

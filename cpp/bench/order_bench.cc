@@ -3,7 +3,7 @@
 // shard-window order holds O(shards): 10M samples in 10,000 shards of 1,000, windows of 8.
 #include <benchmark/benchmark.h>
 
-#include "chute/sampler.h"
+#include "chute/order/sampler.h"
 
 namespace chute {
 namespace {

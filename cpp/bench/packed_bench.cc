@@ -15,9 +15,9 @@
 #include <filesystem>
 
 #include "bench_common.h"
-#include "chute/loader.h"
-#include "chute/pack_writer.h"
-#include "chute/packed_source.h"
+#include "chute/engine/loader.h"
+#include "chute/io/packed_source.h"
+#include "chute/pack/pack_writer.h"
 #include "test_util.h"
 
 namespace chute::bench {

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "bench_common.h"
-#include "chute/output.h"
-#include "chute/processor.h"
+#include "chute/engine/processor.h"
+#include "chute/transform/output.h"
 #include "test_util.h"
 
 namespace chute::bench {

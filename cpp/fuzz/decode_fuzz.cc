@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "chute/image_decoder.h"
+#include "chute/decode/image_decoder.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <span>
 
-#include "chute/exif.h"
+#include "chute/decode/exif.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int orientation = chute::jpeg_exif_orientation(std::span<const uint8_t>(data, size));

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "chute/s3_protocol.h"
+#include "chute/remote/s3_protocol.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view xml(reinterpret_cast<const char*>(data), size);

@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "chute/packed_format.h"
+#include "chute/io/packed_format.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 5) return 0;

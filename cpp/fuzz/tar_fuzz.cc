@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <span>
 
-#include "chute/tar_scan.h"
+#include "chute/io/tar_scan.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const uint8_t> tar(data, size);

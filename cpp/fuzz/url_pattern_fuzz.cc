@@ -6,9 +6,9 @@
 #include <string>
 #include <string_view>
 
-#include "chute/credentials.h"
-#include "chute/object_url.h"
-#include "chute/url_pattern.h"
+#include "chute/remote/credentials.h"
+#include "chute/remote/object_url.h"
+#include "chute/remote/url_pattern.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);

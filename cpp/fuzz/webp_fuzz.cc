@@ -2,7 +2,7 @@
 // libwebp, the pixel cap, the whole-image decode and the window view into it). decode_fuzz reaches it only
 // through magic-byte dispatch; this target spends its whole budget on WebP. The first input byte picks
 // the window; the rest is the file.
-#include "chute/webp_decoder.h"
+#include "chute/decode/webp_decoder.h"
 #include "window_decode_fuzz.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

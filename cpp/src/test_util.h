@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "chute/source.h"
+#include "chute/io/source.h"
 
 namespace chute::testing {
 

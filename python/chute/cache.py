@@ -1,5 +1,5 @@
 """The node-local shard cache: remote shards kept whole on local disk, shared by every process on the node
-(the ranks of one job). The engine is ``chute._native.ShardCache`` (cpp/include/chute/shard_cache.h); this
+(the ranks of one job). The engine is ``chute._native.ShardCache`` (cpp/include/chute/remote/shard_cache.h); this
 module only says where the cache lives. Guarantees: docs/ARCHITECTURE.md, "The shard cache"."""
 
 from __future__ import annotations

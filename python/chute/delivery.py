@@ -1,7 +1,7 @@
 """GPU delivery for chute.Loader: device parsing, pinned buffers, and the on-device dtype conversion.
 
 ``device='cuda'`` batches travel as uint8 (4x fewer bytes over PCIe than float32) through chute's
-DeviceLoader (cpp/include/chute/delivery.h): pinned ring buffers, ``cudaMemcpyAsync`` on chute's own
+DeviceLoader (cpp/include/chute/gpu/delivery.h): pinned ring buffers, ``cudaMemcpyAsync`` on chute's own
 stream, an event the consumer's current stream waits on. A float dtype is then made on the device by
 torch ops issued on the consumer's current stream, after that wait: ``x.float() / 255``, ``Normalize``'s
 ``(x - mean) / std``, then ``.to(dtype)``, the same float32 arithmetic as the CPU path. The uint8 batch
@@ -48,7 +48,7 @@ def _cudart_next_to_torch() -> list[str]:
 
 def cuda_availability() -> tuple[bool, int, str]:
     """(usable, device count, reason) as chute's own CUDA loader sees it: the libcudart already loaded in the
-    process (torch's), else the one next to torch, else the system's (cpp/src/detail/cudart_api.h)."""
+    process (torch's), else the one next to torch, else the system's (cpp/src/gpu/detail/cudart_api.h)."""
     _native.set_cudart_candidates(_cudart_next_to_torch())
     return _native.cuda_availability()
 

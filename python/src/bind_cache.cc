@@ -7,7 +7,7 @@
 #include <optional>
 
 #include "bindings.h"
-#include "chute/shard_cache.h"
+#include "chute/remote/shard_cache.h"
 #include "fs_path.h"
 
 namespace chute::py {

@@ -8,10 +8,10 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
-#include "chute/cuda_device.h"
-#include "chute/delivery.h"
-#include "chute/numa.h"
-#include "chute/simulated_device.h"
+#include "chute/gpu/cuda_device.h"
+#include "chute/gpu/delivery.h"
+#include "chute/gpu/numa.h"
+#include "chute/gpu/simulated_device.h"
 
 namespace chute::py {
 namespace {

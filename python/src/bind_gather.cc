@@ -6,7 +6,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
-#include "chute/gather.h"
+#include "chute/engine/gather.h"
 
 namespace chute::py {
 namespace {

@@ -12,8 +12,8 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
-#include "chute/loader.h"
-#include "chute/numa.h"
+#include "chute/engine/loader.h"
+#include "chute/gpu/numa.h"
 #include "fs_path.h"
 
 namespace chute::py {

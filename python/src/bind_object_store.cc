@@ -12,7 +12,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
-#include "chute/object_store.h"
+#include "chute/remote/object_store.h"
 #include "fs_path.h"
 
 namespace chute::py {

@@ -16,9 +16,9 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
-#include "chute/cores.h"
-#include "chute/delivery.h"
-#include "chute/loader.h"
+#include "chute/base/cores.h"
+#include "chute/engine/loader.h"
+#include "chute/gpu/delivery.h"
 
 namespace chute::py {
 namespace {

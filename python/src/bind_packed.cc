@@ -16,15 +16,15 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
-#include "chute/file_list.h"
-#include "chute/image_decoder.h"
-#include "chute/image_folder.h"
-#include "chute/object_store.h"
-#include "chute/pack_writer.h"
-#include "chute/packed_source.h"
-#include "chute/shard_cache.h"
-#include "chute/tar_source.h"
-#include "chute/thread.h"
+#include "chute/base/thread.h"
+#include "chute/decode/image_decoder.h"
+#include "chute/io/file_list.h"
+#include "chute/io/image_folder.h"
+#include "chute/io/packed_source.h"
+#include "chute/io/tar_source.h"
+#include "chute/pack/pack_writer.h"
+#include "chute/remote/object_store.h"
+#include "chute/remote/shard_cache.h"
 #include "fs_path.h"
 
 namespace chute::py {

@@ -4,8 +4,8 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
-#include "chute/image_folder.h"
-#include "chute/reference.h"
+#include "chute/engine/reference.h"
+#include "chute/io/image_folder.h"
 #include "fs_path.h"
 
 namespace chute::py {

@@ -10,7 +10,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
-#include "chute/http_engine.h"
+#include "chute/remote/http_engine.h"
 #include "fs_path.h"
 
 namespace chute::py {

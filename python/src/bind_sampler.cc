@@ -8,7 +8,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
-#include "chute/sampler.h"
+#include "chute/order/sampler.h"
 
 namespace chute::py {
 

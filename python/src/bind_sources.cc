@@ -3,7 +3,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
-#include "chute/image_folder.h"
+#include "chute/io/image_folder.h"
 #include "fs_path.h"
 
 namespace chute::py {

@@ -3,8 +3,8 @@
 #include <nanobind/stl/tuple.h>
 
 #include "bindings.h"
-#include "chute/resample.h"
-#include "chute/transforms.h"
+#include "chute/transform/resample.h"
+#include "chute/transform/transforms.h"
 
 namespace chute::py {
 

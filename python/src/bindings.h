@@ -9,13 +9,13 @@
 #include <functional>
 #include <memory>
 
-#include "chute/device.h"
-#include "chute/http_engine.h"
-#include "chute/loader.h"
-#include "chute/source.h"
-#include "chute/stats.h"
-#include "chute/status.h"
-#include "chute/transforms.h"
+#include "chute/base/status.h"
+#include "chute/engine/loader.h"
+#include "chute/engine/stats.h"
+#include "chute/gpu/device.h"
+#include "chute/io/source.h"
+#include "chute/remote/http_engine.h"
+#include "chute/transform/transforms.h"
 
 namespace chute {
 class ObjectStore;

@@ -1,6 +1,6 @@
 """PNG decoding through chute.Loader: every PNG kind gives exactly Pillow's ``Image.open(f).convert("RGB")``.
 
-These tests exercise cpp/src/png_decoder.cc through the loader, so they need the PNG decoder to be wired
+These tests exercise cpp/src/decode/png_decoder.cc through the loader, so they need the PNG decoder to be wired
 into the sample processor (format chosen from the file's magic bytes, not its name). Until that
 integration lands they fail, on purpose: nothing here is skipped, so a loader that cannot read PNG, or
 reads it differently from Pillow, shows up as a failure rather than a silent skip.

@@ -27,7 +27,7 @@ def test_stats_count_what_the_epoch_did(folder):
     assert 0 <= s["stall_fraction"] <= 1
     # Nothing but a loop around the loader: the consumer waited, and the verdict names a stage.
     assert s["bound"] == "input"
-    # Which limit depends on the machine's load (cpp/src/stats_test.cc tests each rule on fixed figures).
+    # Which limit depends on the machine's load (cpp/src/engine/stats_test.cc tests each rule on fixed figures).
     assert s["limit"] in ("storage", "decode", "transform", "prefetch", "cores")
     assert s["stage"] in ("storage", "decode", "transform")
     text = str(s)

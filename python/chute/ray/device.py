@@ -1,7 +1,7 @@
 """Device delivery of RemoteLoader batches: the object-store buffer is the source of the async copy.
 
 A remote batch arrives on the trainer as numpy arrays over Ray's object store, a shared-memory mapping
-of the node's plasma file. ``RemoteDelivery`` hands them to chute's DeviceSlots (cpp/include/chute/
+of the node's plasma file. ``RemoteDelivery`` hands them to chute's DeviceSlots (cpp/include/chute/gpu/
 device_slots.h), the device side of chute.Loader's ``device=`` path: device_prefetch + 1 device buffers,
 ``cudaMemcpyAsync`` on chute's stream, an event the consumer's stream waits on, the batch's arrays (and
 with them the object) held until their copy has completed. The object store is registered with the

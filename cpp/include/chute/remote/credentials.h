@@ -1,0 +1,73 @@
+// Where an S3 request goes and how it is signed: credentials, region and endpoint, found as the AWS CLI
+// finds them, and the bucket's base URL (path-style or virtual-hosted).
+//
+// s3:// (first match wins):
+//   credentials  AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN); else the profile
+//                (AWS_PROFILE, default "default") in AWS_SHARED_CREDENTIALS_FILE (~/.aws/credentials,
+//                section [name]), then in AWS_CONFIG_FILE (~/.aws/config, section [profile name], or
+//                [default]); else none: requests go unsigned (anonymous; public buckets only).
+//   region       AWS_REGION, AWS_DEFAULT_REGION, the profile's `region`, else us-east-1.
+//   endpoint     AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's `s3 =` subsection `endpoint_url`, the
+//                profile's `endpoint_url`; else AWS (https://bucket.s3.<region>.amazonaws.com).
+//   addressing   path-style (<endpoint>/bucket/key) when an endpoint is set (MinIO, moto, Ceph), or the
+//                profile's s3 `addressing_style = path`, or a bucket name that is not a DNS label (dots,
+//                capitals, '_'); virtual-hosted otherwise.
+// gs:// (Google Cloud Storage through its S3 interoperability API, HMAC keys): CHUTE_GS_ACCESS_KEY_ID +
+//   CHUTE_GS_SECRET_ACCESS_KEY, endpoint CHUTE_GS_ENDPOINT_URL (default https://storage.googleapis.com,
+//   path-style), region CHUTE_GS_REGION (default "auto"); anonymous when the keys are unset. AWS keys are
+//   never sent to Google: they are different accounts.
+// A profile named explicitly (AWS_PROFILE) that neither file has is an error, as in the AWS CLI; a missing
+// default profile or missing files are not. Setting only one of a key pair is an error.
+//
+// The functions take the environment and a file reader, so that tests never touch the real ones.
+// Thread-safety: plain functions on values.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "chute/base/status.h"
+#include "chute/remote/http_engine.h"
+
+namespace chute {
+
+using EnvMap = std::map<std::string, std::string>;
+// The file's text, std::nullopt when it does not exist; an error when it exists but cannot be read.
+using FileReader = std::function<Result<std::optional<std::string>>(const std::string& path)>;
+
+EnvMap process_environment();   // the process's environment, read once
+FileReader disk_file_reader();  // reads files from disk
+
+struct S3Config {
+  std::string access_key, secret_key, session_token;  // empty access_key: anonymous (unsigned requests)
+  std::string region = "us-east-1";
+  std::string endpoint;           // "scheme://host[:port]" without a trailing '/'; empty: AWS
+  bool force_path_style = false;  // an endpoint, or addressing_style = path
+  std::string service = "s3";     // the SigV4 service name
+  std::string source;             // where the credentials came from, for messages ("environment", ...)
+
+  bool anonymous() const { return access_key.empty(); }
+  std::optional<SigV4> sigv4() const;  // std::nullopt when anonymous
+  // "s3 endpoint=http://127.0.0.1:5000 region=us-east-1 path-style credentials=AKIA... (environment)":
+  // the access key's first 4 characters at most; never the secret or the session token.
+  std::string to_string() const;
+};
+
+// The configuration for s3:// URLs (see above). kInvalidArgument for a half-set key pair, an explicitly
+// named profile that does not exist, or an endpoint that is not http(s)://host.
+Result<S3Config> resolve_s3_config(const EnvMap& env, const FileReader& read_file);
+// The configuration for gs:// URLs (see above).
+Result<S3Config> resolve_gs_config(const EnvMap& env);
+
+// The base URL of `bucket` (no trailing '/'): object URLs are base + "/" + encoded key.
+std::string bucket_base_url(const S3Config& config, const std::string& bucket);
+
+// An AWS-style INI file: "section" -> "key" -> value. Lines starting with '#' or ';' are comments (a '#'
+// after a value is part of it, as in botocore); an indented line under a key with an empty value is a
+// nested setting, stored as "parent.key" ("s3.endpoint_url"). Keys are lower-cased.
+using IniFile = std::map<std::string, std::map<std::string, std::string>>;
+Result<IniFile> parse_ini(const std::string& text, const std::string& path);
+
+}  // namespace chute

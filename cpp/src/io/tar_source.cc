@@ -1,0 +1,288 @@
+#include "chute/io/tar_source.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+
+#include "chute/base/atomic_file.h"
+
+namespace chute {
+namespace {
+
+constexpr size_t kFingerprintEdge = 64 << 10;
+constexpr size_t kFingerprintHeaders = 64;  // each a random read on a cold disk: few
+constexpr size_t kHeaderBlock = 512;
+
+// Kind tar keeps what the scan skipped in the class table: per reason, "<reason>\0<count>\0<example>..."
+std::vector<std::string> encode_skipped(const std::vector<TarSkipped>& skipped) {
+  std::vector<std::string> out;
+  for (const TarSkipped& s : skipped) {
+    std::string entry = s.reason + '\0' + std::to_string(s.count);
+    for (const std::string& e : s.examples) entry += '\0' + e;
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+std::vector<TarSkipped> decode_skipped(const std::vector<std::string>& entries) {
+  std::vector<TarSkipped> out;
+  for (const std::string& entry : entries) {
+    std::vector<std::string> parts;
+    size_t start = 0;
+    for (size_t nul; (nul = entry.find('\0', start)) != std::string::npos; start = nul + 1)
+      parts.push_back(entry.substr(start, nul - start));
+    parts.push_back(entry.substr(start));
+    if (parts.size() < 2) continue;
+    TarSkipped s{.reason = parts[0], .count = 0, .examples = {}};
+    std::from_chars(parts[1].data(), parts[1].data() + parts[1].size(), s.count);
+    s.examples.assign(parts.begin() + 2, parts.end());
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+TarIdentity identity_of(const MappedFile& file, uint64_t fingerprint) {
+  return {.inode = file.inode(), .ctime_ns = file.ctime_ns(), .fingerprint = fingerprint};
+}
+
+std::string file_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
+
+}  // namespace
+
+uint64_t tar_fingerprint(std::span<const uint8_t> tar, const std::vector<uint64_t>& offsets) {
+  std::vector<uint8_t> bytes;
+  const size_t edge = std::min(tar.size(), kFingerprintEdge);
+  bytes.insert(bytes.end(), tar.begin(), tar.begin() + static_cast<ptrdiff_t>(edge));
+  bytes.insert(bytes.end(), tar.end() - static_cast<ptrdiff_t>(edge), tar.end());
+  const size_t n = offsets.size(), picks = std::min(n, kFingerprintHeaders);
+  for (size_t k = 0; k < picks; ++k) {
+    const uint64_t offset = offsets[k * n / picks];
+    if (offset < kHeaderBlock || offset > tar.size()) continue;
+    const auto header = tar.subspan(offset - kHeaderBlock, kHeaderBlock);
+    bytes.insert(bytes.end(), header.begin(), header.end());
+  }
+  return checksum(bytes);
+}
+
+std::vector<uint8_t> encode_tar_index(const MappedFile& file, const TarScan& scan) {
+  std::vector<IndexEntry> entries;
+  entries.reserve(scan.samples.size());
+  std::vector<uint64_t> offsets;
+  offsets.reserve(scan.samples.size());
+  std::string keys;
+  for (const TarSample& s : scan.samples) {
+    entries.push_back({.offset = s.offset,
+                       .payload_len = s.size,
+                       .label = s.label,
+                       .key_offset = keys.size(),
+                       .shard = 0,
+                       .key_len = static_cast<uint32_t>(s.member.size()),
+                       .source_bytes = s.size});
+    offsets.push_back(s.offset);
+    keys += s.member;
+  }
+  const ShardInfo info{.name = file_name(file.path()),
+                       .shard_id = 0,
+                       .file_size = file.bytes().size(),
+                       .record_count = scan.samples.size(),
+                       .first_sample = 0,
+                       .mtime_ns = file.mtime_ns()};
+  return encode_index(IndexKind::kTar, {info}, entries, keys, encode_skipped(scan.skipped),
+                      identity_of(file, tar_fingerprint(file.bytes(), offsets)));
+}
+
+namespace {
+
+struct LoadedIndex {
+  std::shared_ptr<const void> owner;  // the bytes `view` reads
+  IndexView view;
+  std::string path;
+};
+
+// The index at `path` when it is one and describes `tar` as it is now.
+std::optional<LoadedIndex> matching_index(const MappedFile& tar, const std::string& path) {
+  auto mapped = MappedFile::open(path);
+  if (!mapped.is_ok()) return std::nullopt;
+  auto parsed = IndexView::parse((*mapped)->bytes(), path);
+  if (!parsed.is_ok() || parsed->kind() != IndexKind::kTar || parsed->shards().size() != 1) return std::nullopt;
+  const ShardInfo& shard = parsed->shards()[0];
+  if (shard.file_size != tar.bytes().size() || shard.mtime_ns != tar.mtime_ns() || shard.name != file_name(tar.path()))
+    return std::nullopt;
+  std::vector<uint64_t> offsets(parsed->size());
+  for (uint64_t i = 0; i < parsed->size(); ++i) offsets[i] = parsed->entry(i).offset;
+  if (!(parsed->tar_identity() == identity_of(tar, tar_fingerprint(tar.bytes(), offsets)))) return std::nullopt;
+  return LoadedIndex{std::move(mapped).value(), std::move(parsed).value(), path};
+}
+
+std::string cache_path(const std::string& cache_dir, const std::string& tar_path) {
+  const std::string absolute = std::filesystem::absolute(tar_path).lexically_normal().string();
+  char hex[17];
+  std::snprintf(
+      hex, sizeof hex, "%016llx",
+      static_cast<unsigned long long>(checksum({reinterpret_cast<const uint8_t*>(absolute.data()), absolute.size()})));
+  return cache_dir + "/tar-index/" + hex + ".chidx";
+}
+
+// The tar's index: beside it when asked for there, else cached, else scanned (and cached).
+Result<LoadedIndex> load_index(const std::shared_ptr<const MappedFile>& tar, const std::string& cache_dir) {
+  if (auto beside = matching_index(*tar, tar->path() + ".chidx")) return std::move(*beside);
+  const std::string cached = cache_dir.empty() ? std::string() : cache_path(cache_dir, tar->path());
+  if (!cached.empty())
+    if (auto hit = matching_index(*tar, cached)) return std::move(*hit);
+  CHUTE_ASSIGN_OR_RETURN(TarScan scan, scan_tar(tar->bytes(), tar->path()));
+  auto bytes = std::make_shared<const std::vector<uint8_t>>(encode_tar_index(*tar, scan));
+  LoadedIndex out;
+  if (!cached.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(cached).parent_path(), ec);
+    if (write_file_atomically(cached, *bytes).is_ok()) out.path = cached;  // best effort: else in memory
+  }
+  CHUTE_ASSIGN_OR_RETURN(out.view, IndexView::parse(*bytes, tar->path() + " (index)"));
+  out.owner = std::move(bytes);
+  return out;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<TarSource>> TarSource::open(const std::vector<std::string>& paths, TarOptions options) {
+  if (paths.empty()) return invalid_argument("no tar file to open");
+  auto src = std::shared_ptr<TarSource>(new TarSource());
+  for (const std::string& path : paths) {
+    Tar t;
+    CHUTE_ASSIGN_OR_RETURN(t.file, MappedFile::open(path));
+    CHUTE_ASSIGN_OR_RETURN(LoadedIndex index, load_index(t.file, options.cache_dir));
+    t.index_owner = std::move(index.owner);
+    t.index = std::move(index.view);
+    t.index_path = std::move(index.path);
+    for (TarSkipped& s : decode_skipped(t.index.classes())) {
+      for (std::string& e : s.examples) e = path + ":" + e;
+      auto it = std::find_if(src->skipped_.begin(), src->skipped_.end(),
+                             [&](const TarSkipped& o) { return o.reason == s.reason; });
+      if (it == src->skipped_.end()) {
+        src->skipped_.push_back(std::move(s));
+        continue;
+      }
+      it->count += s.count;
+      for (std::string& e : s.examples)
+        if (it->examples.size() < kMaxSkipExamples) it->examples.push_back(std::move(e));
+    }
+    t.first = src->total_;
+    src->total_ += static_cast<int64_t>(t.index.size());
+    src->tars_.push_back(std::move(t));
+  }
+  if (src->total_ == 0) {
+    std::string why;
+    for (const TarSkipped& s : src->skipped_)
+      why += (why.empty() ? "; skipped: " : ", ") + std::to_string(s.count) + " " + s.reason +
+             (s.examples.empty() ? "" : " (" + s.examples[0] + ")");
+    return invalid_argument("no image sample in " + paths.front() + (paths.size() > 1 ? " and the other tars" : "") +
+                            why);
+  }
+  src->label_by_folder();
+  return src;
+}
+
+void TarSource::label_by_folder() {
+  std::vector<std::string_view> members;
+  members.reserve(static_cast<size_t>(total_));
+  for (const Tar& t : tars_)
+    for (uint64_t i = 0; i < t.index.size(); ++i) {
+      const IndexEntry e = t.index.entry(i);
+      if (e.label != -1) return;  // WebDataset labels (.cls)
+      members.push_back(t.index.key(e));
+    }
+  // The directory every member lies in ("" or ending in '/').
+  std::string_view common = members.front().substr(0, members.front().rfind('/') + 1);
+  for (std::string_view m : members)
+    while (!m.starts_with(common)) {
+      common.remove_suffix(1);  // its trailing '/'
+      const size_t slash = common.rfind('/');
+      common = slash == std::string_view::npos ? std::string_view() : common.substr(0, slash + 1);
+    }
+  std::vector<std::string_view> class_of(members.size());
+  for (size_t i = 0; i < members.size(); ++i) {
+    const std::string_view rest = members[i].substr(common.size());
+    const size_t slash = rest.find('/');
+    if (slash == std::string_view::npos || slash == 0) return;  // an image outside any class directory
+    class_of[i] = rest.substr(0, slash);
+  }
+  std::vector<std::string_view> names(class_of);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  classes_.assign(names.begin(), names.end());
+  folder_labels_.resize(members.size());
+  for (size_t i = 0; i < members.size(); ++i)
+    folder_labels_[i] = std::lower_bound(names.begin(), names.end(), class_of[i]) - names.begin();
+}
+
+const TarSource::Tar& TarSource::locate(int64_t index, uint64_t* local) const {
+  auto it = std::upper_bound(tars_.begin(), tars_.end(), index, [](int64_t i, const Tar& t) { return i < t.first; });
+  const Tar& t = *std::prev(it);
+  *local = static_cast<uint64_t>(index - t.first);
+  return t;
+}
+
+std::vector<int64_t> TarSource::shard_sizes() const {
+  std::vector<int64_t> sizes;
+  sizes.reserve(tars_.size());
+  for (const Tar& t : tars_) sizes.push_back(static_cast<int64_t>(t.index.size()));
+  return sizes;
+}
+
+int64_t TarSource::label(int64_t index) const {
+  if (!folder_labels_.empty()) return folder_labels_[static_cast<size_t>(index)];
+  uint64_t i;
+  const Tar& t = locate(index, &i);
+  return t.index.entry(i).label;
+}
+
+std::string TarSource::member(int64_t index) const {
+  uint64_t i;
+  const Tar& t = locate(index, &i);
+  return std::string(t.index.key(t.index.entry(i)));
+}
+
+std::string TarSource::name(int64_t index) const {
+  uint64_t i;
+  const Tar& t = locate(index, &i);
+  return t.file->path() + ":" + std::string(t.index.key(t.index.entry(i)));
+}
+
+uint64_t TarSource::payload_size(int64_t index) const {
+  uint64_t i;
+  const Tar& t = locate(index, &i);
+  return t.index.entry(i).payload_len;
+}
+
+Status TarSource::read(int64_t index, std::vector<uint8_t>& out) const {
+  if (index < 0 || index >= total_) return invalid_argument("sample " + std::to_string(index) + " out of range");
+  uint64_t i;
+  const Tar& t = locate(index, &i);
+  const IndexEntry e = t.index.entry(i);
+  // IndexView::parse checked offset + length against the indexed size, which equals the mapping's. Copied
+  // under the mapping's SIGBUS guard: a tar truncated while open is this sample's error, not a crash.
+  out.resize(e.payload_len);
+  return t.file->copy(e.offset, e.payload_len, out.data());
+}
+
+Status TarSource::read_capped(int64_t index, std::vector<uint8_t>& out, uint64_t max_bytes) const {
+  if (index >= 0 && index < total_) {
+    uint64_t i;
+    const uint64_t len = locate(index, &i).index.entry(i).payload_len;
+    if (len > max_bytes) return file_too_large(len, max_bytes);
+  }
+  return read(index, out);
+}
+
+Status write_tar_indexes(const std::vector<std::string>& paths) {
+  for (const std::string& path : paths) {
+    CHUTE_ASSIGN_OR_RETURN(auto tar, MappedFile::open(path));
+    CHUTE_ASSIGN_OR_RETURN(TarScan scan, scan_tar(tar->bytes(), path));
+    CHUTE_RETURN_IF_ERROR(write_file_atomically(path + ".chidx", encode_tar_index(*tar, scan)));
+  }
+  return Status::ok();
+}
+
+}  // namespace chute
