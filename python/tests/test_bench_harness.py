@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from chute.bench import harness
+from chute._batches import batch_samples
 from chute.bench.harness import Contender, Summary, Timing, interleave, time_call, time_epoch
 
 
@@ -86,7 +86,7 @@ def test_time_epoch_counts_with_the_given_function_and_empty_epochs_have_no_rate
     ],
 )
 def test_batch_samples_is_the_leading_dimension_of_the_first_tensor(batch, n):
-    assert harness.batch_samples(batch) == n
+    assert batch_samples(batch) == n
 
 
 def test_time_call_times_one_call_and_keeps_its_count():

@@ -20,26 +20,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from chute._batches import batch_samples  # what the consumer received: one definition
+
 Clock = Callable[[], float]
-
-
-def batch_tensors(batch) -> list:
-    """The tensors in a batch (a tensor, or tuples, lists and dicts of them), in order."""
-    import torch
-
-    if isinstance(batch, torch.Tensor):
-        return [batch]
-    if isinstance(batch, dict):
-        batch = list(batch.values())
-    if isinstance(batch, (list, tuple)):
-        return [t for item in batch for t in batch_tensors(item)]
-    return []
-
-
-def batch_samples(batch) -> int:
-    """Samples in a batch: the leading dimension of its first tensor (1 for a batch without one)."""
-    tensors = batch_tensors(batch)
-    return int(tensors[0].shape[0]) if tensors and tensors[0].dim() > 0 else 1
 
 
 @dataclass
