@@ -190,7 +190,7 @@ def test_chute_bench_remote_rows_and_cpu_accounting(folder, capsys):
     import os
 
     from chute import cli
-    from chute.testing.loopback import NGINX
+    from chute.bench.loopback import NGINX
 
     if not os.access(NGINX, os.X_OK):
         pytest.skip("nginx is not installed (scripts/setup.sh --dev)")

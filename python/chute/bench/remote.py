@@ -2,7 +2,7 @@
 
 The generated bench dataset (or ``--root``) is packed into chute shards and written as WebDataset tar
 shards; nginx serves both on loopback, behind a relay of chute's own that adds ``latency_ms`` to every
-request (:mod:`chute.testing.loopback`). Rows, interleaved round by round (after one warm-up epoch each,
+request (:mod:`chute.bench.loopback`). Rows, interleaved round by round (after one warm-up epoch each,
 except the cold rows, which need a cold cache):
 
 - ``chute, local shards``: ``chute.Loader`` over the local packed dataset, ``order="shards"``.
@@ -202,7 +202,7 @@ def run_remote_bench(
     shard_window: int = 8,
     on_step: Callable[[str], None] = lambda _: None,
 ) -> RemoteBench:
-    from chute.testing.loopback import Nginx, RelayProcess
+    from chute.bench.loopback import Nginx, RelayProcess
 
     cores = available_cores()
     threads = threads or cores
