@@ -20,8 +20,9 @@ from torch.utils.data import get_worker_info  # torch's own (chute's workers set
 
 from chute.errors import ResourceError, SampleError
 from chute.loader import Loader
-from chute.packed import FileList, PackedDataset, TarDataset, open, pack
-from chute.sources import ImageFolder
+from chute.packed import pack
+from chute.resolve import open
+from chute.sources import FileList, ImageFolder, PackedDataset, TarDataset
 from chute.stats import LoaderStats
 from chute.transforms import CenterCrop, Normalize, RandomHorizontalFlip, RandomResizedCrop, Resize
 

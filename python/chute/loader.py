@@ -12,7 +12,7 @@ import torch
 from chute import _native, _resume_state, _validate
 from chute import delivery as _delivery
 from chute.errors import Quarantine, SampleError
-from chute.packed import source_from_path
+from chute.resolve import source_from_path
 from chute.stats import LoaderStats, remote_evidence, remote_limit
 
 _DTYPES = {torch.uint8: "uint8", torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}

@@ -25,6 +25,8 @@ TEST(FileListTest, FromEntriesKeepsPathsAndLabelsAsGiven) {
   ASSERT_EQ(f.size(), 2);
   EXPECT_EQ(f.name(0), root + "/" + odd);
   EXPECT_EQ(f.name(1), root + "/b.png");  // relative to root
+  EXPECT_EQ(f.key(0), odd);               // what `chute pack` stores: the path below the root
+  EXPECT_EQ(f.key(1), "b.png");
   EXPECT_EQ(f.label(0), 3);
   EXPECT_EQ(f.label(1), -1);
   EXPECT_EQ(f.root(), root);

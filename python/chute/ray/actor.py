@@ -44,13 +44,12 @@ def source_spec(source):
 
 
 def open_source(spec):
-    from chute import packed, sources
+    from chute import resolve, sources
 
     kind, arg = spec
     if kind == "path":
-        return packed.source_from_path(arg)
-    cls = sources.ImageFolder if kind == "ImageFolder" else getattr(packed, kind)
-    return cls(arg)
+        return resolve.source_from_path(arg)
+    return getattr(sources, kind)(arg)
 
 
 def to_wire(images: torch.Tensor, channels_last: bool) -> np.ndarray:
