@@ -131,6 +131,12 @@ def build(**keywords) -> Spec:
     return Spec(options, delivery, k["dtype"])
 
 
+def build_from(arguments: dict) -> Spec:
+    """:func:`build` from a door's arguments (its ``locals()`` on entry): every engine keyword, by name, so
+    that a door cannot leave one out or hand over another value than its caller's."""
+    return build(**{k: arguments[k] for k in KEYWORDS})
+
+
 def resolve_distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
     """rank and world_size: as given, else from an initialised torch.distributed, else from torchrun's
     environment (RANK, WORLD_SIZE), else a single process."""

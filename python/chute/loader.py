@@ -158,34 +158,7 @@ class Loader:
         max_ring_bytes: int = DEFAULTS.max_ring_bytes,
     ):
         # The engine's options, by name: a bad value is a TypeError/ValueError naming it, raised here.
-        spec = _options.build(
-            batch_size=batch_size,
-            shuffle=shuffle,
-            seed=seed,
-            drop_last=drop_last,
-            dtype=dtype,
-            memory_format=memory_format,
-            num_threads=num_threads,
-            prefetch=prefetch,
-            max_threads=max_threads,
-            max_memory=max_memory,
-            on_error=on_error,
-            max_pixels=max_pixels,
-            apply_exif_orientation=apply_exif_orientation,
-            decode=decode,
-            reducing_gap=reducing_gap,
-            validate=validate,
-            accept_truncated=accept_truncated,
-            rank=rank,
-            world_size=world_size,
-            even_split=even_split,
-            order=order,
-            shard_window=shard_window,
-            device_prefetch=device_prefetch,
-            max_device_memory=max_device_memory,
-            max_file_bytes=max_file_bytes,
-            max_ring_bytes=max_ring_bytes,
-        )
+        spec = _options.build_from(locals())
         options = spec.loader
         if isinstance(source, (str, os.PathLike)):
             source = source_from_path(source)  # an ImageFolder tree, packed shards or tar shards

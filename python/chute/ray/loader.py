@@ -121,34 +121,7 @@ class RemoteLoader:
         timeout_s: float = 300.0,
         _actor_hook=None,
     ):
-        spec = _options.build(
-            batch_size=batch_size,
-            shuffle=shuffle,
-            seed=seed,
-            drop_last=drop_last,
-            dtype=dtype,
-            memory_format=memory_format,
-            num_threads=num_threads,
-            prefetch=prefetch,
-            max_threads=max_threads,
-            max_memory=max_memory,
-            on_error=on_error,
-            max_pixels=max_pixels,
-            apply_exif_orientation=apply_exif_orientation,
-            decode=decode,
-            reducing_gap=reducing_gap,
-            validate=validate,
-            accept_truncated=accept_truncated,
-            rank=rank,
-            world_size=world_size,
-            even_split=even_split,
-            order=order,
-            shard_window=shard_window,
-            device_prefetch=device_prefetch,
-            max_device_memory=max_device_memory,
-            max_file_bytes=max_file_bytes,
-            max_ring_bytes=max_ring_bytes,
-        )
+        spec = _options.build_from(locals())  # the engine keywords above, by name: checked here
         options = self._options = spec.loader
         self.num_actors = _validate.integer("num_actors", num_actors, 1, 1 << 20)
         self.max_inflight = _validate.integer(
