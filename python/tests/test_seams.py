@@ -410,3 +410,23 @@ def test_only_the_builder_makes_options_and_doors_import_no_private_names():
                     if private:
                         offenders.append(f"{rel}:{node.lineno} imports {private} from {node.module}")
     assert not offenders, "\n".join(offenders)
+
+
+def test_accept_truncated_is_a_keyword_like_any_other_field(tmp_path):
+    """DecodeOptions.accept_truncated, once set only by the DataLoader's folder path (from PIL's flag), is
+    a keyword of every door now: a JPEG whose data ends early decodes, the rest gray, as PIL does under
+    ImageFile.LOAD_TRUNCATED_IMAGES; without it, the file is a SampleError."""
+    import numpy as np
+    from PIL import Image
+
+    (tmp_path / "a").mkdir()
+    noise = np.random.default_rng(0).integers(0, 256, (128, 128, 3), dtype=np.uint8)  # scan data dominates
+    Image.fromarray(noise).save(tmp_path / "a" / "cut.jpg", quality=95)
+    whole = (tmp_path / "a" / "cut.jpg").read_bytes()
+    (tmp_path / "a" / "cut.jpg").write_bytes(whole[: len(whole) // 2])
+    kw = dict(batch_size=1, transforms=[chute.CenterCrop(128)], num_threads=1)
+    with chute.Loader(str(tmp_path), accept_truncated=True, **kw) as loader:
+        ((images, _),) = list(loader)
+        assert (images[0, :, -1, :] == 128).all() and images[0, :, 0, :].float().std() > 30  # decoded, then gray
+    with chute.Loader(str(tmp_path), **kw) as loader, pytest.raises(chute.SampleError, match="cut.jpg"):
+        list(loader)
