@@ -57,13 +57,14 @@ Memory: image batches are the engine's reusable batch buffers, handed to torch w
 are their own small tensors, so keeping labels holds no image memory. A consumer that keeps image
 batches alive makes the ring grow (it says so once on stderr), up to the prefetch budget (the engine's
 ``max_memory``, 2 GiB: ``_ring_bytes``). Beyond that, as with torch's DataLoader, keeping batches never
-fails: each further batch is copied into a fresh tensor (a warning says so once) and its buffer goes straight back to
-the ring, so the memory the consumer keeps is ordinary tensor memory, freed when it lets go.
+fails: each further batch is copied into a fresh tensor (a warning says so once) and its buffer goes
+straight back to the ring, so the memory the consumer keeps is ordinary tensor memory, freed when it lets
+go.
 
 Prefetch: with an explicit ``prefetch_factor``, the engine prepares ``prefetch_factor * num_workers`` batches
 ahead of the consumer, as torch's workers would (``stats()["prefetch"]``, ``auto_prefetch`` False; lowered
-to what ``max_memory`` holds, with the engine's warning). Without one, prefetch is automatic: it grows while the
-workers idle and the consumer waits, within the memory budget.
+to what ``max_memory`` holds, with the engine's warning). Without one, prefetch is automatic: it grows
+while the workers idle and the consumer waits, within the memory budget.
 """
 
 from __future__ import annotations
