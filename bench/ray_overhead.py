@@ -57,7 +57,7 @@ def scale(src: str, kw: dict) -> None:
             src,
             num_actors=k,
             num_cpus_per_actor=1,
-            threads_per_actor=1,
+            num_threads=1,
             max_inflight=2 * k,
             _actor_hook=sleeper(cost),
             **kw,
@@ -106,7 +106,7 @@ def overhead(src: str, kw: dict, args) -> None:
     import chute.ray
 
     local = chute.Loader(src, num_threads=1, **kw)
-    remote = chute.ray.RemoteLoader(src, num_actors=1, num_cpus_per_actor=1, threads_per_actor=1, **kw)
+    remote = chute.ray.RemoteLoader(src, num_actors=1, num_cpus_per_actor=1, num_threads=1, **kw)
     time_epoch(local), time_epoch(remote)  # warm both (page cache, actor start, allocator)
     local.reset_stats()
     actor_before = remote.actor_stats()[0]

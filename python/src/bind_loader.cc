@@ -129,6 +129,9 @@ void register_loader(nb::module_& m) {
       .def_prop_ro("num_threads", [](const PyLoader& l) { return l.impl->num_threads(); })
       .def_prop_ro("active_threads", [](const PyLoader& l) { return l.impl->active_threads(); })
       .def_prop_ro("prefetch", [](const PyLoader& l) { return l.impl->prefetch(); })
+      // What create() changed from the options, in the engine's words (an explicit prefetch lowered to fit
+      // max_memory): each front door shows them once, as warnings.
+      .def_prop_ro("notices", [](const PyLoader& l) { return l.impl->notices(); })
       .def_prop_ro("pinned", [](const PyLoader& l) { return l.impl->options().host_allocator->pinned(); })
       .def("stats", [](const PyLoader& l) { return stats_dict(l.impl->stats()); })
       .def("reset_stats", [](PyLoader& l) { l.impl->reset_stats(); })

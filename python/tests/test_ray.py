@@ -24,22 +24,6 @@ from chute import _native  # noqa: E402
 WAIT_S = 120  # every wait in this file fails the test after this long, never hangs it
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    ray.init(
-        address="local",
-        num_cpus=4,
-        include_dashboard=False,
-        _node_ip_address="127.0.0.1",
-        log_to_driver=False,
-        configure_logging=False,
-    )
-    import chute.ray  # noqa: F401  (after init: nothing of it starts a cluster by itself here)
-
-    yield
-    ray.shutdown()
-
-
 def _transforms():
     return [chute.RandomResizedCrop(24), chute.RandomHorizontalFlip()]
 
@@ -92,20 +76,18 @@ def test_epoch_order_is_the_loaders_sharding():
 
 
 def _actor(folder, hook=None):
-    """A BatchActor in this process (no Ray): what each actor runs, driven call by call."""
+    """A BatchActor in this process (no Ray): what each actor runs, driven call by call, built from the
+    options object the driver ships."""
+    from chute import _options
     from chute.ray.actor import BatchActor, from_wire, source_spec
 
     kw = _kwargs()
-    loader_kwargs = dict(
-        seed=kw["seed"], transforms=kw["transforms"], dtype="uint8", memory_format="contiguous_format",
-        num_threads=1, max_pixels=200_000_000, apply_exif_orientation=False, decode="exact",
-        reducing_gap=3.0, validate="window", max_file_bytes=1 << 30,
-    )  # fmt: skip
-    actor = BatchActor(source_spec(str(folder)), kw["batch_size"], loader_kwargs, hook)
+    options = _options.build(batch_size=kw["batch_size"], shuffle=True, seed=kw["seed"], num_threads=1).loader
+    actor = BatchActor(source_spec(str(folder)), options, kw["transforms"], hook)
 
     def call(epoch, indices, plan=None):
-        status, images, labels, _ = actor.batch(epoch, indices, plan)
-        assert status == "ok"
+        status, images, labels, _, skipped = actor.batch(epoch, indices, plan)
+        assert status == "ok" and skipped == []
         return from_wire(images, torch.uint8, False).clone(), torch.from_numpy(labels.copy())
 
     return actor, call
@@ -193,8 +175,8 @@ def test_resume_is_exact_and_interchangeable_with_loader(remote, folder):
     it = iter(local)
     for _ in range(3):
         next(it)
-    # The same format, key order included, less chute.Loader's order and shard_window.
-    assert list(state.items()) == [(k, v) for k, v in local.state_dict().items() if k not in ("order", "shard_window")]
+    # The same format as chute.Loader's, key order included.
+    assert list(state.items()) == list(local.state_dict().items())
     remote.load_state_dict(local.state_dict())
     _same(expected, list(remote))
     with pytest.raises(ValueError, match=r"order='shards', this loader has order='sample'"):
@@ -203,7 +185,7 @@ def test_resume_is_exact_and_interchangeable_with_loader(remote, folder):
 
 def test_slow_consumer_bounds_batches_in_flight(remote):
     """A consumer that stops makes the actors stop after max_inflight batches: none are made ahead beyond."""
-    made = lambda: sum(ray.get([a.made.remote() for a in remote._actors], timeout=WAIT_S))  # noqa: E731
+    made = lambda: sum(ray.get([a.made.remote() for a in remote._pool.actors], timeout=WAIT_S))  # noqa: E731
     remote.set_epoch(0)
     before = made()
     it = iter(remote)
@@ -353,7 +335,7 @@ def test_killed_actor_loses_and_duplicates_nothing(cluster, folder, tmp_path):
         got.append(tuple(t.clone() for t in next(it)))
         _wait_for_pid(tmp_path / "blocked-1")
         blocked = it._pending[2][1]
-        ray.kill(loader._actors[blocked], no_restart=True)
+        ray.kill(loader._pool.actors[blocked], no_restart=True)
         got += [(i.clone(), y) for i, y in it]
         _same(_local(folder, 1), got)
         assert len(loader.actor_pids()) == 1  # the other one is gone for good
@@ -373,8 +355,10 @@ def test_two_ranks_get_the_loaders_shares(cluster, folder):
 def test_bad_arguments(cluster, folder):
     import chute.ray
 
-    with pytest.raises(ValueError, match="on_error"):
-        chute.ray.RemoteLoader(str(folder), on_error="skip")
+    with pytest.raises(ValueError, match="on_error must be 'raise' or 'skip', got 'ignore'"):
+        chute.ray.RemoteLoader(str(folder), on_error="ignore")
+    with pytest.raises(ValueError, match="order='shards' reads a source shard by shard"):
+        chute.ray.RemoteLoader(str(folder), order="shards")  # an ImageFolder: as chute.Loader refuses it
     with pytest.raises(ValueError, match="rank"):
         chute.ray.RemoteLoader(str(folder), rank=2, world_size=2)
     with pytest.raises(TypeError, match="source"):
