@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from chute import _native, _validate
 from chute._validate import parse_size
 from chute.cache import resolve_cache_dir
-from chute.sources import ImageFolder, NativeSource
+from chute.sources import ImageFolder, NativeSource, RecordSource
 
 INDEX_FILE = "index.chidx"
 FORMAT_VERSION = _native.FORMAT_VERSION
@@ -35,15 +35,7 @@ class FileList(NativeSource):
         return f"chute.FileList({self.path!r}, samples={len(self)})"
 
 
-class _RecordSource(NativeSource):
-    """A source whose records can be read back as they were stored: ``dataset[i]`` is ``(bytes, label)``."""
-
-    def __getitem__(self, index: int) -> tuple[bytes, int]:
-        """The sample's encoded bytes (exactly as stored) and its label."""
-        return _native.read_sample(self._native, index), self._native.label(index)
-
-
-class PackedDataset(_RecordSource):
+class PackedDataset(RecordSource):
     """A dataset written by :func:`chute.pack`: same samples, labels, classes and order as its source.
     Reads go through one memory mapping per shard; each record's XXH3 checksum is checked on every read
     unless ``verify=False``.
@@ -93,7 +85,7 @@ class PackedDataset(_RecordSource):
         return f"chute.PackedDataset({path!r}, samples={len(self)}, classes={len(self.classes)})"
 
 
-class TarDataset(_RecordSource):
+class TarDataset(RecordSource):
     """Plain tar or WebDataset shards, read in place.
 
     WebDataset shards (members sharing a key with an image: ``.cls``, ``.json``...) are grouped by
@@ -168,10 +160,15 @@ def open(
     verify: bool = True,  # noqa: A001
     cache_dir: str | os.PathLike | None = None,
     cache_limit: int | str | None = None,
+    image_key: str | None = None,
+    label_key: str | None = None,
+    labels=None,
 ) -> PackedDataset | TarDataset:
     """Opens a packed dataset (its directory, or its ``index.chidx``), or tar / WebDataset shards (a
-    ``.tar`` file, a glob such as ``"shards/train-*.tar"``, or a directory of tars). The result works
-    with :class:`chute.Loader` like :class:`chute.ImageFolder`.
+    ``.tar`` file, a glob such as ``"shards/train-*.tar"``, or a directory of tars), or a dataset in a
+    format it already lives in (:mod:`chute.formats`: TFRecord files, an LMDB environment; ``image_key``,
+    ``label_key`` and ``labels`` where detection needs help, docs/FORMATS.md). The result works with
+    :class:`chute.Loader` like :class:`chute.ImageFolder`.
 
     URLs work too: ``s3://bucket/train/`` or ``https://host/data/train/`` (a packed dataset's prefix),
     ``https://host/data/train-{0000..0127}.tar`` or ``s3://bucket/shards/*.tar`` (tar shards: braces,
@@ -187,6 +184,13 @@ def open(
             return TarDataset.from_urls(path_or_glob, cache_dir=cache_dir, cache_limit=cache_limit)
         return PackedDataset(path_or_glob, verify=verify, cache_dir=cache_dir, cache_limit=cache_limit)
     path = os.fsdecode(_validate.path("path_or_glob", path_or_glob))
+    from chute import formats
+
+    found = formats.recognise(
+        path, cache_dir=cache_dir, verify=verify, image_key=image_key, label_key=label_key, labels=labels
+    )
+    if found is not None:
+        return found
     tars = _tar_paths(path)
     if tars is not None:
         return TarDataset(tars, cache_dir=cache_dir)
@@ -235,7 +239,11 @@ def source_from_path(path: str | os.PathLike) -> ImageFolder | PackedDataset | T
     if remote.is_url(path) or (isinstance(path, str) and path.startswith("file://")):
         return open(path)
     path = os.fspath(path)
+    from chute import formats
+
     if _is_glob(path) or path.endswith((".tar", ".chidx")) or os.path.exists(os.path.join(path, INDEX_FILE)):
+        return open(path)
+    if formats.names_a_format(path):  # TFRecord files, an LMDB environment
         return open(path)
     if os.path.isdir(path):
         tars = _tar_paths(path)
@@ -270,7 +278,9 @@ def _source_for(src) -> tuple[object, list[str]]:
     if hasattr(src, "_native") and isinstance(src._native, _native.Source):
         return src._native, list(getattr(src, "classes", []))
     path = os.fsdecode(_validate.path("src", src))
-    if _is_glob(path) or os.path.isdir(path) or path.endswith((".tar", ".chidx")):
+    from chute import formats
+
+    if _is_glob(path) or os.path.isdir(path) or path.endswith((".tar", ".chidx")) or formats.names_a_format(path):
         source = source_from_path(path)  # an ambiguous directory is an error here too
         return source._native, list(source.classes)
     if os.path.isfile(path):
@@ -548,6 +558,8 @@ def describe(dataset: PackedDataset | TarDataset) -> dict:
         ]
         index_bytes = os.path.getsize(os.path.join(directory, INDEX_FILE))
         kind, version = "chute packed shards", FORMAT_VERSION
+    elif not isinstance(dataset, TarDataset):  # chute.formats: indexes are cached apart from the data
+        shards, index_bytes, kind, version = dataset.files(), 0, dataset.kind, None
     else:
         shards = [
             {"file": p, "records": None, "bytes": os.path.getsize(p), "index": index or None}

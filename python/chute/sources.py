@@ -26,6 +26,14 @@ class NativeSource:
         return list(self._native.labels())
 
 
+class RecordSource(NativeSource):
+    """A source whose records can be read back as they were stored: ``dataset[i]`` is ``(bytes, label)``."""
+
+    def __getitem__(self, index: int) -> tuple[bytes, int]:
+        """The sample's encoded bytes (exactly as stored) and its label."""
+        return _native.read_sample(self._native, index), self._native.label(index)
+
+
 class ImageFolder(NativeSource):
     """A directory in torchvision's ``ImageFolder`` layout: ``root/<class>/**/<image>``.
 

@@ -21,6 +21,7 @@
 #include "chute/io/file_list.h"
 #include "chute/io/image_folder.h"
 #include "chute/io/packed_source.h"
+#include "chute/io/span_source.h"
 #include "chute/io/tar_source.h"
 #include "chute/pack/pack_writer.h"
 #include "chute/remote/object_store.h"
@@ -37,7 +38,8 @@ std::vector<uint64_t> payload_sizes_of(const S& s) {
   return out;
 }
 
-// The key stored with each packed record: a path relative to the source's root, or the tar member.
+// The key stored with each packed record: a path relative to the source's root, the tar member, or the
+// span source's key (an LMDB key, a TFRecord file and record number).
 std::function<std::string(int64_t)> key_function(const std::shared_ptr<Source>& source) {
   auto strip = [](std::string root) {
     return [root = root + "/"](const std::string& name) {
@@ -49,6 +51,7 @@ std::function<std::string(int64_t)> key_function(const std::shared_ptr<Source>& 
   if (auto list = std::dynamic_pointer_cast<FileList>(source))
     return [list, f = strip(list->root())](int64_t i) { return f(list->name(i)); };
   if (auto tar = std::dynamic_pointer_cast<TarSource>(source)) return [tar](int64_t i) { return tar->member(i); };
+  if (auto span = std::dynamic_pointer_cast<SpanSource>(source)) return [span](int64_t i) { return span->key(i); };
   return [source](int64_t i) { return source->name(i); };
 }
 
