@@ -12,6 +12,15 @@
 #include "fs_path.h"
 
 namespace chute::py {
+namespace {
+
+std::vector<std::string> per_part(const SpanSource& s, const std::string& (SpanSource::*field)(size_t) const) {
+  std::vector<std::string> out;
+  for (size_t p = 0; p < s.num_parts(); ++p) out.push_back((s.*field)(p));
+  return out;
+}
+
+}  // namespace
 
 void register_formats(nb::module_& m) {
   nb::class_<SpanSource, Source>(m, "SpanSource")
@@ -28,18 +37,8 @@ void register_formats(nb::module_& m) {
              for (int64_t i = 0; i < s.size(); ++i) out[static_cast<size_t>(i)] = s.span_size(i);
              return out;
            })
-      .def("part_names",
-           [](const SpanSource& s) {
-             nb::list out;
-             for (size_t p = 0; p < s.num_parts(); ++p) out.append(fs_str(s.part_name(p)));
-             return out;
-           })
-      .def("index_paths",
-           [](const SpanSource& s) {
-             nb::list out;
-             for (size_t p = 0; p < s.num_parts(); ++p) out.append(fs_str(s.index_path(p)));
-             return out;
-           })
+      .def("part_names", [](const SpanSource& s) { return fs_list(per_part(s, &SpanSource::part_name)); })
+      .def("index_paths", [](const SpanSource& s) { return fs_list(per_part(s, &SpanSource::index_path)); })
       .def("bad_samples",
            [](const SpanSource& s) {
              nb::list out;

@@ -230,3 +230,16 @@ def test_indexes_are_cached_apart_from_the_data_and_rebuilt_when_it_changes(jpeg
     fw.write_tfds(data / "a.tfrecord", items[5:12])  # rewritten in place: rebuilt
     again = chute.open(data / "a.tfrecord")
     assert len(again) == 7 and again[0] == items[5]
+
+
+def test_small_lmdb_values_in_shared_leaf_pages_still_read_in_shards(tmp_path):
+    """Values under half a page sit inside leaf pages, each after (below) the previous one's: in about file
+    order all the same, so the shard-window order applies."""
+    rng = np.random.default_rng(4)
+    images = [jpeg_bytes(natural_image(rng, 24, 24), quality=50) for _ in range(60)]
+    assert max(len(i) for i in images) < 2000  # inline in leaf pages, not in overflow pages
+    fw.write_raw_lmdb(tmp_path / "small", images, [f"{i:04d}".encode() for i in range(60)])
+    dataset = chute.open(tmp_path / "small", labels=lambda key: int(key) % 2)
+    assert dataset._native.shard_sizes() == [60]
+    got = _batches(dataset, order="shards", batch_size=10, transforms=[chute.Resize((8, 8))])
+    assert sorted(torch.cat([y for _, y in got]).tolist()) == sorted(dataset.targets)

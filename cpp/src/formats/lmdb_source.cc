@@ -15,7 +15,8 @@ namespace {
 
 constexpr size_t kLayoutProbe = 8;            // records whose layout must agree
 constexpr uint64_t kShardBytes = 256u << 20;  // about this much image data per shard
-constexpr double kInOrder = 0.9;              // the share of samples after their predecessor in the file for shards
+constexpr double kInOrder = 0.9;              // the share of samples at most kNear before their predecessor, for shards
+constexpr uint64_t kNear = 1u << 20;          // small values share leaf pages, placed from the page's end backwards
 constexpr size_t kHeader = 16;                // the fingerprint hashes an overflow page's header before a value
 
 std::string_view as_text(std::span<const uint8_t> b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
@@ -27,19 +28,16 @@ bool is_image(std::span<const uint8_t> v) {
   return starts("\xff\xd8\xff") || starts("\x89PNG\r\n\x1a\n") || (starts("RIFF") && starts("WEBP", 8));
 }
 
+std::string hex_byte(uint8_t c) {
+  const char* hex = "0123456789abcdef";
+  return {hex[c >> 4], hex[c & 15]};
+}
+
 // A printable form of a key for messages: its bytes, with non-printable ones as \xNN.
 std::string printable(std::span<const uint8_t> key) {
   std::string out;
-  for (uint8_t c : key.first(std::min<size_t>(key.size(), 200))) {
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      const char* hex = "0123456789abcdef";
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
+  for (uint8_t c : key.first(std::min<size_t>(key.size(), 200)))
+    out += c >= 0x20 && c < 0x7f && c != '\\' ? std::string(1, static_cast<char>(c)) : "\\x" + hex_byte(c);
   return key.size() > 200 ? out + "..." : out;
 }
 
@@ -125,11 +123,7 @@ Result<LmdbLayout> layout_of(std::span<const uint8_t> value, const LmdbOptions& 
     return LmdbLayout::kDatum;
   }
   std::string head;
-  for (uint8_t c : value.first(std::min<size_t>(value.size(), 8))) {
-    const char* hex = "0123456789abcdef";
-    head += hex[c >> 4];
-    head += hex[c & 15];
-  }
+  for (uint8_t c : value.first(std::min<size_t>(value.size(), 8))) head += hex_byte(c);
   return unsupported("a value of " + std::to_string(value.size()) + " bytes (starting 0x" + head +
                      ") that is none of the layouts chute reads: a pickled (image bytes, label) tuple or {'" +
                      options.image_key + "': image bytes, '" + options.label_key +
@@ -221,12 +215,13 @@ Result<Scan> scan(const MappedFile& file, const LmdbOptions& options) {
 
 std::string scan_note(const LmdbOptions& o) { return "lmdb image_key=" + o.image_key + " label_key=" + o.label_key; }
 
-// Shards of about kShardBytes of consecutive samples, when the samples lie in about their order in the file.
+// Shards of about kShardBytes of consecutive samples, when the samples lie in about their order in the file
+// (overflow values in write order; small values a page's worth apart at most).
 std::vector<int64_t> shards_of(const IndexView& index, bool* none) {
   uint64_t in_order = 0, prev = 0;
   for (uint64_t i = 0; i < index.size(); ++i) {
     const uint64_t at = index.entry(i).offset;
-    in_order += at >= prev;
+    in_order += at + kNear >= prev;
     prev = at;
   }
   *none = index.size() > 1 && static_cast<double>(in_order) < kInOrder * static_cast<double>(index.size());

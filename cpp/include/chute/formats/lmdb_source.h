@@ -15,7 +15,8 @@
 // `__keys__` and `__len__`. A record whose value does not hold the layout is a bad sample (its read fails
 // with why), not a failed open; a layout that is none of these fails the open, naming the key.
 // Shards (order='shards'): runs of about 256 MiB of consecutive samples, when the samples lie in the file
-// in about their order (as written by one writer in order); else none.
+// in about their order (90% of them at most 1 MiB before their predecessor: written in order by one
+// writer); else none.
 // Thread-safety: open() is a plain function; the source is a SpanSource.
 #pragma once
 
