@@ -54,7 +54,8 @@ def add_parsers(sub) -> None:
         "pack",
         help="pack a dataset into chute's shard format",
         description="Packs SRC (an ImageFolder directory, a file list of '<path> <label>' lines, tar / "
-        "WebDataset shards as a .tar, a glob or a directory of tars, or a packed dataset) into "
+        "WebDataset shards as a .tar, a glob or a directory of tars, TFRecord files, an LMDB environment "
+        "(docs/FORMATS.md), or a packed dataset) into "
         "DST as shards with an index, in parallel. Files appear under their final names only "
         "when the pack is complete.",
     )
@@ -161,7 +162,7 @@ def add_parsers(sub) -> None:
 
     s = sub.add_parser(
         "inspect",
-        help="summarise a packed dataset, tar shards or an image folder",
+        help="summarise a packed dataset, tar shards, TFRecord files, an LMDB or an image folder",
         description="Prints samples, classes, shards, bytes, format version and the size "
         "distribution of the images. --verify checks every record's checksum, "
         "decodes every image whole, and names every bad record.",
