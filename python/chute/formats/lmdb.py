@@ -63,7 +63,10 @@ class LMDBDataset(FormatDataset):
             if value is not None and not isinstance(value, str):
                 raise TypeError(f"{name} must be a dict key (str), got {value!r}")
         self._native, self.layout, self.keys_record, self.data_file = _native.open_lmdb(
-            self.path, image_key or "image", label_key or "label", resolve_cache_dir(cache_dir)
+            self.path,
+            image_key=image_key or "image",
+            label_key=label_key or "label",
+            cache_dir=resolve_cache_dir(cache_dir),
         )
         if labels is not None:
             self._native = self._native.with_labels(self._labels_from(labels))

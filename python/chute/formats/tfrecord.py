@@ -74,7 +74,11 @@ class TFRecordDataset(FormatDataset):
             if value is not None and not isinstance(value, str):
                 raise TypeError(f"{name} must be a feature name (str), got {value!r}")
         self._native, self.image_key, label, features = _native.open_tfrecord(
-            self.paths, image_key or "", label_key or "", resolve_cache_dir(cache_dir), bool(verify)
+            self.paths,
+            image_key=image_key or "",
+            label_key=label_key or "",
+            cache_dir=resolve_cache_dir(cache_dir),
+            verify=bool(verify),
         )
         self.label_key: str | None = label or None
         self.features: list[tuple[str, str]] = [tuple(f) for f in features]
