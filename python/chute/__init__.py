@@ -19,6 +19,7 @@ import os as _os
 from torch.utils.data import get_worker_info  # torch's own (chute's workers set it); torch imports it anyway
 
 from chute.errors import ResourceError, SampleError
+from chute.formats import LMDBDataset, TFRecordDataset
 from chute.loader import Loader
 from chute.packed import pack
 from chute.resolve import open
@@ -60,6 +61,7 @@ __all__ = [
     "DataLoader",
     "FileList",
     "ImageFolder",
+    "LMDBDataset",
     "Loader",
     "LoaderStats",
     "Normalize",
@@ -69,6 +71,7 @@ __all__ = [
     "Resize",
     "ResourceError",
     "SampleError",
+    "TFRecordDataset",
     "TarDataset",
     "doctor",
     "get_worker_info",

@@ -68,6 +68,8 @@ def describe(dataset: PackedDataset | TarDataset) -> dict:
         ]
         index_bytes = os.path.getsize(os.path.join(directory, INDEX_FILE))
         kind, version = "chute packed shards", dataset._native.format_version
+    elif not isinstance(dataset, TarDataset):  # chute.formats: indexes are cached apart from the data
+        shards, index_bytes, kind, version = dataset.files(), 0, dataset.kind, None
     else:
         shards = [
             {"file": p, "records": None, "bytes": os.path.getsize(p), "index": index or None}

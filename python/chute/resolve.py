@@ -37,10 +37,15 @@ def open(
     verify: bool = True,  # noqa: A001
     cache_dir: str | os.PathLike | None = None,
     cache_limit: int | str | None = None,
+    image_key: str | None = None,
+    label_key: str | None = None,
+    labels=None,
 ) -> PackedDataset | TarDataset:
     """Opens a packed dataset (its directory, or its ``index.chidx``), or tar / WebDataset shards (a
-    ``.tar`` file, a glob such as ``"shards/train-*.tar"``, or a directory of tars). The result works
-    with :class:`chute.Loader` like :class:`chute.ImageFolder`.
+    ``.tar`` file, a glob such as ``"shards/train-*.tar"``, or a directory of tars), or a dataset in a
+    format it already lives in (:mod:`chute.formats`: TFRecord files, an LMDB environment; ``image_key``,
+    ``label_key`` and ``labels`` where detection needs help, docs/FORMATS.md). The result works with
+    :class:`chute.Loader` like :class:`chute.ImageFolder`.
 
     URLs work too: ``s3://bucket/train/`` or ``https://host/data/train/`` (a packed dataset's prefix),
     ``https://host/data/train-{0000..0127}.tar`` or ``s3://bucket/shards/*.tar`` (tar shards: braces,
@@ -56,6 +61,13 @@ def open(
             return TarDataset.from_urls(path_or_glob, cache_dir=cache_dir, cache_limit=cache_limit)
         return PackedDataset(path_or_glob, verify=verify, cache_dir=cache_dir, cache_limit=cache_limit)
     path = os.fsdecode(_validate.path("path_or_glob", path_or_glob))
+    from chute import formats
+
+    found = formats.recognise(
+        path, cache_dir=cache_dir, verify=verify, image_key=image_key, label_key=label_key, labels=labels
+    )
+    if found is not None:
+        return found
     tars = tar_paths(path)
     if tars is not None:
         return TarDataset(tars, cache_dir=cache_dir)
@@ -73,7 +85,11 @@ def source_from_path(path: str | os.PathLike) -> ImageFolder | PackedDataset | T
     if remote.is_url(path) or (isinstance(path, str) and path.startswith("file://")):
         return open(path)
     path = os.fspath(path)
+    from chute import formats
+
     if is_glob(path) or path.endswith((".tar", ".chidx")) or os.path.exists(os.path.join(path, INDEX_FILE)):
+        return open(path)
+    if formats.names_a_format(path):  # TFRecord files, an LMDB environment
         return open(path)
     if os.path.isdir(path):
         tars = tar_paths(path)
@@ -97,7 +113,9 @@ def native_source(src) -> tuple[_native.Source, list[str]]:
     if hasattr(src, "_native") and isinstance(src._native, _native.Source):
         return src._native, list(getattr(src, "classes", []))
     path = os.fsdecode(_validate.path("src", src))
-    if is_glob(path) or os.path.isdir(path) or path.endswith((".tar", ".chidx")):
+    from chute import formats
+
+    if is_glob(path) or os.path.isdir(path) or path.endswith((".tar", ".chidx")) or formats.names_a_format(path):
         source = source_from_path(path)  # an ambiguous directory is an error here too
         return source._native, list(source.classes)
     if os.path.isfile(path):

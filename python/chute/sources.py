@@ -31,6 +31,14 @@ class NativeSource:
         return list(self._native.labels())
 
 
+class RecordSource(NativeSource):
+    """A source whose records can be read back as they were stored: ``dataset[i]`` is ``(bytes, label)``."""
+
+    def __getitem__(self, index: int) -> tuple[bytes, int]:
+        """The sample's encoded bytes (exactly as stored) and its label."""
+        return _native.read_sample(self._native, index), self._native.label(index)
+
+
 class ImageFolder(NativeSource):
     """A directory in torchvision's ``ImageFolder`` layout: ``root/<class>/**/<image>``.
 
@@ -77,15 +85,7 @@ class FileList(NativeSource):
         return f"chute.FileList({self.path!r}, samples={len(self)})"
 
 
-class _RecordSource(NativeSource):
-    """A source whose records can be read back as they were stored: ``dataset[i]`` is ``(bytes, label)``."""
-
-    def __getitem__(self, index: int) -> tuple[bytes, int]:
-        """The sample's encoded bytes (exactly as stored) and its label."""
-        return _native.read_sample(self._native, index), self._native.label(index)
-
-
-class PackedDataset(_RecordSource):
+class PackedDataset(RecordSource):
     """A dataset written by :func:`chute.pack`: same samples, labels, classes and order as its source.
     Reads go through one memory mapping per shard; each record's XXH3 checksum is checked on every read
     unless ``verify=False``.
@@ -135,7 +135,7 @@ class PackedDataset(_RecordSource):
         return f"chute.PackedDataset({path!r}, samples={len(self)}, classes={len(self.classes)})"
 
 
-class TarDataset(_RecordSource):
+class TarDataset(RecordSource):
     """Plain tar or WebDataset shards, read in place.
 
     WebDataset shards (members sharing a key with an image: ``.cls``, ``.json``...) are grouped by

@@ -116,6 +116,7 @@ void register_transforms(nb::module_& m);
 void register_loader(nb::module_& m);
 void register_reference(nb::module_& m);
 void register_packed(nb::module_& m);
+void register_formats(nb::module_& m);
 void register_device(nb::module_& m);
 void register_gather(nb::module_& m);
 void register_stats(nb::module_& m);

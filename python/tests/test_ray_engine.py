@@ -17,7 +17,7 @@ pytest.importorskip("ray", reason="Ray is not installed (pip install 'chute[ray]
 from conftest import make_folder  # noqa: E402
 
 import chute  # noqa: E402
-from chute.testing.loopback import Nginx  # noqa: E402
+from chute.bench.loopback import Nginx  # noqa: E402
 
 WAIT_S = 120  # every wait in this file fails the test after this long, never hangs it
 BAD = ("class_0/img_002.jpg", "class_1/img_004.jpg", "class_1/img_005.jpg")  # two of them adjacent in the tree

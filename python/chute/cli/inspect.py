@@ -12,7 +12,7 @@ from chute.cli.terminal import printable, progress_bar, reporting_errors
 def add_parsers(sub) -> None:
     s = sub.add_parser(
         "inspect",
-        help="summarise a packed dataset, tar shards or an image folder",
+        help="summarise a packed dataset, tar shards, TFRecord files, an LMDB or an image folder",
         description="Prints samples, classes, shards, bytes, format version and the size "
         "distribution of the images. --verify checks every record's checksum, "
         "decodes every image whole, and names every bad record.",

@@ -21,7 +21,8 @@ def add_parsers(sub) -> None:
         "pack",
         help="pack a dataset into chute's shard format",
         description="Packs SRC (an ImageFolder directory, a file list of '<path> <label>' lines, tar / "
-        "WebDataset shards as a .tar, a glob or a directory of tars, or a packed dataset) into "
+        "WebDataset shards as a .tar, a glob or a directory of tars, TFRecord files, an LMDB environment "
+        "(docs/FORMATS.md), or a packed dataset) into "
         "DST as shards with an index, in parallel. Files appear under their final names only "
         "when the pack is complete.",
     )
