@@ -10,7 +10,7 @@ Each limit is set in a child process (``test_resources._child``), so that this p
 
 from __future__ import annotations
 
-from test_resources import _child
+from test_resources import FILL_DESCRIPTORS, _child
 
 # A plain map-style dataset: the generic path. The child records what the garbage collector and __del__
 # would print (sys.unraisablehook) instead of letting it go to stderr.
@@ -82,17 +82,12 @@ def test_out_of_descriptors_at_any_point_of_start_is_one_error_naming_ulimit_and
 def test_one_spare_descriptor_is_enough_once_started_and_none_is_one_error_naming_ulimit():
     result = _child(
         _PRELUDE
+        + FILL_DESCRIPTORS
         + """
     def fill_to(limit):
-        # Every descriptor number below `limit` in use but one: the parent can open exactly one more file.
+        # Every descriptor number below `limit` in use: the process can open no other file.
         resource.setrlimit(resource.RLIMIT_NOFILE, (limit, HARD))
-        held = []
-        try:
-            while True:
-                held.append(os.open("/dev/null", os.O_RDONLY))
-        except OSError:
-            pass
-        return held
+        return fill_descriptors()
 
     loader = chute.DataLoader(Squares(), batch_size=4, num_workers=2)
     it = iter(loader)
