@@ -15,6 +15,7 @@ Every one is a ``torch.utils.data.dataloader._BaseDataLoaderIter``: torch's base
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import pickle
@@ -133,23 +134,33 @@ def _start_context(loader):
     return torch.multiprocessing.get_context("forkserver")
 
 
-def _out_of_descriptors(e: BaseException) -> bool:
-    import errno
-
-    return isinstance(e, OSError) and (e.errno in (errno.EMFILE, errno.ENFILE) or "Too many open files" in str(e))
-
-
-def _descriptor_hint(num_workers: int) -> str:
+def _descriptor_hint(num_workers: int, torch_sharing: bool = False) -> str:
+    """What ran out and what to change. ``torch_sharing``: the failure was torch's per-tensor shared memory
+    (a batch that did not fit the arena), where torch's 'file_system' sharing strategy needs no descriptor."""
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     limit = "unlimited" if soft == resource.RLIM_INFINITY else str(soft)
-    return (
+    hint = (
         f"chute.DataLoader: out of file descriptors. Its {num_workers} worker processes each hold pipes and "
         f"queues, and batches travel through shared memory; the per-process limit is {limit} open files "
         f"(hard limit {'unlimited' if hard == resource.RLIM_INFINITY else hard}). Raise it with `ulimit -n` "
         "(or resource.setrlimit(resource.RLIMIT_NOFILE, ...)), or lower num_workers or prefetch_factor."
     )
+    if torch_sharing and torch.multiprocessing.get_sharing_strategy() == "file_descriptor":
+        hint += (
+            " This batch came through torch's shared memory (one descriptor per tensor), which "
+            "torch.multiprocessing.set_sharing_strategy('file_system') at the start of the script avoids."
+        )
+    return hint
+
+
+def _descriptor_error(e: Exception, num_workers: int, torch_sharing: bool = False):
+    """The one error the user sees for running out of descriptors: chute.ResourceError naming the limit."""
+    from chute.errors import ResourceError
+
+    code = getattr(e, "errno", None) or errno.EMFILE
+    return ResourceError(code, f"{os.strerror(code)}: {_descriptor_hint(num_workers, torch_sharing)}")
 
 
 def start_workers(loader) -> MultiProcessIter:
@@ -158,11 +169,9 @@ def start_workers(loader) -> MultiProcessIter:
     try:
         return MultiProcessIter(loader)
     except OSError as e:
-        if not _out_of_descriptors(e):
+        if not _arena.out_of_descriptors(e):
             raise
-        from chute.errors import ResourceError
-
-        raise ResourceError(e.errno, f"{e.strerror or e}: {_descriptor_hint(loader.num_workers)}") from e
+        raise _descriptor_error(e, loader.num_workers) from None
 
 
 class MultiProcessIter(_MultiProcessingDataLoaderIter):
@@ -172,13 +181,13 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
     )
 
     def __init__(self, loader):
+        self._shutdown = True  # until every worker runs: torch's __del__ has nothing to stop
         _BaseDataLoaderIter.__init__(self, loader)  # torch's seed draw, sampler iterator and pin_memory warnings
         record_pinning(self, loader)
         self._prefetch_factor = loader.prefetch_factor
         self._in_order = loader.in_order
         self._stats = loader._chute_stats
         if self._num_workers <= 0 or self._prefetch_factor <= 0:
-            self._shutdown = True  # nothing started: torch's __del__ has no workers to stop
             raise AssertionError("MultiProcessIter needs num_workers > 0 and prefetch_factor > 0")
         ctx = _start_context(loader)
 
@@ -191,21 +200,38 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
             )
 
         self._arena = None
+        self._worker_result_queue = None
+        self._worker_pids_set = False
+        self._index_queues = []
+        self._workers = []
+        self._slot_of_task: dict[int, int] = {}
+        try:
+            self._start_workers(ctx)
+        except BaseException:
+            self._abandon_start()  # out of descriptors part-way, say: one error, and nothing left running
+            raise
+        self._shutdown = False
+        self._data_queue = self._worker_result_queue
+        _LIVE_QUEUES[id(self)] = (self._index_queues, self._worker_result_queue)
+
+        _utils.signal_handling._set_worker_pids(id(self), tuple(w.pid for w in self._workers))
+        _utils.signal_handling._set_SIGCHLD_handler()
+        self._worker_pids_set = True
+        self._reset(loader, first_iter=True)
+
+    def _start_workers(self, ctx) -> None:
+        """The arena, the queues and the worker processes (torch's start, with the arena's slots)."""
         if _arena.supported():
             self._arena = _arena.Arena(self._prefetch_factor * self._num_workers + SPARE_SLOTS)
-        self._slot_of_task: dict[int, int] = {}
         self._stats["arena_slots"] = self._arena.num_slots if self._arena else 0
         handles = self._arena.handles() if self._arena else []
 
         self._worker_result_queue = ctx.Queue()
-        self._worker_pids_set = False
-        self._shutdown = False
         self._workers_done_event = ctx.Event()
-        self._index_queues = []
-        self._workers = []
         for i in range(self._num_workers):
             index_queue = ctx.Queue()
             index_queue.cancel_join_thread()
+            self._index_queues.append(index_queue)
             w = ctx.Process(
                 target=worker_loop,
                 args=(
@@ -225,16 +251,28 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
                 ),
             )
             w.daemon = True
+            if ctx.get_start_method() == "fork" and _arena.near_descriptor_limit(4):
+                # CPython's fork start opens two pipes and leaks the first when the second fails: refuse first.
+                raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
             w.start()
-            self._index_queues.append(index_queue)
             self._workers.append(w)
-        self._data_queue = self._worker_result_queue
-        _LIVE_QUEUES[id(self)] = (self._index_queues, self._worker_result_queue)
 
-        _utils.signal_handling._set_worker_pids(id(self), tuple(w.pid for w in self._workers))
-        _utils.signal_handling._set_SIGCHLD_handler()
-        self._worker_pids_set = True
-        self._reset(loader, first_iter=True)
+    def _abandon_start(self) -> None:
+        """Undoes a start that failed part-way: the workers started so far (none has a task yet) are
+        terminated and joined, the queues and the arena's files closed."""
+        for w in self._workers:
+            w.terminate()
+        for w in self._workers:
+            w.join(timeout=5.0)
+            if w.is_alive():
+                w.kill()
+                w.join()
+        for q in [*self._index_queues, self._worker_result_queue]:
+            if q is not None:
+                q.cancel_join_thread()
+                q.close()
+        if self._arena is not None:
+            self._arena.close()
 
     # torch's _reset, releasing the slots of replies it throws away between epochs (persistent workers).
     def _reset(self, loader, first_iter=False) -> None:
@@ -326,18 +364,24 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
         if isinstance(data, ExceptionWrapper):
             try:
                 data.reraise()
-            except OSError as e:  # the worker ran out of descriptors: say which limit, keep torch's exception
-                if _out_of_descriptors(e):
+            except Exception as e:  # the worker ran out of descriptors: say which limit, keep torch's exception
+                if _arena.out_of_descriptors(e):
                     e.add_note(_descriptor_hint(self._num_workers))
                 raise
         stats = self._stats
         stats["batches"] += 1
-        if data.slot is None:
-            stats["shared_batches"] += 1
-            batch = pickle.loads(data.data)
-        else:
-            stats["arena_batches"] += 1
-            batch = self._arena.loads(data.slot, data.file_size, data.data)
+        try:
+            if data.slot is None:
+                stats["shared_batches"] += 1
+                batch = pickle.loads(data.data)  # torch's shared tensors: a descriptor each, received here
+            else:
+                stats["arena_batches"] += 1
+                batch = self._arena.loads(data.slot, data.file_size, data.data)
+        except Exception as e:
+            shared = data.slot is None
+            if not (_arena.out_of_descriptors(e) or (shared and _arena.near_descriptor_limit())):
+                raise
+            raise _descriptor_error(e, self._num_workers, torch_sharing=shared) from None
         if self._pin_memory:
             # Copies into torch's caching host allocator: the slot's views die here, and the pinned copies'
             # reuse is torch's, fenced by an event on every stream that copies from them (arena.py).
