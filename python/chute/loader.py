@@ -290,7 +290,7 @@ class Loader:
         self._native = _native.Loader(native_source, _native_transforms(transforms), options)
         prefetch = options.prefetch  # 0: auto
         if prefetch and self._native.prefetch < prefetch:
-            buffer = self._native.stats()["batch_buffer_bytes"]
+            buffer = self._native.stats()["batch_buffer_held_bytes"]  # what max_memory counts
             warnings.warn(
                 f"prefetch={prefetch} needs {(prefetch + 2) * buffer / 2**20:,.0f} MiB of batch buffers "
                 f"({prefetch} + 2 of {buffer / 2**20:,.1f} MiB), more than max_memory={options.max_memory:,} "

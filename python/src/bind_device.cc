@@ -79,7 +79,14 @@ void register_device(nb::module_& m) {
 
   // Pinned blocks lent by torch's host allocator (chute/delivery.py stocks it) for a hand-over ring.
   nb::class_<PyBlockPool>(m, "BlockPool")
-      .def("__init__", [](PyBlockPool* self) { new (self) PyBlockPool{std::make_shared<BlockPool>("torch pinned")}; })
+      // power_of_two_blocks: the lender rounds its blocks up to a power of two (torch's caching host allocator).
+      .def(
+          "__init__",
+          [](PyBlockPool* self, bool power_of_two_blocks) {
+            new (self) PyBlockPool{std::make_shared<BlockPool>("torch pinned", power_of_two_blocks)};
+          },
+          nb::arg("power_of_two_blocks") = false)
+      .def("footprint", [](const PyBlockPool& p, size_t bytes) { return p.impl->footprint(bytes); })
       .def("donate", [](PyBlockPool& p, uintptr_t address,
                         size_t bytes) { p.impl->donate(reinterpret_cast<void*>(address), bytes); })
       .def("take_returned",

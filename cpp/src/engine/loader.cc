@@ -145,7 +145,7 @@ TunerSettings tuner_settings(const LoaderOptions& o, size_t sample_bytes) {
   t.tune_prefetch = o.prefetch == 0;
   t.prefetch = o.prefetch;
   t.batch_size = o.batch_size;
-  t.slot_bytes = slot_bytes_for(o.batch_size, sample_bytes);
+  t.slot_bytes = o.host_allocator->footprint(slot_bytes_for(o.batch_size, sample_bytes));
   t.max_memory = o.max_memory;
   return t;
 }
@@ -194,7 +194,9 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Source> sou
   // Auto prefetch (0) stays within max_memory, so only a given prefetch can overflow the ring's sizes.
   CHUTE_RETURN_IF_ERROR(BatchRing::check_size(options.batch_size, writer.sample_bytes(),
                                               int64_t{std::max(options.prefetch, 1)} + 2 + options.extra_buffers));
-  const size_t slot_bytes = slot_bytes_for(options.batch_size, writer.sample_bytes());
+  // What one buffer holds: more than its bytes where the allocator rounds (torch's pinned blocks).
+  const size_t slot_bytes =
+      options.host_allocator->footprint(slot_bytes_for(options.batch_size, writer.sample_bytes()));
   if (options.prefetch == 0 && options.max_memory / slot_bytes < 3)
     return invalid_argument("max_memory of " + std::to_string(options.max_memory >> 20) +
                             " MiB holds fewer than 3 batch buffers of " + std::to_string(slot_bytes >> 20) +
@@ -223,7 +225,7 @@ Loader::Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWr
   shared_ = std::make_shared<SharedState>(options_.batch_size, writer_.sample_bytes(),
                                           tuner_.prefetch() + 2 + options_.extra_buffers, options_.max_ring_bytes,
                                           options_.host_allocator);
-  options_.decode.budget->set_reserved(shared_->ring.slots_with_memory() * shared_->ring.slot_bytes());
+  options_.decode.budget->set_reserved(shared_->ring.slots_with_memory() * shared_->ring.slot_footprint());
   epoch_->baseline_s = now_s();
   epoch_->baseline_cpu_s = process_cpu_s();
 }
@@ -358,7 +360,7 @@ Status Loader::begin_epoch(EpochKey key, int64_t start, std::unique_ptr<EpochOrd
     // prefetch needs (a consumer that still holds them keeps them).
     shared_->ring.trim(tuner_.prefetch() + 2 + options_.extra_buffers);
     trimmed = shared_->ring.take_retired();
-    options_.decode.budget->set_reserved(shared_->ring.slots_with_memory() * shared_->ring.slot_bytes());
+    options_.decode.budget->set_reserved(shared_->ring.slots_with_memory() * shared_->ring.slot_footprint());
     EpochState& e = *epoch_;
     e.epoch = key.epoch;
     e.seed = key.seed;
@@ -410,13 +412,13 @@ void Loader::grow_ring(std::unique_lock<std::mutex>& lock) {
   if (memory) {
     ring.finish_growth(std::move(*memory));
     // The buffers leave less of max_memory to large decodes.
-    options_.decode.budget->set_reserved(ring.slots_with_memory() * ring.slot_bytes());
+    options_.decode.budget->set_reserved(ring.slots_with_memory() * ring.slot_footprint());
     if (!e.warned_growth) {
       e.warned_growth = true;
       std::fprintf(stderr,
                    "chute: the consumer is holding on to %d batches; growing the batch ring to %d buffers "
                    "(%.0f MB). Held tensors keep their buffers; clone() what you keep to avoid this.\n",
-                   held, ring.num_slots(), ring.num_slots() * ring.slot_bytes() / 1e6);
+                   held, ring.num_slots(), ring.num_slots() * ring.slot_footprint() / 1e6);
     }
   } else {
     ring.abandon_growth();
@@ -738,6 +740,7 @@ LoaderStats Loader::stats() const {
   s.auto_threads = options_.num_threads == 0;
   s.auto_prefetch = options_.prefetch == 0;
   s.slot_bytes = shared_->ring.slot_bytes();
+  s.slot_footprint = shared_->ring.slot_footprint();
   s.ring_slots = shared_->ring.slots_with_memory();  // buffers allocated (not slots whose memory went)
   s.cores = available_cores();
   s.process_cpu_s = process_cpu_s() - e.baseline_cpu_s;

@@ -1,6 +1,7 @@
 #include "chute/gpu/simulated_device.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <variant>
@@ -320,6 +321,7 @@ Result<int> SimulatedDevice::create_stream(int min_delay_us, int max_delay_us) {
 }
 
 Result<void*> SimulatedDevice::allocate_block(size_t bytes) {
+  bytes = std::bit_ceil(bytes);  // as torch's CachingHostAllocator: size classes of powers of two
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [p, b] : blocks_) {

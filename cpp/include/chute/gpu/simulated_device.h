@@ -20,8 +20,9 @@
 // It also plays the consumer's side of pinned CPU batches (pin_memory, the BlockPool hand-over), as torch
 // does it on a GPU: consumer streams of their own, each a thread whose copies lag (a GPU with a backlog);
 // copy_to_device() like tensor.to("cuda", non_blocking=True), which records its stream on the source's
-// block; and a caching host allocator like torch's (allocate_block/free_block): a freed block gets an event
-// on every stream that copied from it and is lent again only once those events have completed.
+// block; and a caching host allocator like torch's (allocate_block/free_block): every request is rounded up
+// to a power of two, and a freed block gets an event on every stream that copied from it and is lent again
+// only once those events have completed.
 //
 // Test-only: never a production backend (Python's device='sim' exists for the tests).
 #pragma once
