@@ -336,7 +336,7 @@ def test_fork_is_avoided_while_native_chute_threads_run(explicit_fork):
 # ---------------------------------------------------------------------------------------------- pin_memory
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-accelerator behaviour")
+@pytest.mark.skipif(torch.cuda.is_available(), reason="runs only without a GPU: checks the no-accelerator behaviour")
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_pin_memory_without_cuda_warns_like_torch(num_workers):
     with pytest.warns(UserWarning, match="'pin_memory' argument is set as true but no accelerator is found"):
@@ -344,7 +344,7 @@ def test_pin_memory_without_cuda_warns_like_torch(num_workers):
     _check(batch, 0)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_pin_memory_batches_are_pinned():
     loader = DataLoader(Arange(64), batch_size=4, num_workers=2, pin_memory=True)
     for k, b in enumerate(loader):

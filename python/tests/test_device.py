@@ -127,7 +127,7 @@ def test_batches_outlive_the_loader_and_nothing_leaks(folder):
     assert dev.violations == 0, dev.first_violation
 
 
-@pytest.mark.skipif(HAS_CUDA, reason="a CUDA GPU is present")
+@pytest.mark.skipif(HAS_CUDA, reason="runs only without a GPU: a CUDA GPU is present")
 def test_cuda_without_a_gpu_is_a_clear_error(folder):
     available, count, why = cuda_availability()
     assert not available and why
@@ -321,7 +321,8 @@ def _build_fake_cuda(tmp_path):
 
 @pytest.mark.skipif(
     torch.version.cuda is not None,
-    reason="a CUDA torch loads its own libcudart at import; test_gpu_one_libcudart_in_the_process "
+    reason="runs only without a GPU (a CPU torch): a CUDA torch loads its own libcudart at import; "
+    "test_gpu_one_libcudart_in_the_process "
     "checks the rule there",
 )
 def test_one_cuda_runtime_and_no_stray_context(folder, tmp_path):
