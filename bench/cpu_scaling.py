@@ -1,7 +1,7 @@
 """CPU scaling of the train pipeline (RandomResizedCrop(224) + flip + Normalize, float32) on the machine's cores:
 chute's img/s at 1, 2, 4, 8, ... threads (up to the cores) and torch's DataLoader (torchvision ImageFolder and
 transforms) at the same worker counts, on the same photos, interleaved count by count. Each figure is the images
-the consumer received over ``--seconds`` of steady state (after one warm-up batch: workers started, buffers
+the consumer received over ``--seconds`` of steady state (after two warm-up batches: workers started, buffers
 faulted in). Efficiency is rate(k) / (k x rate(1)), each family against its own one-thread rate.
 
     python bench/cpu_scaling.py --data DIR --json OUT [--batch-size 64] [--seconds 2.5] [--counts 1,2,4,8,16]
@@ -25,14 +25,15 @@ from chute.bench.torch_peer import make_dataloader, uses_torchvision
 
 
 def rate(batches, seconds: float) -> tuple[float, int]:
-    """(img/s, images) the consumer received over ``seconds`` after one warm-up batch (at least two batches)."""
+    """(img/s, images) the consumer received over ``seconds`` after two warm-up batches (workers started, buffers
+    faulted in, what was prepared during the start-up taken), and over at least three batches."""
     it = iter(batches)
-    next(it)
+    next(it), next(it)
     images, n, start = 0, 0, time.perf_counter()
     for x, _ in it:
         images += x.shape[0]
         n += 1
-        if n >= 2 and time.perf_counter() - start >= seconds:
+        if n >= 3 and time.perf_counter() - start >= seconds:
             break
     return images / (time.perf_counter() - start), images
 

@@ -226,8 +226,8 @@ def markdown(summary: dict, records: list[dict], targets: list[dict]) -> str:
         f"# GPU check: {summary['status']} ({kind})",
         "",
         f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}; total {summary['total_s']} s of a {summary['budget_s']:.0f} s budget.",
-        f"Machine: {m.get('gpu', 'no GPU')}; {m.get('cores', '?')} cores; Python {m.get('python', '?')}, torch "
-        f"{m.get('torch', '?')} (CUDA {m.get('cuda', None)}); libcudart for chute's tests: {m.get('cudart', 'none')}.",
+        f"Machine: {m.get('gpu') or 'no GPU'}; {m.get('cores', '?')} cores; Python {m.get('python', '?')}, torch "
+        f"{m.get('torch', '?')} (CUDA {m.get('cuda') or 'none'}); libcudart for chute's tests: {m.get('cudart') or 'none'}.",
         "",
         "| step | status | wall s | detail |",
         "| --- | --- | ---: | --- |",

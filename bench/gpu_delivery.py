@@ -78,6 +78,12 @@ def loader(folder, gpu: Gpu, bs: int, **kw):
     return chute.Loader(chute.ImageFolder(folder), batch_size=bs, shuffle=True, seed=11, drop_last=True, **kw)
 
 
+def endless(loader):
+    """Batches across epochs, for as many as are asked."""
+    while True:
+        yield from loader
+
+
 def first(batches, n: int) -> list:
     out = []
     for x, y in batches:
@@ -254,7 +260,7 @@ def _profile_batches(gpu: Gpu, folder, bs: int, n: int, dtype) -> dict:
     with loader(folder, gpu, bs, dtype=dtype, memory_format=torch.channels_last,
                 transforms=[chute.RandomResizedCrop(224), chute.RandomHorizontalFlip(), NORM],
                 device=gpu.chute_device) as dev:  # fmt: skip
-        it = iter(dev)
+        it = endless(dev)
         for _ in range(2):  # warm: device buffers, the conversion's first kernels
             next(it)
         gpu.sync()
