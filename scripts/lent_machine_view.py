@@ -33,7 +33,13 @@ import sysconfig
 # lib*.so there is a link to the run-time library), and the package files in cmake/ and pkgconfig/ directories.
 WHOLE_DEV = ["/usr/include", "/usr/local/include", "/usr/src"]
 LIBRARY_TREES = ["/usr/lib", "/usr/local/lib", "/usr/lib64"]
-LINKER_DIRS = {"/usr/lib", "/usr/lib/x86_64-linux-gnu", "/usr/local/lib", "/usr/local/lib/x86_64-linux-gnu", "/usr/lib64"}
+LINKER_DIRS = {
+    "/usr/lib",
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/local/lib",
+    "/usr/local/lib/x86_64-linux-gnu",
+    "/usr/lib64",
+}
 SHARE_TREES = ["/usr/share", "/usr/local/share"]
 PACKAGE_FILE = re.compile(r"(\.pc|Config\.cmake|-config\.cmake|ConfigVersion\.cmake|-config-version\.cmake|"
                           r"Targets\.cmake|Targets-[a-z]+\.cmake)$")  # fmt: skip
@@ -98,7 +104,9 @@ def owned_files(packages: set[str]) -> set[str]:
 def development_file(path: str) -> bool:
     """Whether a file of a library tree is for building against (not for running)."""
     parent, name = os.path.split(path)
-    if parent in LINKER_DIRS and (name.endswith((".a", ".la", ".o")) or (name.startswith("lib") and name.endswith(".so"))):
+    if parent in LINKER_DIRS and (
+        name.endswith((".a", ".la", ".o")) or (name.startswith("lib") and name.endswith(".so"))
+    ):
         return True
     return ("/cmake/" in path or "/pkgconfig/" in path) and PACKAGE_FILE.search(name) is not None
 
@@ -199,8 +207,14 @@ def main() -> int:
     for d in SHARE_TREES:
         if os.path.isdir(d):
             view.cover_files(d)
-    shown = [h for h in view.hidden if re.search(r"jpeg|png|zlib|libz\.|zconf|webp|xxh|zstd|gtest|googletest|benchmark|curl", h)]
-    print(f"lent_machine_view: {len(view.hidden)} development files and trees hidden, among them: {' '.join(shown[:40])}")
+    shown = [
+        h
+        for h in view.hidden
+        if re.search(r"jpeg|png|zlib|libz\.|zconf|webp|xxh|zstd|gtest|googletest|benchmark|curl", h)
+    ]
+    print(
+        f"lent_machine_view: {len(view.hidden)} development files and trees hidden, among them: {' '.join(shown[:40])}"
+    )
     sys.stdout.flush()
     os.execvp(command[0], command)
 
