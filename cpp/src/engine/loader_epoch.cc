@@ -67,7 +67,7 @@ Status Loader::begin_epoch(EpochKey key, int64_t start, std::unique_ptr<EpochOrd
     // prefetch needs (a consumer that still holds them keeps them).
     shared_->ring.trim(tuner_.prefetch() + 2 + options_.extra_buffers);
     trimmed = shared_->ring.take_retired();
-    options_.decode.budget->set_reserved(shared_->ring.slots_with_memory() * shared_->ring.slot_bytes());
+    options_.decode.budget->set_reserved(shared_->ring.slots_with_memory() * shared_->ring.slot_footprint());
     EpochState& e = *epoch_;
     e.epoch = key.epoch;
     e.seed = key.seed;

@@ -397,6 +397,7 @@ class FolderPlan(Plan):
             "max_prefetch",
             "cores",
             "batch_buffer_bytes",
+            "batch_buffer_held_bytes",
             "batch_buffers",
             "elapsed_s",
             "process_cpu_s",

@@ -4,13 +4,13 @@
 * ``MultiProcessIter``: torch's multi-process iterator's bookkeeping (task order, in_order=False, prefetch,
   persistent-worker resume, timeout, worker-death detection through SIGCHLD and liveness polls, shutdown) with
   chute's workers (worker.py) and transport: each task carries an arena slot (arena.py) that the worker collates
-  into, and the batch comes back as zero-copy views of that slot. With pin_memory the batch is then copied into
-  torch's pinned blocks (torch's own pin_memory(), on this thread), whose reuse torch fences against every copy.
+  into, and the batch comes back as zero-copy views of that slot.
 * ``PlanIter``: a native fast path (plan.py chooses it) behind torch's seed and sampler protocol.
 
 Every one is a ``torch.utils.data.dataloader._BaseDataLoaderIter``: torch's base decides pinning (from
 ``pin_memory`` and the current accelerator) for every path, and each records the decision for ``stats()``
-(:func:`record_pinning`).
+(:func:`record_pinning`). Pinned batches are copies in torch's pinned blocks, made on a pin thread one batch
+ahead by the worker and fast paths, and in line by the in-process iterator, as torch does (pinning.py).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from torch.utils.data.dataloader import (
 from torch.utils.data.datapipes.datapipe import IterDataPipe, MapDataPipe
 
 from chute.dataloader import arena as _arena
-from chute.dataloader import plan as _seam
+from chute.dataloader import pinning as _pinning
 from chute.dataloader.worker import ArenaBatch, _fetch_map, _Where, worker_loop
 
 # Each live iterator's queues, held from outside the iterator. When the garbage collector frees an iterator caught
@@ -49,9 +49,14 @@ _LIVE_QUEUES: dict[int, tuple] = {}
 SPARE_SLOTS = 2
 
 
-def record_pinning(it: _BaseDataLoaderIter, loader) -> None:
+def record_pinning(it: _BaseDataLoaderIter, loader, where: str) -> None:
     """What torch's iterator base decided about pinning, for ``loader.stats()["pinning"]``."""
-    loader._chute_pinning = _seam.pinning(it._pin_memory_device if it._pin_memory else None)
+    loader._chute_pinning = _pinning.describe(it._pin_memory_device if it._pin_memory else None, where)
+
+
+def pin_ahead(it: _BaseDataLoaderIter) -> _pinning.PinAhead | None:
+    """The pin thread of an iterator that pins ahead (pinning.py), when torch's base decided to pin."""
+    return _pinning.PinAhead(it._pin_memory_device) if it._pin_memory else None
 
 
 class SingleProcessIter(_SingleProcessDataLoaderIter):
@@ -61,7 +66,7 @@ class SingleProcessIter(_SingleProcessDataLoaderIter):
 
     def __init__(self, loader):
         super().__init__(loader)
-        record_pinning(self, loader)
+        record_pinning(self, loader, _pinning.IN_LINE)
         self._stats = loader._chute_stats
 
     def _next_data(self):
@@ -183,7 +188,8 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
     def __init__(self, loader):
         self._shutdown = True  # until every worker runs: torch's __del__ has nothing to stop
         _BaseDataLoaderIter.__init__(self, loader)  # torch's seed draw, sampler iterator and pin_memory warnings
-        record_pinning(self, loader)
+        record_pinning(self, loader, _pinning.AHEAD)
+        self._pinner = pin_ahead(self)
         self._prefetch_factor = loader.prefetch_factor
         self._in_order = loader.in_order
         self._stats = loader._chute_stats
@@ -277,6 +283,8 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
     # torch's _reset, releasing the slots of replies it throws away between epochs (persistent workers).
     def _reset(self, loader, first_iter=False) -> None:
         _BaseDataLoaderIter._reset(self, loader, first_iter)
+        if getattr(self, "_pinner", None) is not None:
+            self._pinner.reset()  # a batch taken ahead in the epoch left behind
         for info in getattr(self, "_task_info", {}).values():
             if len(info) == 2:
                 self._drop_reply(info[1])
@@ -308,8 +316,16 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
         if isinstance(data, ArenaBatch) and data.slot is not None:
             self._arena.release(data.slot)
 
+    def _next_data(self):
+        data = self._next_unpinned() if self._pinner is None else self._pinner.next(self._next_unpinned)
+        self._stats["batches"] += 1
+        return data
+
+    def _next_unpinned(self):
+        return _MultiProcessingDataLoaderIter._next_data(self)
+
     def _get_data(self):
-        # torch's, without the pin-memory thread branch (there is no such thread).
+        # torch's, without its pin-memory thread's branch: chute's pin thread takes batches from this thread.
         if self._timeout > 0:
             success, data = self._try_get_data(self._timeout)
             if success:
@@ -369,7 +385,6 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
                     e.add_note(_descriptor_hint(self._num_workers))
                 raise
         stats = self._stats
-        stats["batches"] += 1
         try:
             if data.slot is None:
                 stats["shared_batches"] += 1
@@ -382,10 +397,8 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
             if not (_arena.out_of_descriptors(e) or (shared and _arena.near_descriptor_limit())):
                 raise
             raise _descriptor_error(e, self._num_workers, torch_sharing=shared) from None
-        if self._pin_memory:
-            # Copies into torch's caching host allocator: the slot's views die here, and the pinned copies'
-            # reuse is torch's, fenced by an event on every stream that copies from them (arena.py).
-            batch = _utils.pin_memory.pin_memory(batch, self._pin_memory_device)
+        # With pin_memory, the pin thread copies the batch into torch's caching host allocator (pinning.py): the
+        # slot's views die there, and the pinned copies' reuse is torch's (arena.py).
         return batch
 
     def _mark_worker_as_unavailable(self, worker_id, shutdown=False) -> None:
@@ -414,6 +427,8 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
             super()._shutdown_workers()
         finally:
             if getattr(self, "_shutdown", False):
+                if getattr(self, "_pinner", None) is not None:
+                    self._pinner.close()
                 _LIVE_QUEUES.pop(id(self), None)
                 arena = getattr(self, "_arena", None)
                 if arena is not None:
@@ -429,13 +444,27 @@ class PlanIter(_BaseDataLoaderIter):
 
     def __init__(self, loader, plan):
         super().__init__(loader)
-        record_pinning(self, loader)
+        record_pinning(self, loader, _pinning.AHEAD)
+        self._pinner = pin_ahead(self)
         self._stats = loader._chute_stats
         self._batches = plan.batches(self._sampler_iter, base_seed=self._base_seed)
 
     def _next_data(self):
-        data = next(self._batches)
-        if self._pin_memory:
-            data = _utils.pin_memory.pin_memory(data, self._pin_memory_device)
+        try:
+            data = self._pinner.next(self._next_unpinned) if self._pinner is not None else self._next_unpinned()
+        except StopIteration:
+            self.close()
+            raise
         self._stats["batches"] += 1
         return data
+
+    def _next_unpinned(self):
+        return next(self._batches)
+
+    def close(self) -> None:
+        """Ends the pin thread (at the epoch's end, or when the iterator goes)."""
+        if getattr(self, "_pinner", None) is not None:
+            self._pinner.close()
+
+    def __del__(self):
+        self.close()

@@ -32,7 +32,8 @@ class DataLoader(torch.utils.data.DataLoader):
         "Drop-in replacement for :class:`torch.utils.data.DataLoader` (same arguments, same behaviour).\n\n"
         "Batches from worker processes arrive in a reused shared-memory arena instead of one shared-memory file "
         "per tensor; with ``pin_memory=True`` and CUDA, each batch is copied into torch's pinned memory as torch "
-        "does (on the iterating thread), so torch fences its reuse against every copy. Native fast paths are used where the dataset allows; see ``stats()``.\n\n"
+        "does (on a pin thread, one batch ahead of the loop), so torch fences its reuse against every copy. "
+        "Native fast paths are used where the dataset allows; see ``stats()``.\n\n"
         + (torch.utils.data.DataLoader.__doc__ or "")
     )
 
@@ -107,8 +108,8 @@ class DataLoader(torch.utils.data.DataLoader):
         sharing (all arena slots were held by live batches, or the platform has no memfd).
 
         ``pinning``: how batches are pinned, as torch's iterator decided when iteration last started (the same
-        rule and the same copy on every path, ``plan.PINNING``); before any iteration, what ``pin_memory``
-        asks for. ``held_batches``: what a batch the consumer keeps holds, and who frees it (the table of
+        rule and the same copy on every path, on a pin thread or in line: pinning.py); before any iteration,
+        what ``pin_memory`` asks for. ``held_batches``: what a batch the consumer keeps holds, and who frees it (the table of
         every recycler is in docs/ARCHITECTURE.md).
         """
         plan = self._plan()
