@@ -322,13 +322,24 @@ void Loader::cancel_epoch(std::unique_lock<std::mutex>& lock) {
   shared_->work_cv.notify_all();
 }
 
-Status Loader::start_epoch(uint64_t epoch, int64_t start) {
+std::unique_ptr<EpochOrder> Loader::epoch_order(uint64_t epoch, std::shared_ptr<const EpochRemainder> rest) const {
   // Both orders are pure functions of (seed, epoch, shard): a resumed epoch is the same order.
-  auto order =
-      options_.order == SampleOrder::kShards
-          ? std::make_unique<EpochOrder>(shard_windows_, options_.shuffle, options_.seed, epoch, options_.shard)
-          : std::make_unique<EpochOrder>(source_->size(), options_.shuffle, options_.seed, epoch, options_.shard);
-  return begin_epoch({.seed = options_.seed, .epoch = epoch}, start, std::move(order));
+  if (options_.order == SampleOrder::kShards)
+    return std::make_unique<EpochOrder>(shard_windows_, options_.shuffle, options_.seed, epoch, options_.shard,
+                                        std::move(rest));
+  return std::make_unique<EpochOrder>(source_->size(), options_.shuffle, options_.seed, epoch, options_.shard,
+                                      std::move(rest));
+}
+
+Status Loader::start_epoch(uint64_t epoch, int64_t start) {
+  return begin_epoch({.seed = options_.seed, .epoch = epoch}, start, epoch_order(epoch, nullptr));
+}
+
+Status Loader::resume_epoch(uint64_t epoch, const std::vector<EpochSplit>& splits, int64_t start) {
+  if (splits.empty()) return start_epoch(epoch, start);
+  CHUTE_ASSIGN_OR_RETURN(auto rest, EpochRemainder::create(source_->size(), options_.order == SampleOrder::kShards,
+                                                           options_.shard.even_split, splits));
+  return begin_epoch({.seed = options_.seed, .epoch = epoch}, start, epoch_order(epoch, std::move(rest)));
 }
 
 Status Loader::start_epoch(uint64_t epoch, int64_t start, std::vector<int64_t> order, std::optional<uint64_t> seed) {

@@ -189,6 +189,7 @@ class RemoteLoader:
         # The actors' constructors run now: a source they cannot open fails here, naming it.
         self._pids = ray.get([a.pid.remote() for a in self._actors], timeout=self.timeout_s)
         self._epoch, self._resume_position, self._running, self._iteration = 0, 0, None, 0
+        self._resume_splits, self._running_splits, self._running_size = [], [], 0  # as chute.Loader's
         self._position = 0  # samples the consumer received in the running epoch
         self.reset_stats()
 
@@ -200,6 +201,7 @@ class RemoteLoader:
 
     def set_epoch(self, epoch: int) -> None:
         self._epoch, self._resume_position = _validate.integer("epoch", epoch, 0, _validate.INT64_MAX), 0
+        self._resume_splits = []
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         if self._closed:
@@ -207,8 +209,9 @@ class RemoteLoader:
         self._iteration += 1
         if self._delivery is not None:
             self._delivery.drain()  # batches copied ahead for an iteration that was left
-        epoch, start = self._epoch, self._resume_position
+        epoch, start, splits = self._epoch, self._resume_position, self._resume_splits
         self._epoch, self._resume_position, self._running, self._position = epoch + 1, 0, epoch, start
+        self._resume_splits, self._running_splits = [], splits
         order = _native.epoch_order(
             self._dataset_size,
             shuffle=self.shuffle,
@@ -217,7 +220,9 @@ class RemoteLoader:
             rank=self.rank,
             world_size=self.world_size,
             even_split=self.even_split,
+            splits=splits,
         )
+        self._running_size = len(order)
         bounds = [(lo, min(lo + self.batch_size, len(order))) for lo in range(start, len(order), self.batch_size)]
         if self.drop_last and bounds and bounds[-1][1] - bounds[-1][0] < self.batch_size:
             bounds.pop()
@@ -225,14 +230,16 @@ class RemoteLoader:
 
     def state_dict(self) -> dict:
         """As chute.Loader's: the position counts samples this rank's consumer received."""
-        epoch, position = self._epoch, self._resume_position
+        resume = _resume_state.Resume(self._epoch, self._resume_position, self._resume_splits)
         if self._running is not None:
-            epoch, position = _resume_state.received(self._running, self._position, self.num_samples)
-        return _resume_state.make(self, epoch, position)
+            epoch, position = _resume_state.received(self._running, self._position, self._running_size)
+            resume = _resume_state.Resume(epoch, position, self._running_splits if epoch == self._running else [])
+        return _resume_state.make(self, resume)
 
-    def load_state_dict(self, state: dict) -> None:
-        """As chute.Loader's; a state taken in chute.Loader's shard order is refused (this visits the sample order)."""
-        self._epoch, self._resume_position = _resume_state.check(state, self)
+    def load_state_dict(self, state: dict | list[dict]) -> None:
+        """As chute.Loader's (every rank's states resume any world size); a state taken in chute.Loader's
+        shard order is refused (this visits the sample order)."""
+        self._epoch, self._resume_position, self._resume_splits = _resume_state.check(state, self)
         self._iteration += 1  # an iteration in progress is superseded
         self._running = None
 
