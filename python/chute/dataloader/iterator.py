@@ -10,7 +10,9 @@
 
 Every one is a ``torch.utils.data.dataloader._BaseDataLoaderIter``: torch's base decides pinning (from
 ``pin_memory`` and the current accelerator) for every path, and each records the decision for ``stats()``
-(:func:`record_pinning`).
+(:func:`record_pinning`). Each reports its epoch to the DataLoader's resume tracker (state.py): when it starts
+(a loaded state resumes there), each batch the consumer receives (with the worker's RNG states, generic path)
+and the epoch's end.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from torch.utils.data.datapipes.datapipe import IterDataPipe, MapDataPipe
 
 from chute.dataloader import arena as _arena
 from chute.dataloader import plan as _seam
+from chute.dataloader import state as _state
 from chute.dataloader.worker import ArenaBatch, _fetch_map, _Where, worker_loop
 
 # Each live iterator's queues, held from outside the iterator. When the garbage collector frees an iterator caught
@@ -59,15 +62,44 @@ class SingleProcessIter(_SingleProcessDataLoaderIter):
     held_batches = "fresh tensors: torch's collate makes each batch; nothing is recycled"
 
     def __init__(self, loader):
+        tracker = self._tracker = loader._chute_tracker
+        token = tracker.before_iterator()
         super().__init__(loader)
+        tracker.begin(self, token)
+        self._chute_discard = tracker.start_epoch(self)
         record_pinning(self, loader)
         self._stats = loader._chute_stats
 
     def _next_data(self):
+        try:
+            if self._chute_discard:  # an iterable dataset's resumed epoch: what the consumer had, again
+                with _state.replaying(self._tracker.current.rng):
+                    while self._chute_discard:
+                        self._chute_discard -= 1
+                        try:
+                            self._fetch()
+                        except StopIteration:
+                            raise
+                        except Exception:  # it was raised to the consumer before the state was taken
+                            pass
+            return self._fetch()
+        except StopIteration:
+            self._tracker.ended(self)
+            raise
+
+    def _fetch(self):
         index = self._next_index()  # may raise StopIteration
         if self._dataset_kind == _DatasetKind.Iterable:
-            data = self._dataset_fetcher.fetch(index)  # may raise StopIteration
+            try:
+                data = self._dataset_fetcher.fetch(index)  # may raise StopIteration
+            except StopIteration:
+                raise
+            except Exception:
+                self._tracker.delivered(self)  # raised in place of the batch: the consumer had it
+                raise
+            self._tracker.delivered(self)
         else:
+            self._tracker.delivered(self)  # the batch of this index list, or its error, is the consumer's
             where = _Where()
             try:
                 data = _fetch_map(self._dataset, index, self._auto_collation, where)
@@ -172,7 +204,11 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
     )
 
     def __init__(self, loader):
+        tracker = self._tracker = loader._chute_tracker
+        token = tracker.before_iterator()
         _BaseDataLoaderIter.__init__(self, loader)  # torch's seed draw, sampler iterator and pin_memory warnings
+        # A resumed iterator: the epoch's base seed, and the RNG states each worker goes on from.
+        self._chute_worker_rng = tracker.begin(self, token) or [None] * loader.num_workers
         record_pinning(self, loader)
         self._prefetch_factor = loader.prefetch_factor
         self._in_order = loader.in_order
@@ -222,6 +258,7 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
                     i,
                     self._num_workers,
                     handles,
+                    self._chute_worker_rng[i],
                 ),
             )
             w.daemon = True
@@ -257,18 +294,40 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
                 return_idx, return_data = self._get_data()
                 if isinstance(return_idx, _utils.worker._ResumeIteration):
                     resume_iteration_cnt -= 1
+                    worker, rng = return_data  # its RNG states after every task it made, dropped ones too
+                    self._chute_worker_rng[worker] = rng
                 else:
                     self._drop_reply(return_data)
             # Tasks a worker skipped after its iterable dataset ended never got a reply: their slots are free.
             for slot in self._slot_of_task.values():
                 self._arena.release(slot)
             self._slot_of_task.clear()
+        # The epoch, for the resume tracker; a resumed one starts at its batch offset, which goes to the worker
+        # that made it in the uninterrupted run (task t to worker t mod num_workers).
+        self._chute_discard = self._tracker.start_epoch(self, self._chute_worker_rng)
+        for _ in range(self._chute_offset % self._num_workers):
+            next(self._worker_queue_idx_cycle)
         for _ in range(self._prefetch_factor * self._num_workers):
             self._try_put_index()
 
     def _drop_reply(self, data) -> None:
         if isinstance(data, ArenaBatch) and data.slot is not None:
             self._arena.release(data.slot)
+
+    def _next_data(self):
+        try:
+            while self._chute_discard:  # a resumed epoch: what the consumer had since the snapshot, again
+                self._chute_discard -= 1
+                try:
+                    super()._next_data()
+                except StopIteration:
+                    raise
+                except Exception:  # it was raised to the consumer before the state was taken
+                    pass
+            return super()._next_data()
+        except StopIteration:
+            self._tracker.ended(self)
+            raise
 
     def _get_data(self):
         # torch's, without the pin-memory thread branch (there is no such thread).
@@ -314,13 +373,19 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
         slot = self._arena.acquire() if self._arena is not None else None
         if slot is not None:
             self._slot_of_task[self._send_idx] = slot
-        self._index_queues[worker_queue_idx].put((self._send_idx, index, slot))
+        snapshot = self._tracker.wants_snapshot(self, self._chute_offset + self._send_idx)
+        self._index_queues[worker_queue_idx].put((self._send_idx, index, slot, snapshot))
         self._task_info[self._send_idx] = (worker_queue_idx,)
         self._workers_num_tasks[worker_queue_idx] += 1
         self._tasks_outstanding += 1
         self._send_idx += 1
 
     def _process_data(self, data, worker_idx):
+        # The consumer receives this batch (or its error): the worker's RNG states after it come with it.
+        rng = data.rng if isinstance(data, ArenaBatch) else getattr(data, "chute_rng", None)
+        if rng is not None:
+            self._chute_worker_rng[worker_idx] = rng
+        self._tracker.delivered(self, worker_idx, rng)
         self._workers_num_tasks[worker_idx] -= 1
         self._try_put_index()
         if isinstance(data, ExceptionWrapper):
@@ -384,13 +449,25 @@ class PlanIter(_BaseDataLoaderIter):
     held_batches = ""  # the plan's (Plan.held_batches)
 
     def __init__(self, loader, plan):
+        tracker = self._tracker = loader._chute_tracker
+        token = tracker.before_iterator()
         super().__init__(loader)
+        tracker.begin(self, token)
+        tracker.start_epoch(self)
         record_pinning(self, loader)
         self._stats = loader._chute_stats
-        self._batches = plan.batches(self._sampler_iter, base_seed=self._base_seed)
+        self._batches = plan.batches(self._sampler_iter, base_seed=self._base_seed, epoch=tracker.current.number)
 
     def _next_data(self):
-        data = next(self._batches)
+        try:
+            data = next(self._batches)
+        except StopIteration:
+            self._tracker.ended(self)
+            raise
+        except Exception:
+            self._tracker.delivered(self)  # raised in place of its batch: the consumer had it
+            raise
+        self._tracker.delivered(self)
         if self._pin_memory:
             data = _utils.pin_memory.pin_memory(data, self._pin_memory_device)
         self._stats["batches"] += 1
