@@ -199,6 +199,21 @@ def test_ranks_on_either_side_of_an_epoch_end_merge(source):
     assert [y for y, _ in take(three, None)] == [y for y, _ in take(fresh, None)]
 
 
+def test_resumed_epochs_go_through_device_delivery(source):
+    """The rest of an epoch runs through GPU delivery (device='sim': the DeviceLoader, simulated) as through
+    the host loader: the same batches."""
+    states, _ = interrupt(source, 2, "shards", False, [2, 1])
+    expected = make(source, 0, 3, "shards")
+    expected.load_state_dict(states)
+    want = take(expected, None)
+    loader = make(source, 0, 3, "shards", device="sim")
+    loader.load_state_dict(states)
+    got = take(loader, None)
+    assert [y for y, _ in got] == [y for y, _ in want]
+    assert all(torch.equal(a.cpu(), b) for (_, a), (_, b) in zip(got, want))
+    assert loader.state_dict()["epoch"] == EPOCH + 1
+
+
 def test_a_one_rank_state_resumes_any_world_size(source):
     states, delivered = interrupt(source, 1, "sample", False, [5])
     labels = [y for y, _ in delivered]

@@ -15,6 +15,7 @@ import random
 import struct
 
 import torch
+from torch.utils.data import IterableDataset
 
 FORMAT_VERSION = 1
 SEEDED = "seeded"  # a worker's RNG states as seeding (and worker_init_fn) left them
@@ -117,10 +118,8 @@ def describe(loader, path: str) -> dict:
         size = len(loader.dataset)
     except TypeError:
         size = None  # an iterable dataset without __len__
-    try:
-        batches = len(loader)
-    except TypeError:
-        batches = None
+    # len(loader) of an iterable dataset is torch's estimate, and asking makes torch warn when more come.
+    batches = len(loader) if not isinstance(loader.dataset, IterableDataset) else None
     return {
         "format_version": FORMAT_VERSION,
         "loader": "chute.DataLoader",
