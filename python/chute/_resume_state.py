@@ -85,7 +85,7 @@ def check(state, loader) -> Resume:
                     f"{loader.world_size}): each rank loads its own state, or give every rank's "
                     "(load_state_dict([state_rank0, state_rank1, ...]))"
                 )
-            share = _checked_shares(loader, splits)[loader.rank]
+            share = _checked_shares(len(loader.source), loader.world_size, loader.even_split, splits)[loader.rank]
             if state["position"] > share:
                 raise ValueError(f"position {state['position']} is outside this rank's epoch of {share} samples")
             return Resume(epoch, state["position"], splits)
@@ -98,7 +98,7 @@ def check(state, loader) -> Resume:
         state = _parse(merge([raw]), "the state")
     got = state["received"]
     after = [*splits, (state["world_size"], got)]
-    _checked_shares(loader, after)  # every count within its rank's share
+    _checked_shares(len(loader.source), loader.world_size, loader.even_split, after)  # counts within shares
     if state["world_size"] == loader.world_size:  # the same world: each rank goes on where it was
         return Resume(epoch, got[loader.rank], splits)
     # Another world: its ranks split what the old ranks left (all of it when they received nothing: then
@@ -151,7 +151,7 @@ def merge(states) -> dict:
                 f"rank {s['rank']} is at epoch {s['epoch']} position {s['position']} while rank "
                 f"{running[0]['rank']} is in epoch {epoch}: the states were not taken at one step of one job"
             )
-    share = _native_shares(first, world, splits)
+    share = _checked_shares(first["dataset_size"], world, first["even_split"], splits)
     got = [s["position"] if s["epoch"] == epoch else share[s["rank"]] for s in by_rank]
     for r, (n, total) in enumerate(zip(got, share)):
         if n > total:
@@ -170,16 +170,10 @@ def _order(loader) -> str:
     return getattr(loader, "order", "sample")
 
 
-def _native_shares(state: dict, world: int, splits: list) -> list[int]:
+def _checked_shares(dataset_size: int, world: int, even_split: bool, splits: list) -> list[int]:
+    """Each rank's share of the rest of an epoch after ``splits``; a ValueError naming a split that cannot be."""
     try:
-        return _native.epoch_shares(state["dataset_size"], world, state["even_split"], splits)
-    except ValueError as e:
-        raise ValueError(f"the state's splits of its epoch cannot be: {e}") from None
-
-
-def _checked_shares(loader, splits: list) -> list[int]:
-    try:
-        return shares(loader, splits)
+        return _native.epoch_shares(dataset_size, world, even_split, splits)
     except ValueError as e:
         raise ValueError(f"the state's splits of its epoch cannot be: {e}") from None
 

@@ -1,7 +1,8 @@
 """chute.DataLoader's state_dict() against torchdata's StatefulDataLoader (the real-torchvision tier,
 scripts/test_torchvision.sh, which installs torchdata): for the same sampler and seed, a state taken after any
 batch of an epoch resumes the same sequence of indices in both, and both equal torch's uninterrupted
-DataLoader. On the tensor fast path and on the ImageFolder fast path (one image per class: a label is its
+DataLoader (but for torchdata's own RandomSampler with workers, where StatefulDataLoader's order is not torch's
+DataLoader's even uninterrupted). On the tensor fast path and on the ImageFolder fast path (one image per class: a label is its
 sample's index), with 0 and 2 workers.
 
 In a later epoch chute goes on matching torch's uninterrupted run; StatefulDataLoader fast-forwards a plain
@@ -75,8 +76,13 @@ def test_same_indices_as_statefuldataloader_after_any_batch(tmp_path, path, num_
         ]
         for cut in (1, 4, 7, 8):  # after the first batch, mid-way, after the last (8 of 8)
             ours = resumed_sequence(chute.DataLoader, dataset, make_sampler, cut, num_workers)
+            assert ours == expected, f"{name}, state after batch {cut}"
+            if name == "torchdata RandomSampler" and num_workers:
+                # torchdata's own: with workers its iterator is made twice, and its RandomSampler draws an order
+                # each time, so StatefulDataLoader's epoch is not torch's DataLoader's even uninterrupted.
+                continue
             theirs = resumed_sequence(stateful.StatefulDataLoader, dataset, make_sampler, cut, num_workers)
-            assert ours == theirs == expected, f"{name}, state after batch {cut}"
+            assert theirs == ours, f"{name}, state after batch {cut}: torchdata's"
 
 
 @pytest.mark.parametrize("path", ["tensor", "imagefolder"])
