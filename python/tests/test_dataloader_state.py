@@ -27,14 +27,6 @@ T = real_torchvision() or as_torchvision()
 N = 23  # samples: batches of 4, the last one short
 
 
-@pytest.fixture(autouse=True)
-def _no_engine_left():
-    """The ImageFolder path's engines go with their loaders (reference cycles: at a collection), so that a
-    later test's workers fork rather than start through forkserver."""
-    yield
-    gc.collect()
-
-
 class Noisy(Dataset):
     """A dataset with random transforms (torch's, Python's and numpy's global RNGs, as a worker seeds them): no
     fast path, so the generic path runs it; its draws depend on the worker and on how far it got."""
@@ -244,6 +236,25 @@ def test_the_global_rng_is_left_as_the_caller_has_it():
     before = torch.get_rng_state()
     next(iter(resumed))
     assert torch.equal(torch.get_rng_state(), before)
+
+
+def test_a_dropped_dataloader_goes_at_once(folder):
+    """Its resume tracker makes no reference cycle: an ImageFolder path's engine threads end when the last
+    reference to the DataLoader goes, not at a later garbage collection (a later fork would find them)."""
+    from chute.dataloader.iterator import _chute_threads
+
+    gc.collect()
+    assert not _chute_threads()
+    gc.disable()
+    try:
+        loader = folder_loader(folder, 0)
+        next(iter(loader))
+        assert _chute_threads()
+        loader.state_dict()
+        del loader
+        assert not _chute_threads()
+    finally:
+        gc.enable()
 
 
 # ---- StatefulDataLoader's API --------------------------------------------------------------------------

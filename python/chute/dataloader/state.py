@@ -84,7 +84,9 @@ class Tracker:
     batches that end a snapshot interval; a state between snapshots makes the batches since again, dropped)."""
 
     def __init__(self, loader, every: int = 1):
-        self.loader = loader
+        # Weakly: a DataLoader dropped must go at once (its fast path's engine threads with it), not at the
+        # next garbage collection of a cycle.
+        self._loader = weakref.ref(loader)
         self.every = every
         self.epochs = 0  # epochs started
         self.current: Epoch | None = None
@@ -93,6 +95,10 @@ class Tracker:
         self._iterator = lambda: None
         self.pending: dict | None = None  # a loaded state (checked)
         self._resumed: Resumed | None = None
+
+    @property
+    def loader(self):
+        return self._loader()
 
     # -- called by the iterators (iterator.py), in this order --
 
@@ -175,7 +181,7 @@ class Tracker:
         """Whether the worker making the epoch's batch ``batch`` sends its RNG states with it: those that end a
         snapshot interval and the epoch's last (round robin: the last batch before a snapshot step of each
         worker); all of them by default."""
-        workers, every = self.loader.num_workers, self.every
+        workers, every = it._num_workers, self.every
         if every == 1 or it._dataset_kind == _ITERABLE:
             return every == 1
         try:
@@ -193,7 +199,7 @@ class Tracker:
         epoch.consumed += 1
         if worker is not None and rng is not None:
             if epoch.views is None:
-                epoch.views = [None] * self.loader.num_workers
+                epoch.views = [None] * it._num_workers
             epoch.views[worker] = rng
         if worker is None or epoch.consumed % self.every == 0:  # (no workers: every step is one)
             self._snapshot(epoch)
@@ -211,7 +217,7 @@ class Tracker:
 
     def _rng_now(self, it=None) -> dict:
         rng = {"global": b64(torch.get_rng_state().numpy().tobytes()), "generators": generator_states(self.loader)}
-        if it is not None and it._dataset_kind == _ITERABLE and self.loader.num_workers == 0:
+        if it is not None and it._dataset_kind == _ITERABLE and it._num_workers == 0:
             # An iterable dataset in this process draws from its RNGs: a resumed epoch replays under these.
             rng["process"] = encode_worker_rng(worker_rng())
         return rng
