@@ -224,6 +224,32 @@ def test_a_subset_and_an_explicit_sampler_resume(folder):
     check_resumes(make, [1, 4, "end"])
 
 
+def test_a_distributed_sampler_resumes_in_its_epoch():
+    """DistributedSampler keys its order by the epoch its set_epoch() got: the state remembers it, and resuming
+    with the sampler at another epoch is an error that says what to call."""
+    dataset = TensorDataset(torch.arange(40))
+
+    def make():
+        sampler = torch.utils.data.DistributedSampler(dataset, num_replicas=2, rank=1, seed=3)
+        return chute.DataLoader(dataset, batch_size=4, sampler=sampler)
+
+    reference = make()
+    reference.sampler.set_epoch(5)
+    expected = [b[0].tolist() for b in reference]
+    first = make()
+    first.sampler.set_epoch(5)
+    it = iter(first)
+    head = [next(it)[0].tolist() for _ in range(2)]
+    state = json.loads(json.dumps(first.state_dict()))
+    resumed = make()
+    resumed.load_state_dict(state)
+    with pytest.raises(ValueError, match=r"DistributedSampler.epoch=5, this DataLoader's sampler is at epoch 0: call "
+                       r"sampler.set_epoch\(5\)"):  # fmt: skip
+        iter(resumed)
+    resumed.sampler.set_epoch(5)  # the state is still loaded
+    assert head + [b[0].tolist() for b in resumed] == expected
+
+
 def test_the_global_rng_is_left_as_the_caller_has_it():
     """Resuming replays the epoch's draws from the global RNG in a fork: the caller's RNG is untouched (an
     uninterrupted run drew those before its checkpoint, so they are in the caller's saved state)."""

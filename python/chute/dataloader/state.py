@@ -111,6 +111,7 @@ class Tracker:
             set_generator_states(self.loader, state["rng"]["generators"])
             self.epochs, self.pending = state["epochs"], None
             return None
+        _check_sampler_epoch(self.loader, state["rng"].get("sampler_epoch"))  # (the state stays loaded)
         return torch.get_rng_state()
 
     def begin(self, it, token) -> list | None:
@@ -217,6 +218,7 @@ class Tracker:
 
     def _rng_now(self, it=None) -> dict:
         rng = {"global": b64(torch.get_rng_state().numpy().tobytes()), "generators": generator_states(self.loader)}
+        rng["sampler_epoch"] = _sampler_epoch(self.loader)
         if it is not None and it._dataset_kind == _ITERABLE and it._num_workers == 0:
             # An iterable dataset in this process draws from its RNGs: a resumed epoch replays under these.
             rng["process"] = encode_worker_rng(worker_rng())
@@ -254,6 +256,21 @@ class Tracker:
     def load_state_dict(self, state, path: str) -> None:
         self.pending = check(state, self.loader, path)
         self._resumed = None
+
+
+def _sampler_epoch(loader) -> int | None:
+    """A sampler's own epoch (DistributedSampler's ``set_epoch``), which keys its order; None without one."""
+    epoch = getattr(loader.sampler, "epoch", None)
+    return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else None
+
+
+def _check_sampler_epoch(loader, taken: int | None) -> None:
+    now = _sampler_epoch(loader)
+    if taken is not None and now != taken:
+        raise ValueError(
+            f"the state's epoch was taken with {type(loader.sampler).__name__}.epoch={taken}, this DataLoader's "
+            f"sampler is at epoch {now}: call sampler.set_epoch({taken}) before iterating, as the interrupted run did"
+        )
 
 
 @contextlib.contextmanager

@@ -188,6 +188,9 @@ def check(state, loader, path: str) -> dict:
         _rng_bytes(g, f"rng.generators[{i}]")
     if rng.get("global") is not None:
         _rng_bytes(rng["global"], "rng.global")
+    epoch_of_sampler = rng.get("sampler_epoch")
+    if epoch_of_sampler is not None and (not isinstance(epoch_of_sampler, int) or isinstance(epoch_of_sampler, bool)):
+        raise ValueError(f"the state's rng.sampler_epoch is {epoch_of_sampler!r}, not None or an integer")
     if rng.get("process") is not None:
         _worker_rng(rng["process"], "rng.process")
     epoch = state["epoch"]
