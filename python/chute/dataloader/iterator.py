@@ -73,15 +73,9 @@ class SingleProcessIter(_SingleProcessDataLoaderIter):
     def _next_data(self):
         try:
             if self._chute_discard:  # an iterable dataset's resumed epoch: what the consumer had, again
+                count, self._chute_discard = self._chute_discard, 0
                 with _state.replaying(self._tracker.current.rng):
-                    while self._chute_discard:
-                        self._chute_discard -= 1
-                        try:
-                            self._fetch()
-                        except StopIteration:
-                            raise
-                        except Exception:  # it was raised to the consumer before the state was taken
-                            pass
+                    drop_received(self._fetch, count)
             return self._fetch()
         except StopIteration:
             self._tracker.ended(self)
@@ -113,6 +107,18 @@ class SingleProcessIter(_SingleProcessDataLoaderIter):
             data = _utils.pin_memory.pin_memory(data, self._pin_memory_device)
         self._stats["batches"] += 1
         return data
+
+
+def drop_received(next_batch, count: int) -> None:
+    """Makes ``count`` batches again and drops them: a resumed epoch's batches the consumer had received (or
+    had an error raised for) after its state's snapshot. StopIteration goes through."""
+    for _ in range(count):
+        try:
+            next_batch()
+        except StopIteration:
+            raise
+        except Exception:  # raised to the consumer before the state was taken
+            pass
 
 
 def _chute_threads() -> list[str]:
@@ -316,14 +322,9 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
 
     def _next_data(self):
         try:
-            while self._chute_discard:  # a resumed epoch: what the consumer had since the snapshot, again
-                self._chute_discard -= 1
-                try:
-                    super()._next_data()
-                except StopIteration:
-                    raise
-                except Exception:  # it was raised to the consumer before the state was taken
-                    pass
+            if self._chute_discard:  # a resumed epoch: what the consumer had since the snapshot, again
+                count, self._chute_discard = self._chute_discard, 0
+                drop_received(super()._next_data, count)
             return super()._next_data()
         except StopIteration:
             self._tracker.ended(self)
