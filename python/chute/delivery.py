@@ -149,9 +149,9 @@ class HandOver:
         self.native = native_loader
         self.blocks = blocks
 
-    def start_epoch(self, epoch: int, start: int = 0) -> None:
+    def start_epoch(self, epoch: int, start: int = 0, splits=()) -> None:
         self.blocks.stock(self.native)
-        self.native.start_epoch(epoch, start)
+        self.native.start_epoch(epoch, start, splits=splits)
 
     def position(self) -> int:
         return self.native.position()
@@ -213,8 +213,8 @@ class Delivery:
         self.native = _native.DeviceLoader(native_loader, device, options)  # options: _native.DeliveryOptions
         self.convert = DeviceConversion(dtype, normalize, self.torch_device)
 
-    def start_epoch(self, epoch: int, start: int = 0) -> None:
-        self.native.start_epoch(epoch, start)
+    def start_epoch(self, epoch: int, start: int = 0, splits=()) -> None:
+        self.native.start_epoch(epoch, start, splits=splits)
 
     def position(self) -> int:
         return self.native.position()

@@ -3,6 +3,7 @@
 
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
@@ -257,14 +258,15 @@ void register_device(nb::module_& m) {
       .def_prop_ro("num_slots", [](const PyDeviceLoader& l) { return l.impl->num_slots(); })
       .def(
           "start_epoch",
-          [](PyDeviceLoader& l, uint64_t epoch, int64_t start) {
+          [](PyDeviceLoader& l, uint64_t epoch, int64_t start, const PySplits& splits) {
+            const std::vector<EpochSplit> rest = to_splits(splits);
             Status st = [&] {
               nb::gil_scoped_release release;
-              return l.impl->start_epoch(epoch, start);
+              return l.impl->start_epoch(epoch, start, rest);
             }();
             if (!st.is_ok()) throw_status(st);
           },
-          nb::arg("epoch"), nb::arg("start") = 0)
+          nb::arg("epoch"), nb::arg("start") = 0, nb::arg("splits") = PySplits{})
       .def("position", [](const PyDeviceLoader& l) { return l.impl->position(); })
       // (images, labels) on the device, ready for work issued to `stream` (a cudaStream_t as an int), or
       // None at the end of the epoch. Images are uint8 (normalised by the caller, on the device).

@@ -381,7 +381,7 @@ class _ArangePlan(seam.Plan):
     def __init__(self, loader):
         self.loader = loader
 
-    def batches(self, index_batches, base_seed=None):
+    def batches(self, index_batches, base_seed=None, epoch=0):
         self.base_seed = base_seed
         for idx in index_batches:
             yield self.loader.collate_fn([self.loader.dataset[i] for i in idx])

@@ -180,7 +180,7 @@ def test_resume_is_exact_and_interchangeable_with_loader(remote, folder):
     remote.load_state_dict(local.state_dict())
     _same(expected, list(remote))
     with pytest.raises(ValueError, match=r"order='shards', this loader has order='sample'"):
-        remote.load_state_dict({**local.state_dict(), "order": "shards"})  # chute.Loader(order="shards")'s
+        remote.load_state_dict({**local.state_dict(), "order": "shards", "shard_window": 8})  # a shard-order state
 
 
 def test_slow_consumer_bounds_batches_in_flight(remote):
@@ -350,6 +350,39 @@ def test_two_ranks_get_the_loaders_shares(cluster, folder):
             str(folder), num_actors=1, num_cpus_per_actor=0.5, timeout_s=WAIT_S, **kw
         ) as remote:
             _same(_local(folder, 0, rank=rank, world_size=2, even_split=False), list(remote))
+
+
+def test_every_ranks_states_resume_another_world_size(cluster, folder):
+    """Two ranks interrupted mid-epoch resume on three: each new rank's RemoteLoader yields chute.Loader's
+    batches for that rank (the rest of the epoch, split three ways), and the epoch holds every sample once."""
+    import chute.ray
+
+    states, labels = [], []
+    for rank in range(2):
+        with chute.ray.RemoteLoader(
+            str(folder),
+            num_actors=1,
+            num_cpus_per_actor=0.5,
+            timeout_s=WAIT_S,
+            **_kwargs(rank=rank, world_size=2, even_split=False),
+        ) as remote:
+            remote.set_epoch(2)
+            it = iter(remote)
+            labels += [int(v) for _ in range(2) for v in next(it)[1]]
+            states.append(remote.state_dict())
+    for rank in range(3):
+        kw = _kwargs(rank=rank, world_size=3, even_split=False)
+        with chute.ray.RemoteLoader(
+            str(folder), num_actors=1, num_cpus_per_actor=0.5, timeout_s=WAIT_S, **kw
+        ) as remote:
+            remote.load_state_dict(states)
+            got = list(remote)
+        local = chute.Loader(str(folder), num_threads=1, **kw)
+        local.load_state_dict(states)
+        _same([(i.clone(), y.clone()) for i, y in local], got)
+        labels += [int(v) for _, y in got for v in y]
+    # ImageFolder labels are classes (3 x 12): every sample once means each class's 12.
+    assert sorted(labels) == sorted(list(range(3)) * 12)
 
 
 def test_bad_arguments(cluster, folder):

@@ -40,6 +40,12 @@ Status Loader::start_epoch(uint64_t epoch, int64_t start) {
   return begin_epoch({.seed = options_.seed, .epoch = epoch}, start, order_.epoch(epoch));
 }
 
+Status Loader::resume_epoch(uint64_t epoch, const std::vector<EpochSplit>& splits, int64_t start) {
+  if (splits.empty()) return start_epoch(epoch, start);
+  CHUTE_ASSIGN_OR_RETURN(auto rest, order_.remainder(splits));
+  return begin_epoch({.seed = options_.seed, .epoch = epoch}, start, order_.epoch(epoch, std::move(rest)));
+}
+
 Status Loader::start_epoch(uint64_t epoch, int64_t start, std::vector<int64_t> order, std::optional<uint64_t> seed) {
   const int64_t n = source_->size();
   for (size_t k = 0; k < order.size(); ++k) {

@@ -11,6 +11,9 @@ Every one is a ``torch.utils.data.dataloader._BaseDataLoaderIter``: torch's base
 ``pin_memory`` and the current accelerator) for every path, and each records the decision for ``stats()``
 (:func:`record_pinning`). Pinned batches are copies in torch's pinned blocks, made on a pin thread one batch
 ahead by the worker and fast paths, and in line by the in-process iterator, as torch does (pinning.py).
+Each reports its epoch to the DataLoader's resume tracker (state.py): when it starts (a loaded state resumes
+there), each batch the consumer receives (with the worker's RNG states, generic path) and the epoch's end. A
+batch taken ahead for the pin thread is fetched, not received: it counts once it is handed to the consumer.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from torch.utils.data.datapipes.datapipe import IterDataPipe, MapDataPipe
 
 from chute.dataloader import arena as _arena
 from chute.dataloader import pinning as _pinning
+from chute.dataloader import state as _state
 from chute.dataloader.worker import ArenaBatch, _fetch_map, _Where, worker_loop
 
 # Each live iterator's queues, held from outside the iterator. When the garbage collector frees an iterator caught
@@ -65,15 +69,38 @@ class SingleProcessIter(_SingleProcessDataLoaderIter):
     held_batches = "fresh tensors: torch's collate makes each batch; nothing is recycled"
 
     def __init__(self, loader):
+        tracker = self._tracker = loader._chute_tracker
+        token = tracker.before_iterator()
         super().__init__(loader)
+        tracker.begin(self, token)
+        self._chute_discard = tracker.start_epoch(self)
         record_pinning(self, loader, _pinning.IN_LINE)
         self._stats = loader._chute_stats
 
     def _next_data(self):
+        try:
+            if self._chute_discard:  # an iterable dataset's resumed epoch: what the consumer had, again
+                count, self._chute_discard = self._chute_discard, 0
+                with _state.replaying(self._tracker.current.rng):
+                    drop_received(self._fetch, count)
+            return self._fetch()
+        except StopIteration:
+            self._tracker.ended(self)
+            raise
+
+    def _fetch(self):
         index = self._next_index()  # may raise StopIteration
         if self._dataset_kind == _DatasetKind.Iterable:
-            data = self._dataset_fetcher.fetch(index)  # may raise StopIteration
+            try:
+                data = self._dataset_fetcher.fetch(index)  # may raise StopIteration
+            except StopIteration:
+                raise
+            except Exception:
+                self._tracker.delivered(self)  # raised in place of the batch: the consumer had it
+                raise
+            self._tracker.delivered(self)
         else:
+            self._tracker.delivered(self)  # the batch of this index list, or its error, is the consumer's
             where = _Where()
             try:
                 data = _fetch_map(self._dataset, index, self._auto_collation, where)
@@ -87,6 +114,18 @@ class SingleProcessIter(_SingleProcessDataLoaderIter):
             data = _utils.pin_memory.pin_memory(data, self._pin_memory_device)
         self._stats["batches"] += 1
         return data
+
+
+def drop_received(next_batch, count: int) -> None:
+    """Makes ``count`` batches again and drops them: a resumed epoch's batches the consumer had received (or
+    had an error raised for) after its state's snapshot. StopIteration goes through."""
+    for _ in range(count):
+        try:
+            next_batch()
+        except StopIteration:
+            raise
+        except Exception:  # raised to the consumer before the state was taken
+            pass
 
 
 def _chute_threads() -> list[str]:
@@ -187,7 +226,11 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
 
     def __init__(self, loader):
         self._shutdown = True  # until every worker runs: torch's __del__ has nothing to stop
+        tracker = self._tracker = loader._chute_tracker
+        token = tracker.before_iterator()
         _BaseDataLoaderIter.__init__(self, loader)  # torch's seed draw, sampler iterator and pin_memory warnings
+        # A resumed iterator: the epoch's base seed, and the RNG states each worker goes on from.
+        self._chute_worker_rng = tracker.begin(self, token) or [None] * loader.num_workers
         record_pinning(self, loader, _pinning.AHEAD)
         self._pinner = pin_ahead(self)
         self._prefetch_factor = loader.prefetch_factor
@@ -254,6 +297,7 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
                     i,
                     self._num_workers,
                     handles,
+                    self._chute_worker_rng[i],
                 ),
             )
             w.daemon = True
@@ -285,6 +329,7 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
         _BaseDataLoaderIter._reset(self, loader, first_iter)
         if getattr(self, "_pinner", None) is not None:
             self._pinner.reset()  # a batch taken ahead in the epoch left behind
+        _state.Tracker.forget_fetched(self)  # ... which the consumer never had
         for info in getattr(self, "_task_info", {}).values():
             if len(info) == 2:
                 self._drop_reply(info[1])
@@ -303,12 +348,19 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
                 return_idx, return_data = self._get_data()
                 if isinstance(return_idx, _utils.worker._ResumeIteration):
                     resume_iteration_cnt -= 1
+                    worker, rng = return_data  # its RNG states after every task it made, dropped ones too
+                    self._chute_worker_rng[worker] = rng
                 else:
                     self._drop_reply(return_data)
             # Tasks a worker skipped after its iterable dataset ended never got a reply: their slots are free.
             for slot in self._slot_of_task.values():
                 self._arena.release(slot)
             self._slot_of_task.clear()
+        # The epoch, for the resume tracker; a resumed one starts at its batch offset, which goes to the worker
+        # that made it in the uninterrupted run (task t to worker t mod num_workers).
+        self._chute_discard = self._tracker.start_epoch(self, self._chute_worker_rng)
+        for _ in range(self._chute_offset % self._num_workers):
+            next(self._worker_queue_idx_cycle)
         for _ in range(self._prefetch_factor * self._num_workers):
             self._try_put_index()
 
@@ -317,12 +369,35 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
             self._arena.release(data.slot)
 
     def _next_data(self):
-        data = self._next_unpinned() if self._pinner is None else self._pinner.next(self._next_unpinned)
+        try:
+            if self._chute_discard:  # a resumed epoch: what the consumer had since the snapshot, again
+                count, self._chute_discard = self._chute_discard, 0
+                drop_received(self._next_handed, count)
+            data = self._next_unpinned() if self._pinner is None else self._pinner.next(self._next_unpinned)
+        except StopIteration:
+            self._tracker.ended(self)
+            raise
+        except Exception:
+            self._tracker.handed(self)  # raised in place of its batch: the consumer had it
+            raise
+        self._tracker.handed(self)
         self._stats["batches"] += 1
         return data
 
     def _next_unpinned(self):
         return _MultiProcessingDataLoaderIter._next_data(self)
+
+    def _next_handed(self):
+        """The next batch, counted as the consumer's at once: a resumed epoch's batches made again and dropped."""
+        try:
+            data = self._next_unpinned()
+        except StopIteration:
+            raise
+        except Exception:
+            self._tracker.handed(self)
+            raise
+        self._tracker.handed(self)
+        return data
 
     def _get_data(self):
         # torch's, without its pin-memory thread's branch: chute's pin thread takes batches from this thread.
@@ -368,13 +443,19 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
         slot = self._arena.acquire() if self._arena is not None else None
         if slot is not None:
             self._slot_of_task[self._send_idx] = slot
-        self._index_queues[worker_queue_idx].put((self._send_idx, index, slot))
+        snapshot = self._tracker.wants_snapshot(self, self._chute_offset + self._send_idx)
+        self._index_queues[worker_queue_idx].put((self._send_idx, index, slot, snapshot))
         self._task_info[self._send_idx] = (worker_queue_idx,)
         self._workers_num_tasks[worker_queue_idx] += 1
         self._tasks_outstanding += 1
         self._send_idx += 1
 
     def _process_data(self, data, worker_idx):
+        # The consumer receives this batch (or its error): the worker's RNG states after it come with it.
+        rng = data.rng if isinstance(data, ArenaBatch) else getattr(data, "chute_rng", None)
+        if rng is not None:
+            self._chute_worker_rng[worker_idx] = rng
+        self._tracker.fetched(self, worker_idx, rng)  # the consumer's once handed over (pin thread ahead)
         self._workers_num_tasks[worker_idx] -= 1
         self._try_put_index()
         if isinstance(data, ExceptionWrapper):
@@ -443,23 +524,40 @@ class PlanIter(_BaseDataLoaderIter):
     held_batches = ""  # the plan's (Plan.held_batches)
 
     def __init__(self, loader, plan):
+        tracker = self._tracker = loader._chute_tracker
+        token = tracker.before_iterator()
         super().__init__(loader)
+        tracker.begin(self, token)
+        tracker.start_epoch(self)
         record_pinning(self, loader, _pinning.AHEAD)
         self._pinner = pin_ahead(self)
         self._stats = loader._chute_stats
-        self._batches = plan.batches(self._sampler_iter, base_seed=self._base_seed)
+        self._batches = plan.batches(self._sampler_iter, base_seed=self._base_seed, epoch=tracker.current.number)
 
     def _next_data(self):
         try:
             data = self._pinner.next(self._next_unpinned) if self._pinner is not None else self._next_unpinned()
         except StopIteration:
+            self._tracker.ended(self)
             self.close()
             raise
+        except Exception:
+            self._tracker.handed(self)  # raised in place of its batch: the consumer had it
+            raise
+        self._tracker.handed(self)
         self._stats["batches"] += 1
         return data
 
     def _next_unpinned(self):
-        return next(self._batches)
+        try:
+            data = next(self._batches)
+        except StopIteration:
+            raise
+        except Exception:
+            self._tracker.fetched(self)  # its error goes to the consumer in its place
+            raise
+        self._tracker.fetched(self)
+        return data
 
     def close(self) -> None:
         """Ends the pin thread (at the epoch's end, or when the iterator goes)."""

@@ -148,8 +148,8 @@ class SubsetPlan(Plan):
         for batch in index_batches:
             yield [indices[i] if -n <= i < n else outside for i in map(int, batch)]
 
-    def _batches(self, index_batches, base_seed):
-        return self._inner.batches(self._map(index_batches), base_seed)
+    def _batches(self, index_batches, base_seed, epoch):
+        return self._inner.batches(self._map(index_batches), base_seed, epoch)
 
     def _closed(self) -> bool:
         return self._inner._closed()
