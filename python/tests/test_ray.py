@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -595,11 +596,14 @@ def test_actors_on_cpu_only_nodes(folder):
     actor lands on that node only, and the batches are chute.Loader's."""
     repo = Path(__file__).resolve().parents[2]
     python_dir = str(Path(chute.__file__).parents[1])
+    with socket.socket() as s:  # a port of this run's own: another cluster on the machine is not ours to stop
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     env = dict(
         os.environ,
         PYTHONPATH=python_dir,
         RAY_AUTH_MODE="disabled",
-        CHUTE_RAY_PORT="6391",
+        CHUTE_RAY_PORT=str(port),
         CHUTE_VENV=str(Path(sys.executable).parents[1]),
     )
     script = str(repo / "scripts" / "ray_cluster.sh")
@@ -607,7 +611,7 @@ def test_actors_on_cpu_only_nodes(folder):
         subprocess.run([script, "start", "1"], env=env, check=True, timeout=WAIT_S * 2)
         child = subprocess.run(
             [sys.executable, str(Path(__file__).with_name("ray_cluster_child.py")), str(folder)],
-            env=dict(env, RAY_ADDRESS="127.0.0.1:6391"),
+            env=dict(env, RAY_ADDRESS=f"127.0.0.1:{port}"),
             capture_output=True,
             text=True,
             timeout=WAIT_S * 2,
