@@ -59,8 +59,8 @@ def _drop_process_object_store():
     """After a test that opened remote data, the process's object store (and its chute-http thread) goes.
 
     The store is process-wide on purpose (one engine, one set of connections per process), so it outlives
-    the datasets that used it; left up, its thread makes a later test's ``chute.DataLoader`` start workers
-    with 'forkserver' instead of 'fork', as it should in a real process. Tests must not depend on order.
+    the datasets that used it; left up, its thread and connections would be in every later test's process
+    (thread counts, descriptors). Tests must not depend on order.
     """
     yield
     remote = sys.modules.get("chute.remote")

@@ -5,11 +5,9 @@ torch parity lives in test_dataloader_torch.py.
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import logging
 import os
-import threading
 import time
 
 import pytest
@@ -306,31 +304,6 @@ def test_worker_killed_raises_instead_of_hanging():
                 next(it)
     finally:
         it._shutdown_workers()
-
-
-@pytest.mark.parametrize("explicit_fork", [False, True])
-def test_fork_is_avoided_while_native_chute_threads_run(explicit_fork):
-    libc = ctypes.CDLL(None)
-    ready, stop = threading.Event(), threading.Event()
-
-    def fake_native_thread():
-        libc.prctl(15, b"chute-worker", 0, 0, 0)  # PR_SET_NAME, as chute's C++ threads name themselves
-        ready.set()
-        stop.wait()
-
-    t = threading.Thread(target=fake_native_thread, daemon=True)
-    t.start()
-    ready.wait()
-    try:
-        ctx = "fork" if explicit_fork else None
-        expected = "'fork' was asked for, so it is kept" if explicit_fork else "workers start with 'forkserver'"
-        with pytest.warns(UserWarning, match=expected):
-            it = iter(DataLoader(list(range(8)), batch_size=4, num_workers=1, multiprocessing_context=ctx))
-        assert type(it._workers[0]).__name__ == ("ForkProcess" if explicit_fork else "ForkServerProcess")
-        assert [b.tolist() for b in it] == [[0, 1, 2, 3], [4, 5, 6, 7]]
-    finally:
-        stop.set()
-        t.join()
 
 
 # ---------------------------------------------------------------------------------------------- pin_memory
