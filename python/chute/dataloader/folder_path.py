@@ -23,6 +23,10 @@ A ``torchvision.datasets.ImageFolder`` (or ``DatasetFolder``) qualifies when:
   pipeline gives after ``default_collate`` (a plain tensor, also for ``tv_tensors.Image`` samples), and
   labels are int64.
 
+With the reference recipe's ``collate_fn`` (MixUp / CutMix after default_collate, mixing.py), the engine mixes
+each finished batch natively and the batch is torchvision's ``(images, soft labels)`` tuple; MixUp needs float32
+images (torchvision's raises on uint8), CutMix takes either.
+
 Anything else returns a :class:`~chute.dataloader.base.Fallback` with a one-line reason naming the
 transform (or attribute) in the way. Detection is by class name and module (``torchvision.transforms.
 transforms``, ``torchvision.transforms.v2.*``, ``torchvision.datasets.folder``, ``torchvision.io.image``),
@@ -76,10 +80,10 @@ import sys
 
 import numpy as np
 import torch
-from torch.utils.data import default_collate
 
 from chute import _native, _options
 from chute._options import DEFAULTS
+from chute.dataloader import mixing
 from chute.dataloader.base import Fallback, Plan, RaiseInPlace
 from chute.dataloader.translate import translate
 from chute.errors import SampleError
@@ -130,10 +134,13 @@ def _load_truncated_images() -> bool:
     return bool(getattr(image_file, "LOAD_TRUNCATED_IMAGES", False))
 
 
-def plan_dataset(dataset, batch_size: int, prefetch: int = 0) -> Plan | Fallback | None:
+def plan_dataset(
+    dataset, batch_size: int, prefetch: int = 0, batch_transform: mixing.BatchTransform | None = None
+) -> Plan | Fallback | None:
     """The ``"imagefolder"`` plan for ``dataset`` (e.g. the dataset of a ``Subset``); None when it is no
     torchvision folder dataset. ``prefetch``: the engine's batches ahead (``prefetch_factor * num_workers``
-    when the DataLoader was given a prefetch_factor), 0 for automatic prefetch."""
+    when the DataLoader was given a prefetch_factor), 0 for automatic prefetch. ``batch_transform``: the
+    collate_fn's MixUp / CutMix (mixing.py), run on each finished batch."""
     base = _torchvision_base(dataset)
     if base is None:
         return None
@@ -151,6 +158,9 @@ def plan_dataset(dataset, batch_size: int, prefetch: int = 0) -> Plan | Fallback
     if isinstance(translated, Fallback):
         return translated
     transforms, dtype = translated
+    mix = _check_batch_transform(batch_transform, dtype)
+    if isinstance(mix, Fallback):
+        return mix
     samples = dataset.samples
     if len(samples) != len(dataset):
         return Fallback(f"len({name}) is {len(dataset)} but it has {len(samples)} samples")
@@ -184,9 +194,29 @@ def plan_dataset(dataset, batch_size: int, prefetch: int = 0) -> Plan | Fallback
                 "chute makes RGB; pass loader=functools.partial(decode_image, mode=ImageReadMode.RGB)"
             )
     try:
-        return FolderPlan(dataset, samples, transforms, dtype, batch_size, pil=source == "pil", prefetch=prefetch)
+        return FolderPlan(
+            dataset,
+            samples,
+            transforms,
+            dtype,
+            batch_size,
+            pil=source == "pil",
+            prefetch=prefetch,
+            batch_transform=batch_transform,
+        )
     except ValueError as e:  # a pipeline chute's engine refuses (e.g. no fixed output size)
         return Fallback(f"the transforms do not make a native pipeline: {e}")
+
+
+def _check_batch_transform(batch_transform: mixing.BatchTransform | None, dtype: torch.dtype) -> Fallback | None:
+    """Why the collate_fn's MixUp cannot run on these images (torchvision raises on them), or None."""
+    if batch_transform is not None and batch_transform.has_mixup and dtype != torch.float32:
+        return Fallback(
+            f"MixUp after default_collate on {dtype} images: torchvision's MixUp multiplies them in place, which "
+            "raises for integer images (so does this DataLoader's generic path)",
+            "convert to float32 in the transform (ToDtype(torch.float32, scale=True) or ToTensor)",
+        )
+    return None
 
 
 def _file_loader(name: str, file_loader) -> str | Fallback:
@@ -255,9 +285,13 @@ class FolderPlan(Plan):
         batch_size: int = 1,
         pil: bool = True,
         prefetch: int = 0,
+        batch_transform: mixing.BatchTransform | None = None,
     ):
         self._dataset = dataset
         self._batch_size = batch_size
+        self._batch_transform = batch_transform  # the collate_fn's MixUp / CutMix, or None
+        if batch_transform is not None:
+            self.collate = functools.partial(mixing.collate, batch_transform.transform)
         self._prefetch = prefetch  # batches ahead, 0: automatic (the engine's LoaderOptions.prefetch)
         self._made_from = _fingerprint(dataset)
         # PIL's LOAD_TRUNCATED_IMAGES and decompression-bomb limit where the dataset reads files with PIL;
@@ -299,7 +333,8 @@ class FolderPlan(Plan):
             ).loader
             options.max_ring_bytes = _ring_bytes(options)
             self._ring_mib = options.max_ring_bytes >> 20
-            loader = _native.Loader(self._source, self._native_transforms, options)
+            mix = self._batch_transform.native if self._batch_transform is not None else None
+            loader = _native.Loader(self._source, self._native_transforms, options, batch_mix=mix)
             # e.g. prefetch_factor * num_workers batches ahead, lowered to what max_memory holds
             _options.warn_notices(loader, stacklevel=3, prefix="chute.DataLoader (prefetch_factor * num_workers): ")
             self._loaders[batch_size] = loader
@@ -309,7 +344,7 @@ class FolderPlan(Plan):
         return _fingerprint(self._dataset)
 
     def _replan(self) -> Plan | Fallback:
-        new = plan_dataset(self._dataset, self._batch_size, self._prefetch)
+        new = plan_dataset(self._dataset, self._batch_size, self._prefetch, self._batch_transform)
         return Fallback("it is no longer a torchvision folder dataset") if new is None else new
 
     def _closed(self) -> bool:
@@ -332,7 +367,7 @@ class FolderPlan(Plan):
                 "torchvision pipeline in-process instead of natively"
             )
             for b in batches:
-                yield default_collate([self._dataset[i] for i in b])
+                yield self.collate([self._dataset[i] for i in b])
             return
         flat = np.fromiter((i for b in batches for i in b), dtype=np.int64, count=sum(map(len, batches)))
         bad = np.flatnonzero((flat < -self._n) | (flat >= self._n))
@@ -355,10 +390,19 @@ class FolderPlan(Plan):
                     continue
                 if batch is None:
                     break
-                images, labels = batch
+                images, labels, *mix = batch
                 del batch
                 images = self._own_if_ring_full(native, images)
-                yield [images, labels]
+                if mix:  # (kind, lam, label_lam, box): the engine mixed the images; the labels follow
+                    try:
+                        soft = mixing.mix_labels(labels, self._batch_transform.num_classes, mix[0][2])
+                    except Exception as e:  # a label outside num_classes: one_hot raises, as in torchvision
+                        yield RaiseInPlace(e)
+                        continue
+                    yield images, soft  # torchvision's MixUp / CutMix return a tuple
+                    del soft
+                else:
+                    yield [images, labels]
                 del images, labels
         if bad.size:
             index = int(_flat_at(batches, int(bad[0])))
