@@ -114,12 +114,12 @@ def _fingerprint(dataset) -> tuple:
     """What a plan is made from, compared by identity each epoch (Plan.batches), and PIL's
     LOAD_TRUNCATED_IMAGES flag and MAX_IMAGE_PIXELS (so an epoch after the user sets them follows them)."""
     return tuple(getattr(dataset, a, None) for a in ("transform", "target_transform", "loader", "samples")) + (
-        _load_truncated_images(),
-        _max_pixels(),
+        pil_load_truncated_images(),
+        pil_max_pixels(),
     )
 
 
-def _max_pixels() -> int:
+def pil_max_pixels() -> int:
     """PIL's decompression-bomb limit, which torchvision's loader meets in ``Image.open``: an error above
     twice ``PIL.Image.MAX_IMAGE_PIXELS``, none when it is None. The fast path applies the same one."""
     image = sys.modules.get("PIL.Image")
@@ -127,7 +127,7 @@ def _max_pixels() -> int:
     return 2**63 - 1 if limit is None else 2 * int(limit)
 
 
-def _load_truncated_images() -> bool:
+def pil_load_truncated_images() -> bool:
     """``PIL.ImageFile.LOAD_TRUNCATED_IMAGES``: with it, PIL decodes a JPEG whose data ends early (the rest
     gray), and so does chute. PIL is not imported for this: if it is not loaded, nobody set the flag."""
     image_file = sys.modules.get("PIL.ImageFile")
@@ -158,7 +158,7 @@ def plan_dataset(
     if isinstance(translated, Fallback):
         return translated
     transforms, dtype = translated
-    mix = _check_batch_transform(batch_transform, dtype)
+    mix = check_batch_transform(batch_transform, dtype)
     if isinstance(mix, Fallback):
         return mix
     samples = dataset.samples
@@ -175,7 +175,7 @@ def plan_dataset(
             )
         if isinstance(target, bool) or not isinstance(target, (int, np.integer)):
             return Fallback(f"sample {path!r} has a label of type {type(target).__name__}, not an integer")
-    if source == "pil" and _load_truncated_images():
+    if source == "pil" and pil_load_truncated_images():
         # chute decodes a truncated JPEG as PIL does under this flag, not yet a truncated PNG or WebP: such a
         # dataset runs torch's path, which never fails where PIL would load the file.
         other = next((path for path, _ in samples if os.fsdecode(path).lower().endswith((".png", ".webp"))), None)
@@ -196,7 +196,7 @@ def plan_dataset(
     try:
         return FolderPlan(
             dataset,
-            samples,
+            file_list(samples),
             transforms,
             dtype,
             batch_size,
@@ -208,7 +208,17 @@ def plan_dataset(
         return Fallback(f"the transforms do not make a native pipeline: {e}")
 
 
-def _check_batch_transform(batch_transform: mixing.BatchTransform | None, dtype: torch.dtype) -> Fallback | None:
+def file_list(samples):
+    """The samples as a chute FileList, in memory: absolute paths, the dataset's own labels, in its own order. A
+    name that is not UTF-8 (os.fsdecode'd by os.scandir, or bytes) crosses as its bytes. None when empty."""
+    if not samples:
+        return None
+    return _native.FileList.from_entries(
+        [os.path.abspath(path) for path, _ in samples], [int(target) for _, target in samples], os.getcwd()
+    )
+
+
+def check_batch_transform(batch_transform: mixing.BatchTransform | None, dtype: torch.dtype) -> Fallback | None:
     """Why the collate_fn's MixUp cannot run on these images (torchvision raises on them), or None."""
     if batch_transform is not None and batch_transform.has_mixup and dtype != torch.float32:
         return Fallback(
@@ -279,7 +289,7 @@ class FolderPlan(Plan):
     def __init__(
         self,
         dataset,
-        samples,
+        source,
         transforms,
         dtype: torch.dtype,
         batch_size: int = 1,
@@ -293,24 +303,18 @@ class FolderPlan(Plan):
         if batch_transform is not None:
             self.collate = functools.partial(mixing.collate, batch_transform.transform)
         self._prefetch = prefetch  # batches ahead, 0: automatic (the engine's LoaderOptions.prefetch)
-        self._made_from = _fingerprint(dataset)
+        self._made_from = self._fingerprint()
         # PIL's LOAD_TRUNCATED_IMAGES and decompression-bomb limit where the dataset reads files with PIL;
         # torchvision.io.decode_image has neither (chute's default guard then).
         self._accept_truncated, self._max_pixels = (
-            self._made_from[-2:] if pil else (DEFAULTS.accept_truncated, DEFAULTS.max_pixels)
+            (pil_load_truncated_images(), pil_max_pixels()) if pil else (DEFAULTS.accept_truncated, DEFAULTS.max_pixels)
         )
-        self._n = len(samples)
+        # The native source the engine reads (a FileList of the dataset's samples, or a chute dataset's own
+        # source), in the dataset's order; None for an empty dataset.
+        self._source = source
+        self._n = len(source) if source is not None else 0
         self.dtype = dtype
         self.transforms = transforms
-        # The samples as a chute FileList, in memory: absolute paths, the dataset's own labels, in its own
-        # order. A name that is not UTF-8 (os.fsdecode'd by os.scandir, or bytes) crosses as its bytes.
-        self._source = (
-            _native.FileList.from_entries(
-                [os.path.abspath(path) for path, _ in samples], [int(target) for _, target in samples], os.getcwd()
-            )
-            if self._n
-            else None
-        )
         self._native_transforms = _options.native_transforms(transforms)
         self._loaders: dict[int, object] = {}  # batch size -> native loader
         self._epochs = 0

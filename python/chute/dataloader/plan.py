@@ -11,6 +11,8 @@ The paths:
 * ``"tensor"`` (tensor_path.py): a ``TensorDataset`` or a dataset with ``chute_columns``, gathered natively;
 * ``"imagefolder"`` (folder_path.py): a torchvision ``ImageFolder`` / ``DatasetFolder`` with the default PIL
   loader (or ``decode_image``) and a ``Compose`` of supported transforms (translate.py), on chute's engine;
+* ``"chute"`` (source_path.py): chute's own datasets (``chute.ImageFolder``, ``chute.open``'s) with a
+  torchvision ``transform=``, on the same engine path, reading the dataset's native source;
 * a ``Subset`` of either: that path, with the subset's indices mapped first.
 
 Fast paths need automatic batching (``batch_size`` not None) with the default collate, and a map-style
@@ -36,7 +38,7 @@ import os
 import numpy as np
 from torch.utils.data import IterableDataset, Subset, default_collate
 
-from chute.dataloader import folder_path, mixing, tensor_path
+from chute.dataloader import folder_path, mixing, source_path, tensor_path
 from chute.dataloader.base import Fallback, Plan, RaiseInPlace
 
 __all__ = ["PINNING", "Fallback", "Plan", "RaiseInPlace", "SubsetPlan", "choose", "plan_dataset", "pinning"]
@@ -111,12 +113,13 @@ def plan_dataset(
         return Fallback("MixUp/CutMix in collate_fn run natively on the ImageFolder path only, not on tensor datasets")
     if tensor is not None:
         return tensor
-    folder = folder_path.plan_dataset(dataset, batch_size, prefetch, batch_transform)
-    if folder is not None:
-        return folder
+    for path in (source_path, folder_path):
+        plan = path.plan_dataset(dataset, batch_size, prefetch, batch_transform)
+        if plan is not None:
+            return plan
     return Fallback(
         f"{type(dataset).__module__}.{type(dataset).__qualname__} has no native fast path "
-        "(TensorDataset, chute_columns, torchvision ImageFolder/DatasetFolder have)",
+        "(TensorDataset, chute_columns, torchvision ImageFolder/DatasetFolder, chute's datasets have)",
         "give the dataset a chute_columns attribute if its samples are rows of tensors",
     )
 
