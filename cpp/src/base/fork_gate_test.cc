@@ -44,11 +44,11 @@ int fork_and_wait(F child, int seconds = 60) {
 }
 
 TEST(ForkGateTest, ForkWaitsForWorkInProgress) {
-  std::atomic<bool> entered{false}, left{false};
+  std::atomic<bool> entered{false}, left{false}, forked{false};
   std::thread worker([&] {
     ForkGate::Work work;
     entered = true;
-    while (!ForkGate::fork_pending()) {
+    while (!ForkGate::fork_pending() && !forked) {  // `forked`: a fork that did not wait has returned
     }
     left = true;  // the last thing this work does: a fork that did not wait would copy `left == false`
   });
@@ -56,6 +56,7 @@ TEST(ForkGateTest, ForkWaitsForWorkInProgress) {
   }
   const int64_t waited_before = ForkGate::forks_waited();
   const int code = fork_and_wait([&] { return left.load() ? 0 : 1; });
+  forked = true;
   worker.join();
   EXPECT_EQ(code, 0) << "1: the fork copied a thread in the middle of its work; -1: the child hung";
   EXPECT_EQ(ForkGate::forks_waited(), waited_before + 1);
