@@ -59,9 +59,10 @@ def open(
     target_transform(label))`` (without them, the record's bytes as stored and its label), so the dataset
     replaces a torchvision ImageFolder under torch's DataLoader, and chute.DataLoader runs the pipeline natively.
     """
-    return _open(path_or_glob, verify, cache_dir, cache_limit, image_key, label_key, labels).with_transforms(
-        transform, target_transform
-    )
+    dataset = _open(path_or_glob, verify, cache_dir, cache_limit, image_key, label_key, labels)
+    reopen = dict(verify=verify, cache_dir=cache_dir, cache_limit=cache_limit, image_key=image_key)
+    dataset._reopen = (open, dict(path_or_glob=path_or_glob, label_key=label_key, labels=labels, **reopen))
+    return dataset.with_transforms(transform, target_transform)
 
 
 def _open(path_or_glob, verify, cache_dir, cache_limit, image_key, label_key, labels):

@@ -27,6 +27,15 @@ class NativeSource:
     # torchvision's dataset attributes: applied by dataset[i] to the sample's PIL image and to its label.
     transform = None
     target_transform = None
+    # How to open the same dataset again, (callable, keyword arguments): a pickled dataset (a spawned
+    # DataLoader worker's) is opened anew in the other process; the native source itself does not pickle.
+    _reopen: tuple | None = None
+
+    def __reduce__(self):
+        if self._reopen is None:
+            raise TypeError(f"cannot pickle {self!r}: open it with chute.open() or its class to make it picklable")
+        opener, keywords = self._reopen
+        return _reopened, (opener, keywords, self.transform, self.target_transform)
 
     def __len__(self) -> int:
         return len(self._native)
@@ -83,6 +92,7 @@ class ImageFolder(NativeSource):
     def __init__(self, root: str | os.PathLike, transform=None, target_transform=None):
         self.root = _validate.path("root", root)
         self.with_transforms(transform, target_transform)
+        self._reopen = (ImageFolder, {"root": self.root})
         self._native = _native.ImageFolder.open(self.root)
         self.classes: list[str] = list(self._native.classes)
         self.class_to_idx: dict[str, int] = {c: i for i, c in enumerate(self.classes)}
@@ -237,3 +247,8 @@ def _decoded(data: bytes):
     except UnidentifiedImageError:
         rgb, width, height = _native.decode_rgb(data)  # raises naming the format when it is no raw record either
         return Image.frombytes("RGB", (width, height), rgb)
+
+
+def _reopened(opener, keywords: dict, transform, target_transform):
+    """A pickled chute dataset, opened again in this process (NativeSource.__reduce__)."""
+    return opener(**keywords).with_transforms(transform, target_transform)

@@ -6,6 +6,9 @@ torchvision stands in as chute.bench.pil_reference where it does not import (the
 
 from __future__ import annotations
 
+import pickle
+
+import numpy as np
 import pytest
 import torch
 from PIL import Image, ImageFile
@@ -68,6 +71,23 @@ def test_torchs_dataloader_reads_them_and_chutes_takes_the_fast_path(folder, pac
     assert_batches_equal(list(fast), torchs)  # PIL geometry: bit-exact, from the packed records too
     reference = list(DataLoader(T.ImageFolder(folder, transform=EVAL), batch_size=8))
     assert_batches_equal(torchs, reference)  # and the same as torchvision over the original files
+
+
+def small_tensor(image):
+    """A picklable transform (a module-level function): spawned workers get the dataset pickled."""
+    return torch.from_numpy(np.array(image.resize((16, 12)))).permute(2, 0, 1)
+
+
+@pytest.mark.parametrize("which", ["folder", "packed"])
+def test_they_pickle_for_spawned_workers(folder, packed, which):
+    dataset = chute.ImageFolder(folder) if which == "folder" else chute.open(packed)
+    dataset.transform, dataset.target_transform = small_tensor, str
+    copy = pickle.loads(pickle.dumps(dataset))
+    assert type(copy) is type(dataset) and len(copy) == 36 and copy.transform is small_tensor
+    spawned = list(DataLoader(dataset, batch_size=9, num_workers=1, multiprocessing_context="spawn"))
+    in_process = list(DataLoader(dataset, batch_size=9))
+    assert [y for _, y in spawned] == [y for _, y in in_process]
+    assert all(torch.equal(a, b) for (a, _), (b, _) in zip(spawned, in_process))
 
 
 def test_records_without_transforms_stay_bytes(packed):
