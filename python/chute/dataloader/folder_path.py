@@ -150,17 +150,10 @@ def plan_dataset(
     source = _file_loader(name, getattr(dataset, "loader", None))
     if isinstance(source, Fallback):
         return source
-    if getattr(dataset, "target_transform", None) is not None:
-        return Fallback(
-            f"{name} has a target_transform ({type(dataset.target_transform).__name__}): labels are made natively"
-        )
-    translated = translate(getattr(dataset, "transform", None), "pil" if source == "pil" else "tensor")
-    if isinstance(translated, Fallback):
-        return translated
-    transforms, dtype = translated
-    mix = check_batch_transform(batch_transform, dtype)
-    if isinstance(mix, Fallback):
-        return mix
+    pipeline = native_pipeline(dataset, "pil" if source == "pil" else "tensor", batch_transform)
+    if isinstance(pipeline, Fallback):
+        return pipeline
+    transforms, dtype = pipeline
     samples = dataset.samples
     if len(samples) != len(dataset):
         return Fallback(f"len({name}) is {len(dataset)} but it has {len(samples)} samples")
@@ -218,15 +211,25 @@ def file_list(samples):
     )
 
 
-def check_batch_transform(batch_transform: mixing.BatchTransform | None, dtype: torch.dtype) -> Fallback | None:
-    """Why the collate_fn's MixUp cannot run on these images (torchvision raises on them), or None."""
-    if batch_transform is not None and batch_transform.has_mixup and dtype != torch.float32:
+def native_pipeline(dataset, source: str, batch_transform: mixing.BatchTransform | None):
+    """(chute transforms, output dtype) for a dataset's ``transform`` and ``target_transform`` (torchvision's
+    attributes) on images from ``source`` ("pil" or "tensor", as translate() takes it), with the
+    collate_fn's MixUp / CutMix; or a Fallback naming what is in the way."""
+    name = type(dataset).__name__
+    if getattr(dataset, "target_transform", None) is not None:
         return Fallback(
-            f"MixUp after default_collate on {dtype} images: torchvision's MixUp multiplies them in place, which "
-            "raises for integer images (so does this DataLoader's generic path)",
+            f"{name} has a target_transform ({type(dataset.target_transform).__name__}): labels are made natively"
+        )
+    translated = translate(getattr(dataset, "transform", None), source)
+    if isinstance(translated, Fallback):
+        return translated
+    if batch_transform is not None and batch_transform.has_mixup and translated[1] != torch.float32:
+        return Fallback(
+            f"MixUp after default_collate on {translated[1]} images: torchvision's MixUp multiplies them in place, "
+            "which raises for integer images (so does this DataLoader's generic path)",
             "convert to float32 in the transform (ToDtype(torch.float32, scale=True) or ToTensor)",
         )
-    return None
+    return translated
 
 
 def _file_loader(name: str, file_loader) -> str | Fallback:

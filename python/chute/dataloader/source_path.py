@@ -21,13 +21,7 @@ import os
 
 from chute.dataloader import mixing
 from chute.dataloader.base import Fallback, Plan
-from chute.dataloader.folder_path import (
-    FolderPlan,
-    check_batch_transform,
-    pil_load_truncated_images,
-    pil_max_pixels,
-)
-from chute.dataloader.translate import translate
+from chute.dataloader.folder_path import FolderPlan, native_pipeline, pil_load_truncated_images, pil_max_pixels
 from chute.sources import ImageFolder, NativeSource, RecordSource
 
 
@@ -43,22 +37,15 @@ def plan_dataset(
         return Fallback(f"chute.{name} is not a map dataset (chute.ImageFolder and chute.open's datasets are)")
     if type(dataset).__getitem__ is not own.__getitem__:
         return Fallback(f"{name} overrides __getitem__: its samples are not chute's")
-    if dataset.target_transform is not None:
-        return Fallback(
-            f"{name} has a target_transform ({type(dataset.target_transform).__name__}): labels are made natively"
-        )
-    if dataset.transform is None and own is RecordSource:
+    if dataset.transform is None and dataset.target_transform is None and own is RecordSource:
         return Fallback(
             f"{name} without transform= returns each record's encoded bytes",
             "open it with transform= (torchvision's), e.g. chute.open(path, transform=...), to get images",
         )
-    translated = translate(dataset.transform, "pil")
-    if isinstance(translated, Fallback):
-        return translated
-    transforms, dtype = translated
-    mix = check_batch_transform(batch_transform, dtype)
-    if isinstance(mix, Fallback):
-        return mix
+    pipeline = native_pipeline(dataset, "pil", batch_transform)
+    if isinstance(pipeline, Fallback):
+        return pipeline
+    transforms, dtype = pipeline
     if pil_load_truncated_images():
         other = (
             next((p for p in dataset._native.names() if os.fsdecode(p).lower().endswith((".png", ".webp"))), None)
