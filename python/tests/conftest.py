@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import io
+import os
 import sys
 from pathlib import Path
 
@@ -26,6 +27,22 @@ def natural_image(rng: np.random.Generator, width: int, height: int) -> Image.Im
     img[inside] = 255 - img[inside] * 0.7
     img += rng.normal(0, 6, img.shape)
     return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8))
+
+
+def chute_threads() -> list[str]:
+    """Names of this process's native chute threads (all are named ``chute*``), the main thread aside."""
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        if int(tid) == os.getpid():
+            continue  # the main thread is named after the program
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            continue  # the thread ended meanwhile
+        if comm.startswith("chute"):
+            names.append(comm)
+    return names
 
 
 def jpeg_bytes(img: Image.Image, quality: int = 92, subsampling: int = 0, progressive: bool = False) -> bytes:

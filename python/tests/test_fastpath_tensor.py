@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -11,6 +10,7 @@ import time
 import numpy as np
 import pytest
 import torch
+from conftest import chute_threads
 from torch.utils.data import (
     BatchSampler,
     DataLoader,
@@ -275,24 +275,8 @@ class OneArrayGetitem(Dataset):
         return i
 
 
-def _chute_threads() -> list[str]:
-    """Names of this process's native chute threads (all are named ``chute*``), the main thread aside."""
-    names = []
-    for tid in os.listdir("/proc/self/task"):
-        if int(tid) == os.getpid():
-            continue  # the main thread is named after the program
-        try:
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                comm = f.read().strip()
-        except OSError:
-            continue  # the thread ended meanwhile
-        if comm.startswith("chute"):
-            names.append(comm)
-    return names
-
-
 def _gather_threads() -> int:
-    return _chute_threads().count("chute-gather")
+    return chute_threads().count("chute-gather")
 
 
 def _gather_threads_drop_to(n: int, timeout_s: float = 30) -> bool:
