@@ -59,10 +59,21 @@ ShardStream::~ShardStream() {
 
 void ShardStream::set_memory_limit(uint64_t bytes, int working_shards) const {
   const uint64_t buffers = std::max<uint64_t>(1, bytes / pool_->buffer_bytes());
-  pool_->set_limit(static_cast<int>(std::min<uint64_t>(buffers, std::max<size_t>(shards_.size(), 1))));
+  const int limit = static_cast<int>(std::min<uint64_t>(buffers, std::max<size_t>(shards_.size(), 1)));
+  pool_->set_limit(limit);
   {
     std::lock_guard<std::mutex> lock(mu_);
     working_ = std::max(1, working_shards);
+    // A lower limit takes effect now: the least recently used shards no reader holds leave memory (their
+    // buffers are unmapped as they come back beyond the limit), not only as later fetches need buffers.
+    for (;;) {
+      int64_t victim = -1;
+      for (uint32_t s = 0; s < resident_.size(); ++s)
+        if (resident_[s] && resident_[s].use_count() == 1 && (victim < 0 || last_use_[s] < last_use_[victim]))
+          victim = s;
+      if (victim < 0 || pool_->allocated() <= limit) break;
+      resident_[victim].reset();
+    }
   }
   cv_.notify_all();  // the walker may go further ahead
 }
@@ -106,7 +117,7 @@ std::shared_ptr<PageBuffer> ShardStream::take_buffer(std::unique_lock<std::mutex
   }
 }
 
-void ShardStream::publish(uint32_t i, const std::shared_ptr<PageBuffer>& buffer) const {
+void ShardStream::publish(uint32_t i, const std::shared_ptr<PageBuffer>& buffer, bool from_storage) const {
   auto bytes =
       std::make_shared<const ShardBytes>(buffer, std::span<const uint8_t>(buffer->data(), shards_[i].object.size));
   {
@@ -114,6 +125,12 @@ void ShardStream::publish(uint32_t i, const std::shared_ptr<PageBuffer>& buffer)
     resident_[i] = std::move(bytes);
     fetching_[i] = 0;
     last_use_[i] = ++use_clock_;
+    if (from_storage) {
+      ++stats_.shard_fetches;
+      stats_.bytes_received += shards_[i].object.size;
+    } else {
+      ++stats_.cache_hits;
+    }
   }
   cv_.notify_all();
 }
@@ -124,17 +141,9 @@ Status ShardStream::fetch(uint32_t i, const std::shared_ptr<PageBuffer>& buffer)
   if (check_) check = [&](std::span<const uint8_t> bytes) { return check_(i, bytes); };
   // Published as soon as the bytes are good: the cache's write (kDisk) follows on this thread, off the
   // readers' path, with this buffer held until it ends.
-  Result<FetchedFrom> from = fetch_object(*store_, cache_.get(), shard.object, shard.key,
-                                          buffer->span().first(shard.object.size), check, [&] { publish(i, buffer); });
-  if (!from.is_ok()) return from.status();
-  std::lock_guard<std::mutex> lock(mu_);
-  if (*from == FetchedFrom::kStorage) {
-    ++stats_.shard_fetches;
-    stats_.bytes_received += shard.object.size;
-  } else {
-    ++stats_.cache_hits;
-  }
-  return Status::ok();
+  return fetch_object(*store_, cache_.get(), shard.object, shard.key, buffer->span().first(shard.object.size), check,
+                      [&](FetchedFrom from) { publish(i, buffer, from == FetchedFrom::kStorage); })
+      .status();
 }
 
 Result<std::shared_ptr<const ShardBytes>> ShardStream::get(uint32_t i) const {

@@ -86,6 +86,17 @@ TEST(ShardStreamTest, ItsBuffersAreReusedWithinTheMemoryLimit) {
   EXPECT_EQ(stream->memory_limit(), 3 * stream->buffer_bytes());
 }
 
+TEST(ShardStreamTest, ALoweredLimitFreesMemoryAtOnce) {
+  TempDir dir;
+  auto stream = stream_of(make_shards(dir, 6));
+  for (uint32_t i = 0; i < 6; ++i) ASSERT_TRUE(stream->get(i).is_ok());
+  EXPECT_EQ(stream->stats().buffers, 6);  // all in memory: the limit holds them
+  auto held = stream->get(5);
+  stream->set_memory_limit(2 * stream->buffer_bytes(), 1);  // a loader's share, say
+  EXPECT_EQ(stream->stats().buffers, 2);                    // the least recently used went at once
+  EXPECT_EQ(bytes_of(**held), content(5));                  // never one a reader holds
+}
+
 TEST(ShardStreamTest, AShardHeldByAReaderKeepsItsBytes) {
   TempDir dir;
   auto stream = stream_of(make_shards(dir, 3), nullptr, {}, 1);

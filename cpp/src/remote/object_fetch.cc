@@ -4,7 +4,7 @@ namespace chute {
 
 Result<FetchedFrom> fetch_object(const ObjectStore& store, ShardCache* cache, const ObjectInfo& object,
                                  const std::string& key, std::span<uint8_t> dst, const ObjectCheck& check,
-                                 const std::function<void()>& ready) {
+                                 const ObjectReady& ready) {
   if (dst.size() != object.size)
     return invalid_argument("fetch_object: a buffer of " + std::to_string(dst.size()) + " bytes for " +
                             object_display_name(object.url) + ", which has " + std::to_string(object.size));
@@ -16,12 +16,14 @@ Result<FetchedFrom> fetch_object(const ObjectStore& store, ShardCache* cache, co
   };
   if (cache == nullptr) {
     CHUTE_RETURN_IF_ERROR(receive(dst));
-    if (ready) ready();
+    if (ready) ready(FetchedFrom::kStorage);
     return FetchedFrom::kStorage;
   }
-  CHUTE_ASSIGN_OR_RETURN(ShardCache::Got got, cache->get(key, dst, receive, ready));
+  CHUTE_ASSIGN_OR_RETURN(ShardCache::Got got, cache->get(key, dst, receive, [&] {
+    if (ready) ready(FetchedFrom::kStorage);
+  }));
   if (got == ShardCache::Got::kFilled) return FetchedFrom::kStorage;
-  if (ready) ready();
+  if (ready) ready(FetchedFrom::kCache);
   return FetchedFrom::kCache;
 }
 

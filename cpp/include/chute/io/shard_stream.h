@@ -126,7 +126,7 @@ class ShardStream {
   std::shared_ptr<PageBuffer> take_buffer(std::unique_lock<std::mutex>& lock, uint32_t for_shard, bool reader) const;
   // Fetches shard i into `buffer` (mu_ not held); publishes it to readers as soon as its bytes are good.
   Status fetch(uint32_t i, const std::shared_ptr<PageBuffer>& buffer) const;
-  void publish(uint32_t i, const std::shared_ptr<PageBuffer>& buffer) const;
+  void publish(uint32_t i, const std::shared_ptr<PageBuffer>& buffer, bool from_storage) const;
   int ahead_limit() const;  // with mu_ held
   void walk_loop();
   void fetch_loop();

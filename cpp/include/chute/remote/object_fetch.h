@@ -4,8 +4,9 @@
 //
 // With a cache: a hit is read from its entry (checked against its checksum: shard_cache.h); a miss is
 // received from storage (ObjectStore::receive, in place), checked by the caller's `check`, handed to
-// `ready` (the bytes may be used from then on), and only then written to the cache, by this thread. Without
-// one: received, checked, ready. Either way no page-cache page is allocated per byte (docs/REMOTE.md).
+// `ready` (the bytes may be used from then on; it is told where they came from), and only then written to
+// the cache, by this thread. Without one: received, checked, ready. Either way no page-cache page is
+// allocated per byte (docs/REMOTE.md).
 // Thread-safety: plain functions; a key is filled once at a time across threads and processes (the cache's
 // lock).
 #pragma once
@@ -27,12 +28,13 @@ using ObjectCheck = std::function<Status(std::span<const uint8_t> bytes)>;
 
 // Whether the bytes came from the disk cache or from storage.
 enum class FetchedFrom { kCache, kStorage };
+using ObjectReady = std::function<void(FetchedFrom from)>;
 
 // `object` (object.size bytes) into `dst` (exactly that size; page-aligned for O_DIRECT), under cache key
 // `key`. `cache` may be null (no disk cache); `check` and `ready` may be empty. Errors name the object.
 Result<FetchedFrom> fetch_object(const ObjectStore& store, ShardCache* cache, const ObjectInfo& object,
                                  const std::string& key, std::span<uint8_t> dst, const ObjectCheck& check,
-                                 const std::function<void()>& ready = {});
+                                 const ObjectReady& ready = {});
 
 // The same into a buffer of its own (an index, say).
 Result<PageBuffer> fetch_object(const ObjectStore& store, ShardCache* cache, const ObjectInfo& object,
