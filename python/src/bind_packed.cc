@@ -86,6 +86,7 @@ nb::object remote_stats_dict(const ShardStream* stream) {
   d["bytes_received"] = r.bytes_received;
   d["buffers"] = r.buffers;
   d["memory_limit"] = r.memory_limit;
+  d["damaged"] = r.damaged;
   d["cache"] = cache_policy_name(stream->cache_policy());
   return d;
 }

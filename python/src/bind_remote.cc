@@ -45,6 +45,17 @@ std::optional<SigV4> sigv4_from(const std::optional<nb::dict>& d) {
   return s;
 }
 
+// A GET of a whole object (its ranges are the engine's to choose).
+HttpRequest object_get(std::string url, std::vector<std::string> headers, const std::optional<nb::dict>& sigv4) {
+  return HttpRequest{.method = "GET",
+                     .url = std::move(url),
+                     .headers = std::move(headers),
+                     .offset = 0,
+                     .length = 0,
+                     .body = {},
+                     .sigv4 = sigv4_from(sigv4)};
+}
+
 }  // namespace
 
 nb::dict http_stats_dict(const HttpStats& s) {
@@ -115,13 +126,7 @@ void register_remote(nb::module_& m) {
           "download",
           [](PyHttpEngine& e, std::string url, uint64_t size, const FsPath& path, uint64_t chunk_bytes,
              std::vector<std::string> headers, std::optional<nb::dict> sigv4) {
-            HttpRequest r{.method = "GET",
-                          .url = std::move(url),
-                          .headers = std::move(headers),
-                          .offset = 0,
-                          .length = 0,
-                          .body = {},
-                          .sigv4 = sigv4_from(sigv4)};
+            const HttpRequest r = object_get(std::move(url), std::move(headers), sigv4);
             Status status = [&] {
               nb::gil_scoped_release release;
               int fd = ::open(path.value.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -140,13 +145,7 @@ void register_remote(nb::module_& m) {
           "receive",
           [](PyHttpEngine& e, std::string url, uint64_t size, uint64_t chunk_bytes, std::vector<std::string> headers,
              std::optional<nb::dict> sigv4) {
-            HttpRequest r{.method = "GET",
-                          .url = std::move(url),
-                          .headers = std::move(headers),
-                          .offset = 0,
-                          .length = 0,
-                          .body = {},
-                          .sigv4 = sigv4_from(sigv4)};
+            const HttpRequest r = object_get(std::move(url), std::move(headers), sigv4);
             PageBuffer buffer = unwrap(PageBuffer::allocate(size));
             Status status = [&] {
               nb::gil_scoped_release release;

@@ -309,6 +309,7 @@ RemoteStats ShardStream::stats() const {
   }
   s.buffers = pool_->allocated();
   s.memory_limit = memory_limit();
+  if (cache_) s.damaged = cache_->stats().damaged;
   return s;
 }
 

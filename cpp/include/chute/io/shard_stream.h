@@ -71,6 +71,7 @@ struct RemoteStats {
   uint64_t bytes_received = 0;  // bytes of the shards received from storage
   int buffers = 0;              // the pool's buffers now (each buffer_bytes)
   uint64_t memory_limit = 0;    // the pool's limit in bytes
+  uint64_t damaged = 0;         // disk cache entries that failed their checksum (removed, fetched again)
 };
 
 // One shard of the stream: the object, and its key in the disk cache (cache_key.h).
