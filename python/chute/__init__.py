@@ -18,6 +18,7 @@ import os as _os
 
 from torch.utils.data import get_worker_info  # torch's own (chute's workers set it); torch imports it anyway
 
+from chute._resume_state import merge as merge_state_dicts
 from chute.errors import ResourceError, SampleError
 from chute.formats import LMDBDataset, TFRecordDataset
 from chute.loader import Loader
@@ -75,6 +76,7 @@ __all__ = [
     "TarDataset",
     "doctor",
     "get_worker_info",
+    "merge_state_dicts",
     "open",
     "pack",
 ]

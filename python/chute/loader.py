@@ -181,6 +181,9 @@ class Loader:
         self._epoch = 0  # the epoch the next iteration runs
         self._running: int | None = None  # the epoch of the iteration in progress
         self._resume_position = 0  # where the next iteration starts in its epoch (load_state_dict)
+        self._resume_splits: list = []  # the next epoch is the rest of one split before (_resume_state.py)
+        self._running_splits: list = []  # the running epoch's, and its size for this rank
+        self._running_size = 0
         self._iteration = 0
         self._pid = os.getpid()  # in a forked child the native loader is inert (its threads are not there)
         self._close_lock = threading.Lock()
@@ -275,14 +278,17 @@ class Loader:
     def set_epoch(self, epoch: int) -> None:
         """The epoch the next iteration runs (from its start); it keys shuffling and augmentation."""
         self._epoch, self._resume_position = _validate.integer("epoch", epoch, 0, _validate.INT64_MAX), 0
+        self._resume_splits = []
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         if self._closed:
             raise RuntimeError("the loader is closed: make a new chute.Loader to iterate again")
         self._iteration += 1
-        epoch, start = self._epoch, self._resume_position
-        self._epoch, self._resume_position, self._running = epoch + 1, 0, epoch
-        self._driver.start_epoch(epoch, start)
+        epoch, start, splits = self._epoch, self._resume_position, self._resume_splits
+        self._epoch, self._resume_position, self._resume_splits, self._running = epoch + 1, 0, [], epoch
+        self._running_splits = splits
+        self._running_size = _resume_state.shares(self, splits)[self.rank] if splits else self.num_samples
+        self._driver.start_epoch(epoch, start, splits=splits)
         return _Epoch(self, self._iteration)
 
     def _next_batch(self, iteration: int):
@@ -313,15 +319,24 @@ class Loader:
         """Where the loader is, as a small JSON-serialisable dict: loading it into a loader built the same
         way resumes with exactly the batches an uninterrupted run would yield next, whatever the thread
         count and however many batches were prefetched when it was taken. Positions count the samples this
-        rank's consumer has received, not those prepared ahead."""
-        epoch, position = self._epoch, self._resume_position
+        rank's consumer has received, not those prepared ahead. docs/ORDER.md ("Resume") has the format."""
+        resume = _resume_state.Resume(self._epoch, self._resume_position, self._resume_splits)
         if self._running is not None:
-            epoch, position = _resume_state.received(self._running, self._driver.position(), self.num_samples)
-        return _resume_state.make(self, epoch, position, order=self.order, shard_window=self.shard_window)
+            epoch, position = _resume_state.received(self._running, self._driver.position(), self._running_size)
+            resume = _resume_state.Resume(epoch, position, self._running_splits if epoch == self._running else [])
+        return _resume_state.make(self, resume)
 
-    def load_state_dict(self, state: dict) -> None:
-        """Resumes from :meth:`state_dict`: the next iteration continues that epoch at that position."""
-        self._epoch, self._resume_position = _resume_state.check(state, self, self.order, self.shard_window)
+    def load_state_dict(self, state: dict | list[dict]) -> None:
+        """Resumes from :meth:`state_dict`: the next iteration continues that epoch at that position.
+
+        ``state`` is this rank's own state, or every rank's (``[state_rank0, state_rank1, ...]``, or
+        :func:`chute.merge_state_dicts` of them), which resumes on any ``world_size``: the same one
+        continues each rank where it was; another splits the samples of the interrupted epoch that no old
+        rank received among the new ranks, each once (with ``even_split=True`` fewer than ``world_size`` of
+        them are left out, so that all ranks run the same number of steps); the epochs after it are this
+        world size's own. A state that does not fit this loader (another dataset size, seed, batch size,
+        order, rank, ...) is a ValueError naming the difference."""
+        self._epoch, self._resume_position, self._resume_splits = _resume_state.check(state, self)
         self._iteration += 1  # an iteration in progress is superseded
         self._running = None
 

@@ -10,6 +10,8 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "chute/base/status.h"
 #include "chute/engine/loader.h"
@@ -70,6 +72,10 @@ T unwrap(Result<T> result) {
   if (!result.is_ok()) throw_status(result.status());
   return std::move(result).value();
 }
+
+// An interrupted epoch's splits (order/remainder.h) as Python gives them: [(world_size, [received per rank]), ...].
+using PySplits = std::vector<std::pair<int64_t, std::vector<int64_t>>>;
+std::vector<EpochSplit> to_splits(const PySplits& splits);
 
 // Opens a source (a static T::open returning Result<shared_ptr<T>>) without the GIL: scans and mmaps can
 // take a while, and other Python threads should run meanwhile.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -180,7 +181,7 @@ def test_resume_is_exact_and_interchangeable_with_loader(remote, folder):
     remote.load_state_dict(local.state_dict())
     _same(expected, list(remote))
     with pytest.raises(ValueError, match=r"order='shards', this loader has order='sample'"):
-        remote.load_state_dict({**local.state_dict(), "order": "shards"})  # chute.Loader(order="shards")'s
+        remote.load_state_dict({**local.state_dict(), "order": "shards", "shard_window": 8})  # a shard-order state
 
 
 def test_slow_consumer_bounds_batches_in_flight(remote):
@@ -350,6 +351,39 @@ def test_two_ranks_get_the_loaders_shares(cluster, folder):
             str(folder), num_actors=1, num_cpus_per_actor=0.5, timeout_s=WAIT_S, **kw
         ) as remote:
             _same(_local(folder, 0, rank=rank, world_size=2, even_split=False), list(remote))
+
+
+def test_every_ranks_states_resume_another_world_size(cluster, folder):
+    """Two ranks interrupted mid-epoch resume on three: each new rank's RemoteLoader yields chute.Loader's
+    batches for that rank (the rest of the epoch, split three ways), and the epoch holds every sample once."""
+    import chute.ray
+
+    states, labels = [], []
+    for rank in range(2):
+        with chute.ray.RemoteLoader(
+            str(folder),
+            num_actors=1,
+            num_cpus_per_actor=0.5,
+            timeout_s=WAIT_S,
+            **_kwargs(rank=rank, world_size=2, even_split=False),
+        ) as remote:
+            remote.set_epoch(2)
+            it = iter(remote)
+            labels += [int(v) for _ in range(2) for v in next(it)[1]]
+            states.append(remote.state_dict())
+    for rank in range(3):
+        kw = _kwargs(rank=rank, world_size=3, even_split=False)
+        with chute.ray.RemoteLoader(
+            str(folder), num_actors=1, num_cpus_per_actor=0.5, timeout_s=WAIT_S, **kw
+        ) as remote:
+            remote.load_state_dict(states)
+            got = list(remote)
+        local = chute.Loader(str(folder), num_threads=1, **kw)
+        local.load_state_dict(states)
+        _same([(i.clone(), y.clone()) for i, y in local], got)
+        labels += [int(v) for _, y in got for v in y]
+    # ImageFolder labels are classes (3 x 12): every sample once means each class's 12.
+    assert sorted(labels) == sorted(list(range(3)) * 12)
 
 
 def test_bad_arguments(cluster, folder):
@@ -562,11 +596,14 @@ def test_actors_on_cpu_only_nodes(folder):
     actor lands on that node only, and the batches are chute.Loader's."""
     repo = Path(__file__).resolve().parents[2]
     python_dir = str(Path(chute.__file__).parents[1])
+    with socket.socket() as s:  # a port of this run's own: another cluster on the machine is not ours to stop
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     env = dict(
         os.environ,
         PYTHONPATH=python_dir,
         RAY_AUTH_MODE="disabled",
-        CHUTE_RAY_PORT="6391",
+        CHUTE_RAY_PORT=str(port),
         CHUTE_VENV=str(Path(sys.executable).parents[1]),
     )
     script = str(repo / "scripts" / "ray_cluster.sh")
@@ -574,7 +611,7 @@ def test_actors_on_cpu_only_nodes(folder):
         subprocess.run([script, "start", "1"], env=env, check=True, timeout=WAIT_S * 2)
         child = subprocess.run(
             [sys.executable, str(Path(__file__).with_name("ray_cluster_child.py")), str(folder)],
-            env=dict(env, RAY_ADDRESS="127.0.0.1:6391"),
+            env=dict(env, RAY_ADDRESS=f"127.0.0.1:{port}"),
             capture_output=True,
             text=True,
             timeout=WAIT_S * 2,

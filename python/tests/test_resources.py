@@ -79,23 +79,32 @@ _RUN_EPOCH = """
 """
 
 
+# Child code: opens /dev/null until the process is out of descriptors; returns them (closing them gives back).
+FILL_DESCRIPTORS = """
+    def fill_descriptors():
+        held = []
+        try:
+            while True:
+                held.append(os.open("/dev/null", os.O_RDONLY))
+        except OSError:
+            pass
+        return held
+"""
+
+
 def test_running_out_of_descriptors_raises_resource_error_and_quarantines_nothing(tmp_path):
     _folder(tmp_path / "data")
     quarantine = tmp_path / "bad.jsonl"
     result = _child(
         _RUN_EPOCH
+        + FILL_DESCRIPTORS
         + """
     import resource
     loader = chute.Loader(sys.argv[1], batch_size=4, num_threads=2, on_error="skip", quarantine=sys.argv[2],
                           transforms=[chute.CenterCrop(16)])
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 512), hard))
-    held = []
-    try:
-        while True:
-            held.append(os.open("/dev/null", os.O_RDONLY))
-    except OSError:
-        pass
+    held = fill_descriptors()
     result = run(loader)
     for fd in held:
         os.close(fd)

@@ -76,7 +76,7 @@ TunerSettings tuner_settings(const LoaderOptions& o, size_t sample_bytes, size_t
   t.tune_prefetch = o.prefetch == 0;
   t.prefetch = o.prefetch;
   t.batch_size = o.batch_size;
-  t.slot_bytes = slot_bytes_for(o.batch_size, sample_bytes);
+  t.slot_bytes = o.host_allocator->footprint(slot_bytes_for(o.batch_size, sample_bytes));
   t.max_memory = o.max_memory - source_memory;
   t.reserved_buffers = 2 + o.extra_buffers;
   return t;
@@ -101,7 +101,8 @@ Result<size_t> source_share(const Source& source, const LoaderOptions& o, size_t
   const int64_t window = o.order == SampleOrder::kShards ? o.shard_window : 0;
   const SourceMemory m = source.memory_wanted(window);
   if (m.wanted == 0) return size_t{0};
-  const size_t ring = static_cast<size_t>(3 + o.extra_buffers) * slot_bytes_for(o.batch_size, sample_bytes);
+  const size_t slot = o.host_allocator->footprint(slot_bytes_for(o.batch_size, sample_bytes));
+  const size_t ring = static_cast<size_t>(3 + o.extra_buffers) * slot;
   const size_t rest = o.max_memory > ring ? o.max_memory - ring : 0;
   if (m.least > rest) {
     const double mib = 1 << 20;
@@ -184,7 +185,7 @@ Loader::Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWr
   shared_ = std::make_shared<SharedState>(options_.batch_size, writer_.sample_bytes(),
                                           tuner_.prefetch() + 2 + options_.extra_buffers, options_.max_ring_bytes,
                                           options_.host_allocator);
-  options_.decode.budget->set_reserved(shared_->ring.slots_with_memory() * shared_->ring.slot_bytes());
+  options_.decode.budget->set_reserved(shared_->ring.slots_with_memory() * shared_->ring.slot_footprint());
   epoch_->baseline_s = now_s();
   epoch_->baseline_cpu_s = process_cpu_s();
 }
@@ -279,13 +280,13 @@ void Loader::grow_ring(std::unique_lock<std::mutex>& lock) {
   if (memory) {
     ring.finish_growth(std::move(*memory));
     // The buffers leave less of max_memory to large decodes.
-    options_.decode.budget->set_reserved(ring.slots_with_memory() * ring.slot_bytes());
+    options_.decode.budget->set_reserved(ring.slots_with_memory() * ring.slot_footprint());
     if (!e.warned_growth) {
       e.warned_growth = true;
       std::fprintf(stderr,
                    "chute: the consumer is holding on to %d batches; growing the batch ring to %d buffers "
                    "(%.0f MB). Held tensors keep their buffers; clone() what you keep to avoid this.\n",
-                   held, ring.num_slots(), ring.num_slots() * ring.slot_bytes() / 1e6);
+                   held, ring.num_slots(), ring.num_slots() * ring.slot_footprint() / 1e6);
     }
   } else {
     ring.abandon_growth();
@@ -401,6 +402,7 @@ LoaderStats Loader::stats() const {
   s.auto_threads = options_.num_threads == 0;
   s.auto_prefetch = options_.prefetch == 0;
   s.slot_bytes = shared_->ring.slot_bytes();
+  s.slot_footprint = shared_->ring.slot_footprint();
   s.ring_slots = shared_->ring.slots_with_memory();  // buffers allocated (not slots whose memory went)
   s.cores = available_cores();
   s.process_cpu_s = process_cpu_s() - e.baseline_cpu_s;

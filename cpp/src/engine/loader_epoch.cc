@@ -40,6 +40,12 @@ Status Loader::start_epoch(uint64_t epoch, int64_t start) {
   return begin_epoch({.seed = options_.seed, .epoch = epoch}, start, order_.epoch(epoch));
 }
 
+Status Loader::resume_epoch(uint64_t epoch, const std::vector<EpochSplit>& splits, int64_t start) {
+  if (splits.empty()) return start_epoch(epoch, start);
+  CHUTE_ASSIGN_OR_RETURN(auto rest, order_.remainder(splits));
+  return begin_epoch({.seed = options_.seed, .epoch = epoch}, start, order_.epoch(epoch, std::move(rest)));
+}
+
 Status Loader::start_epoch(uint64_t epoch, int64_t start, std::vector<int64_t> order, std::optional<uint64_t> seed) {
   const int64_t n = source_->size();
   for (size_t k = 0; k < order.size(); ++k) {
@@ -67,7 +73,7 @@ Status Loader::begin_epoch(EpochKey key, int64_t start, std::unique_ptr<EpochOrd
     // prefetch needs (a consumer that still holds them keeps them).
     shared_->ring.trim(tuner_.prefetch() + 2 + options_.extra_buffers);
     trimmed = shared_->ring.take_retired();
-    options_.decode.budget->set_reserved(shared_->ring.slots_with_memory() * shared_->ring.slot_bytes());
+    options_.decode.budget->set_reserved(shared_->ring.slots_with_memory() * shared_->ring.slot_footprint());
     EpochState& e = *epoch_;
     e.epoch = key.epoch;
     e.seed = key.seed;

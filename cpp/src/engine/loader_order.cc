@@ -31,10 +31,14 @@ Result<LoaderOrder> LoaderOrder::create(const Source& source, const LoaderOption
   return order;
 }
 
-std::unique_ptr<EpochOrder> LoaderOrder::epoch(uint64_t epoch) const {
+std::unique_ptr<EpochOrder> LoaderOrder::epoch(uint64_t epoch, std::shared_ptr<const EpochRemainder> rest) const {
   // Both orders are pure functions of (seed, epoch, shard): a resumed epoch is the same order.
-  if (by_shards_) return std::make_unique<EpochOrder>(windows_, shuffle_, seed_, epoch, shard_);
-  return std::make_unique<EpochOrder>(size_, shuffle_, seed_, epoch, shard_);
+  if (by_shards_) return std::make_unique<EpochOrder>(windows_, shuffle_, seed_, epoch, shard_, std::move(rest));
+  return std::make_unique<EpochOrder>(size_, shuffle_, seed_, epoch, shard_, std::move(rest));
+}
+
+Result<std::shared_ptr<const EpochRemainder>> LoaderOrder::remainder(const std::vector<EpochSplit>& splits) const {
+  return EpochRemainder::create(size_, by_shards_, shard_.even_split, splits);
 }
 
 }  // namespace chute

@@ -35,7 +35,7 @@ native loader as an explicit order (``Loader::start_epoch(epoch, start, order, s
 Randomness: ``RandomResizedCrop`` and ``RandomHorizontalFlip`` draw from chute's counter-based generator,
 keyed by (seed, epoch, sample index): the seed is the epoch's ``base_seed``, which torch's iterator draws
 from ``loader.generator`` (or the global RNG) each epoch, passed to the engine as that epoch's seed (all
-64 bits); the epoch is the plan's count of epochs. So a ``generator`` (or ``torch.manual_seed``)
+64 bits); the epoch is the DataLoader's count of epochs. So a ``generator`` (or ``torch.manual_seed``)
 makes runs reproducible, whatever the thread count. The crops are *not* the same as torchvision's for a
 given seed -- they cannot be: torchvision draws from torch's global RNG in each worker, call by call -- but
 follow the same distribution (torchvision's ``get_params``: ten tries, then the clamped centre crop).
@@ -279,7 +279,6 @@ class FolderPlan(Plan):
         )
         self._native_transforms = _options.native_transforms(transforms)
         self._loaders: dict[int, object] = {}  # batch size -> native loader
-        self._epochs = 0
         self._warned_copy = False
         if self._n:  # the engine for the loader's batch size; it also checks the pipeline (ValueError)
             self._loader_for(batch_size)
@@ -315,11 +314,9 @@ class FolderPlan(Plan):
     def _closed(self) -> bool:
         return self._loaders is None
 
-    def _batches(self, index_batches, base_seed):
+    def _batches(self, index_batches, base_seed, epoch):
         if base_seed is None:  # what torch's iterator would have drawn, from the global RNG
             base_seed = torch.empty((), dtype=torch.int64).random_().item()
-        epoch = self._epochs
-        self._epochs += 1
         batches = [list(b) for b in index_batches]
         if not batches:
             return
@@ -397,6 +394,7 @@ class FolderPlan(Plan):
             "max_prefetch",
             "cores",
             "batch_buffer_bytes",
+            "batch_buffer_held_bytes",
             "batch_buffers",
             "elapsed_s",
             "process_cpu_s",

@@ -150,6 +150,7 @@ class RemoteLoader:
         # shards, as chute.Loader does; gives this rank's epoch size.
         self.num_samples = len(_native.epoch_order(self.source._native, options, 0))
         self._epoch, self._resume_position, self._running, self._iteration = 0, 0, None, 0
+        self._resume_splits, self._running_splits, self._running_size = [], [], 0  # as chute.Loader's
         self._position = 0  # samples the consumer received in the running epoch
         self._errors: list[SampleError] = []  # skipped samples (on_error='skip'), as the batches arrived
         self._closed = False
@@ -195,6 +196,7 @@ class RemoteLoader:
 
     def set_epoch(self, epoch: int) -> None:
         self._epoch, self._resume_position = _validate.integer("epoch", epoch, 0, _validate.INT64_MAX), 0
+        self._resume_splits = []
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         if self._closed:
@@ -202,9 +204,11 @@ class RemoteLoader:
         self._iteration += 1
         if self._delivery is not None:
             self._delivery.drain()  # batches copied ahead for an iteration that was left
-        epoch, start = self._epoch, self._resume_position
+        epoch, start, splits = self._epoch, self._resume_position, self._resume_splits
         self._epoch, self._resume_position, self._running, self._position = epoch + 1, 0, epoch, start
-        order = _native.epoch_order(self.source._native, self._options, epoch)
+        self._resume_splits, self._running_splits = [], splits
+        order = _native.epoch_order(self.source._native, self._options, epoch, splits)
+        self._running_size = len(order)
         bounds = [(lo, min(lo + self.batch_size, len(order))) for lo in range(start, len(order), self.batch_size)]
         # A last short batch that drop_last drops is not made, unless 'skip' may need its samples to fill
         # the batches before it.
@@ -213,15 +217,17 @@ class RemoteLoader:
         return RemoteEpoch(self, self._iteration, epoch, order, bounds)
 
     def state_dict(self) -> dict:
-        """As chute.Loader's (the same format): the position counts samples this rank's consumer received."""
-        epoch, position = self._epoch, self._resume_position
+        """As chute.Loader's: the position counts samples this rank's consumer received."""
+        resume = _resume_state.Resume(self._epoch, self._resume_position, self._resume_splits)
         if self._running is not None:
-            epoch, position = _resume_state.received(self._running, self._position, self.num_samples)
-        return _resume_state.make(self, epoch, position, order=self.order, shard_window=self.shard_window)
+            epoch, position = _resume_state.received(self._running, self._position, self._running_size)
+            resume = _resume_state.Resume(epoch, position, self._running_splits if epoch == self._running else [])
+        return _resume_state.make(self, resume)
 
-    def load_state_dict(self, state: dict) -> None:
-        """As chute.Loader's: a state either loader took resumes the other, in the same order."""
-        self._epoch, self._resume_position = _resume_state.check(state, self, self.order, self.shard_window)
+    def load_state_dict(self, state: dict | list[dict]) -> None:
+        """As chute.Loader's: a state either loader took resumes the other, in the same order, and every
+        rank's states resume any world size."""
+        self._epoch, self._resume_position, self._resume_splits = _resume_state.check(state, self)
         self._iteration += 1  # an iteration in progress is superseded
         self._running = None
 

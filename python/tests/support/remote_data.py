@@ -7,19 +7,10 @@ import io
 import tarfile
 from pathlib import Path
 
-import numpy as np
 import torch
-from PIL import Image
+from shard_tars import jpeg
 
 import chute
-
-
-def jpeg(i: int) -> bytes:
-    rgb = np.full((16, 16, 3), (i * 37 % 256, i * 11 % 256, i * 5 % 256), np.uint8)
-    rgb[i % 16, :, :] = 255  # each sample's pixels differ
-    out = io.BytesIO()
-    Image.fromarray(rgb).save(out, format="JPEG", quality=90)
-    return out.getvalue()
 
 
 def write_tars(directory: Path, samples: int, per_tar: int, filler: int = 0) -> list[Path]:

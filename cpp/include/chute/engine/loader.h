@@ -176,6 +176,11 @@ class Loader {
   // Starts (or restarts) an epoch; an epoch in flight is cancelled first. `start` resumes at that epoch
   // position (a value of position()): the batches are those an uninterrupted run would deliver next.
   Status start_epoch(uint64_t epoch, int64_t start = 0);
+  // The rest of an interrupted epoch, maybe interrupted on other numbers of ranks (order/remainder.h): this
+  // rank's share of the positions the ranks of `splits` did not receive, split as options().shard splits a
+  // whole epoch, from `start` (a position() of this share) on. With no splits, start_epoch(). A split that
+  // cannot be (a count outside its rank's share) is kInvalidArgument naming it.
+  Status resume_epoch(uint64_t epoch, const std::vector<EpochSplit>& splits, int64_t start = 0);
   // The same with an explicit order: these source indices, in this order, batched by batch_size (a short
   // last batch unless drop_last), instead of the order the options describe (shuffle, order, shard). Augmentation
   // stays keyed by (seed, epoch, source index), where seed is `seed` when given (a torch DataLoader draws a

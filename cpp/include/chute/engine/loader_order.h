@@ -8,9 +8,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "chute/base/status.h"
 #include "chute/io/source.h"
+#include "chute/order/remainder.h"
 #include "chute/order/sampler.h"
 
 namespace chute {
@@ -23,8 +25,13 @@ class LoaderOrder {
   // source's shards (kInvalidArgument: a source not stored in shards, or shards that do not add up).
   static Result<LoaderOrder> create(const Source& source, const LoaderOptions& options);
 
-  // The source indices this rank visits in `epoch`, in order.
-  std::unique_ptr<EpochOrder> epoch(uint64_t epoch) const;
+  // The source indices this rank visits in `epoch`, in order; with `rest`, this rank's share of what is left
+  // of an interrupted epoch (order/remainder.h), split as a whole epoch is.
+  std::unique_ptr<EpochOrder> epoch(uint64_t epoch, std::shared_ptr<const EpochRemainder> rest = nullptr) const;
+
+  // What ranks that received `splits` left of an epoch of this order (kInvalidArgument naming a split that
+  // cannot be).
+  Result<std::shared_ptr<const EpochRemainder>> remainder(const std::vector<EpochSplit>& splits) const;
 
  private:
   LoaderOrder() = default;

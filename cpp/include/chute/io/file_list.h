@@ -1,7 +1,8 @@
 // FileList: samples given as (path, label) pairs, either in a text file, one "<path> <label>" per line (the
 // label is the last whitespace-separated field, so paths may hold spaces; relative paths are relative to the
-// list file's directory; blank lines and lines starting with '#' are skipped), or in memory (any bytes but
-// NUL in a path, newlines and trailing spaces included).
+// list file's directory; blank lines and lines starting with '#' are skipped; a NUL byte anywhere in a line is
+// an error naming the line, never a path cut short), or in memory (any bytes but NUL in a path, newlines and
+// trailing spaces included).
 // Thread-safety: immutable after construction; read() may run on many threads.
 #pragma once
 
