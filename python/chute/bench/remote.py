@@ -13,6 +13,8 @@ rows, which need a cold start), for packed shards and for tar shards alike:
   first batch in hand) and the share of the dataset fetched by then are reported.
 - ``chute, remote <kind>, cold, after its first batch``: the same epochs from their first batch on (the
   steady rate of a cold epoch once the start-up, reported apart, is paid).
+- ``chute, remote shards, cold, cache='none'``: the same with ``cache="none"`` (nothing written to disk): what
+  every epoch costs without the disk cache, beside what the first costs with it (the default's reason).
 - ``chute, remote shards, warm disk cache``: packed shards read back from a disk cache that holds them all.
 - ``WebDataset + DataLoader, remote``: ``webdataset.WebDataset`` over the tar shards' URLs (read by its
   ``curl`` pipes), shard shuffle and a 1000-sample shuffle buffer, torchvision's transforms (or chute's PIL
@@ -57,7 +59,7 @@ class RemoteBench:
     shards: int
     shard_bytes: int
     rows: list[Contender]
-    # Per kind ("shards", "tars"), per cold epoch: chute.open to the first batch, and the share of the dataset's
+    # Per kind ("shards", "tars", and "shards, cache=none" for the cold epochs without the disk cache), per cold epoch: chute.open to the first batch, and the share of the dataset's
     # bytes received by then.
     first_batch_s: dict[str, list[float]] = field(default_factory=dict)
     first_batch_fetched: dict[str, list[float]] = field(default_factory=dict)
@@ -67,7 +69,7 @@ class RemoteBench:
     thread_cpu_s: dict[str, list[dict[str, float]]] = field(default_factory=dict)
     servers_cpu_s: dict[str, list[float]] = field(default_factory=dict)
     writeback_cpu_s: dict[str, list[float]] = field(default_factory=dict)
-    dataset_bytes: dict[str, int] = field(default_factory=dict)
+    dataset_bytes: dict[str, int] = field(default_factory=dict)  # per kind ("shards", "tars")
     same_batches: dict[str, bool] = field(default_factory=dict)  # an untimed remote epoch equals the local one
     notes: list[str] = field(default_factory=list)
     io: dict = field(default_factory=dict)  # the remote loader's I/O figures (last cold round of packed shards)
@@ -291,7 +293,9 @@ def run_remote_bench(
             def servers() -> float:
                 return _tree_cpu_s([pid for pid in (nginx.pid, proxy.pid) if pid is not None])
 
-            def cold(kind: str, steady: Contender) -> Callable[[], Timing]:
+            def cold(kind: str, steady: Contender, policy: str = "disk") -> Callable[[], Timing]:
+                label = kind if policy == "disk" else f"{kind}, cache={policy}"  # its figures' key
+
                 def measure() -> Timing:
                     cache = Path(tempfile.mkdtemp(prefix="cold-", dir=work))
                     made: list[chute.Loader] = []
@@ -299,7 +303,7 @@ def run_remote_bench(
                     at_first: list[int] = []
 
                     def epoch():  # the timed pass opens the dataset and receives every shard
-                        made.append(loader(chute.open(urls[kind], cache_dir=cache)))
+                        made.append(loader(chute.open(urls[kind], cache=policy, cache_dir=cache)))
                         batches = iter(made[0])
                         first = next(batches)
                         at_first.append(_http_bytes() - bytes0)
@@ -309,17 +313,17 @@ def run_remote_bench(
                     try:
                         servers0, threads0 = servers(), _threads_cpu_s()
                         timing = time_epoch(epoch(), cpu_clock=time.process_time)
-                        result.servers_cpu_s.setdefault(kind, []).append(servers() - servers0)
-                        result.thread_cpu_s.setdefault(kind, []).append(_since(threads0, _threads_cpu_s()))
-                        result.first_batch_s.setdefault(kind, []).append(timing.first.seconds)
-                        result.first_batch_fetched.setdefault(kind, []).append(at_first[0] / dataset_bytes[kind])
+                        result.servers_cpu_s.setdefault(label, []).append(servers() - servers0)
+                        result.thread_cpu_s.setdefault(label, []).append(_since(threads0, _threads_cpu_s()))
+                        result.first_batch_s.setdefault(label, []).append(timing.first.seconds)
+                        result.first_batch_fetched.setdefault(label, []).append(at_first[0] / dataset_bytes[kind])
                         steady.timings.append(timing.after_first())
-                        if kind == "shards":
+                        if label == "shards":
                             result.io = dict(made[0].stats().get("remote", {}))
                         close(made)
                         busy0 = _busy_cpu_s()  # the cache's writes, if the kernel still had any to do
                         os.sync()
-                        result.writeback_cpu_s.setdefault(kind, []).append(_busy_cpu_s() - busy0)
+                        result.writeback_cpu_s.setdefault(label, []).append(_busy_cpu_s() - busy0)
                         return timing
                     finally:
                         close(made)
@@ -331,9 +335,13 @@ def run_remote_bench(
                 kind: Contender(f"chute, remote {kind}, cold, after its first batch", lambda: Timing(0, 1.0))
                 for kind in KINDS
             }
+            steady_none = Contender(
+                "chute, remote shards, cold, cache='none', after its first batch", lambda: Timing(0, 1.0)
+            )
             rows = [
                 Contender("chute, local shards", lambda: time_epoch(local["shards"], cpu_clock=time.process_time)),
                 Contender("chute, remote shards, cold", cold("shards", steady["shards"]), warm=False),
+                Contender("chute, remote shards, cold, cache='none'", cold("shards", steady_none, "none"), warm=False),
                 Contender(
                     "chute, remote shards, warm disk cache", lambda: time_epoch(warm, cpu_clock=time.process_time)
                 ),
@@ -347,7 +355,8 @@ def run_remote_bench(
                 result.notes.append(f"WebDataset row left out: {e}")
             interleave(rows, rounds=rounds, on_step=on_step)
             rows.insert(2, steady["shards"])
-            rows.insert(6, steady["tars"])
+            rows.insert(4, steady_none)
+            rows.insert(8, steady["tars"])
             result.rows = rows
             for kind in KINDS:  # untimed: a remote epoch gives the local epoch's batches
                 on_step(f"comparing the remote {kind}' batches with the local ones")

@@ -66,8 +66,8 @@ def remote(args, root, console) -> int:
         console.print(
             f"remote {kind}, cold: first batch {median(firsts):.2f} s after chute.open (median; "
             f"{min(firsts):.2f}-{max(firsts):.2f} s), {100 * median(fetched):.0f}% of the dataset "
-            f"({result.dataset_bytes[kind] / 1e6:,.0f} MB) received by then; same batches as local: "
-            f"{'yes' if result.same_batches.get(kind) else 'NO'}. CPU-s per cold epoch by thread: {by_thread}; "
+            f"({result.dataset_bytes[kind.split(',')[0]] / 1e6:,.0f} MB) received by then; same batches as local: "
+            f"{'yes' if result.same_batches.get(kind.split(',')[0]) else 'NO'}. CPU-s per cold epoch by thread: {by_thread}; "
             f"the servers (nginx, latency relay) {median(result.servers_cpu_s[kind]):.2f}, the kernel's writeback "
             f"after it {median(result.writeback_cpu_s[kind]):.2f} (untimed, machine-wide)",
             soft_wrap=True,
