@@ -77,6 +77,17 @@ class RecordSource(NativeSource):
             return data, self._native.label(index)
         return self._pair(_decoded(data), index)
 
+    def remote_stats(self) -> dict | None:
+        """For a remote dataset, its I/O so far: shards received from storage and read back from the disk
+        cache, reads that waited for a shard (and how long), the memory its shards may take, and the
+        process's HTTP figures (requests, bytes, retries, in flight, latency p50/p99); None for a local one."""
+        shards = self._native.remote_stats()
+        if shards is None:
+            return None
+        from chute import remote
+
+        return {**shards, **remote.stats()}
+
 
 class ImageFolder(NativeSource):
     """A directory in torchvision's ``ImageFolder`` layout: ``root/<class>/**/<image>``; as a dataset,
@@ -144,8 +155,9 @@ class PackedDataset(RecordSource):
     unless ``verify=False``.
 
     ``path`` may be a URL (``s3://bucket/train/``, ``gs://...``, ``https://host/train/``): the index is
-    fetched at open, and shards are fetched whole, ahead of the loader's order, into the node's shard cache
-    (``cache_dir``, ``cache_limit``; docs/REMOTE.md), then read like local ones. Use ``order="shards"`` in
+    fetched at open, and shards are streamed whole into memory, ahead of the loader's order, and read there
+    (docs/REMOTE.md). ``cache="disk"`` (the default) also keeps them in the node's disk cache (``cache_dir``,
+    ``cache_limit``) for later epochs; ``cache="none"`` writes nothing to disk. Use ``order="shards"`` in
     :class:`chute.Loader` so that readers move through a few shards at a time."""
 
     def __init__(
@@ -155,30 +167,20 @@ class PackedDataset(RecordSource):
         verify: bool = True,
         cache_dir: str | os.PathLike | None = None,
         cache_limit: int | str | None = None,
+        cache: str = "disk",
     ):
         from chute import remote
 
         self.path = remote.local_path(path) if isinstance(path, str) else _validate.path("path", path)
         if remote.is_url(self.path):
             self._native = _native.PackedSource.open_remote(
-                self.path, remote.store(), remote.cache(cache_dir, cache_limit), bool(verify)
+                self.path, remote.store(), remote.cache(cache_dir, cache_limit, cache), bool(verify)
             )
         else:
             self.path = _validate.path("path", self.path)
             self._native = _native.PackedSource.open(self.path, bool(verify))
         self.classes: list[str] = list(self._native.classes)
         self.class_to_idx: dict[str, int] = {c: i for i, c in enumerate(self.classes)}
-
-    def remote_stats(self) -> dict | None:
-        """For a remote dataset, its I/O so far: shards fetched and served by the cache, reads that waited
-        for a shard (and how long), and the process's HTTP figures (requests, bytes, retries, in flight,
-        latency p50/p99); None for a local one."""
-        shards = self._native.remote_stats()
-        if shards is None:
-            return None
-        from chute import remote
-
-        return {**shards, **remote.stats()}
 
     def __repr__(self) -> str:
         from chute import remote
@@ -207,23 +209,34 @@ class TarDataset(RecordSource):
         if isinstance(paths, (str, bytes, os.PathLike)):
             paths = [paths]  # one tar file, not a list of its name's characters
         self.paths = [os.fsdecode(_validate.path("paths", p)) for p in paths]
+        self.url = None  # a remote dataset's URL pattern (from_urls)
         self._native = _native.TarSource.open(self.paths, resolve_cache_dir(cache_dir))
         self.classes: list[str] = list(self._native.classes)
 
     @classmethod
     def from_urls(
-        cls, pattern: str, *, cache_dir: str | os.PathLike | None = None, cache_limit: int | str | None = None
+        cls,
+        pattern: str,
+        *,
+        cache_dir: str | os.PathLike | None = None,
+        cache_limit: int | str | None = None,
+        cache: str = "disk",
     ) -> TarDataset:
-        """Tar shards in object storage (a URL with braces or globs). A tar's members are known only by
-        reading it, so each tar is fetched whole into the shard cache at open (many at once), indexed there,
-        and read locally; chute's packed format, whose index lists every record, fetches shards only as the
-        loader's order reaches them."""
+        """Tar shards in object storage (a URL with braces or globs), streamed: the open reads the list of
+        tars and each tar's index (its ``<tar>.chidx`` sidecar, as ``chute index`` writes it, or the one this
+        node learned from an earlier stream of it), not the tars; samples are then read from tars streamed
+        into memory ahead of the loader's order (``cache="disk"``, the default, also keeps them in the node's
+        disk cache; ``cache="none"`` writes nothing to disk). Tars without an index are streamed once at
+        open, to count their samples (docs/REMOTE.md, "Tar shards")."""
         from chute import remote
 
-        urls = remote.expand(pattern)
-        paths = _native.cache_objects(remote.store(), remote.cache(cache_dir, cache_limit), urls)
-        dataset = cls(paths, cache_dir=cache_dir)
-        dataset.urls = urls
+        store, shard_cache = remote.store(), remote.cache(cache_dir, cache_limit, cache)
+        index_dir = resolve_cache_dir(cache_dir) if shard_cache is not None else ""
+        dataset = cls.__new__(cls)
+        dataset._native = _native.TarSource.open_remote(store, [pattern], shard_cache, index_dir)
+        dataset.paths = list(dataset._native.tar_paths())  # the tars' URLs, without credentials
+        dataset.url = pattern
+        dataset.classes = list(dataset._native.classes)
         return dataset
 
     @property

@@ -4,9 +4,11 @@
 
 #include <nanobind/nanobind.h>
 
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <functional>
+#include <future>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -84,6 +86,31 @@ std::shared_ptr<T> open_without_gil(F&& open) {
     return open();
   }();
   return unwrap(std::move(result));
+}
+
+// Opens a source on a thread of its own (open(cancel) returns Result<shared_ptr<T>>) and waits without the
+// GIL, in slices: Ctrl-C sets `cancel`, waits for open to give up (it looks at `cancel` between its steps),
+// and raises KeyboardInterrupt. For opens that fetch (remote tars indexed by streaming them).
+template <typename T, typename F>
+std::shared_ptr<T> open_interruptibly(F&& open) {
+  auto cancel = std::make_shared<std::atomic<bool>>(false);
+  std::future<Result<std::shared_ptr<T>>> opened =
+      std::async(std::launch::async, [cancel, open = std::forward<F>(open)] { return open(*cancel); });
+  for (;;) {
+    bool ready;
+    {
+      nb::gil_scoped_release release;
+      ready = opened.wait_for(std::chrono::milliseconds(50)) == std::future_status::ready;
+    }
+    if (ready) return unwrap(opened.get());
+    if (PyErr_CheckSignals() != 0) {
+      cancel->store(true);
+      nb::gil_scoped_release release;
+      opened.wait();
+      break;
+    }
+  }
+  throw nb::python_error();
 }
 
 // The index, or IndexError when it is outside the source (bind_sources.cc).

@@ -75,7 +75,9 @@ struct LoaderOptions {
   // Bytes of batch buffers, shared with the scratch of large decodes, which wait for room (decode_budget.h).
   // The ring holds prefetch + 2 buffers (+ extra_buffers): auto prefetch grows within max_memory, an
   // explicit prefetch is lowered to fit (Loader::notices() says so), and a max_memory that does not hold
-  // prefetch 1's ring is refused, whatever the prefetch.
+  // prefetch 1's ring is refused, whatever the prefetch. A source that keeps shards in memory (a remote
+  // dataset: Source::memory_wanted) takes its share first: at least what it needs, at most what it wants
+  // or half of what prefetch 1's ring leaves, whichever is less; one that cannot have its least is refused.
   size_t max_memory = size_t{2} << 30;
   Shard shard;  // this process's rank and share of each epoch (sampler.h)
   // The epoch's order (sampler.h): kSample, a permutation of every sample (or sequential without shuffle),
@@ -235,7 +237,7 @@ class Loader {
 
  private:
   Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWriter writer, LoaderOptions options,
-         LoaderOrder order, std::optional<BatchMix> mix);
+         LoaderOrder order, std::optional<BatchMix> mix, size_t source_memory);
   struct Task;
   struct MixTask;
   Status start_workers();
@@ -258,6 +260,7 @@ class Loader {
   OutputWriter writer_;
   LoaderOptions options_;
   std::optional<BatchMix> mix_;
+  size_t source_memory_;  // the share of max_memory the source keeps (a remote dataset's shards in memory)
   std::vector<std::string> notices_;
   std::shared_ptr<SharedState> shared_;
   std::vector<std::thread> threads_;

@@ -25,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -55,6 +56,9 @@ struct HttpRequest {
   // An error response's body is still kept (its S3 error code is read). -1: kept in memory.
   int sink_fd = -1;
   uint64_t sink_offset = 0;
+  // A ranged GET's bytes written to sink_buffer[0, length) as they arrive (the caller's memory, which must
+  // outlive the request): no staging, no file, no buffer of the engine's. nullptr: none (see sink_fd).
+  uint8_t* sink_buffer = nullptr;
 };
 
 struct HttpResponse {
@@ -95,6 +99,12 @@ class HttpEngine {
   // Object bytes [0, size) written into `fd` (pwrite) by parallel ranged GETs of `chunk_bytes`; every byte
   // checked to arrive. On error, the first chunk's error; the file's content is then unspecified.
   Status download(const HttpRequest& object, uint64_t size, int fd, uint64_t chunk_bytes = 8ull << 20);
+  // Object bytes [0, dst.size()) received into `dst` by parallel ranged GETs of `chunk_bytes`, each written
+  // in place as it arrives (HttpRequest::sink_buffer): memory the caller reuses, nothing staged or written
+  // to a file (docs/REMOTE.md: a fresh page per byte is what a cold epoch cannot afford). Every byte checked
+  // to arrive; on error the first chunk's error (the others are cancelled and waited for: `dst` is never
+  // written after this returns), and dst's content is then unspecified.
+  Status receive(const HttpRequest& object, std::span<uint8_t> dst, uint64_t chunk_bytes = 8ull << 20);
   HttpStats stats() const;
 
   struct Impl;

@@ -75,6 +75,9 @@ class ObjectStore : public std::enable_shared_from_this<ObjectStore> {
   Result<std::vector<uint8_t>> read(std::string_view url, uint64_t offset, uint64_t length) const;
   // The whole object (info.size bytes, as stat() or expand() found it) into `fd` at offset 0.
   Status download(const ObjectInfo& info, int fd) const;
+  // The whole object (info.size bytes, as stat() or expand() found it) into `dst` (info.size bytes): for a
+  // remote object, every range received in place (HttpEngine::receive); a local file is read.
+  Status receive(const ObjectInfo& info, std::span<uint8_t> dst) const;
   // The object becomes `bytes` in one request (a local file: write to a temporary, then rename).
   Status put(std::string_view url, std::span<const uint8_t> bytes) const;
   Result<std::unique_ptr<Upload>> begin_upload(std::string_view url) const;
