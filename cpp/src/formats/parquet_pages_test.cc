@@ -134,7 +134,7 @@ TEST(ParquetPagesTest, TruncatedOrDamagedChunksAreErrorsNamingThePage) {
   scan(file, 4, 1, &st);  // the footer promises more rows than the pages hold
   EXPECT_NE(st.message().find("ends after 3 of its 4 values"), std::string::npos) << st.message();
   auto damaged = file;
-  damaged[damaged.size() - 8] = 0xff;  // the second value's length
+  damaged[damaged.size() - 7] = 0xff;  // the second value's length (its 4 bytes, then "two")
   scan(damaged, 3, 1, &st);
   EXPECT_NE(st.message().find("x.parquet: column image.bytes: the page at offset 0: value 2 claims"), std::string::npos)
       << st.message();

@@ -129,9 +129,11 @@ def write_raw_lmdb(path: str | os.PathLike, images: Sequence[bytes], keys: Seque
 
 def hf_dataset(items: Items, *, classes: int = 5, class_label: bool = True):
     """A ``datasets.Dataset`` in memory: an ``Image`` column (the JPEG bytes, embedded) and a ``ClassLabel``
-    (``class_label``) or plain int64 ``label`` column, as ``Dataset.from_dict(...)`` with features makes it."""
+    (``class_label``: ``classes`` names, more where the labels need them) or plain int64 ``label`` column, as
+    ``Dataset.from_dict(...)`` with features makes it."""
     import datasets
 
+    classes = max([classes, *(y + 1 for _, y in items)])  # a ClassLabel refuses labels past its names
     label = (
         datasets.ClassLabel(names=[f"class_{c}" for c in range(classes)]) if class_label else datasets.Value("int64")
     )
