@@ -7,17 +7,19 @@
 #include <cstdint>
 #include <cstdlib>
 #include <span>
+#include <vector>
 
 #include "chute/formats/hdf5_heap.h"
 
 namespace {
 
-void check(std::span<const uint8_t> file, const chute::Result<chute::Hdf5Spans>& spans) {
-  if (!spans.is_ok()) return;
+void check(std::span<const uint8_t> file, const chute::Result<chute::Hdf5Spans>& result) {
+  if (!result.is_ok()) return;
+  const chute::Hdf5Spans& spans = result.value();
   volatile uint8_t sink = 0;
-  for (size_t i = 0; i < spans->offsets.size(); ++i) {
-    if (spans->offsets[i] > file.size() || spans->lengths[i] > file.size() - spans->offsets[i]) std::abort();
-    for (uint64_t b = 0; b < spans->lengths[i]; ++b) sink = sink ^ file[spans->offsets[i] + b];
+  for (size_t i = 0; i < spans.offsets.size(); ++i) {
+    if (spans.offsets[i] > file.size() || spans.lengths[i] > file.size() - spans.offsets[i]) std::abort();
+    for (uint64_t b = 0; b < spans.lengths[i]; ++b) sink = sink ^ file[spans.offsets[i] + b];
   }
 }
 
