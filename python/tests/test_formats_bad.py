@@ -179,6 +179,15 @@ def test_layouts_that_cannot_be_read_in_place_say_what_to_do(items, tmp_path):
     assert len(chute.open(tmp_path / "hub" / "train-*.parquet")) == 4
 
 
+def test_keys_that_are_not_names_are_type_errors_saying_what_they_name(items, tmp_path):
+    fw.write_hf_parquet(tmp_path / "x.parquet", items[:2])
+    fw.write_hdf5(tmp_path / "x.h5", items[:2])
+    with pytest.raises(TypeError, match=r"image_key must be a column name \(str\), got 3"):
+        chute.open(tmp_path / "x.parquet", image_key=3)
+    with pytest.raises(TypeError, match=r"label_key must be a dataset's path in the file \(str\), got b'y'"):
+        chute.open(tmp_path / "x.h5", label_key=b"y")
+
+
 @pytest.mark.parametrize(("module", "extra", "name"), [("pyarrow", "parquet", "x.parquet"), ("h5py", "hdf5", "x.h5")])
 def test_a_missing_library_is_one_line_naming_what_to_install(module, extra, name, items, tmp_path, monkeypatch):
     (fw.write_hf_parquet if extra == "parquet" else fw.write_hdf5)(tmp_path / name, items[:2])

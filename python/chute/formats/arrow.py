@@ -12,7 +12,7 @@ import numpy as np
 
 from chute import _native, _validate
 from chute.formats.arrow_columns import binary_spans, hf_features, labels_of, null_reasons, pick_columns
-from chute.formats.base import FormatDataset, require
+from chute.formats.base import FormatDataset, check_keys, require
 
 
 def is_save_to_disk(path: str) -> bool:
@@ -120,9 +120,7 @@ class ArrowDataset(FormatDataset):
     kind = "Arrow"
 
     def __init__(self, source, *, image_key: str | None = None, label_key: str | None = None):
-        for name, value in (("image_key", image_key), ("label_key", label_key)):
-            if value is not None and not isinstance(value, str):
-                raise TypeError(f"{name} must be a column name (str), got {value!r}")
+        check_keys("a column name", image_key, label_key)
         if hasattr(source, "data") and hasattr(source, "features") and hasattr(source, "_indices"):
             self.path = None
             self._open_dataset(source, image_key, label_key)

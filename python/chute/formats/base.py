@@ -41,3 +41,10 @@ def require(module: str, extra: str, what: str):
         raise ImportError(
             f"reading {what} needs {module}: pip install 'chute[{extra}]' (or pip install {module})"
         ) from None
+
+
+def check_keys(what: str, image_key, label_key) -> None:
+    """A TypeError unless ``image_key`` and ``label_key`` are each None or a str (``what``: what one names)."""
+    for name, value in (("image_key", image_key), ("label_key", label_key)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{name} must be {what} (str), got {value!r}")

@@ -12,7 +12,7 @@ import zlib
 import numpy as np
 
 from chute import _native, _validate
-from chute.formats.base import FormatDataset, require
+from chute.formats.base import FormatDataset, check_keys, require
 
 _IMAGE_NAMES = ("images", "image", "imgs", "img", "jpegs", "jpeg", "jpg", "data", "x")
 _LABEL_NAMES = ("labels", "label", "targets", "target", "classes", "class", "y")
@@ -173,9 +173,7 @@ class HDF5Dataset(FormatDataset):
     def __init__(self, path: str | os.PathLike, *, image_key: str | None = None, label_key: str | None = None):
         h5py = require("h5py", "hdf5", "HDF5 files")
         self.path = os.fsdecode(_validate.path("path", path))
-        for name, value in (("image_key", image_key), ("label_key", label_key)):
-            if value is not None and not isinstance(value, str):
-                raise TypeError(f"{name} must be a dataset's path in the file (str), got {value!r}")
+        check_keys("a dataset's path in the file", image_key, label_key)
         try:
             f = h5py.File(self.path, "r")
         except OSError as e:

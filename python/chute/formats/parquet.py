@@ -20,7 +20,7 @@ import numpy as np
 from chute import _native, _validate
 from chute.cache import resolve_cache_dir
 from chute.formats.arrow_columns import binary_spans, hf_features, labels_of, null_reasons, pick_columns
-from chute.formats.base import FormatDataset, require
+from chute.formats.base import FormatDataset, check_keys, require
 
 _SPLIT = re.compile(r"^(.+?)-\d+-of-\d+\.parquet$")  # the Hub's "train-00000-of-00004.parquet"
 _IN_PLACE = {"PLAIN", "RLE", "BIT_PACKED"}  # value and level encodings a page of offsets may use
@@ -148,9 +148,7 @@ class ParquetDataset(FormatDataset):
             path = os.fsdecode(_validate.path("paths", paths))
             paths = parquet_files(path) or [path]
         self.paths = [os.fsdecode(p) for p in paths]
-        for name, value in (("image_key", image_key), ("label_key", label_key)):
-            if value is not None and not isinstance(value, str):
-                raise TypeError(f"{name} must be a column name (str), got {value!r}")
+        check_keys("a column name", image_key, label_key)
         tables, shards, found, self.decoded = [], [], None, []
         for path in self.paths:
             try:
