@@ -1,14 +1,19 @@
-"""Training throughput from the formats datasets already live in (chute.formats: TFRecord, LMDB) against
-the same JPEGs from a file list, and against a torch DataLoader reading the same file with PIL, in one run.
+"""Training throughput from the formats datasets already live in (chute.formats: TFRecord, LMDB, Parquet,
+Hugging Face Arrow, HDF5) against the same JPEGs from a file list, and against a torch DataLoader reading the
+same file with PIL, in one run.
 
     python bench/formats.py [--images 2000] [--batch-size 128] [--rounds 3] [--workers 2] [--threads 0]
+                            [--only Parquet,Arrow,HDF5]
 
 The JPEGs are chute's bench set (python/chute/bench/dataset.py: ImageNet-like, ~500x375, ~100 KB, generated
 once and cached). They are written, by each format's own tools (python/tests/support/format_writers.py: the
 ``tfrecord`` package's writer, py-lmdb), as: TFRecord in the layout of TF's model garden ImageNet script
 (8 shards) and of TFDS (one file); LMDB as folder2lmdb writes it (pickled tuples, ``__keys__``), as pickled
-dicts, as Caffe Datums (convert_imageset --encoded) and as raw image bytes. Indexes are built before the
-timing (the one-time scan is reported on its own).
+dicts, as Caffe Datums (convert_imageset --encoded) and as raw image bytes; ``datasets`` writes the
+``save_to_disk`` directory (Arrow IPC, 4 files; also opened as a ``datasets.Dataset`` with load_from_disk)
+and the Parquet file (``to_parquet``: read in place); pyarrow a Parquet file with its defaults (snappy,
+dictionary: read from chute's decoded copy); h5py an HDF5 file of variable-length bytes. Indexes are built
+before the timing (the one-time scan is reported on its own).
 
 Contenders, interleaved round by round after a warm-up epoch each (chute.bench.harness), every one with
 the train pipeline (RandomResizedCrop(224), flip, Normalize; float32 output) and shuffling:
@@ -16,8 +21,10 @@ the train pipeline (RandomResizedCrop(224), flip, Normalize; float32 output) and
 * chute.Loader over each format;
 * torch's DataLoader (``--workers``, persistent) over a map-style Dataset reading the same TFRecord file
   (records by offset, tf.train.Example parsed by protobuf) and the same LMDB (folder2lmdb's own dataset
-  code: ``txn.get``, ``pickle.loads``), decoding with PIL, with torchvision's transforms (or chute's PIL
-  reference of them).
+  code: ``txn.get``, ``pickle.loads``), the ``save_to_disk`` directory through ``datasets`` (load_from_disk,
+  ``ds[i]``: its Image feature decodes with PIL), the Parquet file through pyarrow (the table read once per
+  worker, memory-mapped) and the HDF5 file through h5py (``f["images"][i]``), decoding with PIL, with
+  torchvision's transforms (or chute's PIL reference of them).
 Printed: images/s (median and range) and each format's ratio to the file list; the files are read once
 first (warm page cache: the figures are hot, not cold-disk, ones).
 """
@@ -99,8 +106,68 @@ class TfRecordPeer(Dataset):
         return self.transform(Image.open(io.BytesIO(image)).convert("RGB")), label
 
 
+class ArrowPeer(Dataset):
+    """A Hugging Face dataset as its users read it: load_from_disk, ``ds[i]`` (the Image feature decodes
+    with PIL)."""
+
+    def __init__(self, path: str, transform):
+        import datasets
+
+        self.ds, self.transform = datasets.load_from_disk(path), transform
+
+    def __len__(self) -> int:
+        return len(self.ds)
+
+    def __getitem__(self, i):
+        row = self.ds[i]
+        return self.transform(row["image"].convert("RGB")), row["label"]
+
+
+class ParquetPeer(Dataset):
+    """A Parquet file read by pyarrow (the table read once per worker, memory-mapped), PIL decode."""
+
+    def __init__(self, path: str, transform):
+        import pyarrow.parquet as pq
+
+        self.path, self.transform, self.table = path, transform, None
+        self.n = pq.ParquetFile(path).metadata.num_rows
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i):
+        if self.table is None:
+            import pyarrow.parquet as pq
+
+            self.table = pq.read_table(self.path, memory_map=True)
+        image = self.table.column("image")[i]["bytes"].as_py()
+        return self.transform(Image.open(io.BytesIO(image)).convert("RGB")), self.table.column("label")[i].as_py()
+
+
+class Hdf5Peer(Dataset):
+    """The usual HDF5 dataset: the file opened in each worker, ``f["images"][i]``, PIL decode."""
+
+    def __init__(self, path: str, transform):
+        import h5py
+
+        self.path, self.transform, self.f = path, transform, None
+        with h5py.File(path, "r") as f:
+            self.n = len(f["images"])
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i):
+        if self.f is None:
+            import h5py
+
+            self.f = h5py.File(self.path, "r")
+        image = self.f["images"][i].tobytes()
+        return self.transform(Image.open(io.BytesIO(image)).convert("RGB")), int(self.f["labels"][i])
+
+
 def write_formats(root: Path, out: Path, items) -> dict[str, Path]:
-    """Each layout once (reused while its marker says it was written from this many images)."""
+    """Each layout once (reused while its marker says it was written from this many images, and each is there)."""
     marker = out / f"COMPLETE-{len(items)}"
     paths = {
         "TFRecord (model garden, 8 shards)": out / "garden",
@@ -109,8 +176,12 @@ def write_formats(root: Path, out: Path, items) -> dict[str, Path]:
         "LMDB (pickled dicts)": out / "dicts",
         "LMDB (Caffe Datum)": out / "caffe",
         "LMDB (raw images)": out / "raw",
+        "Arrow (datasets save_to_disk, 4 files)": out / "hf_disk",
+        "Parquet (datasets to_parquet: in place)": out / "hf.parquet",
+        "Parquet (pyarrow snappy: decoded copy)": out / "snappy.parquet",
+        "HDF5 (h5py variable-length bytes)": out / "images.h5",
     }
-    if marker.exists():
+    if marker.exists() and all(p.exists() for p in paths.values()):
         return paths
     import shutil
 
@@ -123,6 +194,10 @@ def write_formats(root: Path, out: Path, items) -> dict[str, Path]:
     fw.write_lmdb_dicts(out / "dicts", items)
     fw.write_caffe_lmdb(out / "caffe", items, [f"{i}.jpg" for i in range(len(items))])
     fw.write_raw_lmdb(out / "raw", [image for image, _ in items], [f"{i:08d}".encode() for i in range(len(items))])
+    fw.write_save_to_disk(out / "hf_disk", items, num_shards=4)
+    fw.write_hf_parquet(out / "hf.parquet", items)
+    fw.write_pyarrow_parquet(out / "snappy.parquet", items, row_group_size=100)
+    fw.write_hdf5(out / "images.h5", items)
     marker.write_text("")
     return paths
 
@@ -151,7 +226,14 @@ def main(argv=None) -> None:
     p.add_argument("--workers", type=int, default=2, help="the torch DataLoader peers' num_workers")
     p.add_argument("--threads", type=int, default=0, help="chute's threads (0: auto)")
     p.add_argument("--root", type=Path, default=None, help="dataset directory (default: chute's bench cache)")
+    p.add_argument(
+        "--only", default="", help="comma-separated words: time the formats whose names hold one (and the file list)"
+    )
     args = p.parse_args(argv)
+    wanted = [w for w in args.only.split(",") if w]
+
+    def chosen(name: str) -> bool:
+        return not wanted or any(w in name for w in wanted)
 
     from chute.bench.dataset import ensure_dataset
 
@@ -176,6 +258,8 @@ def main(argv=None) -> None:
     sources = {"file list of the JPEGs": chute.FileList(file_list)}
     with tempfile.TemporaryDirectory() as scratch:
         for name, path in formats.items():
+            if not chosen(name):
+                continue
             start = time.perf_counter()
             chute.open(path, cache_dir=scratch)  # an empty cache: the one-time scan
             scanned = time.perf_counter() - start
@@ -183,25 +267,35 @@ def main(argv=None) -> None:
             sources[name] = chute.open(path, cache_dir=scratch)
             print(
                 f"opened {name}: {len(sources[name])} samples; the one-time scan {scanned:.3f} s, "
-                f"then from its cached index {time.perf_counter() - start:.3f} s"
+                f"then again {time.perf_counter() - start:.3f} s"
             )
+        name = "Arrow (a datasets.Dataset from load_from_disk)"
+        if chosen(name):
+            import datasets
+
+            start = time.perf_counter()
+            sources[name] = chute.open(datasets.load_from_disk(str(formats["Arrow (datasets save_to_disk, 4 files)"])))
+            print(f"opened {name}: {len(sources[name])} samples in {time.perf_counter() - start:.3f} s")
     loaders = {name: chute.Loader(source, **options) for name, source in sources.items()}
-    peers = {
-        "torch DataLoader + PIL, TFRecord (model garden)": TfRecordPeer(
-            sorted(str(p) for p in formats["TFRecord (model garden, 8 shards)"].iterdir()), make_train_transform()
-        ),
-        "torch DataLoader + PIL, LMDB (folder2lmdb)": LmdbPeer(
-            str(formats["LMDB (folder2lmdb tuples)"]), make_train_transform()
-        ),
+    peers = {  # the format each torch DataLoader + PIL peer reads: (chute's contender, the peer's dataset)
+        "TFRecord (model garden, 8 shards)": lambda path: TfRecordPeer(sorted(str(p) for p in path.iterdir()), train),
+        "LMDB (folder2lmdb tuples)": lambda path: LmdbPeer(str(path), train),
+        "Arrow (datasets save_to_disk, 4 files)": lambda path: ArrowPeer(str(path), train),
+        "Parquet (datasets to_parquet: in place)": lambda path: ParquetPeer(str(path), train),
+        "HDF5 (h5py variable-length bytes)": lambda path: Hdf5Peer(str(path), train),
     }
+    train = make_train_transform()
+    peers = {fmt: make(formats[fmt]) for fmt, make in peers.items() if chosen(fmt)}
     torch_loaders = {
         name: DataLoader(
             ds, batch_size=args.batch_size, shuffle=True, num_workers=args.workers, persistent_workers=args.workers > 0
         )
         for name, ds in peers.items()
-    }
+    }  # keyed by the format
     contenders = [Contender(f"chute.Loader, {n}", lambda dl=dl: time_epoch(dl)) for n, dl in loaders.items()]
-    contenders += [Contender(n, lambda dl=dl: time_epoch(dl)) for n, dl in torch_loaders.items()]
+    contenders += [
+        Contender(f"torch DataLoader + PIL, {n}", lambda dl=dl: time_epoch(dl)) for n, dl in torch_loaders.items()
+    ]
     print(
         f"{len(items)} JPEGs ({sum(len(i) for i, _ in items) / len(items) / 1e3:.0f} KB each) from {root}; "
         f"train pipeline, batch {args.batch_size}; cores: {len(os.sched_getaffinity(0))}; torch {torch.__version__}"
@@ -222,9 +316,9 @@ def main(argv=None) -> None:
             f"  {c.name:<{width}}  {c.rate:7.0f} img/s ({c.summary.range_text()})  {c.rate / reference:5.2f}x the file list"
         )
     by_name = {c.name: c for c in contenders}
-    for fmt, peer in (("TFRecord (model garden, 8 shards)", 0), ("LMDB (folder2lmdb tuples)", 1)):
-        chute_rate = by_name[f"chute.Loader, {fmt}"].rate
-        print(f"  {fmt}: chute {chute_rate / contenders[len(loaders) + peer].rate:.2f}x the torch DataLoader + PIL")
+    for fmt in torch_loaders:
+        ratio = by_name[f"chute.Loader, {fmt}"].rate / by_name[f"torch DataLoader + PIL, {fmt}"].rate
+        print(f"  {fmt}: chute {ratio:.2f}x the torch DataLoader + PIL")
     # The read stage alone (no decode): each source's samples read once in a shuffled order on one thread.
     readers = [Contender(name, lambda s=source: time_call(lambda: read_epoch(s))) for name, source in sources.items()]
     interleave(readers, rounds=args.rounds)

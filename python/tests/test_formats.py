@@ -1,6 +1,7 @@
-"""chute.formats: TFRecord files and LMDB environments written by those formats' own tools (the ``tfrecord``
-package's writer, py-lmdb) read in place, batch for batch the same pixels and labels as the same JPEGs from
-a file list; everywhere a source works (the Loader's orders, ranks and resume, pack, inspect)."""
+"""chute.formats: TFRecord files, LMDB environments, Hugging Face datasets (save_to_disk, Dataset objects,
+Parquet), pyarrow's Parquet and h5py's HDF5, written by those formats' own tools (the ``tfrecord`` package's
+writer, py-lmdb, ``datasets``, pyarrow, h5py), read in place, batch for batch the same pixels and labels as the
+same JPEGs from a file list; everywhere a source works (the Loader's orders, ranks and resume, pack, inspect)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ import chute
 
 pytest.importorskip("lmdb")
 pytest.importorskip("tfrecord")
+hf = pytest.importorskip("datasets")
+pytest.importorskip("h5py")
 
 N = 40
 
@@ -57,6 +60,18 @@ def datasets(jpegs, tmp_path_factory):
     fw.write_raw_lmdb(root / "raw", [image for image, _ in items], keys)
     (root / "raw_labels.txt").write_text("".join(f"img_{i:03d} {label}\n" for i, (_, label) in enumerate(items)))
     by_key = {k: label for k, (_, label) in zip(keys, items)}
+    fw.write_save_to_disk(root / "hf_disk", items, num_shards=2)
+    fw.write_hf_parquet(root / "hf.parquet", items)
+    (root / "hub").mkdir()
+    whole = fw.hf_dataset(items)
+    for s in range(2):  # the Hub's layout: a split in numbered files
+        whole.shard(2, s, contiguous=True).to_parquet(root / "hub" / f"train-{s:05d}-of-00002.parquet")
+    fw.write_pyarrow_parquet(root / "snappy.parquet", items)
+    fw.write_pyarrow_parquet(root / "plain.parquet", items, compression="none", use_dictionary=False)
+    fw.write_hdf5(root / "vlen.h5", items)
+    fw.write_hdf5(root / "vlen_gzip.h5", items, chunks=(8,), compression="gzip", shuffle=True)
+    fw.write_hdf5(root / "fixed.h5", items, layout="fixed")
+    fw.write_hdf5(root / "opaque.hdf5", items, layout="opaque", chunks=(16,))
     return {
         "tfds": (root / "tfds.tfrecord", {}, 0),
         "model_garden": (garden, {}, 1),
@@ -66,6 +81,17 @@ def datasets(jpegs, tmp_path_factory):
         "caffe_datum": (root / "caffe", {}, 0),
         "raw_label_callable": (root / "raw", {"labels": by_key.__getitem__}, 0),
         "raw_label_file": (root / "raw", {"labels": root / "raw_labels.txt"}, 0),
+        "hf_save_to_disk": (root / "hf_disk", {}, 0),
+        "hf_dataset_in_memory": (whole, {}, 0),
+        "hf_dataset_from_disk": (hf.load_from_disk(str(root / "hf_disk")), {}, 0),
+        "hf_parquet": (root / "hf.parquet", {}, 0),
+        "hf_hub_parquet_split": (root / "hub", {}, 0),
+        "pyarrow_parquet_snappy": (root / "snappy.parquet", {}, 0),
+        "pyarrow_parquet_plain": (root / "plain.parquet", {}, 0),
+        "hdf5_vlen": (root / "vlen.h5", {}, 0),
+        "hdf5_vlen_chunked_gzip": (root / "vlen_gzip.h5", {}, 0),
+        "hdf5_fixed": (root / "fixed.h5", {}, 0),
+        "hdf5_opaque_chunked": (root / "opaque.hdf5", {}, 0),
     }
 
 
@@ -78,7 +104,19 @@ LAYOUTS = [
     "caffe_datum",
     "raw_label_callable",
     "raw_label_file",
+    "hf_save_to_disk",
+    "hf_dataset_in_memory",
+    "hf_dataset_from_disk",
+    "hf_parquet",
+    "hf_hub_parquet_split",
+    "pyarrow_parquet_snappy",
+    "pyarrow_parquet_plain",
+    "hdf5_vlen",
+    "hdf5_vlen_chunked_gzip",
+    "hdf5_fixed",
+    "hdf5_opaque_chunked",
 ]
+ON_DISK = [name for name in LAYOUTS if "dataset_" not in name]
 
 
 def _batches(source, **kwargs):
@@ -119,6 +157,18 @@ def test_what_was_detected(datasets):
     assert caffe.keys()[3] == b"00000003_img_003.jpg"
     raw = chute.open(datasets["raw_label_file"][0])  # without labels: unlabelled
     assert raw.layout == "raw image" and set(raw.targets) == {-1}
+    for name in ("hf_save_to_disk", "hf_dataset_in_memory", "hf_parquet", "hf_hub_parquet_split"):
+        found = chute.open(datasets[name][0])
+        assert (found.image_key, found.label_key) == ("image", "label"), name
+        assert found.classes == [f"class_{c}" for c in range(5)], name  # the ClassLabel's names
+    assert isinstance(chute.open(datasets["hf_save_to_disk"][0]), chute.formats.ArrowDataset)
+    hub = chute.open(datasets["hf_hub_parquet_split"][0])
+    assert isinstance(hub, chute.formats.ParquetDataset) and len(hub.paths) == 2 and hub.decoded == []
+    assert chute.open(datasets["pyarrow_parquet_snappy"][0]).decoded  # compressed: a decoded copy
+    assert chute.open(datasets["pyarrow_parquet_plain"][0]).decoded == []  # read in place
+    for name, layout in (("hdf5_vlen", "vlen"), ("hdf5_fixed", "fixed"), ("hdf5_opaque_chunked", "fixed")):
+        h5 = chute.open(datasets[name][0])
+        assert (h5.image_key, h5.label_key, h5.layout) == ("/images", "/labels", layout)
 
 
 def test_folder2lmdb_order_is_its_keys_record_not_lmdbs(datasets, jpegs):
@@ -142,11 +192,30 @@ def test_named_features_and_keys(datasets, tmp_path, jpegs):
         chute.open(tmp_path / "other")
     other = chute.open(tmp_path / "other", image_key="jpg", label_key="cls")
     assert other[1] == items[1]
-    with pytest.raises(ValueError, match="apply to TFRecord and LMDB datasets"):
+    with pytest.raises(ValueError, match="apply to the formats of chute.formats"):
         chute.open(jpegs[1].parent, image_key="x")
+    fw.write_pyarrow_parquet(tmp_path / "two.parquet", [(b, y) for b, y in items[:4]], compression="none")
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(tmp_path / "two.parquet")
+    two = table.append_column("thumb", table.column("image"))
+    pq.write_table(two.rename_columns(["jpg", "cls", "thumb"]), tmp_path / "named.parquet")
+    assert chute.open(tmp_path / "named.parquet").image_key == "jpg"  # one binary column has an image's name
+    pq.write_table(two.rename_columns(["front", "cls", "thumb"]), tmp_path / "two.parquet")
+    with pytest.raises(ValueError, match=r"which column holds the images\? .*several \(front, thumb\).*image_key="):
+        chute.open(tmp_path / "two.parquet")
+    named = chute.open(tmp_path / "two.parquet", image_key="thumb", label_key="cls")
+    assert named[3] == items[3]
+    with pytest.raises(ValueError, match="labels= labels an LMDB's raw image records"):
+        chute.open(tmp_path / "two.parquet", labels=lambda key: 0)
+    fw.write_hdf5(tmp_path / "x.h5", items[:4])
+    with pytest.raises(ValueError, match=r"no dataset '/imgs' of encoded images .*/images \(4,\) object"):
+        chute.open(tmp_path / "x.h5", image_key="/imgs")
 
 
-@pytest.mark.parametrize("layout", ["model_garden", "folder2lmdb"])
+@pytest.mark.parametrize(
+    "layout", ["model_garden", "folder2lmdb", "hf_save_to_disk", "hf_dataset_from_disk", "hf_parquet", "hdf5_vlen"]
+)
 def test_orders_ranks_and_resume(layout, datasets):
     path = datasets[layout][0]
     dataset = chute.open(path)
@@ -171,7 +240,11 @@ def test_orders_ranks_and_resume(layout, datasets):
         assert torch.equal(x, ex) and torch.equal(y, ey)
 
 
-@pytest.mark.parametrize("layout", ["tfds", "model_garden", "folder2lmdb", "caffe_datum", "raw_label_file"])
+@pytest.mark.parametrize(
+    "layout",
+    ["tfds", "model_garden", "folder2lmdb", "caffe_datum", "raw_label_file"]
+    + ["hf_save_to_disk", "hf_dataset_in_memory", "hf_parquet", "pyarrow_parquet_snappy", "hdf5_vlen", "hdf5_fixed"],
+)
 def test_pack_reads_back_identical(layout, datasets, tmp_path):
     path, options, _ = datasets[layout]
     source = chute.open(path, **options)
@@ -180,7 +253,8 @@ def test_pack_reads_back_identical(layout, datasets, tmp_path):
     packed = chute.open(tmp_path / "packed")
     for i in range(N):
         assert packed[i] == source[i]
-    if layout != "raw_label_file":  # the CLI, from the path (labels from a file need the API)
+    if layout not in ("raw_label_file", "hf_dataset_in_memory"):  # the CLI, from the path (not for labels
+        # from a file, nor an object: the API)
         done = subprocess.run(
             [sys.executable, "-m", "chute.cli", "pack", str(path), str(tmp_path / "cli"), "--max-side", "48"],
             capture_output=True,
@@ -200,7 +274,10 @@ def test_pack_raw_records(datasets, tmp_path):
         assert chute._native.decode_rgb(raw[i][0]) == chute._native.decode_rgb(source[i][0])
 
 
-@pytest.mark.parametrize("layout", ["model_garden", "caffe_datum"])
+KINDS = {"model_garden": "TFRecord", "caffe_datum": "LMDB", "hf_save_to_disk": "Arrow", "hf_parquet": "Parquet"}
+
+
+@pytest.mark.parametrize("layout", [*KINDS, "hdf5_vlen"])
 def test_inspect(layout, datasets):
     path = datasets[layout][0]
     done = subprocess.run(
@@ -209,9 +286,10 @@ def test_inspect(layout, datasets):
     assert done.returncode == 0, done.stderr
     info = json.loads(done.stdout)
     assert info["samples"] == N
-    assert info["kind"] == ("TFRecord" if layout == "model_garden" else "LMDB")
+    assert info["kind"] == KINDS.get(layout, "HDF5")
     assert info["verified"]["bad"] == []
-    assert all(Path(s["file"]).exists() and s["index"] for s in info["shards"])
+    assert all(Path(s["file"]).exists() for s in info["shards"])
+    assert all(s["index"] for s in info["shards"]) == (layout in ("model_garden", "caffe_datum"))  # cached scans
 
 
 def test_indexes_are_cached_apart_from_the_data_and_rebuilt_when_it_changes(jpegs, tmp_path, monkeypatch):
@@ -242,4 +320,20 @@ def test_small_lmdb_values_in_shared_leaf_pages_still_read_in_shards(tmp_path):
     dataset = chute.open(tmp_path / "small", labels=lambda key: int(key) % 2)
     assert dataset._native.shard_sizes() == [60]
     got = _batches(dataset, order="shards", batch_size=10, transforms=[chute.Resize((8, 8))])
+    assert sorted(torch.cat([y for _, y in got]).tolist()) == sorted(dataset.targets)
+
+
+def test_a_dataset_objects_own_order_is_kept(datasets, jpegs):
+    """select / shuffle / train_test_split give a Dataset an indices mapping: chute reads its rows in that
+    order, where they lie, without flattening them."""
+    items, _ = jpegs
+    whole = datasets["hf_dataset_from_disk"][0]
+    picked = whole.shuffle(seed=7).select(range(25))
+    rows = picked._indices.column(0).to_pylist()
+    dataset = chute.open(picked)
+    assert len(dataset) == 25 and dataset.targets == [items[r][1] for r in rows]
+    for i in (0, 11, 24):
+        assert dataset[i] == items[rows[i]]
+    assert dataset._native.shard_sizes() == []  # scattered: no shards
+    got = _batches(dataset, batch_size=5, transforms=[chute.Resize((16, 16))])
     assert sorted(torch.cat([y for _, y in got]).tolist()) == sorted(dataset.targets)

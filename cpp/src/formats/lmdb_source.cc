@@ -287,8 +287,9 @@ Result<std::pair<std::shared_ptr<SpanSource>, LmdbInfo>> open_lmdb(const std::st
   parts.push_back({.file = file, .owner = {}, .memory = {}, .name = data, .index = std::move(index)});
   CHUTE_ASSIGN_OR_RETURN(
       auto source,
-      SpanSource::create(std::move(parts),
-                         {.unwrap = {}, .shard_sizes = std::move(shards), .no_shards = no_shards, .labels = {}}));
+      SpanSource::create(
+          std::move(parts),
+          {.unwrap = {}, .shard_sizes = std::move(shards), .no_shards = no_shards, .labels = {}, .order = {}}));
   return std::make_pair(std::move(source), std::move(info));
 }
 

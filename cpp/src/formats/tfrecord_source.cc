@@ -135,7 +135,8 @@ Result<std::pair<std::shared_ptr<SpanSource>, TfRecordLayout>> open_tfrecord(con
                    },
                    .shard_sizes = {},
                    .no_shards = false,
-                   .labels = {}};
+                   .labels = {},
+                   .order = {}};
   CHUTE_ASSIGN_OR_RETURN(auto source, SpanSource::create(std::move(parts), std::move(span)));
   return std::make_pair(std::move(source), std::move(*layout));
 }

@@ -64,17 +64,25 @@ Result<std::shared_ptr<SpanSource>> SpanSource::create(std::vector<SpanPart> par
       int64_t i = -1;
       if (f.size() != 3 || f[0] != kBadNote) continue;
       std::from_chars(f[1].data(), f[1].data() + f[1].size(), i);
-      if (i >= 0 && static_cast<uint64_t>(i) < index.size()) src->bad_[src->total_ + i] = std::string(f[2]);
+      if (i >= 0 && static_cast<uint64_t>(i) < index.size()) src->bad_[src->places_ + i] = std::string(f[2]);
     }
-    if (!options.no_shards && options.shard_sizes.empty())
+    if (!options.no_shards && options.shard_sizes.empty() && options.order.empty())
       src->shard_sizes_.push_back(static_cast<int64_t>(index.size()));
-    src->parts_.push_back({.part = std::move(p), .first = src->total_});
-    src->total_ += static_cast<int64_t>(index.size());
+    src->parts_.push_back({.part = std::move(p), .first = src->places_});
+    src->places_ += static_cast<int64_t>(index.size());
+  }
+  src->total_ = src->places_;
+  if (!options.order.empty()) {
+    for (int64_t place : options.order)
+      if (place < 0 || place >= src->places_)
+        return invalid_argument("span source: the order names place " + std::to_string(place) + " of " +
+                                std::to_string(src->places_));
+    src->total_ = static_cast<int64_t>(options.order.size());
   }
   if (!options.shard_sizes.empty()) {
     int64_t total = 0;
     for (int64_t n : options.shard_sizes) total += n;
-    if (total != src->total_ || options.no_shards)
+    if (total != src->total_ || options.no_shards || !options.order.empty())
       return invalid_argument("span source: shards of " + std::to_string(total) + " samples for " +
                               std::to_string(src->total_) + " (a bug in the format's reader)");
     src->shard_sizes_ = options.shard_sizes;
@@ -87,9 +95,10 @@ Result<std::shared_ptr<SpanSource>> SpanSource::create(std::vector<SpanPart> par
 }
 
 const SpanSource::Part& SpanSource::locate(int64_t index, uint64_t* local) const {
-  auto it = std::upper_bound(parts_.begin(), parts_.end(), index, [](int64_t i, const Part& p) { return i < p.first; });
+  const int64_t at = place(index);
+  auto it = std::upper_bound(parts_.begin(), parts_.end(), at, [](int64_t i, const Part& p) { return i < p.first; });
   const Part& p = *std::prev(it);
-  *local = static_cast<uint64_t>(index - p.first);
+  *local = static_cast<uint64_t>(at - p.first);
   return p;
 }
 
@@ -123,14 +132,21 @@ uint64_t SpanSource::span_size(int64_t index) const {
 }
 
 std::vector<std::pair<int64_t, std::string>> SpanSource::bad_samples() const {
-  std::vector<std::pair<int64_t, std::string>> out(bad_.begin(), bad_.end());
-  std::sort(out.begin(), out.end());
+  std::vector<std::pair<int64_t, std::string>> out;
+  if (options_.order.empty()) {
+    out.assign(bad_.begin(), bad_.end());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  if (bad_.empty()) return out;
+  for (int64_t i = 0; i < total_; ++i)
+    if (auto bad = bad_.find(place(i)); bad != bad_.end()) out.emplace_back(i, bad->second);
   return out;
 }
 
 Status SpanSource::read(int64_t index, std::vector<uint8_t>& out) const {
   if (index < 0 || index >= total_) return invalid_argument("sample " + std::to_string(index) + " out of range");
-  if (auto bad = bad_.find(index); bad != bad_.end()) return corrupt_data(bad->second);
+  if (auto bad = bad_.find(place(index)); bad != bad_.end()) return corrupt_data(bad->second);
   uint64_t i;
   const Part& p = locate(index, &i);
   const IndexEntry e = p.part.index.view.entry(i);

@@ -97,7 +97,8 @@ TEST(SpanSourceTest, FilePartsUnwrapShardsAndLabelsFromOutside) {
                       },
                       .shard_sizes = {},
                       .no_shards = false,
-                      .labels = {}};
+                      .labels = {},
+                      .order = {}};
   auto source = SpanSource::create(parts, options);
   ASSERT_TRUE(source.is_ok()) << source.status().to_string();
   std::vector<uint8_t> out;

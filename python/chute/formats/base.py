@@ -29,3 +29,22 @@ class FormatDataset(RecordSource):
         """Samples whose records the scan could not read (index, why): their reads fail, and the loader's
         ``on_error`` decides, as for a corrupt image."""
         return [tuple(b) for b in self._native.bad_samples()]
+
+
+def require(module: str, extra: str, what: str):
+    """The optional library ``module`` (imported), or an ImportError saying in one line what to install."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ImportError(
+            f"reading {what} needs {module}: pip install 'chute[{extra}]' (or pip install {module})"
+        ) from None
+
+
+def check_keys(what: str, image_key, label_key) -> None:
+    """A TypeError unless ``image_key`` and ``label_key`` are each None or a str (``what``: what one names)."""
+    for name, value in (("image_key", image_key), ("label_key", label_key)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{name} must be {what} (str), got {value!r}")

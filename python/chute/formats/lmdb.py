@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from chute import _native, _validate
 from chute.cache import resolve_cache_dir
-from chute.formats.base import FormatDataset
+from chute.formats.base import FormatDataset, check_keys
 
 _MAGIC = (0xBEEFC0DE).to_bytes(4, "little")
 
@@ -59,9 +59,7 @@ class LMDBDataset(FormatDataset):
         cache_dir: str | os.PathLike | None = None,
     ):
         self.path = os.fsdecode(_validate.path("path", path))
-        for name, value in (("image_key", image_key), ("label_key", label_key)):
-            if value is not None and not isinstance(value, str):
-                raise TypeError(f"{name} must be a dict key (str), got {value!r}")
+        check_keys("a dict key", image_key, label_key)
         self._native, self.layout, self.keys_record, self.data_file = _native.open_lmdb(
             self.path,
             image_key=image_key or "image",

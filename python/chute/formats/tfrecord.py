@@ -8,7 +8,7 @@ import re
 
 from chute import _native, _validate
 from chute.cache import resolve_cache_dir
-from chute.formats.base import FormatDataset
+from chute.formats.base import FormatDataset, check_keys
 
 # What a TFRecord file is called: TFDS ("x.tfrecord-00000-of-01024"), TF's examples (".tfrecord",
 # ".tfrecords", ".tfrec"); the model garden's ImageNet shards ("train-00000-of-01024") have no extension and
@@ -70,9 +70,7 @@ class TFRecordDataset(FormatDataset):
         if isinstance(paths, (str, bytes, os.PathLike)):
             paths = [paths]
         self.paths = [os.fsdecode(_validate.path("paths", p)) for p in paths]
-        for name, value in (("image_key", image_key), ("label_key", label_key)):
-            if value is not None and not isinstance(value, str):
-                raise TypeError(f"{name} must be a feature name (str), got {value!r}")
+        check_keys("a feature name", image_key, label_key)
         self._native, self.image_key, label, features = _native.open_tfrecord(
             self.paths,
             image_key=image_key or "",

@@ -1,9 +1,11 @@
 """Datasets in other formats, written by those formats' own tools, for chute's tests and benchmarks
-(python/tests/test_formats.py, bench/formats.py, scripts/make_fuzz_corpus.py): TFRecord files through the
-``tfrecord`` package's writer (tf.train.Example serialised by protobuf, without TensorFlow) and LMDB
-environments through py-lmdb (liblmdb), in the layouts chute.formats reads. The Caffe Datum records are
-written field by field as caffe.proto numbers them (docs/FORMATS.md), since Caffe itself is not installable
-here. Test and benchmark tooling: it imports ``lmdb`` and ``tfrecord`` (``scripts/setup.sh --dev``)."""
+(python/tests/test_formats*.py, bench/formats.py, scripts/make_fuzz_corpus.py): TFRecord files through the
+``tfrecord`` package's writer (tf.train.Example serialised by protobuf, without TensorFlow), LMDB
+environments through py-lmdb (liblmdb), Hugging Face datasets through ``datasets`` (``save_to_disk``,
+``to_parquet``), Parquet through pyarrow, HDF5 through h5py, in the layouts chute.formats reads. The Caffe
+Datum records are written field by field as caffe.proto numbers them (docs/FORMATS.md), since Caffe itself is
+not installable here. Test and benchmark tooling: it imports each format's library when asked for that
+format (``scripts/setup.sh --dev``)."""
 
 from __future__ import annotations
 
@@ -123,3 +125,62 @@ def write_raw_lmdb(path: str | os.PathLike, images: Sequence[bytes], keys: Seque
         for key, image in zip(keys, images):
             txn.put(key, image)
     env.close()
+
+
+def hf_dataset(items: Items, *, classes: int = 5, class_label: bool = True):
+    """A ``datasets.Dataset`` in memory: an ``Image`` column (the JPEG bytes, embedded) and a ``ClassLabel``
+    (``class_label``: ``classes`` names, more where the labels need them) or plain int64 ``label`` column, as
+    ``Dataset.from_dict(...)`` with features makes it."""
+    import datasets
+
+    classes = max([classes, *(y + 1 for _, y in items)])  # a ClassLabel refuses labels past its names
+    label = (
+        datasets.ClassLabel(names=[f"class_{c}" for c in range(classes)]) if class_label else datasets.Value("int64")
+    )
+    features = datasets.Features({"image": datasets.Image(), "label": label})
+    return datasets.Dataset.from_dict(
+        {"image": [{"bytes": image, "path": None} for image, _ in items], "label": [y for _, y in items]},
+        features=features,
+    )
+
+
+def write_save_to_disk(path: str | os.PathLike, items: Items, *, num_shards: int = 1) -> None:
+    """``Dataset.save_to_disk``: Arrow IPC stream files ``data-0000x-of-0000N.arrow``, dataset_info.json,
+    state.json."""
+    hf_dataset(items).save_to_disk(os.fspath(path), num_shards=num_shards)
+
+
+def write_hf_parquet(path: str | os.PathLike, items: Items) -> None:
+    """``Dataset.to_parquet``: the Image column uncompressed and PLAIN (datasets' choice), the features in
+    the schema's ``huggingface`` metadata."""
+    hf_dataset(items).to_parquet(os.fspath(path))
+
+
+def write_pyarrow_parquet(path: str | os.PathLike, items: Items, *, row_group_size: int = 16, **options) -> None:
+    """pyarrow's ``pq.write_table`` of a plain binary ``image`` column and an int64 ``label`` column, with
+    pyarrow's defaults (snappy, dictionary encoding) unless ``options`` say otherwise."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"image": pa.array([image for image, _ in items], pa.binary()), "label": [y for _, y in items]})
+    pq.write_table(table, os.fspath(path), row_group_size=row_group_size, **options)
+
+
+def write_hdf5(path: str | os.PathLike, items: Items, *, layout: str = "vlen", **options) -> None:
+    """An h5py file with ``images`` and ``labels`` datasets. ``layout``: "vlen" (``h5py.vlen_dtype(np.uint8)``,
+    one element written at a time, as an ImageNet-to-HDF5 script does), "fixed" (``S<longest>``, NUL-padded)
+    or "opaque" (``np.void`` of the longest, padded); ``options`` go to create_dataset (chunks,
+    compression)."""
+    import h5py
+    import numpy as np
+
+    with h5py.File(os.fspath(path), "w") as f:
+        if layout == "vlen":
+            images = f.create_dataset("images", (len(items),), dtype=h5py.vlen_dtype(np.uint8), **options)
+            for i, (image, _) in enumerate(items):
+                images[i] = np.frombuffer(image, np.uint8)
+        else:
+            longest = max(len(image) for image, _ in items)
+            data = np.array([image for image, _ in items], dtype=f"S{longest}")
+            f.create_dataset("images", data=data if layout == "fixed" else data.view(f"V{longest}"), **options)
+        f.create_dataset("labels", data=np.array([y for _, y in items], np.int64))

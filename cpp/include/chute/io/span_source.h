@@ -53,6 +53,9 @@ struct SpanOptions {
   std::vector<int64_t> shard_sizes;
   bool no_shards = false;
   std::vector<int64_t> labels;  // one per sample, replacing the index's (labels from outside); empty: the index's
+  // The samples, as places in the parts (a selection, reordered or repeated: a Hugging Face dataset's indices
+  // mapping); empty: every place once, in order. With an order the source has no shards.
+  std::vector<int64_t> order;
 };
 
 // The notes of a kind span index (above) for a scan described by `scan` that could not read `bad` samples.
@@ -92,13 +95,18 @@ class SpanSource final : public Source {
     SpanPart part;
     int64_t first = 0;
   };
+  // The part and place of sample `index` (through the order, when there is one).
   const Part& locate(int64_t index, uint64_t* local) const;
+  int64_t place(int64_t index) const {
+    return options_.order.empty() ? index : options_.order[static_cast<size_t>(index)];
+  }
 
   std::vector<Part> parts_;
   SpanOptions options_;
   std::vector<int64_t> shard_sizes_;
   std::unordered_map<int64_t, std::string> bad_;
-  int64_t total_ = 0;
+  int64_t places_ = 0;  // samples in the parts
+  int64_t total_ = 0;   // samples: places_, or the order's length
 };
 
 }  // namespace chute
