@@ -18,9 +18,18 @@ import os as _os
 
 from torch.utils.data import get_worker_info  # torch's own (chute's workers set it); torch imports it anyway
 
+from chute.augment import AugMix, AutoAugment, AutoAugmentPolicy, InterpolationMode, RandAugment, TrivialAugmentWide
 from chute.errors import ResourceError, SampleError
 from chute.loader import Loader
 from chute.packed import FileList, PackedDataset, TarDataset, open, pack
+from chute.random_transforms import (
+    ColorJitter,
+    GaussianBlur,
+    RandomAffine,
+    RandomErasing,
+    RandomGrayscale,
+    RandomRotation,
+)
 from chute.sources import ImageFolder
 from chute.stats import LoaderStats
 from chute.transforms import CenterCrop, Normalize, RandomHorizontalFlip, RandomResizedCrop, Resize
@@ -55,20 +64,32 @@ if _os.environ.get("CHUTE_DOCTOR", "").strip() not in ("", "0"):
 
 
 __all__ = [
+    "AugMix",
+    "AutoAugment",
+    "AutoAugmentPolicy",
     "CenterCrop",
+    "ColorJitter",
     "DataLoader",
     "FileList",
+    "GaussianBlur",
     "ImageFolder",
+    "InterpolationMode",
     "Loader",
     "LoaderStats",
     "Normalize",
     "PackedDataset",
+    "RandAugment",
+    "RandomAffine",
+    "RandomErasing",
+    "RandomGrayscale",
     "RandomHorizontalFlip",
     "RandomResizedCrop",
+    "RandomRotation",
     "Resize",
     "ResourceError",
     "SampleError",
     "TarDataset",
+    "TrivialAugmentWide",
     "doctor",
     "get_worker_info",
     "open",

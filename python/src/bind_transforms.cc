@@ -1,6 +1,9 @@
 #include <nanobind/stl/array.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
+
+#include <type_traits>
 
 #include "bindings.h"
 #include "chute/transform/resample.h"
@@ -8,8 +11,131 @@
 
 namespace chute::py {
 
-// Plain structs; the torchvision-style argument handling lives in chute/transforms.py.
+namespace {
+
+// The first alternative of the Transform variant whose bound class `t` is an instance of.
+template <size_t I = 0>
+Transform to_transform(nb::handle t) {
+  if constexpr (I == std::variant_size_v<Transform>) {
+    throw nb::type_error("not a native transform");
+  } else {
+    using T = std::variant_alternative_t<I, Transform>;
+    if (nb::isinstance<T>(t)) return nb::cast<T>(t);
+    return to_transform<I + 1>(t);
+  }
+}
+
+PixelBackend parse_backend(const std::string& name) {
+  if (name == "pil") return PixelBackend::kPil;
+  if (name == "tensor") return PixelBackend::kTensor;
+  throw nb::value_error(("backend must be 'pil' or 'tensor', got '" + name + "'").c_str());
+}
+
+PolicyOptions policy_options(const std::string& interpolation, const Fill& fill, const std::string& backend) {
+  return PolicyOptions{unwrap(parse_interpolation(interpolation)), fill, parse_backend(backend)};
+}
+
+// Augmentation structs: their arguments by name, already checked and normalised by chute/augment.py.
+void register_augment_structs(nb::module_& m) {
+  nb::class_<AutoAugment>(m, "AutoAugment")
+      .def(
+          "__init__",
+          [](AutoAugment* self, const std::string& policy, const std::string& interpolation, const Fill& fill,
+             const std::string& backend) {
+            new (self)
+                AutoAugment{unwrap(parse_auto_augment_policy(policy)), policy_options(interpolation, fill, backend)};
+          },
+          nb::arg("policy"), nb::arg("interpolation"), nb::arg("fill").none(), nb::arg("backend"));
+  nb::class_<RandAugment>(m, "RandAugment")
+      .def(
+          "__init__",
+          [](RandAugment* self, int num_ops, int magnitude, int num_magnitude_bins, const std::string& interpolation,
+             const Fill& fill, const std::string& backend) {
+            new (self)
+                RandAugment{num_ops, magnitude, num_magnitude_bins, policy_options(interpolation, fill, backend)};
+          },
+          nb::arg("num_ops"), nb::arg("magnitude"), nb::arg("num_magnitude_bins"), nb::arg("interpolation"),
+          nb::arg("fill").none(), nb::arg("backend"));
+  nb::class_<TrivialAugmentWide>(m, "TrivialAugmentWide")
+      .def(
+          "__init__",
+          [](TrivialAugmentWide* self, int num_magnitude_bins, const std::string& interpolation, const Fill& fill,
+             const std::string& backend) {
+            new (self) TrivialAugmentWide{num_magnitude_bins, policy_options(interpolation, fill, backend)};
+          },
+          nb::arg("num_magnitude_bins"), nb::arg("interpolation"), nb::arg("fill").none(), nb::arg("backend"));
+  nb::class_<AugMix>(m, "AugMix")
+      .def(
+          "__init__",
+          [](AugMix* self, int severity, int mixture_width, int chain_depth, double alpha, bool all_ops,
+             const std::string& interpolation, const Fill& fill) {
+            new (self) AugMix{severity, mixture_width, chain_depth,
+                              alpha,    all_ops,       policy_options(interpolation, fill, "tensor")};
+          },
+          nb::arg("severity"), nb::arg("mixture_width"), nb::arg("chain_depth"), nb::arg("alpha"), nb::arg("all_ops"),
+          nb::arg("interpolation"), nb::arg("fill").none());
+  nb::class_<ColorJitter>(m, "ColorJitter")
+      .def(
+          "__init__",
+          [](ColorJitter* self, std::optional<Range> brightness, std::optional<Range> contrast,
+             std::optional<Range> saturation, std::optional<Range> hue, const std::string& backend) {
+            new (self) ColorJitter{brightness, contrast, saturation, hue, parse_backend(backend)};
+          },
+          nb::arg("brightness").none(), nb::arg("contrast").none(), nb::arg("saturation").none(), nb::arg("hue").none(),
+          nb::arg("backend"));
+  nb::class_<RandomGrayscale>(m, "RandomGrayscale")
+      .def(
+          "__init__",
+          [](RandomGrayscale* self, double p, const std::string& backend) {
+            new (self) RandomGrayscale{p, parse_backend(backend)};
+          },
+          nb::arg("p"), nb::arg("backend"));
+  nb::class_<GaussianBlur>(m, "GaussianBlur")
+      .def(nb::init<int, int, double, double>(), nb::arg("kernel_width"), nb::arg("kernel_height"),
+           nb::arg("sigma_min"), nb::arg("sigma_max"));
+  nb::class_<RandomRotation>(m, "RandomRotation")
+      .def(
+          "__init__",
+          [](RandomRotation* self, Range degrees, const std::string& interpolation,
+             std::optional<std::array<double, 2>> center, const Fill& fill, const std::string& backend) {
+            new (self) RandomRotation{degrees, unwrap(parse_interpolation(interpolation)), center, fill,
+                                      parse_backend(backend)};
+          },
+          nb::arg("degrees"), nb::arg("interpolation"), nb::arg("center").none(), nb::arg("fill").none(),
+          nb::arg("backend"));
+  nb::class_<RandomAffine>(m, "RandomAffine")
+      .def(
+          "__init__",
+          [](RandomAffine* self, Range degrees, std::optional<Range> translate, std::optional<Range> scale,
+             std::optional<Range> shear_x, std::optional<Range> shear_y, const std::string& interpolation,
+             std::optional<std::array<double, 2>> center, const Fill& fill, const std::string& backend) {
+            new (self) RandomAffine{degrees, translate, scale,
+                                    shear_x, shear_y,   unwrap(parse_interpolation(interpolation)),
+                                    center,  fill,      parse_backend(backend)};
+          },
+          nb::arg("degrees"), nb::arg("translate").none(), nb::arg("scale").none(), nb::arg("shear_x").none(),
+          nb::arg("shear_y").none(), nb::arg("interpolation"), nb::arg("center").none(), nb::arg("fill").none(),
+          nb::arg("backend"));
+  nb::class_<RandomErasing>(m, "RandomErasing")
+      .def(
+          "__init__",
+          [](RandomErasing* self, double p, Range scale, Range ratio, bool random, std::array<float, 3> value) {
+            new (self) RandomErasing{p, scale[0], scale[1], ratio[0], ratio[1], random, value};
+          },
+          nb::arg("p"), nb::arg("scale"), nb::arg("ratio"), nb::arg("random"), nb::arg("value"));
+}
+
+}  // namespace
+
+Pipeline make_pipeline(const nb::list& transforms) {
+  std::vector<Transform> list;
+  for (nb::handle t : transforms) list.push_back(to_transform(t));
+  return unwrap(Pipeline::create(std::move(list)));
+}
+
+// Plain structs; the torchvision-style argument handling lives in chute/transforms.py and chute/augment.py.
 void register_transforms(nb::module_& m) {
+  register_augment_structs(m);
   nb::class_<RandomResizedCrop>(m, "RandomResizedCrop")
       .def(nb::init<int, int, double, double, double, double>(), nb::arg("height"), nb::arg("width"),
            nb::arg("scale_min"), nb::arg("scale_max"), nb::arg("ratio_min"), nb::arg("ratio_max"));

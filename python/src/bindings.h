@@ -113,6 +113,7 @@ nb::dict stats_dict(const LoaderStats& s);
 void register_options(nb::module_& m);
 void register_sources(nb::module_& m);
 void register_transforms(nb::module_& m);
+void register_augment(nb::module_& m);
 void register_loader(nb::module_& m);
 void register_reference(nb::module_& m);
 void register_packed(nb::module_& m);

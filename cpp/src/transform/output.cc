@@ -169,4 +169,33 @@ void OutputWriter::write(const uint8_t* rgb, bool flip, void* dst) const {
   }
 }
 
+void OutputWriter::erase(void* dst, const ErasingDraw& draw, ErasingValues& values, const Normalize* normalize) const {
+  const size_t plane = static_cast<size_t>(height_) * width_;
+  const bool nchw = format_.layout == Layout::kNCHW;
+  for (int c = 0; c < 3; ++c) {
+    for (int y = draw.top; y < draw.top + draw.height; ++y) {
+      for (int x = draw.left; x < draw.left + draw.width; ++x) {
+        float v = values.next(c);
+        if (normalize) v = (v - normalize->mean[c]) / normalize->std[c];
+        const size_t i =
+            nchw ? c * plane + static_cast<size_t>(y) * width_ + x : (static_cast<size_t>(y) * width_ + x) * 3 + c;
+        switch (format_.dtype) {
+          case DType::kUInt8:
+            static_cast<uint8_t*>(dst)[i] = static_cast<uint8_t>(v <= 0.0f ? 0.0f : v >= 255.0f ? 255.0f : v);
+            break;
+          case DType::kFloat32:
+            static_cast<float*>(dst)[i] = v;
+            break;
+          case DType::kFloat16:
+            static_cast<uint16_t*>(dst)[i] = to_float16_bits(v);
+            break;
+          case DType::kBFloat16:
+            static_cast<uint16_t*>(dst)[i] = to_bfloat16_bits(v);
+            break;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace chute

@@ -1,0 +1,249 @@
+// torchvision's functional_tensor ops in torch's float32 arithmetic (see detail/tensor_ops.h).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "transform/detail/tensor_ops.h"
+
+namespace chute::detail {
+namespace {
+
+// a * b + c rounded once, as torch's kernels compute it with FMA instructions: the product is exact in
+// double, so only the sum rounds there (the double rounding to float can differ from one fused rounding
+// in rare halfway cases; much cheaper than std::fma without FMA hardware).
+inline float madd(float a, float b, float c) {
+  return static_cast<float>(static_cast<double>(a) * static_cast<double>(b) + static_cast<double>(c));
+}
+
+// float -> uint8 after torch.round (half to even): _cast_squeeze_out. A value outside [0, 255] (only a
+// fill outside it gives one) wraps as torch's conversion through int does.
+inline uint8_t round_to_u8(float v) { return static_cast<uint8_t>(static_cast<int32_t>(std::nearbyint(v))); }
+
+// (ratio * img1 + (1.0 - ratio) * img2).clamp(0, 255).to(uint8): two float32 products, one sum, truncated.
+inline uint8_t blend(float ratio, float one_minus_ratio, float img1, float img2) {
+  float v = ratio * img1;
+  v = v + one_minus_ratio * img2;
+  v = v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v;
+  return static_cast<uint8_t>(v);
+}
+
+// torchvision's rgb_to_grayscale on a uint8 tensor: (0.2989 * r + 0.587 * g + 0.114 * b).to(uint8).
+inline uint8_t tensor_luma(const uint8_t* p) {
+  float l = 0.2989f * static_cast<float>(p[0]);
+  l = l + 0.587f * static_cast<float>(p[1]);
+  l = l + 0.114f * static_cast<float>(p[2]);
+  return static_cast<uint8_t>(l);
+}
+
+void blend_with_constant(uint8_t* rgb, size_t pixels, double factor, float constant) {
+  const float r = static_cast<float>(factor), q = static_cast<float>(1.0 - factor);
+  uint8_t lut[256];
+  for (int v = 0; v < 256; ++v) lut[v] = blend(r, q, static_cast<float>(v), constant);
+  for (size_t i = 0; i < pixels * 3; ++i) rgb[i] = lut[rgb[i]];
+}
+
+}  // namespace
+
+float torch_linspace(double start, double end, int64_t steps, int64_t i) {
+  const float s = static_cast<float>(start), e = static_cast<float>(end);
+  if (steps == 1) return s;
+  const float step = (e - s) / static_cast<float>(steps - 1);
+  if (i < steps / 2) return std::fma(step, static_cast<float>(i), s);
+  return std::fma(-step, static_cast<float>(steps - i - 1), e);
+}
+
+void tensor_brightness(uint8_t* rgb, size_t pixels, double factor) {
+  blend_with_constant(rgb, pixels, factor, 0.0f);  // _blend(img, zeros_like(img), factor)
+}
+
+void tensor_contrast(uint8_t* rgb, size_t pixels, double factor) {
+  // mean = torch.mean(rgb_to_grayscale(img).to(float32)): the sum is exact while under 2**24 (any image
+  // up to 256x256), then one float32 division.
+  uint64_t sum = 0;
+  const uint8_t* p = rgb;
+  for (size_t i = 0; i < pixels; ++i, p += 3) sum += tensor_luma(p);
+  const float mean = pixels ? static_cast<float>(sum) / static_cast<float>(pixels) : 0.0f;
+  blend_with_constant(rgb, pixels, factor, mean);
+}
+
+void tensor_saturation(uint8_t* rgb, size_t pixels, double factor) {
+  const float r = static_cast<float>(factor), q = static_cast<float>(1.0 - factor);
+  for (size_t i = 0; i < pixels; ++i, rgb += 3) {
+    const float l = tensor_luma(rgb);
+    rgb[0] = blend(r, q, rgb[0], l);
+    rgb[1] = blend(r, q, rgb[1], l);
+    rgb[2] = blend(r, q, rgb[2], l);
+  }
+}
+
+void tensor_grayscale(uint8_t* rgb, size_t pixels) {
+  for (size_t i = 0; i < pixels; ++i, rgb += 3) rgb[0] = rgb[1] = rgb[2] = tensor_luma(rgb);
+}
+
+void tensor_sharpness(uint8_t* rgb, int width, int height, double factor, std::vector<uint8_t>& spare) {
+  // _blurred_degenerate_image: conv2d with [1 1 1; 1 5 1; 1 1 1] / 13, rounded, on the interior; the
+  // border is the image's. Images of 2 or fewer rows or columns are returned as they are.
+  if (width <= 2 || height <= 2) return;
+  const size_t pitch = static_cast<size_t>(width) * 3;
+  spare.assign(rgb, rgb + pitch * height);
+  uint8_t* blurred = spare.data();
+  const float k1 = 1.0f / 13.0f, k5 = 5.0f / 13.0f;
+  for (int y = 1; y < height - 1; ++y) {
+    const uint8_t* above = rgb + (y - 1) * pitch;
+    const uint8_t* row = rgb + y * pitch;
+    const uint8_t* below = rgb + (y + 1) * pitch;
+    uint8_t* out = blurred + y * pitch;
+    for (size_t x = 3; x < pitch - 3; ++x) {
+      float s = k1 * above[x - 3];
+      s += k1 * above[x];
+      s += k1 * above[x + 3];
+      s += k1 * row[x - 3];
+      s += k5 * row[x];
+      s += k1 * row[x + 3];
+      s += k1 * below[x - 3];
+      s += k1 * below[x];
+      s += k1 * below[x + 3];
+      out[x] = round_to_u8(s);
+    }
+  }
+  const float r = static_cast<float>(factor), q = static_cast<float>(1.0 - factor);
+  for (size_t i = 0; i < pitch * height; ++i) rgb[i] = blend(r, q, rgb[i], blurred[i]);
+}
+
+void tensor_autocontrast(uint8_t* rgb, size_t pixels) {
+  // Per channel: minimum and maximum as float32, scale = 255 / (max - min) (min 0 and scale 1 where that
+  // is not finite), ((img - min) * scale).clamp(0, 255) truncated.
+  uint8_t lo[3] = {255, 255, 255}, hi[3] = {0, 0, 0};
+  for (size_t i = 0; i < pixels; ++i)
+    for (int c = 0; c < 3; ++c) {
+      lo[c] = std::min(lo[c], rgb[i * 3 + c]);
+      hi[c] = std::max(hi[c], rgb[i * 3 + c]);
+    }
+  uint8_t lut[3][256];
+  for (int c = 0; c < 3; ++c) {
+    float minimum = lo[c];
+    // bound / (maximum - minimum): Python's int / tensor is tensor.reciprocal() * 255, two roundings.
+    float scale = (1.0f / (static_cast<float>(hi[c]) - minimum)) * 255.0f;
+    if (!std::isfinite(scale)) minimum = 0.0f, scale = 1.0f;
+    for (int v = 0; v < 256; ++v) {
+      float x = (static_cast<float>(v) - minimum) * scale;
+      x = x < 0.0f ? 0.0f : x > 255.0f ? 255.0f : x;
+      lut[c][v] = static_cast<uint8_t>(x);
+    }
+  }
+  for (size_t i = 0; i < pixels; ++i)
+    for (int c = 0; c < 3; ++c) rgb[i * 3 + c] = lut[c][rgb[i * 3 + c]];
+}
+
+void tensor_affine(const uint8_t* src, int width, int height, const std::array<double, 6>& matrix,
+                   Interpolation interpolation, const Fill& fill, uint8_t* dst, std::vector<float>& grid) {
+  // _gen_affine_grid: theta (float32) transposed and divided by (w / 2, h / 2); the base grid holds the
+  // output pixel centres relative to the image centre (linspace(-w/2 + 0.5, w/2 - 0.5)); the grid is
+  // base @ rescaled_theta (torch's bmm: x * r0 + y * r1, then + r2, each rounded).
+  const float theta[6] = {static_cast<float>(matrix[0]), static_cast<float>(matrix[1]), static_cast<float>(matrix[2]),
+                          static_cast<float>(matrix[3]), static_cast<float>(matrix[4]), static_cast<float>(matrix[5])};
+  const float half_w = static_cast<float>(0.5 * width), half_h = static_cast<float>(0.5 * height);
+  const float r00 = theta[0] / half_w, r10 = theta[1] / half_w, r20 = theta[2] / half_w;
+  const float r01 = theta[3] / half_h, r11 = theta[4] / half_h, r21 = theta[5] / half_h;
+  grid.resize(static_cast<size_t>(width) + height);
+  float* xs = grid.data();
+  float* ys = grid.data() + width;
+  for (int i = 0; i < width; ++i) xs[i] = torch_linspace(-width * 0.5 + 0.5, width * 0.5 + 0.5 - 1, width, i);
+  for (int i = 0; i < height; ++i) ys[i] = torch_linspace(-height * 0.5 + 0.5, height * 0.5 + 0.5 - 1, height, i);
+  // grid_sample, align_corners=False: ix = (gx + 1) * (W / 2) - 0.5, fused (torch's vectorised kernel); the
+  // bilinear corners summed as a chain of fused multiply-adds.
+  const float scale_x = static_cast<float>(width) / 2, scale_y = static_cast<float>(height) / 2;
+  float fill_value[3] = {0, 0, 0};
+  if (fill)
+    for (int c = 0; c < 3; ++c) fill_value[c] = static_cast<float>((*fill)[c]);
+  const size_t pitch = static_cast<size_t>(width) * 3;
+  for (int y = 0; y < height; ++y) {
+    uint8_t* out = dst + y * pitch;
+    for (int x = 0; x < width; ++x, out += 3) {
+      const float gx = (xs[x] * r00 + ys[y] * r10) + r20;
+      const float gy = (xs[x] * r01 + ys[y] * r11) + r21;
+      const float ix = madd(gx + 1.0f, scale_x, -0.5f);
+      const float iy = madd(gy + 1.0f, scale_y, -0.5f);
+      if (interpolation == Interpolation::kNearest) {
+        const float nx = std::nearbyint(ix), ny = std::nearbyint(iy);
+        const bool inside = nx >= 0 && nx < width && ny >= 0 && ny < height;
+        if (inside) {
+          std::memcpy(out, src + static_cast<size_t>(ny) * pitch + static_cast<size_t>(nx) * 3, 3);
+        } else {
+          for (int c = 0; c < 3; ++c) out[c] = fill ? round_to_u8(fill_value[c]) : 0;
+        }
+        continue;
+      }
+      const float x_w = std::floor(ix), y_n = std::floor(iy);
+      const float w = ix - x_w, e = 1.0f - w, n = iy - y_n, s = 1.0f - n;
+      const float weights[4] = {s * e, s * w, n * e, n * w};  // nw, ne, sw, se
+      const int cx[4] = {static_cast<int>(x_w), static_cast<int>(x_w) + 1, static_cast<int>(x_w),
+                         static_cast<int>(x_w) + 1};
+      const int cy[4] = {static_cast<int>(y_n), static_cast<int>(y_n), static_cast<int>(y_n) + 1,
+                         static_cast<int>(y_n) + 1};
+      float value[4] = {0, 0, 0, 0};  // three channels and the mask
+      for (int k = 0; k < 4; ++k) {
+        const bool inside = cx[k] >= 0 && cx[k] < width && cy[k] >= 0 && cy[k] < height;
+        const uint8_t* p = inside ? src + static_cast<size_t>(cy[k]) * pitch + static_cast<size_t>(cx[k]) * 3 : nullptr;
+        for (int c = 0; c < 4; ++c) {
+          const float v = inside ? (c < 3 ? static_cast<float>(p[c]) : 1.0f) : 0.0f;
+          value[c] = k == 0 ? v * weights[0] : madd(v, weights[k], value[c]);
+        }
+      }
+      for (int c = 0; c < 3; ++c) {
+        float v = value[c];
+        if (fill) v = v * value[3] + (1.0f - value[3]) * fill_value[c];
+        out[c] = round_to_u8(v);
+      }
+    }
+  }
+}
+
+void tensor_gaussian_blur(uint8_t* rgb, int width, int height, int kernel_width, int kernel_height, double sigma_x,
+                          double sigma_y, std::vector<float>& rows, std::vector<float>& kernels) {
+  // _get_gaussian_kernel1d per axis in float32: x = linspace(-(k-1)/2, (k-1)/2), pdf = exp(-0.5 * (x /
+  // sigma)**2), normalised by its sum. The image is padded by reflection (k // 2 each side) and filtered by
+  // the outer product of the two kernels, here as two passes (vertical, then horizontal) in float32, then
+  // rounded. torch's conv2d sums the 2-D products in its own order; the two differ by rounding only.
+  kernels.resize(static_cast<size_t>(kernel_width) + kernel_height);
+  const auto make_kernel = [](int k, double sigma, float* out) {
+    const double half = (k - 1) * 0.5;
+    const float sig = static_cast<float>(sigma);
+    float sum = 0.0f;
+    for (int i = 0; i < k; ++i) {
+      const float x = torch_linspace(-half, half, k, i) / sig;
+      out[i] = std::exp(-0.5f * (x * x));
+      sum += out[i];
+    }
+    for (int i = 0; i < k; ++i) out[i] /= sum;
+  };
+  float* kx = kernels.data();
+  float* ky = kernels.data() + kernel_width;
+  make_kernel(kernel_width, sigma_x, kx);
+  make_kernel(kernel_height, sigma_y, ky);
+  const auto reflect = [](int i, int n) { return i < 0 ? -i : i >= n ? 2 * (n - 1) - i : i; };
+  const size_t pitch = static_cast<size_t>(width) * 3;
+  rows.resize(pitch * height);
+  const int ry = kernel_height / 2, rx = kernel_width / 2;
+  for (int y = 0; y < height; ++y) {  // vertical pass into floats
+    float* out = rows.data() + y * pitch;
+    std::fill(out, out + pitch, 0.0f);
+    for (int k = 0; k < kernel_height; ++k) {
+      const uint8_t* in = rgb + reflect(y + k - ry, height) * pitch;
+      const float w = ky[k];
+      for (size_t i = 0; i < pitch; ++i) out[i] += w * static_cast<float>(in[i]);
+    }
+  }
+  for (int y = 0; y < height; ++y) {  // horizontal pass, rounded into the image
+    const float* in = rows.data() + y * pitch;
+    uint8_t* out = rgb + y * pitch;
+    for (int x = 0; x < width; ++x)
+      for (int c = 0; c < 3; ++c) {
+        float s = 0.0f;
+        for (int k = 0; k < kernel_width; ++k) s += kx[k] * in[reflect(x + k - rx, width) * 3 + c];
+        out[x * 3 + c] = round_to_u8(s);
+      }
+  }
+}
+
+}  // namespace chute::detail
