@@ -9,6 +9,8 @@
 
 #include <cstring>
 #include <memory>
+#include <type_traits>
+#include <variant>
 
 #include "bindings.h"
 #include "chute/transform/transforms.h"
@@ -164,36 +166,52 @@ void register_augment(nb::module_& m) {
       "The magnitude of bin `bin` of `op` in the policy's _augmentation_space (float32 values, as torch's).");
 
   m.def(
-      "policy_draws",
+      "transform_draws",
       [](nb::handle transform, int width, int height, uint64_t seed, uint64_t epoch, uint64_t first, int64_t count) {
+        const Transform t = native_transform(transform);
         nb::list out;
         std::vector<OpDraw> ops;
+        std::vector<PixelOp> pixel_ops;
         AugMixDraw mix;
         for (int64_t i = 0; i < count; ++i) {
           SampleRng rng(seed, epoch, first + static_cast<uint64_t>(i));
           ops.clear();
-          if (nb::isinstance<AugMix>(transform)) {
-            draw_augmix(nb::cast<const AugMix&>(transform), rng, width, height, mix);
-            out.append(augmix_dict(mix));
-            continue;
-          }
-          if (nb::isinstance<AutoAugment>(transform)) {
-            draw_ops(nb::cast<const AutoAugment&>(transform), rng, width, height, ops);
-          } else if (nb::isinstance<RandAugment>(transform)) {
-            draw_ops(nb::cast<const RandAugment&>(transform), rng, width, height, ops);
-          } else if (nb::isinstance<TrivialAugmentWide>(transform)) {
-            draw_ops(nb::cast<const TrivialAugmentWide&>(transform), rng, width, height, ops);
-          } else {
-            throw nb::type_error("policy_draws takes a native AutoAugment, RandAugment, TrivialAugmentWide or AugMix");
-          }
-          out.append(op_draws_list(ops));
+          pixel_ops.clear();
+          std::visit(
+              [&](const auto& x) {
+                using T = std::decay_t<decltype(x)>;
+                if constexpr (std::is_same_v<T, AutoAugment> || std::is_same_v<T, RandAugment> ||
+                              std::is_same_v<T, TrivialAugmentWide>) {
+                  draw_ops(x, rng, width, height, ops);
+                  out.append(op_draws_list(ops));
+                } else if constexpr (std::is_same_v<T, AugMix>) {
+                  draw_augmix(x, rng, width, height, mix);
+                  out.append(augmix_dict(mix));
+                } else if constexpr (std::is_same_v<T, ColorJitter> || std::is_same_v<T, RandomGrayscale> ||
+                                     std::is_same_v<T, GaussianBlur> || std::is_same_v<T, RandomRotation> ||
+                                     std::is_same_v<T, RandomAffine>) {
+                  draw_ops(x, rng, width, height, pixel_ops);
+                  nb::list dicts;
+                  for (const PixelOp& op : pixel_ops) dicts.append(op_dict(op));
+                  out.append(dicts);
+                } else if constexpr (std::is_same_v<T, RandomErasing>) {
+                  const ErasingDraw e = draw_erasing(x, rng, width, height);
+                  out.append(e.erase ? nb::object(nb::make_tuple(e.top, e.left, e.height, e.width)) : nb::none());
+                } else {
+                  throw nb::type_error("transform_draws takes an augmentation (a policy, AugMix, a random transform "
+                                       "or RandomErasing)");
+                }
+              },
+              t);
         }
         return out;
       },
       nb::arg("transform"), nb::arg("width"), nb::arg("height"), nb::arg("seed"), nb::arg("epoch"), nb::arg("first"),
       nb::arg("count"),
-      "The ops a policy draws for samples first .. first + count - 1 (a list of (op, magnitude) lists; AugMix: "
-      "dicts with the weights, the chain depths and the ops).");
+      "What an augmentation draws for samples first .. first + count - 1 of a width x height image, each keyed "
+      "(seed, epoch, index) as in chute.Loader: a policy's (op, magnitude) list, AugMix's dict (weights, chain "
+      "depths, ops), a random transform's functional ops (dicts pixel_op accepts), RandomErasing's rectangle "
+      "(top, left, height, width) or None.");
 
   m.def(
       "sample_draws",

@@ -15,13 +15,13 @@ namespace {
 
 // The first alternative of the Transform variant whose bound class `t` is an instance of.
 template <size_t I = 0>
-Transform to_transform(nb::handle t) {
+Transform first_transform(nb::handle t) {
   if constexpr (I == std::variant_size_v<Transform>) {
     throw nb::type_error("not a native transform");
   } else {
     using T = std::variant_alternative_t<I, Transform>;
     if (nb::isinstance<T>(t)) return nb::cast<T>(t);
-    return to_transform<I + 1>(t);
+    return first_transform<I + 1>(t);
   }
 }
 
@@ -127,9 +127,11 @@ void register_augment_structs(nb::module_& m) {
 
 }  // namespace
 
+Transform native_transform(nb::handle t) { return first_transform(t); }
+
 Pipeline make_pipeline(const nb::list& transforms) {
   std::vector<Transform> list;
-  for (nb::handle t : transforms) list.push_back(to_transform(t));
+  for (nb::handle t : transforms) list.push_back(native_transform(t));
   return unwrap(Pipeline::create(std::move(list)));
 }
 

@@ -83,7 +83,10 @@ std::shared_ptr<T> open_without_gil(F&& open) {
 // The index, or IndexError when it is outside the source (bind_sources.cc).
 int64_t checked_index(const Source& s, int64_t index);
 
-// A Pipeline from a list of native transform objects (chute.RandomResizedCrop()._to_native(), ...).
+// A native transform object (chute.RandomResizedCrop()._to_native(), ...) as the core's Transform; a
+// TypeError for anything else.
+Transform native_transform(nb::handle t);
+// A Pipeline from a list of native transform objects.
 Pipeline make_pipeline(const nb::list& transforms);
 
 // The Python objects over the engine. The loader is shared: a DeviceLoader (bind_device.cc) drives it.

@@ -6,19 +6,60 @@
 #include <cstring>
 
 #include "transform/detail/pil_ops.h"
+#include "transform/detail/simd_clones.h"
 
 namespace chute::detail {
 namespace {
 
-// ImagingBlend's value for one byte: `in1 + alpha * (in2 - in1)` in float, truncated; clipped outside
-// [0, 1] (the extrapolation loop).
-inline uint8_t blend_value(int in1, int in2, float alpha, bool extrapolate) {
-  const float v = static_cast<float>(in1) + alpha * static_cast<float>(in2 - in1);
-  if (!extrapolate) return static_cast<uint8_t>(v);
-  return v <= 0.0f ? 0 : v >= 255.0f ? 255 : static_cast<uint8_t>(v);
+// ImagingBlend in place: image = degenerate + alpha * (image - degenerate) in float32, truncated. Pillow
+// clips only when alpha is outside [0, 1]; inside, the value cannot leave [0, 255] (the float steps are
+// monotonic), so one branch-free clamp serves both loops.
+CHUTE_SIMD_CLONES
+void blend(const uint8_t* degenerate, uint8_t* image, size_t n, float alpha) {
+  for (size_t i = 0; i < n; ++i) {
+    float v = static_cast<float>(degenerate[i]) +
+              alpha * static_cast<float>(static_cast<int>(image[i]) - static_cast<int>(degenerate[i]));
+    v = v < 0.0f ? 0.0f : v;
+    v = v > 255.0f ? 255.0f : v;
+    image[i] = static_cast<uint8_t>(v);
+  }
 }
 
-inline bool extrapolates(float alpha) { return !(alpha >= 0 && alpha <= 1.0); }
+// The same with one grey level as the degenerate (Brightness: black; Contrast: the mean).
+CHUTE_SIMD_CLONES
+void blend(int degenerate, uint8_t* image, size_t n, float alpha) {
+  const float base = static_cast<float>(degenerate);
+  for (size_t i = 0; i < n; ++i) {
+    float v = base + alpha * static_cast<float>(static_cast<int>(image[i]) - degenerate);
+    v = v < 0.0f ? 0.0f : v;
+    v = v > 255.0f ? 255.0f : v;
+    image[i] = static_cast<uint8_t>(v);
+  }
+}
+
+// Filter.c's 3x3 kernel on the interior bytes of rows 1 .. height - 2 (RGB: the neighbours are 3 bytes
+// apart): ss = 0.5; ss += KERNEL1x3(row y + 1); += KERNEL1x3(row y); += KERNEL1x3(row y - 1); clip8.
+CHUTE_SIMD_CLONES
+void smooth_rows(const uint8_t* rgb, size_t pitch, int height, uint8_t* smooth) {
+  const float k1 = 1.0f / 13.0f, k5 = 5.0f / 13.0f;  // _imaging.c divides the kernel by the divisor in float
+  for (int y = 1; y < height - 1; ++y) {
+    const uint8_t* above = rgb + (y - 1) * pitch;
+    const uint8_t* row = rgb + y * pitch;
+    const uint8_t* below = rgb + (y + 1) * pitch;
+    uint8_t* out = smooth + y * pitch;
+    for (size_t x = 3; x < pitch - 3; ++x) {
+      float ss = 0.5f;
+      ss += static_cast<float>(below[x - 3]) * k1 + static_cast<float>(below[x]) * k1 +
+            static_cast<float>(below[x + 3]) * k1;
+      ss += static_cast<float>(row[x - 3]) * k1 + static_cast<float>(row[x]) * k5 + static_cast<float>(row[x + 3]) * k1;
+      ss += static_cast<float>(above[x - 3]) * k1 + static_cast<float>(above[x]) * k1 +
+            static_cast<float>(above[x + 3]) * k1;
+      ss = ss < 0.0f ? 0.0f : ss;
+      ss = ss > 255.0f ? 255.0f : ss;
+      out[x] = static_cast<uint8_t>(ss);
+    }
+  }
+}
 
 void apply_lut(uint8_t* rgb, size_t pixels, const uint8_t (&lut)[3][256]) {
   for (size_t i = 0; i < pixels; ++i, rgb += 3) {
@@ -30,15 +71,6 @@ void apply_lut(uint8_t* rgb, size_t pixels, const uint8_t (&lut)[3][256]) {
 
 void apply_lut(uint8_t* rgb, size_t pixels, const uint8_t (&lut)[256]) {
   for (size_t i = 0; i < pixels * 3; ++i) rgb[i] = lut[rgb[i]];
-}
-
-// Image.blend(constant, image, factor): a lookup table, the degenerate being one grey level.
-void blend_with_constant(uint8_t* rgb, size_t pixels, int constant, double factor) {
-  const float alpha = static_cast<float>(factor);  // _imaging.c passes (float)alpha
-  const bool extrapolate = extrapolates(alpha);
-  uint8_t lut[256];
-  for (int v = 0; v < 256; ++v) lut[v] = blend_value(constant, v, alpha, extrapolate);
-  apply_lut(rgb, pixels, lut);
 }
 
 void histograms(const uint8_t* rgb, size_t pixels, uint32_t (&h)[3][256]) {
@@ -117,7 +149,7 @@ void hsv_to_rgb(const uint8_t* in, uint8_t* out) {
 }  // namespace
 
 void pil_brightness(uint8_t* rgb, size_t pixels, double factor) {
-  blend_with_constant(rgb, pixels, 0, factor);  // the degenerate is black
+  blend(0, rgb, pixels * 3, static_cast<float>(factor));  // black; _imaging.c passes (float)alpha
 }
 
 void pil_contrast(uint8_t* rgb, size_t pixels, double factor) {
@@ -126,19 +158,15 @@ void pil_contrast(uint8_t* rgb, size_t pixels, double factor) {
   const uint8_t* p = rgb;
   for (size_t i = 0; i < pixels; ++i, p += 3) sum += pil_luma(p);
   const double mean = pixels ? static_cast<double>(sum) / static_cast<double>(pixels) : 0.0;
-  blend_with_constant(rgb, pixels, static_cast<int>(mean + 0.5), factor);
+  blend(static_cast<int>(mean + 0.5), rgb, pixels * 3, static_cast<float>(factor));
 }
 
-void pil_color(uint8_t* rgb, size_t pixels, double factor) {
+void pil_color(uint8_t* rgb, size_t pixels, double factor, std::vector<uint8_t>& spare) {
   // The degenerate is convert("L").convert("RGB"): each pixel's luma in all three channels.
-  const float alpha = static_cast<float>(factor);
-  const bool extrapolate = extrapolates(alpha);
-  for (size_t i = 0; i < pixels; ++i, rgb += 3) {
-    const int l = pil_luma(rgb);
-    rgb[0] = blend_value(l, rgb[0], alpha, extrapolate);
-    rgb[1] = blend_value(l, rgb[1], alpha, extrapolate);
-    rgb[2] = blend_value(l, rgb[2], alpha, extrapolate);
-  }
+  spare.resize(pixels * 3);
+  uint8_t* grey = spare.data();
+  for (size_t i = 0; i < pixels; ++i) grey[i * 3] = grey[i * 3 + 1] = grey[i * 3 + 2] = pil_luma(rgb + i * 3);
+  blend(grey, rgb, pixels * 3, static_cast<float>(factor));
 }
 
 void pil_sharpness(uint8_t* rgb, int width, int height, double factor, std::vector<uint8_t>& spare) {
@@ -146,34 +174,9 @@ void pil_sharpness(uint8_t* rgb, int width, int height, double factor, std::vect
   // the border pixels copied (so they come out unchanged); an image under 3x3 is its own degenerate.
   if (width < 3 || height < 3) return;
   const size_t pitch = static_cast<size_t>(width) * 3;
-  spare.resize(pitch * height);
-  uint8_t* smooth = spare.data();
-  const float k1 = 1.0f / 13.0f, k5 = 5.0f / 13.0f;
-  std::memcpy(smooth, rgb, pitch);
-  for (int y = 1; y < height - 1; ++y) {
-    const uint8_t* above = rgb + (y - 1) * pitch;
-    const uint8_t* row = rgb + y * pitch;
-    const uint8_t* below = rgb + (y + 1) * pitch;
-    uint8_t* out = smooth + y * pitch;
-    std::memcpy(out, row, 3);
-    for (size_t x = 3; x < pitch - 3; ++x) {
-      // ss = offset + 0.5; ss += KERNEL1x3(row y+1); += KERNEL1x3(row y); += KERNEL1x3(row y-1)
-      float ss = 0.5f;
-      ss += static_cast<float>(below[x - 3]) * k1 + static_cast<float>(below[x]) * k1 +
-            static_cast<float>(below[x + 3]) * k1;
-      ss += static_cast<float>(row[x - 3]) * k1 + static_cast<float>(row[x]) * k5 + static_cast<float>(row[x + 3]) * k1;
-      ss += static_cast<float>(above[x - 3]) * k1 + static_cast<float>(above[x]) * k1 +
-            static_cast<float>(above[x + 3]) * k1;
-      ss = ss < 0.0f ? 0.0f : ss;
-      ss = ss > 255.0f ? 255.0f : ss;
-      out[x] = static_cast<uint8_t>(ss);
-    }
-    std::memcpy(out + pitch - 3, row + pitch - 3, 3);
-  }
-  std::memcpy(smooth + (height - 1) * pitch, rgb + (height - 1) * pitch, pitch);
-  const float alpha = static_cast<float>(factor);
-  const bool extrapolate = extrapolates(alpha);
-  for (size_t i = 0; i < pitch * height; ++i) rgb[i] = blend_value(smooth[i], rgb[i], alpha, extrapolate);
+  spare.assign(rgb, rgb + pitch * height);  // the border
+  smooth_rows(rgb, pitch, height, spare.data());
+  blend(spare.data(), rgb, pitch * height, static_cast<float>(factor));
 }
 
 void pil_hue(uint8_t* rgb, size_t pixels, double factor) {

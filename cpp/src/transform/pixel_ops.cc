@@ -165,7 +165,8 @@ void apply_pixel_op(const PixelOp& op, std::vector<uint8_t>& pixels, int width, 
     case PixelOpKind::kContrast:
       return pil ? detail::pil_contrast(rgb, n, op.factor) : detail::tensor_contrast(rgb, n, op.factor);
     case PixelOpKind::kSaturation:
-      return pil ? detail::pil_color(rgb, n, op.factor) : detail::tensor_saturation(rgb, n, op.factor);
+      return pil ? detail::pil_color(rgb, n, op.factor, scratch.spare)
+                 : detail::tensor_saturation(rgb, n, op.factor, scratch.spare);
     case PixelOpKind::kSharpness:
       return pil ? detail::pil_sharpness(rgb, width, height, op.factor, scratch.spare)
                  : detail::tensor_sharpness(rgb, width, height, op.factor, scratch.spare);

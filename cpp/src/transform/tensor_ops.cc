@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "transform/detail/simd_clones.h"
 #include "transform/detail/tensor_ops.h"
 
 namespace chute::detail {
@@ -19,74 +20,36 @@ inline float madd(float a, float b, float c) {
 // fill outside it gives one) wraps as torch's conversion through int does.
 inline uint8_t round_to_u8(float v) { return static_cast<uint8_t>(static_cast<int32_t>(std::nearbyint(v))); }
 
-// (ratio * img1 + (1.0 - ratio) * img2).clamp(0, 255).to(uint8): two float32 products, one sum, truncated.
-inline uint8_t blend(float ratio, float one_minus_ratio, float img1, float img2) {
-  float v = ratio * img1;
-  v = v + one_minus_ratio * img2;
-  v = v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v;
-  return static_cast<uint8_t>(v);
-}
-
-// torchvision's rgb_to_grayscale on a uint8 tensor: (0.2989 * r + 0.587 * g + 0.114 * b).to(uint8).
-inline uint8_t tensor_luma(const uint8_t* p) {
-  float l = 0.2989f * static_cast<float>(p[0]);
-  l = l + 0.587f * static_cast<float>(p[1]);
-  l = l + 0.114f * static_cast<float>(p[2]);
-  return static_cast<uint8_t>(l);
-}
-
-void blend_with_constant(uint8_t* rgb, size_t pixels, double factor, float constant) {
-  const float r = static_cast<float>(factor), q = static_cast<float>(1.0 - factor);
-  uint8_t lut[256];
-  for (int v = 0; v < 256; ++v) lut[v] = blend(r, q, static_cast<float>(v), constant);
-  for (size_t i = 0; i < pixels * 3; ++i) rgb[i] = lut[rgb[i]];
-}
-
-}  // namespace
-
-float torch_linspace(double start, double end, int64_t steps, int64_t i) {
-  const float s = static_cast<float>(start), e = static_cast<float>(end);
-  if (steps == 1) return s;
-  const float step = (e - s) / static_cast<float>(steps - 1);
-  if (i < steps / 2) return std::fma(step, static_cast<float>(i), s);
-  return std::fma(-step, static_cast<float>(steps - i - 1), e);
-}
-
-void tensor_brightness(uint8_t* rgb, size_t pixels, double factor) {
-  blend_with_constant(rgb, pixels, factor, 0.0f);  // _blend(img, zeros_like(img), factor)
-}
-
-void tensor_contrast(uint8_t* rgb, size_t pixels, double factor) {
-  // mean = torch.mean(rgb_to_grayscale(img).to(float32)): the sum is exact while under 2**24 (any image
-  // up to 256x256), then one float32 division.
-  uint64_t sum = 0;
-  const uint8_t* p = rgb;
-  for (size_t i = 0; i < pixels; ++i, p += 3) sum += tensor_luma(p);
-  const float mean = pixels ? static_cast<float>(sum) / static_cast<float>(pixels) : 0.0f;
-  blend_with_constant(rgb, pixels, factor, mean);
-}
-
-void tensor_saturation(uint8_t* rgb, size_t pixels, double factor) {
-  const float r = static_cast<float>(factor), q = static_cast<float>(1.0 - factor);
-  for (size_t i = 0; i < pixels; ++i, rgb += 3) {
-    const float l = tensor_luma(rgb);
-    rgb[0] = blend(r, q, rgb[0], l);
-    rgb[1] = blend(r, q, rgb[1], l);
-    rgb[2] = blend(r, q, rgb[2], l);
+// _blend in place: img1 = (ratio * img1 + (1.0 - ratio) * img2).clamp(0, 255).to(uint8): two float32
+// products, one sum, truncated.
+CHUTE_SIMD_CLONES
+void blend(uint8_t* img1, const uint8_t* img2, size_t n, float ratio, float one_minus_ratio) {
+  for (size_t i = 0; i < n; ++i) {
+    float v = ratio * static_cast<float>(img1[i]);
+    v = v + one_minus_ratio * static_cast<float>(img2[i]);
+    v = v < 0.0f ? 0.0f : v;
+    v = v > 255.0f ? 255.0f : v;
+    img1[i] = static_cast<uint8_t>(v);
   }
 }
 
-void tensor_grayscale(uint8_t* rgb, size_t pixels) {
-  for (size_t i = 0; i < pixels; ++i, rgb += 3) rgb[0] = rgb[1] = rgb[2] = tensor_luma(rgb);
+// The same against one float (zeros for brightness, the grey mean for contrast).
+CHUTE_SIMD_CLONES
+void blend(uint8_t* img1, float img2, size_t n, float ratio, float one_minus_ratio) {
+  const float b = one_minus_ratio * img2;
+  for (size_t i = 0; i < n; ++i) {
+    float v = ratio * static_cast<float>(img1[i]);
+    v = v + b;
+    v = v < 0.0f ? 0.0f : v;
+    v = v > 255.0f ? 255.0f : v;
+    img1[i] = static_cast<uint8_t>(v);
+  }
 }
 
-void tensor_sharpness(uint8_t* rgb, int width, int height, double factor, std::vector<uint8_t>& spare) {
-  // _blurred_degenerate_image: conv2d with [1 1 1; 1 5 1; 1 1 1] / 13, rounded, on the interior; the
-  // border is the image's. Images of 2 or fewer rows or columns are returned as they are.
-  if (width <= 2 || height <= 2) return;
-  const size_t pitch = static_cast<size_t>(width) * 3;
-  spare.assign(rgb, rgb + pitch * height);
-  uint8_t* blurred = spare.data();
+// conv2d with [1 1 1; 1 5 1; 1 1 1] / 13 on rows 1 .. height - 2, rounded (the products summed row by row,
+// as torch's kernel sums them here).
+CHUTE_SIMD_CLONES
+void blur_rows(const uint8_t* rgb, size_t pitch, int height, uint8_t* blurred) {
   const float k1 = 1.0f / 13.0f, k5 = 5.0f / 13.0f;
   for (int y = 1; y < height - 1; ++y) {
     const uint8_t* above = rgb + (y - 1) * pitch;
@@ -103,11 +66,63 @@ void tensor_sharpness(uint8_t* rgb, int width, int height, double factor, std::v
       s += k1 * below[x - 3];
       s += k1 * below[x];
       s += k1 * below[x + 3];
-      out[x] = round_to_u8(s);
+      out[x] = static_cast<uint8_t>(static_cast<int32_t>(std::nearbyint(s)));
     }
   }
-  const float r = static_cast<float>(factor), q = static_cast<float>(1.0 - factor);
-  for (size_t i = 0; i < pitch * height; ++i) rgb[i] = blend(r, q, rgb[i], blurred[i]);
+}
+
+// torchvision's rgb_to_grayscale on a uint8 tensor: (0.2989 * r + 0.587 * g + 0.114 * b).to(uint8).
+inline uint8_t tensor_luma(const uint8_t* p) {
+  float l = 0.2989f * static_cast<float>(p[0]);
+  l = l + 0.587f * static_cast<float>(p[1]);
+  l = l + 0.114f * static_cast<float>(p[2]);
+  return static_cast<uint8_t>(l);
+}
+
+}  // namespace
+
+float torch_linspace(double start, double end, int64_t steps, int64_t i) {
+  const float s = static_cast<float>(start), e = static_cast<float>(end);
+  if (steps == 1) return s;
+  const float step = (e - s) / static_cast<float>(steps - 1);
+  if (i < steps / 2) return std::fma(step, static_cast<float>(i), s);
+  return std::fma(-step, static_cast<float>(steps - i - 1), e);
+}
+
+void tensor_brightness(uint8_t* rgb, size_t pixels, double factor) {
+  // _blend(img, zeros_like(img), factor); (1.0 - ratio) is a Python float, rounded to float32 by torch.
+  blend(rgb, 0.0f, pixels * 3, static_cast<float>(factor), static_cast<float>(1.0 - factor));
+}
+
+void tensor_contrast(uint8_t* rgb, size_t pixels, double factor) {
+  // mean = torch.mean(rgb_to_grayscale(img).to(float32)): the sum is exact while under 2**24 (any image
+  // up to 256x256), then one float32 division.
+  uint64_t sum = 0;
+  const uint8_t* p = rgb;
+  for (size_t i = 0; i < pixels; ++i, p += 3) sum += tensor_luma(p);
+  const float mean = pixels ? static_cast<float>(sum) / static_cast<float>(pixels) : 0.0f;
+  blend(rgb, mean, pixels * 3, static_cast<float>(factor), static_cast<float>(1.0 - factor));
+}
+
+void tensor_saturation(uint8_t* rgb, size_t pixels, double factor, std::vector<uint8_t>& spare) {
+  spare.resize(pixels * 3);
+  uint8_t* grey = spare.data();
+  for (size_t i = 0; i < pixels; ++i) grey[i * 3] = grey[i * 3 + 1] = grey[i * 3 + 2] = tensor_luma(rgb + i * 3);
+  blend(rgb, grey, pixels * 3, static_cast<float>(factor), static_cast<float>(1.0 - factor));
+}
+
+void tensor_grayscale(uint8_t* rgb, size_t pixels) {
+  for (size_t i = 0; i < pixels; ++i, rgb += 3) rgb[0] = rgb[1] = rgb[2] = tensor_luma(rgb);
+}
+
+void tensor_sharpness(uint8_t* rgb, int width, int height, double factor, std::vector<uint8_t>& spare) {
+  // _blurred_degenerate_image: conv2d with [1 1 1; 1 5 1; 1 1 1] / 13, rounded, on the interior; the
+  // border is the image's. Images of 2 or fewer rows or columns are returned as they are.
+  if (width <= 2 || height <= 2) return;
+  const size_t pitch = static_cast<size_t>(width) * 3;
+  spare.assign(rgb, rgb + pitch * height);
+  blur_rows(rgb, pitch, height, spare.data());
+  blend(rgb, spare.data(), pitch * height, static_cast<float>(factor), static_cast<float>(1.0 - factor));
 }
 
 void tensor_autocontrast(uint8_t* rgb, size_t pixels) {
@@ -177,22 +192,28 @@ void tensor_affine(const uint8_t* src, int width, int height, const std::array<d
       const float x_w = std::floor(ix), y_n = std::floor(iy);
       const float w = ix - x_w, e = 1.0f - w, n = iy - y_n, s = 1.0f - n;
       const float weights[4] = {s * e, s * w, n * e, n * w};  // nw, ne, sw, se
-      const int cx[4] = {static_cast<int>(x_w), static_cast<int>(x_w) + 1, static_cast<int>(x_w),
-                         static_cast<int>(x_w) + 1};
-      const int cy[4] = {static_cast<int>(y_n), static_cast<int>(y_n), static_cast<int>(y_n) + 1,
-                         static_cast<int>(y_n) + 1};
-      float value[4] = {0, 0, 0, 0};  // three channels and the mask
-      for (int k = 0; k < 4; ++k) {
-        const bool inside = cx[k] >= 0 && cx[k] < width && cy[k] >= 0 && cy[k] < height;
-        const uint8_t* p = inside ? src + static_cast<size_t>(cy[k]) * pitch + static_cast<size_t>(cx[k]) * 3 : nullptr;
-        for (int c = 0; c < 4; ++c) {
-          const float v = inside ? (c < 3 ? static_cast<float>(p[c]) : 1.0f) : 0.0f;
-          value[c] = k == 0 ? v * weights[0] : madd(v, weights[k], value[c]);
+      const int x0 = static_cast<int>(x_w), y0 = static_cast<int>(y_n);
+      const uint8_t* corner[4] = {};  // a corner outside the image reads zeros (and a mask of 0)
+      if (x0 >= 0 && x0 + 1 < width && y0 >= 0 && y0 + 1 < height) {
+        corner[0] = src + static_cast<size_t>(y0) * pitch + static_cast<size_t>(x0) * 3;
+        corner[1] = corner[0] + 3, corner[2] = corner[0] + pitch, corner[3] = corner[2] + 3;
+      } else {
+        for (int k = 0; k < 4; ++k) {
+          const int cx = x0 + (k & 1), cy = y0 + (k >> 1);
+          if (cx >= 0 && cx < width && cy >= 0 && cy < height)
+            corner[k] = src + static_cast<size_t>(cy) * pitch + static_cast<size_t>(cx) * 3;
         }
       }
+      // (nw_val * nw) + (ne_val * ne) + (sw_val * sw) + (se_val * se), fused from the second term on.
+      float mask = 0.0f;
+      if (fill) {
+        mask = corner[0] ? weights[0] : 0.0f;
+        for (int k = 1; k < 4; ++k) mask = madd(corner[k] ? 1.0f : 0.0f, weights[k], mask);
+      }
       for (int c = 0; c < 3; ++c) {
-        float v = value[c];
-        if (fill) v = v * value[3] + (1.0f - value[3]) * fill_value[c];
+        float v = corner[0] ? static_cast<float>(corner[0][c]) * weights[0] : 0.0f;
+        for (int k = 1; k < 4; ++k) v = madd(corner[k] ? static_cast<float>(corner[k][c]) : 0.0f, weights[k], v);
+        if (fill) v = v * mask + (1.0f - mask) * fill_value[c];
         out[c] = round_to_u8(v);
       }
     }

@@ -33,7 +33,7 @@ void pil_rotate(const uint8_t* src, int width, int height, double angle,
 // ImageEnhance.<kind>(image).enhance(factor), in place; `spare` holds the sharpness degenerate.
 void pil_brightness(uint8_t* rgb, size_t pixels, double factor);
 void pil_contrast(uint8_t* rgb, size_t pixels, double factor);
-void pil_color(uint8_t* rgb, size_t pixels, double factor);
+void pil_color(uint8_t* rgb, size_t pixels, double factor, std::vector<uint8_t>& spare);
 void pil_sharpness(uint8_t* rgb, int width, int height, double factor, std::vector<uint8_t>& spare);
 
 // functional_pil.adjust_hue: through Pillow's HSV, the hue byte shifted by uint8(int32(factor * 255)).

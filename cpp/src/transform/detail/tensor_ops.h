@@ -25,7 +25,7 @@ void tensor_affine(const uint8_t* src, int width, int height, const std::array<d
                    Interpolation interpolation, const Fill& fill, uint8_t* dst, std::vector<float>& grid);
 
 void tensor_brightness(uint8_t* rgb, size_t pixels, double factor);
-void tensor_saturation(uint8_t* rgb, size_t pixels, double factor);
+void tensor_saturation(uint8_t* rgb, size_t pixels, double factor, std::vector<uint8_t>& spare);
 void tensor_contrast(uint8_t* rgb, size_t pixels, double factor);
 void tensor_sharpness(uint8_t* rgb, int width, int height, double factor, std::vector<uint8_t>& spare);
 void tensor_autocontrast(uint8_t* rgb, size_t pixels);

@@ -1,0 +1,11 @@
+// CHUTE_SIMD_CLONES: compile a flat loop for AVX-512, AVX2 and the baseline, the best picked at load time
+// (GCC's and clang's target_clones). The pixel ops' loops are written branch-free so that the compiler
+// vectorises them; without FMA contraction (-ffp-contract=off on those files) each vector lane computes the
+// scalar code's IEEE float32 steps, so every clone gives the same bytes.
+#pragma once
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__SANITIZE_ADDRESS__)
+#define CHUTE_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CHUTE_SIMD_CLONES
+#endif
