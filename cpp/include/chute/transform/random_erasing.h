@@ -41,6 +41,7 @@ class ErasingValues {
  public:
   ErasingValues(const RandomErasing& t, const ErasingDraw& draw) : t_(t), rng_(draw.values_key, 0, 0) {}
   float next(int channel);
+  bool random() const { return t_.random; }
 
  private:
   const RandomErasing& t_;
