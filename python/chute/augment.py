@@ -13,7 +13,10 @@ torch's float32 arithmetic on a uint8 tensor (``backend="tensor"``: the policy a
 always for ``AugMix``, which torchvision runs on tensors even for PIL input). ``chute._native.augment_op``
 applies one op, ``chute._native.sample_draws`` shows a sample's draws.
 
-The arguments shared with the random transforms (``interpolation``, ``fill``, ``backend``) are parsed here.
+``api="v2"`` follows torchvision.transforms.v2's arithmetic where it differs from v1's (the affine matrix;
+on tensors the fused blends, sharpness, autocontrast, bilinear fill and blur kernel; Solarize's threshold as
+a fraction of 255). The arguments shared with the random transforms (``interpolation``, ``fill``,
+``backend``, ``api``) are parsed here.
 """
 
 from __future__ import annotations
@@ -81,6 +84,14 @@ def parse_backend(value, name: str) -> str:
     return value
 
 
+def parse_api(value, name: str) -> str:
+    """Which torchvision API's arithmetic: ``'v1'`` (torchvision.transforms) or ``'v2'``
+    (torchvision.transforms.v2, whose affine matrix and tensor kernels round differently)."""
+    if value not in ("v1", "v2"):
+        raise ValueError(f"{name}: api must be 'v1' or 'v2', got {value!r}")
+    return value
+
+
 def _int(name: str, value, lo: int) -> int:
     return _validate.integer(name, value, lo, _validate.INT32_MAX)
 
@@ -88,7 +99,9 @@ def _int(name: str, value, lo: int) -> int:
 class AutoAugment:
     """One of the policy's 25 sub-policies per sample; each of its two ops applies with its probability."""
 
-    def __init__(self, policy=AutoAugmentPolicy.IMAGENET, interpolation="nearest", fill=None, *, backend: str = "pil"):
+    def __init__(
+        self, policy=AutoAugmentPolicy.IMAGENET, interpolation="nearest", fill=None, *, backend="pil", api="v1"
+    ):
         value = getattr(policy, "value", policy)
         if value not in ("imagenet", "cifar10", "svhn"):
             raise ValueError(f"The provided policy {policy} is not recognized.")
@@ -96,9 +109,10 @@ class AutoAugment:
         self.interpolation = InterpolationMode(parse_interpolation(interpolation, "AutoAugment"))
         self.fill = parse_fill(fill, "AutoAugment")
         self.backend = parse_backend(backend, "AutoAugment")
+        self.api = parse_api(api, "AutoAugment")
 
     def _to_native(self):
-        return _native.AutoAugment(self.policy.value, self.interpolation.value, self.fill, self.backend)
+        return _native.AutoAugment(self.policy.value, self.interpolation.value, self.fill, self.backend, self.api)
 
     def __repr__(self) -> str:
         return f"AutoAugment(policy={self.policy}, fill={self.fill})"
@@ -116,6 +130,7 @@ class RandAugment:
         fill=None,
         *,
         backend: str = "pil",
+        api: str = "v1",
     ):
         self.num_ops = _int("RandAugment: num_ops", num_ops, 0)
         self.num_magnitude_bins = _int("RandAugment: num_magnitude_bins", num_magnitude_bins, 2)
@@ -123,10 +138,17 @@ class RandAugment:
         self.interpolation = InterpolationMode(parse_interpolation(interpolation, "RandAugment"))
         self.fill = parse_fill(fill, "RandAugment")
         self.backend = parse_backend(backend, "RandAugment")
+        self.api = parse_api(api, "RandAugment")
 
     def _to_native(self):
         return _native.RandAugment(
-            self.num_ops, self.magnitude, self.num_magnitude_bins, self.interpolation.value, self.fill, self.backend
+            self.num_ops,
+            self.magnitude,
+            self.num_magnitude_bins,
+            self.interpolation.value,
+            self.fill,
+            self.backend,
+            self.api,
         )
 
     def __repr__(self) -> str:
@@ -139,14 +161,19 @@ class RandAugment:
 class TrivialAugmentWide:
     """One op uniform over 14 per sample, its magnitude bin uniform over ``num_magnitude_bins`` wide ranges."""
 
-    def __init__(self, num_magnitude_bins: int = 31, interpolation="nearest", fill=None, *, backend: str = "pil"):
+    def __init__(
+        self, num_magnitude_bins: int = 31, interpolation="nearest", fill=None, *, backend: str = "pil", api: str = "v1"
+    ):
         self.num_magnitude_bins = _int("TrivialAugmentWide: num_magnitude_bins", num_magnitude_bins, 2)
         self.interpolation = InterpolationMode(parse_interpolation(interpolation, "TrivialAugmentWide"))
         self.fill = parse_fill(fill, "TrivialAugmentWide")
         self.backend = parse_backend(backend, "TrivialAugmentWide")
+        self.api = parse_api(api, "TrivialAugmentWide")
 
     def _to_native(self):
-        return _native.TrivialAugmentWide(self.num_magnitude_bins, self.interpolation.value, self.fill, self.backend)
+        return _native.TrivialAugmentWide(
+            self.num_magnitude_bins, self.interpolation.value, self.fill, self.backend, self.api
+        )
 
     def __repr__(self) -> str:
         return (
@@ -168,6 +195,8 @@ class AugMix:
         all_ops: bool = True,
         interpolation="bilinear",
         fill=None,
+        *,
+        api: str = "v1",
     ):
         if not isinstance(severity, numbers.Integral) or isinstance(severity, bool):
             raise TypeError(f"AugMix: severity must be an int, got {severity!r}")
@@ -184,6 +213,7 @@ class AugMix:
         self.all_ops = bool(all_ops)
         self.interpolation = InterpolationMode(parse_interpolation(interpolation, "AugMix"))
         self.fill = parse_fill(fill, "AugMix")
+        self.api = parse_api(api, "AugMix")
 
     def _to_native(self):
         return _native.AugMix(
@@ -194,6 +224,7 @@ class AugMix:
             self.all_ops,
             self.interpolation.value,
             self.fill,
+            self.api,
         )
 
     def __repr__(self) -> str:

@@ -11,7 +11,7 @@ import numbers
 from collections.abc import Sequence
 
 from chute import _native, _validate
-from chute.augment import InterpolationMode, parse_backend, parse_fill, parse_interpolation
+from chute.augment import InterpolationMode, parse_api, parse_backend, parse_fill, parse_interpolation
 
 
 def _pair(value, name: str) -> tuple[float, float]:
@@ -56,12 +56,13 @@ def _geometry_fill(value, name: str):
 class ColorJitter:
     """Brightness, contrast, saturation and hue factors uniform in their ranges, applied in a random order."""
 
-    def __init__(self, brightness=0, contrast=0, saturation=0, hue=0, *, backend: str = "pil"):
+    def __init__(self, brightness=0, contrast=0, saturation=0, hue=0, *, backend: str = "pil", api: str = "v1"):
         self.brightness = self._check_input(brightness, "brightness")
         self.contrast = self._check_input(contrast, "contrast")
         self.saturation = self._check_input(saturation, "saturation")
         self.hue = self._check_input(hue, "hue", center=0, bound=(-0.5, 0.5), clip_first_on_zero=False)
         self.backend = parse_backend(backend, "ColorJitter")
+        self.api = parse_api(api, "ColorJitter")
         if self.hue is not None and self.backend == "tensor":
             raise ValueError("ColorJitter: hue is implemented with the PIL arithmetic only (backend='pil')")
 
@@ -85,7 +86,7 @@ class ColorJitter:
         return tuple(value)
 
     def _to_native(self):
-        return _native.ColorJitter(self.brightness, self.contrast, self.saturation, self.hue, self.backend)
+        return _native.ColorJitter(self.brightness, self.contrast, self.saturation, self.hue, self.backend, self.api)
 
     def __repr__(self) -> str:
         return (
@@ -97,12 +98,13 @@ class ColorJitter:
 class RandomGrayscale:
     """Grayscale (Pillow's luma in all three channels) with probability ``p``."""
 
-    def __init__(self, p: float = 0.1, *, backend: str = "pil"):
+    def __init__(self, p: float = 0.1, *, backend: str = "pil", api: str = "v1"):
         self.p = _validate.real("RandomGrayscale: p", p, 0.0, 1.0)
         self.backend = parse_backend(backend, "RandomGrayscale")
+        self.api = parse_api(api, "RandomGrayscale")
 
     def _to_native(self):
-        return _native.RandomGrayscale(self.p, self.backend)
+        return _native.RandomGrayscale(self.p, self.backend, self.api)
 
     def __repr__(self) -> str:
         return f"RandomGrayscale(p={self.p})"
@@ -111,7 +113,7 @@ class RandomGrayscale:
 class GaussianBlur:
     """A Gaussian blur with sigma uniform in ``sigma`` (torch's float32 kernel and reflection padding)."""
 
-    def __init__(self, kernel_size, sigma=(0.1, 2.0)):
+    def __init__(self, kernel_size, sigma=(0.1, 2.0), *, api: str = "v1"):
         message = "Kernel size should be a tuple/list of two integers"
         if isinstance(kernel_size, numbers.Number):
             kernel_size = (int(kernel_size), int(kernel_size))
@@ -133,10 +135,11 @@ class GaussianBlur:
         else:
             raise ValueError("sigma should be a single number or a list/tuple with length 2.")
         self.sigma = _pair(sigma, "GaussianBlur: sigma")
+        self.api = parse_api(api, "GaussianBlur")
 
     def _to_native(self):
         # kernel_size is (x, y) as torchvision's F.gaussian_blur reads it
-        return _native.GaussianBlur(self.kernel_size[0], self.kernel_size[1], self.sigma[0], self.sigma[1])
+        return _native.GaussianBlur(self.kernel_size[0], self.kernel_size[1], self.sigma[0], self.sigma[1], self.api)
 
     def __repr__(self) -> str:
         return f"GaussianBlur(kernel_size={self.kernel_size}, sigma={self.sigma})"
@@ -145,7 +148,7 @@ class GaussianBlur:
 class RandomRotation:
     """A rotation by an angle uniform in ``degrees`` (counter-clockwise), the output size kept."""
 
-    def __init__(self, degrees, interpolation="nearest", expand=False, center=None, fill=0, *, backend: str = "pil"):
+    def __init__(self, degrees, interpolation="nearest", expand=False, center=None, fill=0, *, backend="pil", api="v1"):
         self.degrees = _ordered(_setup_angle(degrees, "degrees", (2,)), "degrees", "RandomRotation")
         if center is not None:
             _check_sequence(center, "center", (2,))
@@ -157,9 +160,12 @@ class RandomRotation:
         self.expand = False
         self.fill = _geometry_fill(fill, "RandomRotation")
         self.backend = parse_backend(backend, "RandomRotation")
+        self.api = parse_api(api, "RandomRotation")
 
     def _to_native(self):
-        return _native.RandomRotation(self.degrees, self.interpolation.value, self.center, self.fill, self.backend)
+        return _native.RandomRotation(
+            self.degrees, self.interpolation.value, self.center, self.fill, self.backend, self.api
+        )
 
     def __repr__(self) -> str:
         return (
@@ -182,6 +188,7 @@ class RandomAffine:
         center=None,
         *,
         backend: str = "pil",
+        api: str = "v1",
     ):
         self.degrees = _ordered(_setup_angle(degrees, "degrees", (2,)), "degrees", "RandomAffine")
         if translate is not None:
@@ -206,6 +213,7 @@ class RandomAffine:
             center = _pair(center, "RandomAffine: center")
         self.center = center
         self.backend = parse_backend(backend, "RandomAffine")
+        self.api = parse_api(api, "RandomAffine")
         if self.shear is not None:
             _ordered(self.shear[:2], "shear", "RandomAffine")
             if len(self.shear) == 4:
@@ -224,6 +232,7 @@ class RandomAffine:
             self.center,
             self.fill,
             self.backend,
+            self.api,
         )
 
     def __repr__(self) -> str:

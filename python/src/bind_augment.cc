@@ -41,6 +41,7 @@ nb::dict op_dict(const PixelOp& op) {
   nb::dict d;
   d["op"] = pixel_op_name(op.kind);
   d["backend"] = op.backend == PixelBackend::kPil ? "pil" : "tensor";
+  d["api"] = op.api == TorchvisionApi::kV1 ? "v1" : "v2";
   switch (op.kind) {
     case PixelOpKind::kAffine:
       d["translate"] = std::make_tuple(op.translate_x, op.translate_y);
@@ -96,14 +97,15 @@ nb::dict augmix_dict(const AugMixDraw& d) {
 void register_augment(nb::module_& m) {
   m.def(
       "pixel_op",
-      [](const InImage& image, const std::string& op, const std::string& backend, const std::string& interpolation,
-         const Fill& fill, double angle, std::array<double, 2> translate, double scale, std::array<double, 2> shear,
-         std::optional<std::array<double, 2>> center, double factor, double threshold, int bits,
-         std::array<int, 2> kernel_size, std::array<double, 2> sigma) {
+      [](const InImage& image, const std::string& op, const std::string& backend, const std::string& api,
+         const std::string& interpolation, const Fill& fill, double angle, std::array<double, 2> translate,
+         double scale, std::array<double, 2> shear, std::optional<std::array<double, 2>> center, double factor,
+         double threshold, int bits, std::array<int, 2> kernel_size, std::array<double, 2> sigma) {
         PixelOp p;
         p.kind = unwrap(parse_pixel_op(op));
-        if (backend != "pil" && backend != "tensor") throw nb::value_error("backend must be 'pil' or 'tensor'");
-        p.backend = backend == "pil" ? PixelBackend::kPil : PixelBackend::kTensor;
+        const PolicyOptions options = policy_options(interpolation, fill, backend, api);
+        p.backend = options.backend;
+        p.api = options.api;
         p.interpolation = unwrap(parse_interpolation(interpolation));
         p.fill = fill;
         p.angle = angle, p.translate_x = translate[0], p.translate_y = translate[1], p.scale = scale;
@@ -122,22 +124,22 @@ void register_augment(nb::module_& m) {
         }
         return to_numpy(pixels, height, width);
       },
-      nb::arg("image"), nb::arg("op"), nb::arg("backend") = "pil", nb::arg("interpolation") = "nearest",
-      nb::arg("fill").none() = nb::none(), nb::arg("angle") = 0.0, nb::arg("translate") = std::array<double, 2>{0, 0},
-      nb::arg("scale") = 1.0, nb::arg("shear") = std::array<double, 2>{0, 0}, nb::arg("center").none() = nb::none(),
-      nb::arg("factor") = 1.0, nb::arg("threshold") = 128.0, nb::arg("bits") = 8,
-      nb::arg("kernel_size") = std::array<int, 2>{1, 1}, nb::arg("sigma") = std::array<double, 2>{1.0, 1.0},
+      nb::arg("image"), nb::arg("op"), nb::arg("backend") = "pil", nb::arg("api") = "v1",
+      nb::arg("interpolation") = "nearest", nb::arg("fill").none() = nb::none(), nb::arg("angle") = 0.0,
+      nb::arg("translate") = std::array<double, 2>{0, 0}, nb::arg("scale") = 1.0,
+      nb::arg("shear") = std::array<double, 2>{0, 0}, nb::arg("center").none() = nb::none(), nb::arg("factor") = 1.0,
+      nb::arg("threshold") = 128.0, nb::arg("bits") = 8, nb::arg("kernel_size") = std::array<int, 2>{1, 1},
+      nb::arg("sigma") = std::array<double, 2>{1.0, 1.0},
       "torchvision's functional op `op` ('affine', 'rotate', 'adjust_brightness', ..., 'gaussian_blur') on an "
-      "HxWx3 uint8 array, with the arithmetic of torchvision's PIL or tensor implementation: a new array.");
+      "HxWx3 uint8 array, with the arithmetic of torchvision's PIL or tensor implementation, v1 or v2: a new "
+      "array.");
 
   m.def(
       "augment_op",
       [](const InImage& image, const std::string& op, double magnitude, const std::string& interpolation,
-         const Fill& fill, const std::string& backend) {
+         const Fill& fill, const std::string& backend, const std::string& api) {
         const OpDraw draw{unwrap(parse_augment_op(op)), magnitude};
-        if (backend != "pil" && backend != "tensor") throw nb::value_error("backend must be 'pil' or 'tensor'");
-        const PixelOp p = augment_pixel_op(draw, unwrap(parse_interpolation(interpolation)), fill,
-                                           backend == "pil" ? PixelBackend::kPil : PixelBackend::kTensor);
+        const PixelOp p = augment_pixel_op(draw, policy_options(interpolation, fill, backend, api));
         int height = 0, width = 0;
         std::vector<uint8_t> pixels = from_numpy(image, height, width);
         if (const Status st = check_pixel_op(p, width, height); !st.is_ok()) throw_status(st);
@@ -149,20 +151,24 @@ void register_augment(nb::module_& m) {
         return to_numpy(pixels, height, width);
       },
       nb::arg("image"), nb::arg("op"), nb::arg("magnitude"), nb::arg("interpolation") = "nearest",
-      nb::arg("fill").none() = nb::none(), nb::arg("backend") = "pil",
-      "torchvision's autoaugment._apply_op(img, op, magnitude, interpolation, fill) on an HxWx3 uint8 array.");
+      nb::arg("fill").none() = nb::none(), nb::arg("backend") = "pil", nb::arg("api") = "v1",
+      "torchvision's autoaugment._apply_op(img, op, magnitude, interpolation, fill) on an HxWx3 uint8 array (v2: "
+      "_apply_image_or_video_transform, Solarize's magnitude being the threshold).");
 
   m.def(
       "augment_magnitude",
-      [](const std::string& space, const std::string& op, int bin, int num_bins, int width, int height) {
+      [](const std::string& space, const std::string& op, int bin, int num_bins, int width, int height,
+         const std::string& api) {
         const MagnitudeSpace s = space == "AutoAugment"          ? MagnitudeSpace::kAutoAugment
                                  : space == "RandAugment"        ? MagnitudeSpace::kRandAugment
                                  : space == "TrivialAugmentWide" ? MagnitudeSpace::kTrivialAugmentWide
                                  : space == "AugMix"             ? MagnitudeSpace::kAugMix
                                                                  : throw nb::value_error("unknown policy");
-        return op_magnitude(s, unwrap(parse_augment_op(op)), bin, num_bins, width, height);
+        return op_magnitude(s, unwrap(parse_augment_op(op)), bin, num_bins, width, height,
+                            policy_options("nearest", std::nullopt, "pil", api).api);
       },
       nb::arg("policy"), nb::arg("op"), nb::arg("bin"), nb::arg("num_bins"), nb::arg("width"), nb::arg("height"),
+      nb::arg("api") = "v1",
       "The magnitude of bin `bin` of `op` in the policy's _augmentation_space (float32 values, as torch's).");
 
   m.def(
@@ -198,8 +204,9 @@ void register_augment(nb::module_& m) {
                   const ErasingDraw e = draw_erasing(x, rng, width, height);
                   out.append(e.erase ? nb::object(nb::make_tuple(e.top, e.left, e.height, e.width)) : nb::none());
                 } else {
-                  throw nb::type_error("transform_draws takes an augmentation (a policy, AugMix, a random transform "
-                                       "or RandomErasing)");
+                  throw nb::type_error(
+                      "transform_draws takes an augmentation (a policy, AugMix, a random transform "
+                      "or RandomErasing)");
                 }
               },
               t);

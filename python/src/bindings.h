@@ -83,6 +83,11 @@ std::shared_ptr<T> open_without_gil(F&& open) {
 // The index, or IndexError when it is outside the source (bind_sources.cc).
 int64_t checked_index(const Source& s, int64_t index);
 
+// The pixel stage's options from their Python names: interpolation 'nearest' | 'bilinear', backend 'pil' |
+// 'tensor', api 'v1' | 'v2' (ValueError otherwise).
+PolicyOptions policy_options(const std::string& interpolation, const Fill& fill, const std::string& backend,
+                             const std::string& api);
+
 // A native transform object (chute.RandomResizedCrop()._to_native(), ...) as the core's Transform; a
 // TypeError for anything else.
 Transform native_transform(nb::handle t);

@@ -164,7 +164,8 @@ bool op_signed(AugmentOp op) {
 
 bool op_has_magnitudes(AugmentOp op) { return op_signed(op) || op == A::kPosterize || op == A::kSolarize; }
 
-double op_magnitude(MagnitudeSpace space, AugmentOp op, int bin, int num_bins, int width, int height) {
+double op_magnitude(MagnitudeSpace space, AugmentOp op, int bin, int num_bins, int width, int height,
+                    TorchvisionApi api) {
   const bool wide = space == MagnitudeSpace::kTrivialAugmentWide;
   const auto lin = [&](double end) { return static_cast<double>(detail::torch_linspace(0.0, end, num_bins, bin)); };
   switch (op) {
@@ -187,28 +188,31 @@ double op_magnitude(MagnitudeSpace space, AugmentOp op, int bin, int num_bins, i
     case A::kPosterize:
       return space == MagnitudeSpace::kAugMix ? posterize_bits(4, 4, bin, num_bins)
                                               : posterize_bits(8, wide ? 6 : 4, bin, num_bins);
-    case A::kSolarize:
+    case A::kSolarize:  // v2: bound * linspace(1.0, 0.0)
+      if (api == TorchvisionApi::kV2) return 255.0 * detail::torch_linspace(1.0, 0.0, num_bins, bin);
       return detail::torch_linspace(255.0, 0.0, num_bins, bin);
     default:
       return 0.0;
   }
 }
 
-OpDraw draw_op(MagnitudeSpace space, AugmentOp op, int bin, int num_bins, SampleRng& rng, int width, int height) {
+OpDraw draw_op(MagnitudeSpace space, AugmentOp op, int bin, int num_bins, SampleRng& rng, int width, int height,
+               TorchvisionApi api) {
   OpDraw d{op, 0.0};
   if (op_has_magnitudes(op)) {
     if (bin < 0) bin = static_cast<int>(rng.integer(0, num_bins - 1));
-    d.magnitude = op_magnitude(space, op, bin, num_bins, width, height);
+    d.magnitude = op_magnitude(space, op, bin, num_bins, width, height, api);
   }
   if (op_signed(op) && rng.integer(0, 1)) d.magnitude = -d.magnitude;
   return d;
 }
 
-PixelOp augment_pixel_op(OpDraw draw, Interpolation interpolation, const Fill& fill, PixelBackend backend) {
+PixelOp augment_pixel_op(OpDraw draw, const PolicyOptions& options) {
   PixelOp p;
-  p.backend = backend;
-  p.interpolation = interpolation;
-  p.fill = fill;
+  p.backend = options.backend;
+  p.api = options.api;
+  p.interpolation = options.interpolation;
+  p.fill = options.fill;
   const double m = draw.magnitude;
   switch (draw.op) {
     case A::kIdentity:
@@ -294,13 +298,15 @@ void draw_ops(const AutoAugment& t, SampleRng& rng, int width, int height, std::
 void draw_ops(const RandAugment& t, SampleRng& rng, int width, int height, std::vector<OpDraw>& out) {
   for (int i = 0; i < t.num_ops; ++i) {
     const AugmentOp op = kRandAugmentOps[rng.integer(0, 13)];
-    out.push_back(draw_op(MagnitudeSpace::kRandAugment, op, t.magnitude, t.num_magnitude_bins, rng, width, height));
+    out.push_back(draw_op(MagnitudeSpace::kRandAugment, op, t.magnitude, t.num_magnitude_bins, rng, width, height,
+                          t.options.api));
   }
 }
 
 void draw_ops(const TrivialAugmentWide& t, SampleRng& rng, int width, int height, std::vector<OpDraw>& out) {
   const AugmentOp op = kRandAugmentOps[rng.integer(0, 13)];
-  out.push_back(draw_op(MagnitudeSpace::kTrivialAugmentWide, op, -1, t.num_magnitude_bins, rng, width, height));
+  out.push_back(
+      draw_op(MagnitudeSpace::kTrivialAugmentWide, op, -1, t.num_magnitude_bins, rng, width, height, t.options.api));
 }
 
 }  // namespace chute

@@ -25,6 +25,9 @@ TEST(AugmentPolicyTest, MagnitudeBinsAreTorchvisions) {
   EXPECT_EQ(op_magnitude(MagnitudeSpace::kTrivialAugmentWide, AugmentOp::kRotate, 0, 31, 224, 224), 0.0);
   EXPECT_EQ(op_magnitude(MagnitudeSpace::kTrivialAugmentWide, AugmentOp::kRotate, 20, 31, 224, 224), 90.0);
   EXPECT_EQ(op_magnitude(MagnitudeSpace::kRandAugment, AugmentOp::kSolarize, 0, 31, 224, 224), 255.0);
+  // v2's Solarize: 255 * linspace(1.0, 0.0) in float32, here 255 * float(1/3) rather than float(85).
+  EXPECT_EQ(op_magnitude(MagnitudeSpace::kAutoAugment, AugmentOp::kSolarize, 6, 10, 224, 224, TorchvisionApi::kV2),
+            255.0 * static_cast<double>(static_cast<float>(1.0 - 6.0 / 9.0)));
   // TrivialAugmentWide's posterize: 8 - round(i / 5), halves to even (i = 2.5 never occurs; 12.5 does not).
   const int expected[31] = {8, 8, 8, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 5, 5, 5,
                             5, 5, 4, 4, 4, 4, 4, 3, 3, 3, 3, 3, 2, 2, 2};
@@ -42,22 +45,22 @@ TEST(AugmentPolicyTest, MagnitudeBinsAreTorchvisions) {
 }
 
 TEST(AugmentPolicyTest, ApplyOpMapsToTorchvisionsFunctionalCalls) {
-  const PixelOp shear =
-      augment_pixel_op({AugmentOp::kShearX, -0.3}, Interpolation::kBilinear, std::nullopt, PixelBackend::kPil);
+  PolicyOptions bilinear;
+  bilinear.interpolation = Interpolation::kBilinear;
+  const PixelOp shear = augment_pixel_op({AugmentOp::kShearX, -0.3}, bilinear);
   EXPECT_EQ(shear.kind, PixelOpKind::kAffine);
   EXPECT_DOUBLE_EQ(shear.shear_x, std::atan(-0.3) * 180.0 / M_PI);
   EXPECT_EQ(shear.shear_y, 0.0);
   ASSERT_TRUE(shear.center.has_value());
   EXPECT_EQ((*shear.center)[0], 0.0);
   EXPECT_EQ(shear.interpolation, Interpolation::kBilinear);
-  const PixelOp translate =
-      augment_pixel_op({AugmentOp::kTranslateY, -12.7}, Interpolation::kNearest, std::nullopt, PixelBackend::kPil);
+  const PixelOp translate = augment_pixel_op({AugmentOp::kTranslateY, -12.7}, PolicyOptions{});
   EXPECT_EQ(translate.translate_y, -12.0);  // int(magnitude): toward zero
   EXPECT_FALSE(translate.center.has_value());
-  EXPECT_EQ(augment_pixel_op({AugmentOp::kColor, -0.5}, {}, {}, PixelBackend::kPil).kind, PixelOpKind::kSaturation);
-  EXPECT_EQ(augment_pixel_op({AugmentOp::kColor, -0.5}, {}, {}, PixelBackend::kPil).factor, 0.5);
-  EXPECT_EQ(augment_pixel_op({AugmentOp::kPosterize, 5.0}, {}, {}, PixelBackend::kPil).bits, 5);
-  EXPECT_EQ(augment_pixel_op({AugmentOp::kRotate, 30.0}, {}, {}, PixelBackend::kTensor).backend, PixelBackend::kTensor);
+  EXPECT_EQ(augment_pixel_op({AugmentOp::kColor, -0.5}, PolicyOptions{}).kind, PixelOpKind::kSaturation);
+  EXPECT_EQ(augment_pixel_op({AugmentOp::kColor, -0.5}, PolicyOptions{}).factor, 0.5);
+  EXPECT_EQ(augment_pixel_op({AugmentOp::kPosterize, 5.0}, PolicyOptions{}).bits, 5);
+  EXPECT_EQ(augment_pixel_op({AugmentOp::kRotate, 30.0}, AugMix{}.options).backend, PixelBackend::kTensor);
 }
 
 TEST(AugmentPolicyTest, TrivialAugmentWideDrawsOneOpOfFourteen) {

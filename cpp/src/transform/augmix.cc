@@ -65,7 +65,7 @@ void draw_augmix(const AugMix& t, SampleRng& rng, int width, int height, AugMixD
       const AugmentOp op = kAugMixOps[rng.integer(0, num_ops - 1)];
       // magnitudes[randint(severity)] of the 10 bins, then the sign
       const int bin = op_has_magnitudes(op) ? static_cast<int>(rng.integer(0, t.severity - 1)) : 0;
-      out.ops.push_back(draw_op(MagnitudeSpace::kAugMix, op, bin, kParameterMax, rng, width, height));
+      out.ops.push_back(draw_op(MagnitudeSpace::kAugMix, op, bin, kParameterMax, rng, width, height, t.options.api));
     }
   }
 }
@@ -81,8 +81,7 @@ void apply_augmix(const AugMix& t, const AugMixDraw& draw, std::vector<uint8_t>&
   for (size_t c = 0; c < draw.chain_depths.size(); ++c) {
     scratch.chain.assign(pixels.begin(), pixels.end());
     for (int k = 0; k < draw.chain_depths[c]; ++k, ++next) {
-      const PixelOp op =
-          augment_pixel_op(draw.ops[next], t.options.interpolation, t.options.fill, PixelBackend::kTensor);
+      const PixelOp op = augment_pixel_op(draw.ops[next], t.options);
       apply_pixel_op(op, scratch.chain, width, height, scratch.pixel);
     }
     const float w = draw.chain_weights[c];

@@ -193,22 +193,33 @@ void pil_affine(const uint8_t* src, int width, int height, const std::array<doub
   affine_float(src, width, height, a, dst);
 }
 
+namespace {
+// Python's angle % 360.0 (float_rem: the result takes the divisor's sign).
+double modulo_360(double angle) {
+  angle = std::fmod(angle, 360.0);
+  return angle != 0.0 && angle < 0.0 ? angle + 360.0 : angle;
+}
+}  // namespace
+
+bool quarter_turn(double angle, const std::optional<std::array<double, 2>>& center, int width, int height) {
+  angle = modulo_360(angle);
+  return !center && (angle == 0 || angle == 180 || ((angle == 90 || angle == 270) && width == height));
+}
+
+void turn(const uint8_t* src, int width, int height, double angle, uint8_t* dst) {
+  angle = modulo_360(angle);
+  if (angle == 0) {
+    std::memcpy(dst, src, static_cast<size_t>(width) * height * 3);
+    return;
+  }
+  transpose(src, width, height, angle == 90 ? Turn::k90 : angle == 180 ? Turn::k180 : Turn::k270, dst);
+}
+
 void pil_rotate(const uint8_t* src, int width, int height, double angle,
                 const std::optional<std::array<double, 2>>& center, Interpolation interpolation, Rgb fill,
                 uint8_t* dst) {
-  // Python's angle % 360.0 (float_rem: the result takes the divisor's sign).
-  angle = std::fmod(angle, 360.0);
-  if (angle != 0.0 && angle < 0.0) angle += 360.0;
-  if (!center) {
-    const size_t bytes = static_cast<size_t>(width) * height * 3;
-    if (angle == 0) {
-      std::memcpy(dst, src, bytes);
-      return;
-    }
-    if (angle == 180) return transpose(src, width, height, Turn::k180, dst);
-    if ((angle == 90 || angle == 270) && width == height)
-      return transpose(src, width, height, angle == 90 ? Turn::k90 : Turn::k270, dst);
-  }
+  if (quarter_turn(angle, center, width, height)) return turn(src, width, height, angle, dst);
+  angle = modulo_360(angle);
   const double cx = center ? (*center)[0] : width / 2.0, cy = center ? (*center)[1] : height / 2.0;
   const double rad = -(angle * (M_PI / 180.0));  // -math.radians(angle)
   std::array<double, 6> m = {python_round15(std::cos(rad)),  python_round15(std::sin(rad)), 0.0,

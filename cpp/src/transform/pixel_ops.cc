@@ -67,10 +67,23 @@ Result<PixelOpKind> parse_pixel_op(std::string_view name) {
   return invalid_argument("unknown pixel op '" + std::string(name) + "'");
 }
 
-std::array<double, 6> inverse_affine_matrix(std::array<double, 2> center, double angle, double translate_x,
-                                            double translate_y, double scale, double shear_x, double shear_y) {
+std::array<double, 6> inverse_affine_matrix(TorchvisionApi api, std::array<double, 2> center, double angle,
+                                            double translate_x, double translate_y, double scale, double shear_x,
+                                            double shear_y) {
   const double rot = radians(angle), sx = radians(shear_x), sy = radians(shear_y);
   const double cx = center[0], cy = center[1], tx = translate_x, ty = translate_y;
+  if (api == TorchvisionApi::kV2) {  // v2/functional/_geometry.py: the same matrix, other roundings
+    const double cos_sy = std::cos(sy), tan_sx = std::tan(sx), rot_minus_sy = rot - sy;
+    const double cx_plus_tx = cx + tx, cy_plus_ty = cy + ty;
+    const double a = std::cos(rot_minus_sy) / cos_sy;
+    const double b = -(a * tan_sx + std::sin(rot));
+    const double c = std::sin(rot_minus_sy) / cos_sy;
+    const double d = std::cos(rot) - c * tan_sx;
+    std::array<double, 6> m = {d / scale, -b / scale, 0.0, -c / scale, a / scale, 0.0};
+    m[2] += cx - m[0] * cx_plus_tx - m[1] * cy_plus_ty;
+    m[5] += cy - m[3] * cx_plus_tx - m[4] * cy_plus_ty;
+    return m;
+  }
   const double a = std::cos(rot - sy) / std::cos(sy);
   const double b = -std::cos(rot - sy) * std::tan(sx) / std::cos(sy) - std::sin(rot);
   const double c = std::sin(rot - sy) / std::cos(sy);
@@ -139,6 +152,11 @@ void apply_pixel_op(const PixelOp& op, std::vector<uint8_t>& pixels, int width, 
     case PixelOpKind::kAffine:
     case PixelOpKind::kRotate: {
       const bool rotate = op.kind == PixelOpKind::kRotate;
+      // v2's tensor rotate turns by torch.rot90 at 0, 90, 180 and 270 degrees about the default centre, as
+      // PIL's Image.rotate does by transposes (pil_rotate); otherwise the inverse affine matrix.
+      if (rotate && !pil && op.api == TorchvisionApi::kV2 && detail::quarter_turn(op.angle, op.center, width, height)) {
+        return into_spare([&](uint8_t* dst) { detail::turn(rgb, width, height, op.angle, dst); });
+      }
       if (pil && rotate) {
         return into_spare([&](uint8_t* dst) {
           detail::pil_rotate(rgb, width, height, op.angle, op.center, op.interpolation, detail::pil_fill(op.fill), dst);
@@ -146,30 +164,30 @@ void apply_pixel_op(const PixelOp& op, std::vector<uint8_t>& pixels, int width, 
       }
       if (pil) {
         const std::array<double, 2> center = op.center ? *op.center : std::array<double, 2>{width * 0.5, height * 0.5};
-        const auto m =
-            inverse_affine_matrix(center, op.angle, op.translate_x, op.translate_y, op.scale, op.shear_x, op.shear_y);
+        const auto m = inverse_affine_matrix(op.api, center, op.angle, op.translate_x, op.translate_y, op.scale,
+                                             op.shear_x, op.shear_y);
         return into_spare([&](uint8_t* dst) {
           detail::pil_affine(rgb, width, height, m, op.interpolation, detail::pil_fill(op.fill), dst);
         });
       }
-      const auto m = rotate
-                         ? inverse_affine_matrix(tensor_center(op, width, height), -op.angle, 0.0, 0.0, 1.0, 0.0, 0.0)
-                         : inverse_affine_matrix(tensor_center(op, width, height), op.angle, op.translate_x,
-                                                 op.translate_y, op.scale, op.shear_x, op.shear_y);
+      const auto m =
+          rotate ? inverse_affine_matrix(op.api, tensor_center(op, width, height), -op.angle, 0.0, 0.0, 1.0, 0.0, 0.0)
+                 : inverse_affine_matrix(op.api, tensor_center(op, width, height), op.angle, op.translate_x,
+                                         op.translate_y, op.scale, op.shear_x, op.shear_y);
       return into_spare([&](uint8_t* dst) {
-        detail::tensor_affine(rgb, width, height, m, op.interpolation, op.fill, dst, scratch.floats);
+        detail::tensor_affine(rgb, width, height, m, op.interpolation, op.fill, op.api, dst, scratch.floats);
       });
     }
     case PixelOpKind::kBrightness:
       return pil ? detail::pil_brightness(rgb, n, op.factor) : detail::tensor_brightness(rgb, n, op.factor);
     case PixelOpKind::kContrast:
-      return pil ? detail::pil_contrast(rgb, n, op.factor) : detail::tensor_contrast(rgb, n, op.factor);
+      return pil ? detail::pil_contrast(rgb, n, op.factor) : detail::tensor_contrast(rgb, n, op.factor, op.api);
     case PixelOpKind::kSaturation:
       return pil ? detail::pil_color(rgb, n, op.factor, scratch.spare)
-                 : detail::tensor_saturation(rgb, n, op.factor, scratch.spare);
+                 : detail::tensor_saturation(rgb, n, op.factor, op.api, scratch.spare);
     case PixelOpKind::kSharpness:
       return pil ? detail::pil_sharpness(rgb, width, height, op.factor, scratch.spare)
-                 : detail::tensor_sharpness(rgb, width, height, op.factor, scratch.spare);
+                 : detail::tensor_sharpness(rgb, width, height, op.factor, op.api, scratch.spare);
     case PixelOpKind::kHue:
       return detail::pil_hue(rgb, n, op.factor);
     case PixelOpKind::kPosterize:
@@ -177,16 +195,16 @@ void apply_pixel_op(const PixelOp& op, std::vector<uint8_t>& pixels, int width, 
     case PixelOpKind::kSolarize:
       return detail::solarize(rgb, n, op.factor, !pil);
     case PixelOpKind::kAutoContrast:
-      return pil ? detail::pil_autocontrast(rgb, n) : detail::tensor_autocontrast(rgb, n);
+      return pil ? detail::pil_autocontrast(rgb, n) : detail::tensor_autocontrast(rgb, n, op.api);
     case PixelOpKind::kEqualize:
       return detail::equalize(rgb, n);
     case PixelOpKind::kInvert:
       return detail::invert(rgb, n);
     case PixelOpKind::kGrayscale:
-      return pil ? detail::pil_grayscale(rgb, n) : detail::tensor_grayscale(rgb, n);
+      return pil ? detail::pil_grayscale(rgb, n) : detail::tensor_grayscale(rgb, n, op.api);
     case PixelOpKind::kGaussianBlur:
       return detail::tensor_gaussian_blur(rgb, width, height, op.kernel_width, op.kernel_height, op.sigma_x, op.sigma_y,
-                                          scratch.floats, scratch.floats2);
+                                          op.api, scratch.floats, scratch.floats2);
     case PixelOpKind::kHorizontalFlip:
       return detail::horizontal_flip(rgb, width, height);
   }

@@ -214,7 +214,7 @@ TEST(PixelOpsTest, GrayscaleAndBlur) {
 }
 
 TEST(PixelOpsTest, InverseAffineMatrixOfTheIdentity) {
-  const auto m = inverse_affine_matrix({3.0, 4.0}, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0);
+  const auto m = inverse_affine_matrix(TorchvisionApi::kV1, {3.0, 4.0}, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0);
   EXPECT_EQ(m[0], 1.0);
   EXPECT_EQ(m[1], 0.0);
   EXPECT_EQ(m[2], 0.0);
@@ -222,7 +222,8 @@ TEST(PixelOpsTest, InverseAffineMatrixOfTheIdentity) {
   EXPECT_EQ(m[4], 1.0);
   EXPECT_EQ(m[5], 0.0);
   // A translation by (2, -1) reads the input at (x - 2, y + 1).
-  const auto t = inverse_affine_matrix({3.0, 4.0}, 0.0, 2.0, -1.0, 1.0, 0.0, 0.0);
+  const auto t = inverse_affine_matrix(TorchvisionApi::kV1, {3.0, 4.0}, 0.0, 2.0, -1.0, 1.0, 0.0, 0.0);
+  EXPECT_EQ(inverse_affine_matrix(TorchvisionApi::kV2, {3.0, 4.0}, 0.0, 2.0, -1.0, 1.0, 0.0, 0.0), t);
   EXPECT_EQ(t[2], -2.0);
   EXPECT_EQ(t[5], 1.0);
 }

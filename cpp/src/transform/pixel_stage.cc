@@ -63,8 +63,7 @@ void PixelStage::draw(SampleRng& rng, int width, int height, AugmentDraws& draws
                                std::is_same_v<T, TrivialAugmentWide>) {
             draws.policy.clear();
             draw_ops(x, rng, width, height, draws.policy);
-            for (const OpDraw& d : draws.policy)
-              draws.ops.push_back(augment_pixel_op(d, x.options.interpolation, x.options.fill, x.options.backend));
+            for (const OpDraw& d : draws.policy) draws.ops.push_back(augment_pixel_op(d, x.options));
           } else {
             draw_ops(x, rng, width, height, draws.ops);
           }

@@ -26,14 +26,14 @@ Status check_ordered(const char* transform, const char* name, const std::optiona
 // torch.rand(1) < p, the comparison in float32 (a float tensor against a Python float).
 bool coin(SampleRng& rng, double p) { return rng.uniform() < static_cast<float>(p); }
 
-PixelOp geometric(PixelOpKind kind, PixelBackend backend, Interpolation interpolation, const Fill& fill,
-                  const std::optional<std::array<double, 2>>& center) {
+PixelOp geometric(PixelOpKind kind, const auto& t) {
   PixelOp op;
   op.kind = kind;
-  op.backend = backend;
-  op.interpolation = interpolation;
-  op.fill = fill;
-  op.center = center;
+  op.backend = t.backend;
+  op.api = t.api;
+  op.interpolation = t.interpolation;
+  op.fill = t.fill;
+  op.center = t.center;
   return op;
 }
 
@@ -93,6 +93,7 @@ void draw_ops(const ColorJitter& t, SampleRng& rng, int, int, std::vector<PixelO
     PixelOp op;
     op.kind = kKinds[fn];
     op.backend = t.backend;
+    op.api = t.api;
     op.factor = factors[fn];
     out.push_back(op);
   }
@@ -103,6 +104,7 @@ void draw_ops(const RandomGrayscale& t, SampleRng& rng, int, int, std::vector<Pi
   PixelOp op;
   op.kind = PixelOpKind::kGrayscale;
   op.backend = t.backend;
+  op.api = t.api;
   out.push_back(op);
 }
 
@@ -110,6 +112,7 @@ void draw_ops(const GaussianBlur& t, SampleRng& rng, int, int, std::vector<Pixel
   PixelOp op;
   op.kind = PixelOpKind::kGaussianBlur;
   op.backend = PixelBackend::kTensor;
+  op.api = t.api;
   op.kernel_width = t.kernel_width;
   op.kernel_height = t.kernel_height;
   op.sigma_x = op.sigma_y = rng.uniform(t.sigma_min, t.sigma_max);
@@ -117,13 +120,13 @@ void draw_ops(const GaussianBlur& t, SampleRng& rng, int, int, std::vector<Pixel
 }
 
 void draw_ops(const RandomRotation& t, SampleRng& rng, int, int, std::vector<PixelOp>& out) {
-  PixelOp op = geometric(PixelOpKind::kRotate, t.backend, t.interpolation, t.fill, t.center);
+  PixelOp op = geometric(PixelOpKind::kRotate, t);
   op.angle = rng.uniform(t.degrees[0], t.degrees[1]);
   out.push_back(op);
 }
 
 void draw_ops(const RandomAffine& t, SampleRng& rng, int width, int height, std::vector<PixelOp>& out) {
-  PixelOp op = geometric(PixelOpKind::kAffine, t.backend, t.interpolation, t.fill, t.center);
+  PixelOp op = geometric(PixelOpKind::kAffine, t);
   op.angle = rng.uniform(t.degrees[0], t.degrees[1]);
   if (t.translate) {
     // tx = int(round(uniform(-max_dx, max_dx))): Python's round, half to even.

@@ -79,6 +79,43 @@ inline uint8_t tensor_luma(const uint8_t* p) {
   return static_cast<uint8_t>(l);
 }
 
+// v2's _blend: image1.mul(ratio).add_(image2, alpha=1 - ratio), the add fused (torch's add with alpha is
+// one fused multiply-add per element), clamped, truncated. `img2` is a constant when `plane` is null.
+CHUTE_SIMD_CLONES_FMA
+void blend_fused(uint8_t* img1, const uint8_t* plane, float constant, size_t n, float ratio, float one_minus_ratio) {
+  for (size_t i = 0; i < n; ++i) {
+    const float b = plane ? static_cast<float>(plane[i]) : constant;
+    float v = std::fma(b, one_minus_ratio, ratio * static_cast<float>(img1[i]));
+    v = v < 0.0f ? 0.0f : v;
+    v = v > 255.0f ? 255.0f : v;
+    img1[i] = static_cast<uint8_t>(v);
+  }
+}
+
+// v2's sharpness: the interior becomes view + (1 - factor) * (blurred - view), fused; the border stays.
+CHUTE_SIMD_CLONES_FMA
+void sharpen_fused(uint8_t* rgb, const uint8_t* blurred, size_t pitch, int height, float one_minus_factor) {
+  for (int y = 1; y < height - 1; ++y) {
+    uint8_t* row = rgb + y * pitch;
+    const uint8_t* blur = blurred + y * pitch;
+    for (size_t x = 3; x < pitch - 3; ++x) {
+      const float view = static_cast<float>(row[x]);
+      float v = std::fma(static_cast<float>(blur[x]) - view, one_minus_factor, view);
+      v = v < 0.0f ? 0.0f : v;
+      v = v > 255.0f ? 255.0f : v;
+      row[x] = static_cast<uint8_t>(v);
+    }
+  }
+}
+
+// v2's _rgb_to_grayscale_image: r.mul(0.2989).add_(g, alpha=0.587).add_(b, alpha=0.114), fused, floored
+// (or truncated: the same for these values).
+inline uint8_t tensor_luma_v2(const uint8_t* p) {
+  const float l = std::fma(static_cast<float>(p[2]), 0.114f,
+                           std::fma(static_cast<float>(p[1]), 0.587f, 0.2989f * static_cast<float>(p[0])));
+  return static_cast<uint8_t>(l);
+}
+
 }  // namespace
 
 float torch_linspace(double start, double end, int64_t steps, int64_t i) {
@@ -91,43 +128,54 @@ float torch_linspace(double start, double end, int64_t steps, int64_t i) {
 
 void tensor_brightness(uint8_t* rgb, size_t pixels, double factor) {
   // _blend(img, zeros_like(img), factor); (1.0 - ratio) is a Python float, rounded to float32 by torch.
+  // v2's image.mul(factor).clamp_ gives the same bytes.
   blend(rgb, 0.0f, pixels * 3, static_cast<float>(factor), static_cast<float>(1.0 - factor));
 }
 
-void tensor_contrast(uint8_t* rgb, size_t pixels, double factor) {
-  // mean = torch.mean(rgb_to_grayscale(img).to(float32)): the sum is exact while under 2**24 (any image
-  // up to 256x256), then one float32 division.
+void tensor_contrast(uint8_t* rgb, size_t pixels, double factor, TorchvisionApi api) {
+  // mean = torch.mean(rgb_to_grayscale(img).to(float32)) (v2: of the floored float grey): the sum is exact
+  // while under 2**24 (any image up to 256x256), then one float32 division.
+  const bool v2 = api == TorchvisionApi::kV2;
   uint64_t sum = 0;
   const uint8_t* p = rgb;
-  for (size_t i = 0; i < pixels; ++i, p += 3) sum += tensor_luma(p);
+  for (size_t i = 0; i < pixels; ++i, p += 3) sum += v2 ? tensor_luma_v2(p) : tensor_luma(p);
   const float mean = pixels ? static_cast<float>(sum) / static_cast<float>(pixels) : 0.0f;
-  blend(rgb, mean, pixels * 3, static_cast<float>(factor), static_cast<float>(1.0 - factor));
+  const float r = static_cast<float>(factor), q = static_cast<float>(1.0 - factor);
+  v2 ? blend_fused(rgb, nullptr, mean, pixels * 3, r, q) : blend(rgb, mean, pixels * 3, r, q);
 }
 
-void tensor_saturation(uint8_t* rgb, size_t pixels, double factor, std::vector<uint8_t>& spare) {
+void tensor_saturation(uint8_t* rgb, size_t pixels, double factor, TorchvisionApi api, std::vector<uint8_t>& spare) {
+  const bool v2 = api == TorchvisionApi::kV2;
   spare.resize(pixels * 3);
   uint8_t* grey = spare.data();
-  for (size_t i = 0; i < pixels; ++i) grey[i * 3] = grey[i * 3 + 1] = grey[i * 3 + 2] = tensor_luma(rgb + i * 3);
-  blend(rgb, grey, pixels * 3, static_cast<float>(factor), static_cast<float>(1.0 - factor));
+  for (size_t i = 0; i < pixels; ++i)
+    grey[i * 3] = grey[i * 3 + 1] = grey[i * 3 + 2] = v2 ? tensor_luma_v2(rgb + i * 3) : tensor_luma(rgb + i * 3);
+  const float r = static_cast<float>(factor), q = static_cast<float>(1.0 - factor);
+  v2 ? blend_fused(rgb, grey, 0.0f, pixels * 3, r, q) : blend(rgb, grey, pixels * 3, r, q);
 }
 
-void tensor_grayscale(uint8_t* rgb, size_t pixels) {
-  for (size_t i = 0; i < pixels; ++i, rgb += 3) rgb[0] = rgb[1] = rgb[2] = tensor_luma(rgb);
+void tensor_grayscale(uint8_t* rgb, size_t pixels, TorchvisionApi api) {
+  for (size_t i = 0; i < pixels; ++i, rgb += 3)
+    rgb[0] = rgb[1] = rgb[2] = api == TorchvisionApi::kV2 ? tensor_luma_v2(rgb) : tensor_luma(rgb);
 }
 
-void tensor_sharpness(uint8_t* rgb, int width, int height, double factor, std::vector<uint8_t>& spare) {
+void tensor_sharpness(uint8_t* rgb, int width, int height, double factor, TorchvisionApi api,
+                      std::vector<uint8_t>& spare) {
   // _blurred_degenerate_image: conv2d with [1 1 1; 1 5 1; 1 1 1] / 13, rounded, on the interior; the
   // border is the image's. Images of 2 or fewer rows or columns are returned as they are.
   if (width <= 2 || height <= 2) return;
   const size_t pitch = static_cast<size_t>(width) * 3;
   spare.assign(rgb, rgb + pitch * height);
   blur_rows(rgb, pitch, height, spare.data());
+  if (api == TorchvisionApi::kV2)
+    return sharpen_fused(rgb, spare.data(), pitch, height, static_cast<float>(1.0 - factor));
   blend(rgb, spare.data(), pitch * height, static_cast<float>(factor), static_cast<float>(1.0 - factor));
 }
 
-void tensor_autocontrast(uint8_t* rgb, size_t pixels) {
+void tensor_autocontrast(uint8_t* rgb, size_t pixels, TorchvisionApi api) {
   // Per channel: minimum and maximum as float32, scale = 255 / (max - min) (min 0 and scale 1 where that
-  // is not finite), ((img - min) * scale).clamp(0, 255) truncated.
+  // is not finite), ((img - min) * scale).clamp(0, 255) truncated. v2 divides by inv_scale = (max - min) *
+  // (1 / 255) instead (min 0 and inv_scale 1 where max == min).
   uint8_t lo[3] = {255, 255, 255}, hi[3] = {0, 0, 0};
   for (size_t i = 0; i < pixels; ++i)
     for (int c = 0; c < 3; ++c) {
@@ -140,8 +188,11 @@ void tensor_autocontrast(uint8_t* rgb, size_t pixels) {
     // bound / (maximum - minimum): Python's int / tensor is tensor.reciprocal() * 255, two roundings.
     float scale = (1.0f / (static_cast<float>(hi[c]) - minimum)) * 255.0f;
     if (!std::isfinite(scale)) minimum = 0.0f, scale = 1.0f;
+    float inv_scale = (static_cast<float>(hi[c]) - static_cast<float>(lo[c])) * static_cast<float>(1.0 / 255);
+    if (hi[c] == lo[c]) inv_scale = 1.0f;
     for (int v = 0; v < 256; ++v) {
-      float x = (static_cast<float>(v) - minimum) * scale;
+      float x = api == TorchvisionApi::kV2 ? (static_cast<float>(v) - minimum) / inv_scale
+                                           : (static_cast<float>(v) - minimum) * scale;
       x = x < 0.0f ? 0.0f : x > 255.0f ? 255.0f : x;
       lut[c][v] = static_cast<uint8_t>(x);
     }
@@ -151,7 +202,8 @@ void tensor_autocontrast(uint8_t* rgb, size_t pixels) {
 }
 
 void tensor_affine(const uint8_t* src, int width, int height, const std::array<double, 6>& matrix,
-                   Interpolation interpolation, const Fill& fill, uint8_t* dst, std::vector<float>& grid) {
+                   Interpolation interpolation, const Fill& fill, TorchvisionApi api, uint8_t* dst,
+                   std::vector<float>& grid) {
   // _gen_affine_grid: theta (float32) transposed and divided by (w / 2, h / 2); the base grid holds the
   // output pixel centres relative to the image centre (linspace(-w/2 + 0.5, w/2 - 0.5)); the grid is
   // base @ rescaled_theta (torch's bmm: x * r0 + y * r1, then + r2, each rounded).
@@ -213,7 +265,11 @@ void tensor_affine(const uint8_t* src, int width, int height, const std::array<d
       for (int c = 0; c < 3; ++c) {
         float v = corner[0] ? static_cast<float>(corner[0][c]) * weights[0] : 0.0f;
         for (int k = 1; k < 4; ++k) v = madd(corner[k] ? static_cast<float>(corner[k][c]) : 0.0f, weights[k], v);
-        if (fill) v = v * mask + (1.0f - mask) * fill_value[c];
+        if (fill && api == TorchvisionApi::kV2) {
+          v = (v - fill_value[c]) * mask + fill_value[c];  // v2: mask * (img - fill) + fill
+        } else if (fill) {
+          v = v * mask + (1.0f - mask) * fill_value[c];
+        }
         out[c] = round_to_u8(v);
       }
     }
@@ -221,21 +277,26 @@ void tensor_affine(const uint8_t* src, int width, int height, const std::array<d
 }
 
 void tensor_gaussian_blur(uint8_t* rgb, int width, int height, int kernel_width, int kernel_height, double sigma_x,
-                          double sigma_y, std::vector<float>& rows, std::vector<float>& kernels) {
+                          double sigma_y, TorchvisionApi api, std::vector<float>& rows, std::vector<float>& kernels) {
   // _get_gaussian_kernel1d per axis in float32: x = linspace(-(k-1)/2, (k-1)/2), pdf = exp(-0.5 * (x /
   // sigma)**2), normalised by its sum. The image is padded by reflection (k // 2 each side) and filtered by
   // the outer product of the two kernels, here as two passes (vertical, then horizontal) in float32, then
   // rounded. torch's conv2d sums the 2-D products in its own order; the two differ by rounding only.
   kernels.resize(static_cast<size_t>(kernel_width) + kernel_height);
-  const auto make_kernel = [](int k, double sigma, float* out) {
-    const double half = (k - 1) * 0.5;
+  // v2 computes the same kernel as softmax(-(x / sigma)**2) over x = linspace(-lim, lim), lim = (k - 1) /
+  // (2 sqrt 2): exp(v - max) normalised (max is 0, at the centre).
+  const bool v2 = api == TorchvisionApi::kV2;
+  const auto make_kernel = [v2](int k, double sigma, float* out) {
+    const double half = v2 ? (k - 1) / (2.0 * std::sqrt(2.0)) : (k - 1) * 0.5;
     const float sig = static_cast<float>(sigma);
-    float sum = 0.0f;
+    float top = -INFINITY;  // softmax's max, subtracted before exp
     for (int i = 0; i < k; ++i) {
       const float x = torch_linspace(-half, half, k, i) / sig;
-      out[i] = std::exp(-0.5f * (x * x));
-      sum += out[i];
+      out[i] = v2 ? -(x * x) : -0.5f * (x * x);
+      top = std::max(top, out[i]);
     }
+    float sum = 0.0f;
+    for (int i = 0; i < k; ++i) sum += (out[i] = std::exp(v2 ? out[i] - top : out[i]));
     for (int i = 0; i < k; ++i) out[i] /= sum;
   };
   float* kx = kernels.data();

@@ -39,25 +39,27 @@ enum class AugmentOp : uint8_t {
 const char* augment_op_name(AugmentOp op);
 Result<AugmentOp> parse_augment_op(std::string_view name);
 
-// One drawn op: the op and its signed magnitude, as _apply_op receives them.
+// One drawn op: the op and its signed magnitude, as v1's _apply_op receives them (v2's Solarize takes a
+// fraction of 255: here its threshold, 255 * fraction).
 struct OpDraw {
   AugmentOp op = AugmentOp::kIdentity;
   double magnitude = 0.0;
 };
 
-// torchvision's _apply_op: the functional call an op at a magnitude makes (ShearX: affine with shear
-// degrees(atan(m)) about (0, 0); TranslateX: translate int(m); Brightness: adjust_brightness(1 + m);
-// Posterize: int(m) bits; ...), on the given backend.
-PixelOp augment_pixel_op(OpDraw draw, Interpolation interpolation, const Fill& fill, PixelBackend backend);
-
 // What every policy shares: torchvision's interpolation (NEAREST) and fill (None) defaults, and which of
 // torchvision's implementations the ops reproduce: kPil where the policy runs on a PIL image (the
-// reference recipes), kTensor after a PILToTensor.
+// reference recipes), kTensor after a PILToTensor; v1 (torchvision.transforms) or v2.
 struct PolicyOptions {
   Interpolation interpolation = Interpolation::kNearest;
   Fill fill;
   PixelBackend backend = PixelBackend::kPil;
+  TorchvisionApi api = TorchvisionApi::kV1;
 };
+
+// torchvision's _apply_op: the functional call an op at a magnitude makes (ShearX: affine with shear
+// degrees(atan(m)) about (0, 0); TranslateX: translate int(m); Brightness: adjust_brightness(1 + m);
+// Posterize: int(m) bits; ...), with the options' interpolation, fill, backend and API.
+PixelOp augment_pixel_op(OpDraw draw, const PolicyOptions& options);
 
 enum class AutoAugmentPolicy : uint8_t { kImageNet, kCifar10, kSvhn };
 const char* auto_augment_policy_name(AutoAugmentPolicy policy);  // "imagenet", "cifar10", "svhn"
@@ -97,9 +99,11 @@ void draw_ops(const RandAugment& t, SampleRng& rng, int width, int height, std::
 void draw_ops(const TrivialAugmentWide& t, SampleRng& rng, int width, int height, std::vector<OpDraw>& out);
 
 // A policy's magnitude for `op` at bin `bin` of `num_bins` (0 for the ops without magnitudes), as its
-// _augmentation_space computes it: the float32 torch.linspace value, or the posterize bits.
+// _augmentation_space computes it: the float32 torch.linspace value, or the posterize bits (v2's Solarize:
+// 255 * its float32 fraction).
 enum class MagnitudeSpace : uint8_t { kAutoAugment, kRandAugment, kTrivialAugmentWide, kAugMix };
-double op_magnitude(MagnitudeSpace space, AugmentOp op, int bin, int num_bins, int width, int height);
+double op_magnitude(MagnitudeSpace space, AugmentOp op, int bin, int num_bins, int width, int height,
+                    TorchvisionApi api = TorchvisionApi::kV1);
 // Whether the op's magnitude takes a random sign, and whether it has magnitudes at all.
 bool op_signed(AugmentOp op);
 bool op_has_magnitudes(AugmentOp op);
@@ -109,6 +113,7 @@ extern const AugmentOp kRandAugmentOps[14];
 
 // The draw of one op of a policy with random bins and signs: its bin from the given one (or, with
 // bin < 0, uniform over num_bins when the op has magnitudes), then the sign: `signed and randint(2)`.
-OpDraw draw_op(MagnitudeSpace space, AugmentOp op, int bin, int num_bins, SampleRng& rng, int width, int height);
+OpDraw draw_op(MagnitudeSpace space, AugmentOp op, int bin, int num_bins, SampleRng& rng, int width, int height,
+               TorchvisionApi api = TorchvisionApi::kV1);
 
 }  // namespace chute

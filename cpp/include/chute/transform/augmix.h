@@ -16,16 +16,19 @@
 namespace chute {
 
 struct AugMix {
-  int severity = 3;                    // in [1, 10]: bins [0, severity) of 10
-  int mixture_width = 3;               // chains
-  int chain_depth = -1;                // > 0: ops per chain; otherwise 1, 2 or 3 at random
-  double alpha = 1.0;                  // Dirichlet / Beta concentration
-  bool all_ops = true;                 // Brightness, Color, Contrast and Sharpness too
-  PolicyOptions options = bilinear();  // AugMix's default interpolation is BILINEAR
+  int severity = 3;       // in [1, 10]: bins [0, severity) of 10
+  int mixture_width = 3;  // chains
+  int chain_depth = -1;   // > 0: ops per chain; otherwise 1, 2 or 3 at random
+  double alpha = 1.0;     // Dirichlet / Beta concentration
+  bool all_ops = true;    // Brightness, Color, Contrast and Sharpness too
+  // AugMix's default interpolation is BILINEAR; its backend is always kTensor (torchvision runs AugMix on
+  // tensors, also for PIL input).
+  PolicyOptions options = tensor_bilinear();
 
-  static PolicyOptions bilinear() {
+  static PolicyOptions tensor_bilinear() {
     PolicyOptions o;
     o.interpolation = Interpolation::kBilinear;
+    o.backend = PixelBackend::kTensor;
     return o;
   }
 };

@@ -8,6 +8,8 @@
 //   kTensor  torchvision's functional_tensor on a uint8 tensor (what AugMix and GaussianBlur use, even on
 //            PIL input): float32 blends, grid_sample, conv2d. Close, not bit-exact: torch's own kernels
 //            sum in an order of their choosing (docs/AUGMENT.md states the measured tolerance per op).
+// torchvision's two APIs compute some ops differently (TorchvisionApi): v2 has its own affine matrix
+// arithmetic, and on tensors fused blends, its own sharpness, autocontrast, bilinear fill and blur kernel.
 // Thread-safety: the functions are pure; a PixelScratch belongs to one thread.
 #pragma once
 
@@ -23,6 +25,7 @@ namespace chute {
 
 enum class Interpolation : uint8_t { kNearest, kBilinear };
 enum class PixelBackend : uint8_t { kPil, kTensor };
+enum class TorchvisionApi : uint8_t { kV1, kV2 };             // torchvision.transforms, torchvision.transforms.v2
 const char* interpolation_name(Interpolation interpolation);  // "nearest", "bilinear" (torchvision's values)
 Result<Interpolation> parse_interpolation(std::string_view name);
 
@@ -56,6 +59,7 @@ Result<PixelOpKind> parse_pixel_op(std::string_view name);
 struct PixelOp {
   PixelOpKind kind = PixelOpKind::kIdentity;
   PixelBackend backend = PixelBackend::kPil;
+  TorchvisionApi api = TorchvisionApi::kV1;
   Interpolation interpolation = Interpolation::kNearest;  // kAffine, kRotate
   Fill fill;                                              // kAffine, kRotate
   // kAffine: angle (degrees, clockwise), translate (pixels), scale, shear (degrees, x and y). kRotate:
@@ -88,8 +92,9 @@ struct PixelScratch {
 void apply_pixel_op(const PixelOp& op, std::vector<uint8_t>& pixels, int width, int height, PixelScratch& scratch);
 
 // torchvision's _get_inverse_affine_matrix (inverted=True): the output-to-input matrix {a, b, c, d, e, f}
-// for an affine about `center` (pixels), in the double arithmetic and order of the Python original.
-std::array<double, 6> inverse_affine_matrix(std::array<double, 2> center, double angle, double translate_x,
-                                            double translate_y, double scale, double shear_x, double shear_y);
+// for an affine about `center` (pixels), in the double arithmetic and order of the API's Python original.
+std::array<double, 6> inverse_affine_matrix(TorchvisionApi api, std::array<double, 2> center, double angle,
+                                            double translate_x, double translate_y, double scale, double shear_x,
+                                            double shear_y);
 
 }  // namespace chute

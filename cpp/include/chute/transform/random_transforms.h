@@ -22,17 +22,20 @@ using Range = std::array<double, 2>;  // [min, max]
 struct ColorJitter {
   std::optional<Range> brightness, contrast, saturation, hue;
   PixelBackend backend = PixelBackend::kPil;  // the tensor path has no adjust_hue here
+  TorchvisionApi api = TorchvisionApi::kV1;
 };
 
 struct RandomGrayscale {
   double p = 0.1;
   PixelBackend backend = PixelBackend::kPil;
+  TorchvisionApi api = TorchvisionApi::kV1;
 };
 
 // sigma uniform in [sigma_min, sigma_max], the same on both axes.
 struct GaussianBlur {
   int kernel_width = 3, kernel_height = 3;
   double sigma_min = 0.1, sigma_max = 2.0;
+  TorchvisionApi api = TorchvisionApi::kV1;
 };
 
 // The angle uniform in `degrees` (counter-clockwise), about `center` (none: the image centre); expand=False.
@@ -42,6 +45,7 @@ struct RandomRotation {
   std::optional<std::array<double, 2>> center;
   Fill fill;
   PixelBackend backend = PixelBackend::kPil;
+  TorchvisionApi api = TorchvisionApi::kV1;
 };
 
 // torchvision's RandomAffine.get_params: angle uniform in `degrees`; translation int(round(U(-t * size,
@@ -55,6 +59,7 @@ struct RandomAffine {
   std::optional<std::array<double, 2>> center;
   Fill fill;
   PixelBackend backend = PixelBackend::kPil;
+  TorchvisionApi api = TorchvisionApi::kV1;
 };
 
 Status validate(const ColorJitter& t);

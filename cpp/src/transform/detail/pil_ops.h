@@ -24,8 +24,13 @@ Rgb pil_fill(const Fill& fill);
 void pil_affine(const uint8_t* src, int width, int height, const std::array<double, 6>& data,
                 Interpolation interpolation, Rgb fill, uint8_t* dst);
 
-// Image.rotate(angle, resample, expand=False, center, fillcolor=fill): the transposes for 0, 90, 180 and
-// 270 degrees about the default centre (90 and 270 only on a square image), else the affine above.
+// Whether Image.rotate (and v2's tensor rotate) turns by a transpose: 0, 90, 180 or 270 degrees (mod 360)
+// about the default centre, 90 and 270 only on a square image; and that transpose (counter-clockwise).
+bool quarter_turn(double angle, const std::optional<std::array<double, 2>>& center, int width, int height);
+void turn(const uint8_t* src, int width, int height, double angle, uint8_t* dst);
+
+// Image.rotate(angle, resample, expand=False, center, fillcolor=fill): the transposes above, else the
+// affine above.
 void pil_rotate(const uint8_t* src, int width, int height, double angle,
                 const std::optional<std::array<double, 2>>& center, Interpolation interpolation, Rgb fill,
                 uint8_t* dst);
