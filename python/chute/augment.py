@@ -112,7 +112,13 @@ class AutoAugment:
         self.api = parse_api(api, "AutoAugment")
 
     def _to_native(self):
-        return _native.AutoAugment(self.policy.value, self.interpolation.value, self.fill, self.backend, self.api)
+        return _native.AutoAugment(
+            policy=self.policy.value,
+            interpolation=self.interpolation.value,
+            fill=self.fill,
+            backend=self.backend,
+            api=self.api,
+        )
 
     def __repr__(self) -> str:
         return f"AutoAugment(policy={self.policy}, fill={self.fill})"
@@ -142,13 +148,13 @@ class RandAugment:
 
     def _to_native(self):
         return _native.RandAugment(
-            self.num_ops,
-            self.magnitude,
-            self.num_magnitude_bins,
-            self.interpolation.value,
-            self.fill,
-            self.backend,
-            self.api,
+            num_ops=self.num_ops,
+            magnitude=self.magnitude,
+            num_magnitude_bins=self.num_magnitude_bins,
+            interpolation=self.interpolation.value,
+            fill=self.fill,
+            backend=self.backend,
+            api=self.api,
         )
 
     def __repr__(self) -> str:
@@ -172,7 +178,11 @@ class TrivialAugmentWide:
 
     def _to_native(self):
         return _native.TrivialAugmentWide(
-            self.num_magnitude_bins, self.interpolation.value, self.fill, self.backend, self.api
+            num_magnitude_bins=self.num_magnitude_bins,
+            interpolation=self.interpolation.value,
+            fill=self.fill,
+            backend=self.backend,
+            api=self.api,
         )
 
     def __repr__(self) -> str:
@@ -217,14 +227,14 @@ class AugMix:
 
     def _to_native(self):
         return _native.AugMix(
-            self.severity,
-            self.mixture_width,
-            self.chain_depth,
-            self.alpha,
-            self.all_ops,
-            self.interpolation.value,
-            self.fill,
-            self.api,
+            severity=self.severity,
+            mixture_width=self.mixture_width,
+            chain_depth=self.chain_depth,
+            alpha=self.alpha,
+            all_ops=self.all_ops,
+            interpolation=self.interpolation.value,
+            fill=self.fill,
+            api=self.api,
         )
 
     def __repr__(self) -> str:

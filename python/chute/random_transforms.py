@@ -86,7 +86,14 @@ class ColorJitter:
         return tuple(value)
 
     def _to_native(self):
-        return _native.ColorJitter(self.brightness, self.contrast, self.saturation, self.hue, self.backend, self.api)
+        return _native.ColorJitter(
+            brightness=self.brightness,
+            contrast=self.contrast,
+            saturation=self.saturation,
+            hue=self.hue,
+            backend=self.backend,
+            api=self.api,
+        )
 
     def __repr__(self) -> str:
         return (
@@ -139,7 +146,13 @@ class GaussianBlur:
 
     def _to_native(self):
         # kernel_size is (x, y) as torchvision's F.gaussian_blur reads it
-        return _native.GaussianBlur(self.kernel_size[0], self.kernel_size[1], self.sigma[0], self.sigma[1], self.api)
+        return _native.GaussianBlur(
+            kernel_width=self.kernel_size[0],
+            kernel_height=self.kernel_size[1],
+            sigma_min=self.sigma[0],
+            sigma_max=self.sigma[1],
+            api=self.api,
+        )
 
     def __repr__(self) -> str:
         return f"GaussianBlur(kernel_size={self.kernel_size}, sigma={self.sigma})"
@@ -164,7 +177,12 @@ class RandomRotation:
 
     def _to_native(self):
         return _native.RandomRotation(
-            self.degrees, self.interpolation.value, self.center, self.fill, self.backend, self.api
+            degrees=self.degrees,
+            interpolation=self.interpolation.value,
+            center=self.center,
+            fill=self.fill,
+            backend=self.backend,
+            api=self.api,
         )
 
     def __repr__(self) -> str:
@@ -223,16 +241,16 @@ class RandomAffine:
         shear_x = None if self.shear is None else tuple(self.shear[:2])
         shear_y = None if self.shear is None or len(self.shear) < 4 else tuple(self.shear[2:])
         return _native.RandomAffine(
-            self.degrees,
-            self.translate,
-            self.scale,
-            shear_x,
-            shear_y,
-            self.interpolation.value,
-            self.center,
-            self.fill,
-            self.backend,
-            self.api,
+            degrees=self.degrees,
+            translate=self.translate,
+            scale=self.scale,
+            shear_x=shear_x,
+            shear_y=shear_y,
+            interpolation=self.interpolation.value,
+            center=self.center,
+            fill=self.fill,
+            backend=self.backend,
+            api=self.api,
         )
 
     def __repr__(self) -> str:
@@ -277,7 +295,13 @@ class RandomErasing:
         random = self.value == "random"
         values = [0.0] if random else [self.value] if isinstance(self.value, numbers.Number) else list(self.value)
         values = [_validate.real("RandomErasing: value", v) for v in values]
-        return _native.RandomErasing(self.p, self.scale, self.ratio, random, values * 3 if len(values) == 1 else values)
+        return _native.RandomErasing(
+            p=self.p,
+            scale=self.scale,
+            ratio=self.ratio,
+            random=random,
+            value=values * 3 if len(values) == 1 else values,
+        )
 
     def __repr__(self) -> str:
         return (
