@@ -96,7 +96,30 @@ def _int(name: str, value, lo: int) -> int:
     return _validate.integer(name, value, lo, _validate.INT32_MAX)
 
 
-class AutoAugment:
+class PixelTransform:
+    """What the pixel-stage transforms share: torchvision's ``interpolation`` and ``fill`` where they take
+    them, chute's ``backend`` and ``api``; parsed once here, handed to the native struct by keyword."""
+
+    _PARSERS = {
+        "interpolation": lambda v, name: InterpolationMode(parse_interpolation(v, name)),
+        "fill": parse_fill,
+        "backend": parse_backend,
+        "api": parse_api,
+    }
+
+    def _parse_options(self, name: str, **options) -> None:
+        for key, value in options.items():
+            setattr(self, key, self._PARSERS[key](value, name))
+
+    def _native_options(self) -> dict:
+        """The shared options this transform has, as the native constructors take them."""
+        options = {key: getattr(self, key) for key in self._PARSERS if hasattr(self, key)}
+        if "interpolation" in options:
+            options["interpolation"] = options["interpolation"].value
+        return options
+
+
+class AutoAugment(PixelTransform):
     """One of the policy's 25 sub-policies per sample; each of its two ops applies with its probability."""
 
     def __init__(
@@ -106,25 +129,16 @@ class AutoAugment:
         if value not in ("imagenet", "cifar10", "svhn"):
             raise ValueError(f"The provided policy {policy} is not recognized.")
         self.policy = AutoAugmentPolicy(value)
-        self.interpolation = InterpolationMode(parse_interpolation(interpolation, "AutoAugment"))
-        self.fill = parse_fill(fill, "AutoAugment")
-        self.backend = parse_backend(backend, "AutoAugment")
-        self.api = parse_api(api, "AutoAugment")
+        self._parse_options("AutoAugment", interpolation=interpolation, fill=fill, backend=backend, api=api)
 
     def _to_native(self):
-        return _native.AutoAugment(
-            policy=self.policy.value,
-            interpolation=self.interpolation.value,
-            fill=self.fill,
-            backend=self.backend,
-            api=self.api,
-        )
+        return _native.AutoAugment(policy=self.policy.value, **self._native_options())
 
     def __repr__(self) -> str:
         return f"AutoAugment(policy={self.policy}, fill={self.fill})"
 
 
-class RandAugment:
+class RandAugment(PixelTransform):
     """``num_ops`` ops uniform over 14 per sample, all at bin ``magnitude`` of ``num_magnitude_bins``."""
 
     def __init__(
@@ -141,20 +155,14 @@ class RandAugment:
         self.num_ops = _int("RandAugment: num_ops", num_ops, 0)
         self.num_magnitude_bins = _int("RandAugment: num_magnitude_bins", num_magnitude_bins, 2)
         self.magnitude = _validate.integer("RandAugment: magnitude", magnitude, 0, self.num_magnitude_bins - 1)
-        self.interpolation = InterpolationMode(parse_interpolation(interpolation, "RandAugment"))
-        self.fill = parse_fill(fill, "RandAugment")
-        self.backend = parse_backend(backend, "RandAugment")
-        self.api = parse_api(api, "RandAugment")
+        self._parse_options("RandAugment", interpolation=interpolation, fill=fill, backend=backend, api=api)
 
     def _to_native(self):
         return _native.RandAugment(
             num_ops=self.num_ops,
             magnitude=self.magnitude,
             num_magnitude_bins=self.num_magnitude_bins,
-            interpolation=self.interpolation.value,
-            fill=self.fill,
-            backend=self.backend,
-            api=self.api,
+            **self._native_options(),
         )
 
     def __repr__(self) -> str:
@@ -164,26 +172,17 @@ class RandAugment:
         )
 
 
-class TrivialAugmentWide:
+class TrivialAugmentWide(PixelTransform):
     """One op uniform over 14 per sample, its magnitude bin uniform over ``num_magnitude_bins`` wide ranges."""
 
     def __init__(
         self, num_magnitude_bins: int = 31, interpolation="nearest", fill=None, *, backend: str = "pil", api: str = "v1"
     ):
         self.num_magnitude_bins = _int("TrivialAugmentWide: num_magnitude_bins", num_magnitude_bins, 2)
-        self.interpolation = InterpolationMode(parse_interpolation(interpolation, "TrivialAugmentWide"))
-        self.fill = parse_fill(fill, "TrivialAugmentWide")
-        self.backend = parse_backend(backend, "TrivialAugmentWide")
-        self.api = parse_api(api, "TrivialAugmentWide")
+        self._parse_options("TrivialAugmentWide", interpolation=interpolation, fill=fill, backend=backend, api=api)
 
     def _to_native(self):
-        return _native.TrivialAugmentWide(
-            num_magnitude_bins=self.num_magnitude_bins,
-            interpolation=self.interpolation.value,
-            fill=self.fill,
-            backend=self.backend,
-            api=self.api,
-        )
+        return _native.TrivialAugmentWide(num_magnitude_bins=self.num_magnitude_bins, **self._native_options())
 
     def __repr__(self) -> str:
         return (
@@ -192,7 +191,7 @@ class TrivialAugmentWide:
         )
 
 
-class AugMix:
+class AugMix(PixelTransform):
     """``mixture_width`` chains of 1-3 (or ``chain_depth``) ops mixed with Dirichlet and Beta weights, in
     torch's float32 arithmetic (torchvision runs AugMix on tensors)."""
 
@@ -221,9 +220,7 @@ class AugMix:
         if self.alpha == 0.0:
             raise ValueError("AugMix: alpha must be positive, got 0.0")
         self.all_ops = bool(all_ops)
-        self.interpolation = InterpolationMode(parse_interpolation(interpolation, "AugMix"))
-        self.fill = parse_fill(fill, "AugMix")
-        self.api = parse_api(api, "AugMix")
+        self._parse_options("AugMix", interpolation=interpolation, fill=fill, api=api)  # always tensors
 
     def _to_native(self):
         return _native.AugMix(
@@ -232,9 +229,7 @@ class AugMix:
             chain_depth=self.chain_depth,
             alpha=self.alpha,
             all_ops=self.all_ops,
-            interpolation=self.interpolation.value,
-            fill=self.fill,
-            api=self.api,
+            **self._native_options(),
         )
 
     def __repr__(self) -> str:

@@ -11,7 +11,7 @@ import numbers
 from collections.abc import Sequence
 
 from chute import _native, _validate
-from chute.augment import InterpolationMode, parse_api, parse_backend, parse_fill, parse_interpolation
+from chute.augment import PixelTransform, parse_fill
 
 
 def _pair(value, name: str) -> tuple[float, float]:
@@ -53,7 +53,7 @@ def _geometry_fill(value, name: str):
     return parse_fill(value, name)
 
 
-class ColorJitter:
+class ColorJitter(PixelTransform):
     """Brightness, contrast, saturation and hue factors uniform in their ranges, applied in a random order."""
 
     def __init__(self, brightness=0, contrast=0, saturation=0, hue=0, *, backend: str = "pil", api: str = "v1"):
@@ -61,8 +61,7 @@ class ColorJitter:
         self.contrast = self._check_input(contrast, "contrast")
         self.saturation = self._check_input(saturation, "saturation")
         self.hue = self._check_input(hue, "hue", center=0, bound=(-0.5, 0.5), clip_first_on_zero=False)
-        self.backend = parse_backend(backend, "ColorJitter")
-        self.api = parse_api(api, "ColorJitter")
+        self._parse_options("ColorJitter", backend=backend, api=api)
         if self.hue is not None and self.backend == "tensor":
             raise ValueError("ColorJitter: hue is implemented with the PIL arithmetic only (backend='pil')")
 
@@ -91,8 +90,7 @@ class ColorJitter:
             contrast=self.contrast,
             saturation=self.saturation,
             hue=self.hue,
-            backend=self.backend,
-            api=self.api,
+            **self._native_options(),
         )
 
     def __repr__(self) -> str:
@@ -102,22 +100,21 @@ class ColorJitter:
         )
 
 
-class RandomGrayscale:
+class RandomGrayscale(PixelTransform):
     """Grayscale (Pillow's luma in all three channels) with probability ``p``."""
 
     def __init__(self, p: float = 0.1, *, backend: str = "pil", api: str = "v1"):
         self.p = _validate.real("RandomGrayscale: p", p, 0.0, 1.0)
-        self.backend = parse_backend(backend, "RandomGrayscale")
-        self.api = parse_api(api, "RandomGrayscale")
+        self._parse_options("RandomGrayscale", backend=backend, api=api)
 
     def _to_native(self):
-        return _native.RandomGrayscale(self.p, self.backend, self.api)
+        return _native.RandomGrayscale(p=self.p, **self._native_options())
 
     def __repr__(self) -> str:
         return f"RandomGrayscale(p={self.p})"
 
 
-class GaussianBlur:
+class GaussianBlur(PixelTransform):
     """A Gaussian blur with sigma uniform in ``sigma`` (torch's float32 kernel and reflection padding)."""
 
     def __init__(self, kernel_size, sigma=(0.1, 2.0), *, api: str = "v1"):
@@ -142,7 +139,7 @@ class GaussianBlur:
         else:
             raise ValueError("sigma should be a single number or a list/tuple with length 2.")
         self.sigma = _pair(sigma, "GaussianBlur: sigma")
-        self.api = parse_api(api, "GaussianBlur")
+        self._parse_options("GaussianBlur", api=api)  # always tensors
 
     def _to_native(self):
         # kernel_size is (x, y) as torchvision's F.gaussian_blur reads it
@@ -151,14 +148,14 @@ class GaussianBlur:
             kernel_height=self.kernel_size[1],
             sigma_min=self.sigma[0],
             sigma_max=self.sigma[1],
-            api=self.api,
+            **self._native_options(),
         )
 
     def __repr__(self) -> str:
         return f"GaussianBlur(kernel_size={self.kernel_size}, sigma={self.sigma})"
 
 
-class RandomRotation:
+class RandomRotation(PixelTransform):
     """A rotation by an angle uniform in ``degrees`` (counter-clockwise), the output size kept."""
 
     def __init__(self, degrees, interpolation="nearest", expand=False, center=None, fill=0, *, backend="pil", api="v1"):
@@ -169,21 +166,12 @@ class RandomRotation:
         if expand:
             raise ValueError("RandomRotation: expand=True changes each image's size; chute batches one size")
         self.center = center
-        self.interpolation = InterpolationMode(parse_interpolation(interpolation, "RandomRotation"))
         self.expand = False
+        self._parse_options("RandomRotation", interpolation=interpolation, backend=backend, api=api)
         self.fill = _geometry_fill(fill, "RandomRotation")
-        self.backend = parse_backend(backend, "RandomRotation")
-        self.api = parse_api(api, "RandomRotation")
 
     def _to_native(self):
-        return _native.RandomRotation(
-            degrees=self.degrees,
-            interpolation=self.interpolation.value,
-            center=self.center,
-            fill=self.fill,
-            backend=self.backend,
-            api=self.api,
-        )
+        return _native.RandomRotation(degrees=self.degrees, center=self.center, **self._native_options())
 
     def __repr__(self) -> str:
         return (
@@ -192,7 +180,7 @@ class RandomRotation:
         )
 
 
-class RandomAffine:
+class RandomAffine(PixelTransform):
     """An affine transformation about the centre: angle, translation, scale and shear drawn per sample."""
 
     def __init__(
@@ -224,14 +212,12 @@ class RandomAffine:
             scale = _ordered(list(_pair(scale, "RandomAffine: scale")), "scale", "RandomAffine")
         self.scale = scale
         self.shear = None if shear is None else _setup_angle(shear, "shear", (2, 4))
-        self.interpolation = InterpolationMode(parse_interpolation(interpolation, "RandomAffine"))
+        self._parse_options("RandomAffine", interpolation=interpolation, backend=backend, api=api)
         self.fill = _geometry_fill(fill, "RandomAffine")
         if center is not None:
             _check_sequence(center, "center", (2,))
             center = _pair(center, "RandomAffine: center")
         self.center = center
-        self.backend = parse_backend(backend, "RandomAffine")
-        self.api = parse_api(api, "RandomAffine")
         if self.shear is not None:
             _ordered(self.shear[:2], "shear", "RandomAffine")
             if len(self.shear) == 4:
@@ -246,11 +232,8 @@ class RandomAffine:
             scale=self.scale,
             shear_x=shear_x,
             shear_y=shear_y,
-            interpolation=self.interpolation.value,
             center=self.center,
-            fill=self.fill,
-            backend=self.backend,
-            api=self.api,
+            **self._native_options(),
         )
 
     def __repr__(self) -> str:

@@ -37,6 +37,19 @@ std::vector<uint8_t> from_numpy(const InImage& image, int& height, int& width) {
   return std::vector<uint8_t>(image.data(), image.data() + image.size());
 }
 
+// `op` on a copy of `image`, checked first (ValueError naming the op), without the GIL.
+OutImage applied(const PixelOp& op, const InImage& image) {
+  int height = 0, width = 0;
+  std::vector<uint8_t> pixels = from_numpy(image, height, width);
+  if (const Status st = check_pixel_op(op, width, height); !st.is_ok()) throw_status(st);
+  {
+    nb::gil_scoped_release release;
+    PixelScratch scratch;
+    apply_pixel_op(op, pixels, width, height, scratch);
+  }
+  return to_numpy(pixels, height, width);
+}
+
 nb::dict op_dict(const PixelOp& op) {
   nb::dict d;
   d["op"] = pixel_op_name(op.kind);
@@ -106,7 +119,7 @@ void register_augment(nb::module_& m) {
         const PolicyOptions options = policy_options(interpolation, fill, backend, api);
         p.backend = options.backend;
         p.api = options.api;
-        p.interpolation = unwrap(parse_interpolation(interpolation));
+        p.interpolation = options.interpolation;
         p.fill = fill;
         p.angle = angle, p.translate_x = translate[0], p.translate_y = translate[1], p.scale = scale;
         p.shear_x = shear[0], p.shear_y = shear[1], p.center = center;
@@ -114,15 +127,7 @@ void register_augment(nb::module_& m) {
         p.bits = bits;
         p.kernel_width = kernel_size[0], p.kernel_height = kernel_size[1];
         p.sigma_x = sigma[0], p.sigma_y = sigma[1];
-        int height = 0, width = 0;
-        std::vector<uint8_t> pixels = from_numpy(image, height, width);
-        if (const Status st = check_pixel_op(p, width, height); !st.is_ok()) throw_status(st);
-        {
-          nb::gil_scoped_release release;
-          PixelScratch scratch;
-          apply_pixel_op(p, pixels, width, height, scratch);
-        }
-        return to_numpy(pixels, height, width);
+        return applied(p, image);
       },
       nb::arg("image"), nb::arg("op"), nb::arg("backend") = "pil", nb::arg("api") = "v1",
       nb::arg("interpolation") = "nearest", nb::arg("fill").none() = nb::none(), nb::arg("angle") = 0.0,
@@ -140,15 +145,7 @@ void register_augment(nb::module_& m) {
          const Fill& fill, const std::string& backend, const std::string& api) {
         const OpDraw draw{unwrap(parse_augment_op(op)), magnitude};
         const PixelOp p = augment_pixel_op(draw, policy_options(interpolation, fill, backend, api));
-        int height = 0, width = 0;
-        std::vector<uint8_t> pixels = from_numpy(image, height, width);
-        if (const Status st = check_pixel_op(p, width, height); !st.is_ok()) throw_status(st);
-        {
-          nb::gil_scoped_release release;
-          PixelScratch scratch;
-          apply_pixel_op(p, pixels, width, height, scratch);
-        }
-        return to_numpy(pixels, height, width);
+        return applied(p, image);
       },
       nb::arg("image"), nb::arg("op"), nb::arg("magnitude"), nb::arg("interpolation") = "nearest",
       nb::arg("fill").none() = nb::none(), nb::arg("backend") = "pil", nb::arg("api") = "v1",

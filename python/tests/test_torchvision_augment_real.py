@@ -40,35 +40,30 @@ from test_augment_parity import CASES, GEOMETRIC, as_array, as_tensor, differenc
 MODES = {"nearest": T1.InterpolationMode.NEAREST, "bilinear": T1.InterpolationMode.BILINEAR}
 
 
-@pytest.mark.parametrize("backend", ["pil", "tensor"])
-def test_v1_apply_op_is_chutes_bit_for_bit(backend):
-    """torchvision's own autoaugment._apply_op, every op at every policy bin, both interpolations and fills."""
-    arr = sample_image(57, 31)
-    image = Image.fromarray(arr) if backend == "pil" else as_tensor(arr)
-    mismatches = []
-    for op, magnitude in CASES:
-        if backend == "pil" and op == "Posterize" and magnitude < 1:
-            continue
-        variants = (
-            [(i, f) for i in MODES for f in (None, [128.0, 64.0, 30.0])] if op in GEOMETRIC else [("nearest", None)]
-        )
-        for interpolation, fill in variants:
-            got = _native.augment_op(arr, op, magnitude, interpolation, fill, backend)
-            want = as_array(autoaugment_v1._apply_op(image, op, magnitude, MODES[interpolation], fill))
-            if not np.array_equal(got, want):
-                mismatches.append((op, magnitude, interpolation, fill, difference(got, want)))
-    assert not mismatches, mismatches[:10]
+def v1_apply_op(image, op, magnitude, interpolation, fill):
+    """torchvision's own autoaugment._apply_op."""
+    return autoaugment_v1._apply_op(image, op, magnitude, MODES[interpolation], fill)
 
 
+def v2_apply_op(image, op, magnitude, interpolation, fill):
+    """v2's _apply_image_or_video_transform; its Solarize takes a fraction of 255 (chute: the threshold)."""
+    policy = v2.TrivialAugmentWide(interpolation=MODES[interpolation], fill=fill)
+    fraction = magnitude / 255.0 if op == "Solarize" else magnitude
+    image = tv_tensors.Image(image) if isinstance(image, torch.Tensor) else image
+    return policy._apply_image_or_video_transform(image, op, fraction, MODES[interpolation], policy._fill)
+
+
+@pytest.mark.parametrize("api", ["v1", "v2"])
 @pytest.mark.parametrize("backend", ["pil", "tensor"])
-def test_v2_ops_are_chutes_bit_for_bit(backend):
-    """v2's _apply_image_or_video_transform (Solarize takes a fraction of 255 there) on a PIL image and on a
-    tv_tensors.Image, against chute with api='v2' (v2's own matrix arithmetic and, on tensors, its fused
-    blends, sharpness, autocontrast and bilinear fill). With api='v1' the v2 tensor kernels differ by one
-    level on a few values (measured: Sharpness 8%, Color 1.5%, bilinear shears with a fill 0.2%)."""
+def test_apply_op_is_torchvisions_bit_for_bit(backend, api):
+    """Every op at every policy bin, both interpolations and fills, on a PIL image and on a uint8 tensor,
+    against torchvision's own code of that API. chute with the other API's arithmetic differs from v2 on
+    tensors (its fused blends: Sharpness on 8% of values, Color 1.5%, bilinear shears with a fill 0.2%, one
+    level each): the reason for api='v2'."""
     arr = sample_image(57, 31, seed=1)
-    image = Image.fromarray(arr) if backend == "pil" else tv_tensors.Image(as_tensor(arr))
-    mismatches, v1_differs = [], set()
+    image = Image.fromarray(arr) if backend == "pil" else as_tensor(arr)
+    theirs = v1_apply_op if api == "v1" else v2_apply_op
+    mismatches, other_api_differs = [], set()
     for op, magnitude in CASES:
         if backend == "pil" and op == "Posterize" and magnitude < 1:
             continue
@@ -76,21 +71,16 @@ def test_v2_ops_are_chutes_bit_for_bit(backend):
             [(i, f) for i in MODES for f in (None, [128.0, 64.0, 30.0])] if op in GEOMETRIC else [("nearest", None)]
         )
         for interpolation, fill in variants:
-            policy = v2.TrivialAugmentWide(interpolation=MODES[interpolation], fill=fill)
-            fraction = magnitude / 255.0 if op == "Solarize" else magnitude
-            want = as_array(
-                policy._apply_image_or_video_transform(image, op, fraction, MODES[interpolation], policy._fill)
-            )
-            threshold_or_magnitude = 255.0 * fraction if op == "Solarize" else magnitude
-            got = _native.augment_op(arr, op, threshold_or_magnitude, interpolation, fill, backend, "v2")
+            want = as_array(theirs(image, op, magnitude, interpolation, fill))
+            got = _native.augment_op(arr, op, magnitude, interpolation, fill, backend, api)
             if not np.array_equal(got, want):
                 mismatches.append((op, magnitude, interpolation, fill, difference(got, want)))
-            v1 = _native.augment_op(arr, op, threshold_or_magnitude, interpolation, fill, backend, "v1")
-            if not np.array_equal(v1, want):
-                v1_differs.add(op)
+            other = _native.augment_op(arr, op, magnitude, interpolation, fill, backend, "v2" if api == "v1" else "v1")
+            if not np.array_equal(other, want):
+                other_api_differs.add(op)
     assert not mismatches, mismatches[:10]
-    if backend == "tensor":
-        assert {"Color", "Sharpness"} <= v1_differs  # the arithmetic api='v2' exists for
+    if api == "v2" and backend == "tensor":
+        assert {"Color", "Sharpness"} <= other_api_differs
 
 
 @pytest.mark.parametrize("backend", ["pil", "tensor"])
