@@ -68,7 +68,7 @@ def bins(value: float, lo: float, hi: float, n: int = 20) -> int:
 
 @pytest.mark.parametrize("num_bins", [31, 7])
 def test_trivial_augment_wide_draws_ops_bins_and_signs_as_torchvision(num_bins):
-    n = 30000
+    n = 20000
     ours = collections.Counter(key(*d[0]) for d in chute_draws(chute.TrivialAugmentWide(num_bins), n))
     theirs = collections.Counter(
         key(*d[0]) for d in reference_draws(lambda: ref.TrivialAugmentWide(num_bins).draw(*SIZE[::-1]), n)
@@ -100,7 +100,7 @@ def test_rand_augment_draws_as_torchvision(num_ops, magnitude, num_bins):
 def test_auto_augment_draws_sub_policies_with_their_probabilities(policy):
     """The whole draw of a sample (which ops applied, in order, at which signed magnitude): the sub-policy,
     its two coins and signs together."""
-    n = 30000
+    n = 20000
     ours = collections.Counter(tuple(key(*op) for op in d) for d in chute_draws(chute.AutoAugment(policy), n))
     theirs = collections.Counter(
         tuple(key(*op) for op in d) for d in reference_draws(lambda: ref.AutoAugment(policy).draw(*SIZE[::-1]), n)

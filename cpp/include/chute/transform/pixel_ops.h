@@ -80,10 +80,9 @@ Status check_pixel_op(const PixelOp& op, int width, int height);
 
 // Buffers the ops reuse from sample to sample, so that no op allocates once they have grown.
 struct PixelScratch {
-  std::vector<uint8_t> spare;  // the other image of an op that cannot work in place
-  std::vector<uint8_t> plane;  // one channel (a grayscale image, a blurred degenerate)
-  std::vector<float> floats;   // float32 intermediates of the tensor path
-  std::vector<float> floats2;
+  std::vector<uint8_t> spare;  // the other image of an op that cannot work in place, or a blend's degenerate
+  std::vector<float> floats;   // float32 intermediates of the tensor path (the grid, the blur's rows)
+  std::vector<float> floats2;  // the blur's kernels
 };
 
 // `pixels` holds width x height interleaved RGB pixels (rows width * 3 bytes apart); the op replaces them.
