@@ -9,13 +9,6 @@
 namespace chute::detail {
 namespace {
 
-// a * b + c rounded once, as torch's kernels compute it with FMA instructions: the product is exact in
-// double, so only the sum rounds there (the double rounding to float can differ from one fused rounding
-// in rare halfway cases; much cheaper than std::fma without FMA hardware).
-inline float madd(float a, float b, float c) {
-  return static_cast<float>(static_cast<double>(a) * static_cast<double>(b) + static_cast<double>(c));
-}
-
 // float -> uint8 after torch.round (half to even): _cast_squeeze_out. A value outside [0, 255] (only a
 // fill outside it gives one) wraps as torch's conversion through int does.
 inline uint8_t round_to_u8(float v) { return static_cast<uint8_t>(static_cast<int32_t>(std::nearbyint(v))); }
@@ -201,37 +194,39 @@ void tensor_autocontrast(uint8_t* rgb, size_t pixels, TorchvisionApi api) {
     for (int c = 0; c < 3; ++c) rgb[i * 3 + c] = lut[c][rgb[i * 3 + c]];
 }
 
-void tensor_affine(const uint8_t* src, int width, int height, const std::array<double, 6>& matrix,
-                   Interpolation interpolation, const Fill& fill, TorchvisionApi api, uint8_t* dst,
-                   std::vector<float>& grid) {
-  // _gen_affine_grid: theta (float32) transposed and divided by (w / 2, h / 2); the base grid holds the
-  // output pixel centres relative to the image centre (linspace(-w/2 + 0.5, w/2 - 0.5)); the grid is
-  // base @ rescaled_theta (torch's bmm: x * r0 + y * r1, then + r2, each rounded).
-  const float theta[6] = {static_cast<float>(matrix[0]), static_cast<float>(matrix[1]), static_cast<float>(matrix[2]),
-                          static_cast<float>(matrix[3]), static_cast<float>(matrix[4]), static_cast<float>(matrix[5])};
-  const float half_w = static_cast<float>(0.5 * width), half_h = static_cast<float>(0.5 * height);
-  const float r00 = theta[0] / half_w, r10 = theta[1] / half_w, r20 = theta[2] / half_w;
-  const float r01 = theta[3] / half_h, r11 = theta[4] / half_h, r21 = theta[5] / half_h;
-  grid.resize(static_cast<size_t>(width) + height);
-  float* xs = grid.data();
-  float* ys = grid.data() + width;
-  for (int i = 0; i < width; ++i) xs[i] = torch_linspace(-width * 0.5 + 0.5, width * 0.5 + 0.5 - 1, width, i);
-  for (int i = 0; i < height; ++i) ys[i] = torch_linspace(-height * 0.5 + 0.5, height * 0.5 + 0.5 - 1, height, i);
-  // grid_sample, align_corners=False: ix = (gx + 1) * (W / 2) - 0.5, fused (torch's vectorised kernel); the
-  // bilinear corners summed as a chain of fused multiply-adds.
-  const float scale_x = static_cast<float>(width) / 2, scale_y = static_cast<float>(height) / 2;
-  float fill_value[3] = {0, 0, 0};
-  if (fill)
-    for (int c = 0; c < 3; ++c) fill_value[c] = static_cast<float>((*fill)[c]);
+namespace {
+
+// What grid_sample needs: the input, the grid's terms (see tensor_affine) and the fill.
+struct GridSample {
+  const uint8_t* src;
+  int width, height;
+  const float* xs;  // the base grid's columns and rows
+  const float* ys;
+  float r00, r10, r20, r01, r11, r21;  // rescaled theta
+  float scale_x, scale_y;              // W / 2, H / 2
+  Interpolation interpolation;
+  bool fill;
+  float fill_value[3];
+  TorchvisionApi api;
+};
+
+// grid_sample(align_corners=False, zeros padding) over the whole output, with torch's fused steps
+// (hardware FMA in the clones that have it; the C library's exact fmaf in the baseline).
+CHUTE_SIMD_CLONES_FMA
+void sample_grid(const GridSample& g, uint8_t* dst) {
+  const uint8_t* src = g.src;
+  const int width = g.width, height = g.height;
+  const bool fill = g.fill;
+  const float* fill_value = g.fill_value;
   const size_t pitch = static_cast<size_t>(width) * 3;
   for (int y = 0; y < height; ++y) {
     uint8_t* out = dst + y * pitch;
     for (int x = 0; x < width; ++x, out += 3) {
-      const float gx = (xs[x] * r00 + ys[y] * r10) + r20;
-      const float gy = (xs[x] * r01 + ys[y] * r11) + r21;
-      const float ix = madd(gx + 1.0f, scale_x, -0.5f);
-      const float iy = madd(gy + 1.0f, scale_y, -0.5f);
-      if (interpolation == Interpolation::kNearest) {
+      const float gx = (g.xs[x] * g.r00 + g.ys[y] * g.r10) + g.r20;
+      const float gy = (g.xs[x] * g.r01 + g.ys[y] * g.r11) + g.r21;
+      const float ix = std::fma(gx + 1.0f, g.scale_x, -0.5f);
+      const float iy = std::fma(gy + 1.0f, g.scale_y, -0.5f);
+      if (g.interpolation == Interpolation::kNearest) {
         const float nx = std::nearbyint(ix), ny = std::nearbyint(iy);
         const bool inside = nx >= 0 && nx < width && ny >= 0 && ny < height;
         if (inside) {
@@ -260,12 +255,12 @@ void tensor_affine(const uint8_t* src, int width, int height, const std::array<d
       float mask = 0.0f;
       if (fill) {
         mask = corner[0] ? weights[0] : 0.0f;
-        for (int k = 1; k < 4; ++k) mask = madd(corner[k] ? 1.0f : 0.0f, weights[k], mask);
+        for (int k = 1; k < 4; ++k) mask = std::fma(corner[k] ? 1.0f : 0.0f, weights[k], mask);
       }
       for (int c = 0; c < 3; ++c) {
         float v = corner[0] ? static_cast<float>(corner[0][c]) * weights[0] : 0.0f;
-        for (int k = 1; k < 4; ++k) v = madd(corner[k] ? static_cast<float>(corner[k][c]) : 0.0f, weights[k], v);
-        if (fill && api == TorchvisionApi::kV2) {
+        for (int k = 1; k < 4; ++k) v = std::fma(corner[k] ? static_cast<float>(corner[k][c]) : 0.0f, weights[k], v);
+        if (fill && g.api == TorchvisionApi::kV2) {
           v = (v - fill_value[c]) * mask + fill_value[c];  // v2: mask * (img - fill) + fill
         } else if (fill) {
           v = v * mask + (1.0f - mask) * fill_value[c];
@@ -274,6 +269,34 @@ void tensor_affine(const uint8_t* src, int width, int height, const std::array<d
       }
     }
   }
+}
+
+}  // namespace
+
+void tensor_affine(const uint8_t* src, int width, int height, const std::array<double, 6>& matrix,
+                   Interpolation interpolation, const Fill& fill, TorchvisionApi api, uint8_t* dst,
+                   std::vector<float>& grid) {
+  // _gen_affine_grid: theta (float32) transposed and divided by (w / 2, h / 2); the base grid holds the
+  // output pixel centres relative to the image centre (linspace(-w/2 + 0.5, w/2 - 0.5)); the grid is
+  // base @ rescaled_theta (torch's bmm: x * r0 + y * r1, then + r2, each rounded).
+  const float theta[6] = {static_cast<float>(matrix[0]), static_cast<float>(matrix[1]), static_cast<float>(matrix[2]),
+                          static_cast<float>(matrix[3]), static_cast<float>(matrix[4]), static_cast<float>(matrix[5])};
+  const float half_w = static_cast<float>(0.5 * width), half_h = static_cast<float>(0.5 * height);
+  const float r00 = theta[0] / half_w, r10 = theta[1] / half_w, r20 = theta[2] / half_w;
+  const float r01 = theta[3] / half_h, r11 = theta[4] / half_h, r21 = theta[5] / half_h;
+  grid.resize(static_cast<size_t>(width) + height);
+  float* xs = grid.data();
+  float* ys = grid.data() + width;
+  for (int i = 0; i < width; ++i) xs[i] = torch_linspace(-width * 0.5 + 0.5, width * 0.5 + 0.5 - 1, width, i);
+  for (int i = 0; i < height; ++i) ys[i] = torch_linspace(-height * 0.5 + 0.5, height * 0.5 + 0.5 - 1, height, i);
+  // grid_sample, align_corners=False: ix = (gx + 1) * (W / 2) - 0.5, fused (torch's vectorised kernel); the
+  // bilinear corners summed as a chain of fused multiply-adds.
+  const float scale_x = static_cast<float>(width) / 2, scale_y = static_cast<float>(height) / 2;
+  GridSample g{src,     width,         height,           xs,        ys, r00, r10, r20, r01, r11, r21, scale_x,
+               scale_y, interpolation, fill.has_value(), {0, 0, 0}, api};
+  if (fill)
+    for (int c = 0; c < 3; ++c) g.fill_value[c] = static_cast<float>((*fill)[c]);
+  sample_grid(g, dst);
 }
 
 void tensor_gaussian_blur(uint8_t* rgb, int width, int height, int kernel_width, int kernel_height, double sigma_x,
