@@ -18,10 +18,12 @@ import os as _os
 
 from torch.utils.data import get_worker_info  # torch's own (chute's workers set it); torch imports it anyway
 
+from chute._resume_state import merge as merge_state_dicts
 from chute.augment import AugMix, AutoAugment, AutoAugmentPolicy, InterpolationMode, RandAugment, TrivialAugmentWide
 from chute.errors import ResourceError, SampleError
+from chute.formats import LMDBDataset, TFRecordDataset
 from chute.loader import Loader
-from chute.packed import FileList, PackedDataset, TarDataset, open, pack
+from chute.packed import pack
 from chute.random_transforms import (
     ColorJitter,
     GaussianBlur,
@@ -30,7 +32,8 @@ from chute.random_transforms import (
     RandomGrayscale,
     RandomRotation,
 )
-from chute.sources import ImageFolder
+from chute.resolve import open
+from chute.sources import FileList, ImageFolder, PackedDataset, TarDataset
 from chute.stats import LoaderStats
 from chute.transforms import CenterCrop, Normalize, RandomHorizontalFlip, RandomResizedCrop, Resize
 
@@ -74,6 +77,7 @@ __all__ = [
     "GaussianBlur",
     "ImageFolder",
     "InterpolationMode",
+    "LMDBDataset",
     "Loader",
     "LoaderStats",
     "Normalize",
@@ -88,10 +92,12 @@ __all__ = [
     "Resize",
     "ResourceError",
     "SampleError",
+    "TFRecordDataset",
     "TarDataset",
     "TrivialAugmentWide",
     "doctor",
     "get_worker_info",
+    "merge_state_dicts",
     "open",
     "pack",
 ]

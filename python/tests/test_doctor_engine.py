@@ -135,9 +135,10 @@ def test_prefetch_advice_names_the_knob_and_a_window_that_covers_the_bursts():
     prefetch_factor (prefetch_factor * num_workers batches ahead), on chute.Loader as prefetch."""
     from types import SimpleNamespace
 
+    from chute.doctor import advice
+    from chute.doctor.advice import longest_wait_streak
     from chute.doctor.compare import DataLoaderInfo
     from chute.doctor.measure import Step
-    from chute.doctor.verdict import _cpu_recs, longest_wait_streak
 
     cycle = [Step(0, 0.0001, 1.0, 8), Step(0, 0.0001, 0, 8), Step(0, 0.0001, 0, 8)]
     cycle += [Step(0, 0.1, 0, 8)] * 3  # the window emptied: three batches in a row waited for
@@ -151,7 +152,7 @@ def test_prefetch_advice_names_the_knob_and_a_window_that_covers_the_bursts():
 
     def actions(info):
         recs = []
-        _cpu_recs(SimpleNamespace(run=run, dataloader=info, cpu=cpu), recs, "cpu", "prefetch")
+        advice.cpu(SimpleNamespace(run=run, dataloader=info, cpu=cpu), recs, "cpu", "prefetch")
         return [r.action for r in recs]
 
     two = DataLoaderInfo(2, 8, False, True, 1, "fork", "fast:imagefolder")  # 1 x 2 workers = 2 ahead
@@ -202,16 +203,16 @@ def test_torch_dataloader_prefetch_advice_is_its_prefetch_factor():
     in a row: 5, so a factor of 3)."""
     from types import SimpleNamespace
 
+    from chute.doctor import advice
     from chute.doctor.compare import DataLoaderInfo
     from chute.doctor.measure import Step
-    from chute.doctor.verdict import _cpu_recs
 
     cycle = [Step(0, 0.0001, 1.0, 8), Step(0, 0.0001, 0, 8), Step(0, 0.0001, 0, 8)] + [Step(0, 0.1, 0, 8)] * 3
     run = SimpleNamespace(loader_stats=None, wait_s=0.9, step_s=3.0, stall_fraction=0.9 / 3.9, measured=cycle * 3)
     cpu = SimpleNamespace(cores=2, total_cores_used=0.7, mean_children_cores=0.6, mean_children_waiting=0.02)
     recs = []
     info = DataLoaderInfo(2, 8, False, True, 1, "fork")
-    _cpu_recs(SimpleNamespace(run=run, dataloader=info, cpu=cpu), recs, "cpu", "prefetch")
+    advice.cpu(SimpleNamespace(run=run, dataloader=info, cpu=cpu), recs, "cpu", "prefetch")
     (rec,) = [r for r in recs if "prefetch" in r.action]
     assert rec.action == "raise prefetch_factor to 3 (it is 1, so 2 batches ahead for num_workers=2)"
     assert not rec.measured and "the workers slept 69% of their time" in rec.basis

@@ -93,6 +93,30 @@ def test_cpu_device_is_not_a_cuda_device():
     assert not d.device.available and "not a CUDA device" in d.device.reason
 
 
+def test_compare_takes_a_module_that_says_it_reproduces_torchvision_for_torchvision(folder, monkeypatch):
+    """The doctor knows no reference implementation by name (it never imports the bench): a module whose
+    ImageFolder and v1 transforms reproduce torchvision's under their names says so with
+    REPRODUCES_TORCHVISION = True, and the doctor then builds its chute loader from them."""
+    import types
+
+    from chute.bench import pil_reference as R
+    from chute.doctor.compare import chute_equivalent
+
+    module = types.ModuleType("elsewhere.reference")
+    for cls in (R.ImageFolder, R.Compose, R.CenterCrop, R.PILToTensor):
+        setattr(module, cls.__name__, type(cls.__name__, (cls,), {"__module__": module.__name__}))
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    dataset = module.ImageFolder(folder, transform=module.Compose([module.CenterCrop(16), module.PILToTensor()]))
+    loader, why = chute_equivalent(DataLoader(dataset, batch_size=4))
+    assert loader is None and why == "chute does not recognise a ImageFolder (it reads ImageFolder trees)"
+    module.REPRODUCES_TORCHVISION = True
+    loader, why = chute_equivalent(DataLoader(dataset, batch_size=4))
+    assert why == "" and len(loader.source) == len(dataset)
+    images, labels = next(iter(loader))
+    assert images.shape == (4, 3, 16, 16) and images.dtype == torch.uint8
+    loader.close()
+
+
 # --- measurement -------------------------------------------------------------------------------------
 
 
@@ -154,7 +178,7 @@ def test_remote_verdict_names_the_actors_and_recommends_more_as_an_estimate():
     text = str(d)
     assert "add actors: num_actors=10" in text and "9.1x (estimate, at most; model" in text
     assert "remote actors (chute.ray.RemoteLoader, over 12 batches)" in text
-    page = render_html(d, plots=False)  # the HTML report without matplotlib keeps the remote section
+    page = render_html(d, str(d), plots=False)  # the HTML report without matplotlib keeps the remote section
     assert "<h2>Remote actors (chute.ray.RemoteLoader, over 12 batches)</h2>" in page and "add actors" in page
 
 

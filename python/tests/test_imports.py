@@ -10,6 +10,11 @@ failure). Imports under ``if TYPE_CHECKING:`` are no edge: they never run.
 * ``from chute.x import name`` (name not a module) gives an edge to ``chute.x``; relative imports resolve the
   same way.
 
+Inside the doctor (``chute.doctor``) the check is stricter: an import under ``if TYPE_CHECKING:`` counts too.
+There the model (``findings``) is data that the rule engine and the views import, never the other way, so no
+module of the doctor needs even a type-only import of a module that imports it; and the views import the
+model, never each other nor the rule engine. The doctor never imports the bench.
+
 One node is left out: the facade ``chute`` (``chute/__init__.py``), which re-exports the public names. Python
 always runs a package's ``__init__`` before any of its submodules, so a submodule that reads ``chute.Loader``
 from the facade at call time cannot meet a half-made submodule through it; the facade is the top of the
@@ -27,7 +32,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "chute"
 FACADE = "chute"
 EXTENSIONS = {"chute._native"}
 # The tools: they sit above the front doors and may use the facade (``import chute``).
-TOOLS = ("chute.doctor", "chute.bench", "chute.cli", "chute.pack_cli")
+TOOLS = ("chute.doctor", "chute.bench", "chute.cli")
 
 
 def modules(root: Path) -> dict[str, tuple[Path, bool]]:
@@ -42,15 +47,17 @@ def modules(root: Path) -> dict[str, tuple[Path, bool]]:
     return out
 
 
-def import_graph(root: Path) -> dict[str, set[str]]:
-    """Module -> the package modules it imports (module level and function level), itself excluded."""
+def import_graph(root: Path, *, type_checking: bool = False) -> dict[str, set[str]]:
+    """Module -> the package modules it imports (module level and function level), itself excluded; with
+    ``type_checking``, the imports under ``if TYPE_CHECKING:`` too."""
     mods = modules(root)
     known = set(mods) | EXTENSIONS
     graph: dict[str, set[str]] = {}
     for name, (path, is_package) in mods.items():
         package = name if is_package else name.rpartition(".")[0]
         edges = set()
-        for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree) if type_checking else _runtime_nodes(tree):
             if isinstance(node, ast.Import):
                 edges.update(a.name for a in node.names if a.name in known)
             elif isinstance(node, ast.ImportFrom):
@@ -164,6 +171,49 @@ def test_only_tools_import_the_facade():
     assert not below, f"modules below the tools that import the chute facade (import a submodule instead): {below}"
 
 
+DOCTOR = "chute.doctor"
+DOCTOR_MODEL = "chute.doctor.findings"
+DOCTOR_VIEWS = ("chute.doctor.report_term", "chute.doctor.report_html")
+# What the model is made of: each layer's measurements (and nothing that builds or shows a verdict).
+DOCTOR_MEASUREMENTS = {
+    f"chute.doctor.{m}" for m in ("compare", "cpu", "device", "measure", "profile", "remote", "sampling", "storage")
+}
+
+
+def _doctor_graph(root: Path) -> dict[str, set[str]]:
+    """The doctor's modules and the doctor's modules each imports, type-only imports included."""
+    graph = import_graph(root, type_checking=True)
+    inside = {m for m in graph if m == DOCTOR or m.startswith(DOCTOR + ".")}
+    return {m: graph[m] & inside for m in inside}
+
+
+def test_the_doctor_has_no_import_cycle_even_through_type_only_imports():
+    graph = _doctor_graph(PACKAGE)
+    found = tangles(graph)
+    assert not found, "import cycles in the doctor: " + "; ".join(" -> ".join(c) for c in cycles(graph))
+
+
+def test_the_doctors_views_render_the_model_and_the_model_is_data():
+    graph = _doctor_graph(PACKAGE)
+    for view in DOCTOR_VIEWS:
+        assert graph[view] == {DOCTOR_MODEL}, f"{view} imports {sorted(graph[view])}: the views import the model only"
+    assert graph[DOCTOR_MODEL] <= DOCTOR_MEASUREMENTS, (
+        f"the model imports {sorted(graph[DOCTOR_MODEL] - DOCTOR_MEASUREMENTS)}: it is data, built by the rule engine"
+    )
+
+
+def test_the_doctor_does_not_import_the_bench():
+    graph = import_graph(PACKAGE, type_checking=True)
+    bad = sorted(
+        f"{m} -> {e}"
+        for m, edges in graph.items()
+        if m.startswith(DOCTOR)
+        for e in edges
+        if e.startswith("chute.bench")
+    )
+    assert not bad, f"the doctor imports the bench: {bad}"
+
+
 # ---- the checker itself, on small trees ------------------------------------------------------------------
 
 
@@ -203,6 +253,7 @@ def test_checker_ignores_type_checking_imports(tmp_path):
         },
     )
     assert cycles(import_graph(root)) == []
+    assert cycles(import_graph(root, type_checking=True)) == [["chute.a", "chute.b", "chute.a"]]
     (root / "b.py").write_text("import chute.a\n")
     assert cycles(import_graph(root)) == [["chute.a", "chute.b", "chute.a"]]
 

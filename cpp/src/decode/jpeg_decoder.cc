@@ -1,38 +1,26 @@
 #include "chute/decode/jpeg_decoder.h"
 
-// jpeglib.h needs size_t and FILE declared first.
 #include <algorithm>
 #include <csetjmp>
-#include <cstdio>
 #include <cstring>
 #include <new>
 #include <string>
 #include <vector>
 
-#include <jerror.h>
-#include <jpeglib.h>
-
 #include "chute/base/environment.h"
+#include "decode/detail/jpeg_errors.h"
 
 namespace chute {
 namespace {
 
-// libjpeg reports errors through error_exit, which must not return; we longjmp back to the caller's
-// setjmp. No C++ object with a destructor lives between the setjmp and the libjpeg calls that may jump.
+// libjpeg's errors (detail/jpeg_errors.h), and what the decoder keeps beside them: its benign warnings, and
+// whether a file that ends early is taken as PIL takes it.
 struct ErrorManager {
-  jpeg_error_mgr pub;
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
+  detail::JpegErrors jpeg;  // first: libjpeg's cinfo->err points at it
   int64_t benign_warnings = 0;
   // PIL's ImageFile.LOAD_TRUNCATED_IMAGES: a file that ends early decodes, the rest gray (libjpeg's fill).
   bool accept_truncation = false;
 };
-
-[[noreturn]] void on_error_exit(j_common_ptr cinfo) {
-  auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
-  (*cinfo->err->format_message)(cinfo, err->message);
-  std::longjmp(err->jump, 1);
-}
 
 // Warnings after which the decoded pixels are not the file's: libjpeg fills the gap with gray and goes on.
 bool warning_loses_data(int code) {
@@ -55,17 +43,9 @@ void on_emit_message(j_common_ptr cinfo, int msg_level) {
   const int code = cinfo->err->msg_code;
   if (warning_loses_data(code)) {
     if (err->accept_truncation) return;  // PIL goes on after a libjpeg warning, and keeps what it decoded
-    on_error_exit(cinfo);
+    detail::JpegErrors::exit_to_caller(cinfo);
   }
   ++err->benign_warnings;
-}
-
-void on_output_message(j_common_ptr) {}  // never print to stderr
-
-// libjpeg's own allocation failing is the machine's limit; any other error is the file's.
-Status error_status(const ErrorManager& err) {
-  if (err.pub.msg_code == JERR_OUT_OF_MEMORY) return out_of_memory(std::string("in libjpeg: ") + err.message);
-  return corrupt_data(err.message);
 }
 
 // A complete JPEG ends with EOI (FF D9), possibly followed by trailing bytes. Decoding only a window
@@ -203,12 +183,10 @@ struct JpegDecoder::State {
 JpegDecoder::JpegDecoder(int64_t max_pixels) : state_(std::make_unique<State>()), max_pixels_(max_pixels) {
   State& s = *state_;
   std::memset(&s.cinfo, 0, sizeof(s.cinfo));
-  s.cinfo.err = jpeg_std_error(&s.err.pub);
-  s.err.pub.error_exit = on_error_exit;
-  s.err.pub.emit_message = on_emit_message;
-  s.err.pub.output_message = on_output_message;
+  s.err.jpeg.install(s.cinfo);
+  s.err.jpeg.pub.emit_message = on_emit_message;
   // jpeg_create_decompress only fails when out of memory; it then jumps here.
-  if (setjmp(s.err.jump)) std::abort();
+  if (setjmp(s.err.jpeg.jump)) std::abort();
   jpeg_create_decompress(&s.cinfo);
 }
 
@@ -229,10 +207,10 @@ Result<ImageInfo> JpegDecoder::read_info(std::span<const uint8_t> data) {
   jpeg_decompress_struct* cinfo = &s.cinfo;
   // decode() reads the header again: count its warnings there only, once per image.
   const int64_t warnings = s.err.benign_warnings;
-  if (setjmp(s.err.jump)) {
+  if (setjmp(s.err.jpeg.jump)) {
     jpeg_abort_decompress(cinfo);
     s.err.benign_warnings = warnings;
-    return error_status(s.err);
+    return s.err.jpeg.status(corrupt_data);
   }
   if (s.err.accept_truncation && !header_complete(data))
     return corrupt_data("Premature end of JPEG file (inside its header)");
@@ -264,13 +242,12 @@ Result<ImageView> JpegDecoder::decode(std::span<const uint8_t> data, Window win,
   // locals). rows_done < 0: the header is not read yet; pitch 0: no row layout yet.
   s.rows_done = -1;
   s.pitch = s.skip = 0;
-  if (setjmp(s.err.jump)) {
+  if (setjmp(s.err.jpeg.jump)) {
     jpeg_abort_decompress(cinfo);
     // PIL with LOAD_TRUNCATED_IMAGES ignores a decoder error once the header is read, and keeps the rows
     // it decoded before it; the others stay black. Running out of memory is the machine's failure: not so.
-    if (lenient && s.rows_done >= 0 && s.err.pub.msg_code != JERR_OUT_OF_MEMORY)
-      return s.keep_decoded(win, buffer, padding);
-    return error_status(s.err);
+    if (lenient && s.rows_done >= 0 && !s.err.jpeg.out_of_memory()) return s.keep_decoded(win, buffer, padding);
+    return s.err.jpeg.status(corrupt_data);
   }
   s.set_source(data);
   if (jpeg_read_header(cinfo, TRUE) == JPEG_SUSPENDED) {

@@ -1,6 +1,5 @@
 #include "chute/gpu/cuda_device.h"
 
-#include <dlfcn.h>
 #include <link.h>
 
 #include <atomic>
@@ -9,7 +8,6 @@
 #include <cstring>
 #include <mutex>
 #include <new>
-#include <type_traits>
 #include <unordered_set>
 #include <vector>
 
@@ -22,63 +20,62 @@ LoadedCudart load_cudart(const std::vector<std::string>& names) {
   LoadedCudart out;
   void* lib = nullptr;
   for (const std::string& n : names) {
-    lib = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL);
+    std::string why;
+    lib = open_library(n, &why);
     if (lib != nullptr) break;
-    const char* err = dlerror();
     if (!out.why.empty()) out.why += "; ";
-    out.why += err != nullptr ? err : n + ": cannot be loaded";
+    out.why += why;
   }
   if (lib == nullptr) return out;
-  bool missing = false;
-  auto sym = [&](auto& fn, const char* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
-    if (fn == nullptr && !missing) {
-      missing = true;
-      out.why = std::string("libcudart has no ") + name;
-    }
-  };
+  SymbolResolver runtime(lib);
   CudartApi& a = out.api;
-  sym(a.cudaGetErrorString, "cudaGetErrorString");
-  sym(a.cudaGetDeviceCount, "cudaGetDeviceCount");
-  sym(a.cudaGetDevice, "cudaGetDevice");
-  sym(a.cudaSetDevice, "cudaSetDevice");
-  sym(a.cudaDeviceGetPCIBusId, "cudaDeviceGetPCIBusId");
-  sym(a.cudaHostAlloc, "cudaHostAlloc");
-  sym(a.cudaFreeHost, "cudaFreeHost");
-  sym(a.cudaHostRegister, "cudaHostRegister");
-  sym(a.cudaHostUnregister, "cudaHostUnregister");
-  sym(a.cudaMalloc, "cudaMalloc");
-  sym(a.cudaFree, "cudaFree");
-  sym(a.cudaStreamCreateWithFlags, "cudaStreamCreateWithFlags");
-  sym(a.cudaStreamDestroy, "cudaStreamDestroy");
-  sym(a.cudaStreamSynchronize, "cudaStreamSynchronize");
-  sym(a.cudaStreamWaitEvent, "cudaStreamWaitEvent");
-  sym(a.cudaEventCreateWithFlags, "cudaEventCreateWithFlags");
-  sym(a.cudaEventDestroy, "cudaEventDestroy");
-  sym(a.cudaEventRecord, "cudaEventRecord");
-  sym(a.cudaEventQuery, "cudaEventQuery");
-  sym(a.cudaEventSynchronize, "cudaEventSynchronize");
-  sym(a.cudaMemcpyAsync, "cudaMemcpyAsync");
-  sym(a.cudaMemcpy, "cudaMemcpy");
-  if (missing) return out;
-  // The driver, for the primary context of a device (ContextGuard). The process's own if loaded.
-  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (driver == nullptr) driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (driver == nullptr) {
-    const char* err = dlerror();
-    out.why = std::string("the CUDA driver: ") + (err != nullptr ? err : "libcuda.so.1 cannot be loaded");
+  runtime(a.cudaGetErrorString, "cudaGetErrorString");
+  runtime(a.cudaGetDeviceCount, "cudaGetDeviceCount");
+  runtime(a.cudaGetDevice, "cudaGetDevice");
+  runtime(a.cudaSetDevice, "cudaSetDevice");
+  runtime(a.cudaDeviceGetPCIBusId, "cudaDeviceGetPCIBusId");
+  runtime(a.cudaHostAlloc, "cudaHostAlloc");
+  runtime(a.cudaFreeHost, "cudaFreeHost");
+  runtime(a.cudaHostRegister, "cudaHostRegister");
+  runtime(a.cudaHostUnregister, "cudaHostUnregister");
+  runtime(a.cudaMalloc, "cudaMalloc");
+  runtime(a.cudaFree, "cudaFree");
+  runtime(a.cudaStreamCreateWithFlags, "cudaStreamCreateWithFlags");
+  runtime(a.cudaStreamDestroy, "cudaStreamDestroy");
+  runtime(a.cudaStreamSynchronize, "cudaStreamSynchronize");
+  runtime(a.cudaStreamWaitEvent, "cudaStreamWaitEvent");
+  runtime(a.cudaEventCreateWithFlags, "cudaEventCreateWithFlags");
+  runtime(a.cudaEventDestroy, "cudaEventDestroy");
+  runtime(a.cudaEventRecord, "cudaEventRecord");
+  runtime(a.cudaEventQuery, "cudaEventQuery");
+  runtime(a.cudaEventSynchronize, "cudaEventSynchronize");
+  runtime(a.cudaMemcpyAsync, "cudaMemcpyAsync");
+  runtime(a.cudaMemcpy, "cudaMemcpy");
+  if (const char* missing = runtime.missing()) {
+    out.why = std::string("libcudart has no ") + missing;
     return out;
   }
-  lib = driver;
-  sym(a.cuInit, "cuInit");
-  sym(a.cuDeviceGet, "cuDeviceGet");
-  sym(a.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
-  sym(a.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
-  sym(a.cuCtxPushCurrent, "cuCtxPushCurrent_v2");
-  sym(a.cuCtxPopCurrent, "cuCtxPopCurrent_v2");
-  if (missing) out.why.replace(0, std::strlen("libcudart"), "libcuda");
-  out.ok = !missing;
-  if (out.ok) out.why.clear();
+  // The driver, for the primary context of a device (ContextGuard). The process's own if loaded.
+  std::string why;
+  void* driver = open_library("libcuda.so.1", &why, /*only_if_loaded=*/true);
+  if (driver == nullptr) driver = open_library("libcuda.so.1", &why);
+  if (driver == nullptr) {
+    out.why = "the CUDA driver: " + why;
+    return out;
+  }
+  SymbolResolver cuda(driver);
+  cuda(a.cuInit, "cuInit");
+  cuda(a.cuDeviceGet, "cuDeviceGet");
+  cuda(a.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+  cuda(a.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
+  cuda(a.cuCtxPushCurrent, "cuCtxPushCurrent_v2");
+  cuda(a.cuCtxPopCurrent, "cuCtxPopCurrent_v2");
+  if (const char* missing = cuda.missing()) {
+    out.why = std::string("libcuda has no ") + missing;
+    return out;
+  }
+  out.ok = true;
+  out.why.clear();  // the names tried before the one that loaded
   return out;
 }
 
@@ -113,29 +110,27 @@ LoadedCudart find_cudart(const std::vector<std::string>& candidates) {
 }
 
 namespace {
-std::mutex cudart_mu;
-std::vector<std::string> cudart_candidates;  // guarded by cudart_mu
+std::mutex candidates_mu;
+std::vector<std::string> cudart_candidates;  // guarded by candidates_mu
 }  // namespace
 
 void set_cudart_candidates(std::vector<std::string> paths) {
-  std::lock_guard<std::mutex> lock(cudart_mu);
+  std::lock_guard<std::mutex> lock(candidates_mu);
   cudart_candidates = std::move(paths);
 }
 
 const CudartApi* cudart(std::string* why) {
-  static std::atomic<const CudartApi*> ready{nullptr};
-  static LoadedCudart loaded;  // written once, under cudart_mu, before `ready` publishes it
-  if (const CudartApi* api = ready.load(std::memory_order_acquire)) return api;
-  std::lock_guard<std::mutex> lock(cudart_mu);
-  if (const CudartApi* api = ready.load(std::memory_order_relaxed)) return api;
-  LoadedCudart attempt = find_cudart(cudart_candidates);
-  if (!attempt.ok) {  // not cached: the next call tries again
-    if (why != nullptr) *why = attempt.why;
-    return nullptr;
-  }
-  loaded = std::move(attempt);
-  ready.store(&loaded.api, std::memory_order_release);
-  return &loaded.api;
+  static ProcessApi<CudartApi> runtime;
+  return runtime.get(
+      [] {
+        std::vector<std::string> candidates;
+        {
+          std::lock_guard<std::mutex> lock(candidates_mu);
+          candidates = cudart_candidates;
+        }
+        return find_cudart(candidates);
+      },
+      why);
 }
 
 }  // namespace detail

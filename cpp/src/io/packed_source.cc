@@ -6,6 +6,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "chute/remote/cache_key.h"
+
 namespace chute {
 
 std::string index_path_for(const std::string& path) {
@@ -79,13 +81,11 @@ Result<std::shared_ptr<PackedSource>> PackedSource::open_remote(const std::strin
   auto src = std::shared_ptr<PackedSource>(new PackedSource());
   src->options_ = options;
   src->dir_ = base;
-  // The index entry's key carries its ETag (or size): a dataset repacked at the same URL is refetched.
-  // Keys show in errors and `chute cache ls`: a URL's user:password@ is left out.
+  // The index entry's key carries its ETag and size: a dataset repacked at the same URL is refetched.
   CHUTE_ASSIGN_OR_RETURN(
       src->index_file_,
       cache->get(
-          redact_url(index_url) + "#" + info->etag + "#" + std::to_string(info->size), info->size,
-          [&](int fd) { return store->download(*info, fd); },
+          cache_key(*info), info->size, [&](int fd) { return store->download(*info, fd); },
           [&](const MappedFile& f) { return IndexView::parse(f.bytes(), redact_url(index_url)).status(); }));
   CHUTE_ASSIGN_OR_RETURN(src->index_, IndexView::parse(src->index_file_->bytes(), redact_url(index_url)));
   if (src->index_.kind() != IndexKind::kPacked)

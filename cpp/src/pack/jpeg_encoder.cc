@@ -1,35 +1,14 @@
 #include "chute/pack/jpeg_encoder.h"
 
-// jpeglib.h needs size_t and FILE declared first.
 #include <csetjmp>
-#include <cstdio>
 #include <cstring>
 #include <new>
 #include <string>
 
-#include <jerror.h>
-#include <jpeglib.h>
-
-#include "chute/base/environment.h"
+#include "decode/detail/jpeg_errors.h"
 
 namespace chute {
 namespace {
-
-// libjpeg's error_exit must not return: we longjmp back to encode(). No object with a destructor lives
-// between the setjmp and the libjpeg calls.
-struct ErrorManager {
-  jpeg_error_mgr pub;
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-};
-
-[[noreturn]] void on_error_exit(j_common_ptr cinfo) {
-  auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
-  (*cinfo->err->format_message)(cinfo, err->message);
-  std::longjmp(err->jump, 1);
-}
-
-void on_output_message(j_common_ptr) {}  // never print to stderr
 
 // "Exif\0\0", then a little-endian TIFF header and one IFD with one entry: Orientation (0x0112), SHORT.
 std::vector<uint8_t> exif_orientation_segment(int orientation) {
@@ -109,15 +88,13 @@ void destination_term(j_compress_ptr cinfo) {
 
 struct JpegEncoder::State {
   jpeg_compress_struct cinfo;
-  ErrorManager err;
+  detail::JpegErrors err;
   VectorDestination dest;
 };
 
 JpegEncoder::JpegEncoder() : state_(std::make_unique<State>()) {
   State& s = *state_;
-  s.cinfo.err = jpeg_std_error(&s.err.pub);
-  s.err.pub.error_exit = on_error_exit;
-  s.err.pub.output_message = on_output_message;
+  s.err.install(s.cinfo);
   if (setjmp(s.err.jump)) throw std::bad_alloc();  // jpeg_create_compress fails only for lack of memory
   jpeg_create_compress(&s.cinfo);
 }
@@ -137,8 +114,7 @@ Status JpegEncoder::encode(const uint8_t* pixels, size_t pitch, int width, int h
       orientation > 1 && orientation <= 8 ? exif_orientation_segment(orientation) : std::vector<uint8_t>();
   if (setjmp(s.err.jump)) {
     jpeg_abort_compress(c);
-    if (s.err.pub.msg_code == JERR_OUT_OF_MEMORY) return out_of_memory(std::string("in libjpeg: ") + s.err.message);
-    return invalid_argument(std::string("JPEG encode failed: ") + s.err.message);
+    return s.err.status([](std::string message) { return invalid_argument("JPEG encode failed: " + message); });
   }
   out.clear();
   s.dest.out = &out;

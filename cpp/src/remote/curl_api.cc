@@ -1,40 +1,19 @@
 #include "remote/detail/curl_api.h"
 
-#include <dlfcn.h>
-
-#include <atomic>
-#include <cstdio>
 #include <cstdlib>
-#include <mutex>
-#include <type_traits>
+
+#include "base/detail/dynamic_library.h"
 
 namespace chute::detail {
 namespace {
 
-struct LoadedCurl {
-  CurlApi api{};
-  bool ok = false;
-  std::string why;
-};
-
-LoadedCurl load_curl() {
-  LoadedCurl out;
+LoadedApi<CurlApi> load_curl() {
+  LoadedApi<CurlApi> out;
   std::string name = "libcurl.so.4";
   if (const char* env = std::getenv("CHUTE_LIBCURL"); env != nullptr && *env != '\0') name = env;
-  void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) {
-    const char* err = dlerror();
-    out.why = err != nullptr ? err : name + ": cannot be loaded";
-    return out;
-  }
-  bool missing = false;
-  auto sym = [&](auto& fn, const char* symbol) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, symbol));
-    if (fn == nullptr && !missing) {
-      missing = true;
-      out.why = name + " has no " + symbol + " (libcurl >= 7.75 is needed)";
-    }
-  };
+  void* lib = open_library(name, &out.why);
+  if (lib == nullptr) return out;
+  SymbolResolver sym(lib);
   CurlApi& a = out.api;
   sym(a.curl_global_init, "curl_global_init");
   sym(a.curl_version_info, "curl_version_info");
@@ -55,7 +34,10 @@ LoadedCurl load_curl() {
   sym(a.curl_multi_wakeup, "curl_multi_wakeup");
   sym(a.curl_multi_info_read, "curl_multi_info_read");
   sym(a.curl_multi_strerror, "curl_multi_strerror");
-  if (missing) return out;  // never dlclose()d: a failed load is rare and retried
+  if (const char* missing = sym.missing()) {  // never dlclose()d: a failed load is rare and retried
+    out.why = name + " has no " + missing + " (libcurl >= 7.75 is needed)";
+    return out;
+  }
   const curl_version_info_data* v = a.curl_version_info(CURLVERSION_NOW);
   if (v == nullptr || v->version_num < kCurlMinVersion) {
     out.why = name + " is libcurl " + (v != nullptr && v->version != nullptr ? v->version : "?") +
@@ -71,24 +53,11 @@ LoadedCurl load_curl() {
   return out;
 }
 
-std::mutex curl_mu;
-
 }  // namespace
 
 const CurlApi* curl_api(std::string* why) {
-  static std::atomic<const CurlApi*> ready{nullptr};
-  static LoadedCurl loaded;  // written once, under curl_mu, before `ready` publishes it
-  if (const CurlApi* api = ready.load(std::memory_order_acquire)) return api;
-  std::lock_guard<std::mutex> lock(curl_mu);
-  if (const CurlApi* api = ready.load(std::memory_order_relaxed)) return api;
-  LoadedCurl attempt = load_curl();
-  if (!attempt.ok) {
-    if (why != nullptr) *why = attempt.why;
-    return nullptr;
-  }
-  loaded = std::move(attempt);
-  ready.store(&loaded.api, std::memory_order_release);
-  return &loaded.api;
+  static ProcessApi<CurlApi> curl;
+  return curl.get(load_curl, why);
 }
 
 }  // namespace chute::detail

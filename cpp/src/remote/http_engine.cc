@@ -1,13 +1,10 @@
 #include "chute/remote/http_engine.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cstring>
+#include <cstdio>
 #include <ctime>
 #include <deque>
 #include <future>
@@ -21,6 +18,7 @@
 #include "chute/base/thread.h"
 #include "remote/detail/curl_api.h"
 #include "remote/detail/http_policy.h"
+#include "remote/detail/http_transfer.h"
 
 namespace chute {
 
@@ -33,120 +31,10 @@ std::optional<std::string> HttpResponse::header(std::string_view lower_name) con
 
 namespace {
 using namespace detail;
-using Clock = std::chrono::steady_clock;
-
-double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 constexpr size_t kLatencySamples = 1024;  // the recent successful attempts behind latency p50/p99
 constexpr double kWindowS = 0.25;         // the autotuner's measurement window
 constexpr int kWindowMinCompletions = 4;
-constexpr uint64_t kMaxReserve = 64ull << 20;  // a Content-Length reserved up front at most (a claim, not bytes)
-
-// One request, through its attempts. Lives in exactly one of the engine's containers at a time.
-struct Transfer {
-  HttpRequest request;
-  HttpEngine::Callback done;
-  std::shared_ptr<std::atomic<bool>> cancel;  // set: ends kCancelled instead of starting another attempt
-  std::string what;                           // "GET <redacted url>", for messages
-  int attempts = 0;
-  Clock::time_point first_start, attempt_start;
-  // The current attempt.
-  CURL* easy = nullptr;
-  curl_slist* headers = nullptr;
-  std::string range, provider;
-  HttpResponse response;
-  char error[CURL_ERROR_SIZE] = {};
-  long status_line = 0;    // the status of the response being received (its status line)
-  uint64_t received = 0;   // body bytes seen this attempt (a sink's count; kept bodies have their size)
-  std::string sink_error;  // a write into the sink failed: the attempt fails with this
-  // Sink bytes not yet written, for the file offset `staged_at` on: libcurl hands the body over in pieces
-  // of at most 16 KiB (CURL_MAX_WRITE_SIZE), and a pwrite() per piece cost ext4 ~3x the CPU per byte of
-  // writes of 256 KiB and more (measured: 0.49 against 0.22 ms/MB); kSinkStage bytes go in one pwrite().
-  std::vector<uint8_t> staged;
-  uint64_t staged_at = 0;
-};
-
-constexpr size_t kSinkStage = 512 << 10;
-constexpr int kMaxRedirects = 8;
-
-// Writes the staged bytes into the sink; false (with sink_error set) when the write fails.
-bool flush_sink(Transfer& t) {
-  for (size_t done = 0; done < t.staged.size();) {
-    const ssize_t w = ::pwrite(t.request.sink_fd, t.staged.data() + done, t.staged.size() - done,
-                               static_cast<off_t>(t.staged_at + done));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      t.sink_error =
-          std::string("writing at ") + std::to_string(t.staged_at + done) + ": " + std::strerror(w < 0 ? errno : EIO);
-      return false;
-    }
-    done += static_cast<size_t>(w);
-  }
-  t.staged_at += t.staged.size();
-  t.staged.clear();
-  return true;
-}
-
-// Whether this attempt's body goes to the request's sink: a ranged GET with a sink, answered 2xx.
-bool sinks(const Transfer& t) {
-  return t.request.sink_fd >= 0 && t.request.length > 0 && t.status_line >= 200 && t.status_line < 300;
-}
-
-size_t on_body(char* data, size_t size, size_t n, void* user) {
-  auto* t = static_cast<Transfer*>(user);
-  const size_t bytes = size * n;
-  if (!sinks(*t)) {
-    t->response.body.insert(t->response.body.end(), data, data + bytes);
-    return bytes;
-  }
-  // 206: the body is the range. 200: the whole object (the server ignored Range): keep the range's part.
-  const uint64_t begin = t->status_line == 200 ? t->request.offset : 0;
-  const uint64_t end = begin + t->request.length;
-  const uint64_t from = std::max(t->received, begin), to = std::min(t->received + bytes, end);
-  if (from < to) {
-    const uint64_t at = t->request.sink_offset + (from - begin);
-    if (t->staged.empty()) {
-      t->staged_at = at;
-      t->staged.reserve(kSinkStage);
-    } else if (at != t->staged_at + t->staged.size()) {  // not contiguous (the range's bytes come in order)
-      if (!flush_sink(*t)) return 0;                     // curl ends the transfer (CURLE_WRITE_ERROR)
-      t->staged_at = at;
-    }
-    t->staged.insert(t->staged.end(), data + (from - t->received), data + (to - t->received));
-    if (t->staged.size() >= kSinkStage && !flush_sink(*t)) return 0;
-  }
-  t->received += bytes;
-  return bytes;
-}
-
-size_t on_header(char* data, size_t size, size_t n, void* user) {
-  auto* t = static_cast<Transfer*>(user);
-  std::string_view line(data, size * n);
-  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
-  if (line.starts_with("HTTP/")) {  // a new response (after 100 Continue or a redirect): start over
-    t->response.headers.clear();
-    t->response.body.clear();  // a redirect's own body is not the object's
-    t->received = 0;
-    t->staged.clear();
-    const size_t space = line.find(' ');
-    t->status_line =
-        space == std::string_view::npos ? 0 : std::strtol(std::string(line.substr(space + 1, 3)).c_str(), nullptr, 10);
-    return size * n;
-  }
-  size_t colon = line.find(':');
-  if (colon == std::string_view::npos) return size * n;
-  std::string name(line.substr(0, colon));
-  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  std::string_view value = line.substr(colon + 1);
-  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
-  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
-  if (name == "content-length" && t->request.method != "HEAD") {
-    uint64_t len = std::strtoull(std::string(value).c_str(), nullptr, 10);
-    t->response.body.reserve(std::min<uint64_t>(len, kMaxReserve));
-  }
-  t->response.headers.emplace_back(std::move(name), std::string(value));
-  return size * n;
-}
 
 }  // namespace
 
@@ -216,102 +104,19 @@ struct HttpEngine::Impl {
     finish(std::move(t), Status(code, std::move(message)));
   }
 
-  bool cancelled(const Transfer& t) const { return t.cancel && t.cancel->load(std::memory_order_relaxed); }
-
   void start(std::unique_ptr<Transfer> t) {
-    if (cancelled(*t)) return fail(std::move(t), StatusCode::kCancelled, "cancelled");
-    const HttpRequest& r = t->request;
-    if (!r.url.starts_with("http://") && !r.url.starts_with("https://")) {
-      return fail(std::move(t), StatusCode::kInvalidArgument, "not an http:// or https:// URL");
+    if (t->cancelled()) return fail(std::move(t), StatusCode::kCancelled, "cancelled");
+    if (Status begun = t->begin_attempt(api, options); !begun.is_ok()) {
+      return fail(std::move(t), begun.code(), begun.message());
     }
-    if (r.length == 0 && r.offset != 0) {
-      return fail(std::move(t), StatusCode::kInvalidArgument,
-                  "offset " + std::to_string(r.offset) + " without a length (length > 0 selects a range)");
-    }
-    CURL* e = api.curl_easy_init();
-    if (e == nullptr)
-      return fail(std::move(t), StatusCode::kEnvironment, "libcurl cannot create a handle (out of memory)");
-    t->easy = e;
-    t->response = HttpResponse{};
-    t->error[0] = '\0';
-    t->status_line = 0;
-    t->received = 0;
-    t->sink_error.clear();
-    t->staged.clear();  // a failed attempt's unwritten bytes: the retry writes its range again
-    if (t->attempts++ == 0) t->first_start = Clock::now();
-    t->attempt_start = Clock::now();
-    api.curl_easy_setopt(e, CURLOPT_URL, r.url.c_str());
-    api.curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    api.curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-    api.curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 256L << 10);
-    api.curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
-    api.curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &on_body);
-    api.curl_easy_setopt(e, CURLOPT_WRITEDATA, t.get());
-    api.curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &on_header);
-    api.curl_easy_setopt(e, CURLOPT_HEADERDATA, t.get());
-    api.curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options.connect_timeout_s * 1000));
-    api.curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    api.curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, std::max(1L, std::lround(std::ceil(options.stall_timeout_s))));
-    std::vector<std::string> headers = r.headers;
-    if (r.method == "HEAD") {
-      api.curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
-    } else if (r.method != "GET") {
-      api.curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r.method.c_str());
-    }
-    if (r.method == "PUT" || r.method == "POST" || !r.body.empty()) {
-      static const char kEmpty[1] = {0};
-      api.curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
-      api.curl_easy_setopt(e, CURLOPT_POSTFIELDS,
-                           r.body.empty() ? kEmpty : reinterpret_cast<const char*>(r.body.data()));
-      if (!has_header(headers, "content-type")) headers.push_back("Content-Type: application/octet-stream");
-    }
-    if (r.length > 0) {
-      t->range = std::to_string(r.offset) + "-" + std::to_string(r.offset + r.length - 1);
-      api.curl_easy_setopt(e, CURLOPT_RANGE, t->range.c_str());
-      if (r.sink_fd < 0) t->response.body.reserve(r.length);
-    }
-    if (!r.sigv4) {
-      // Plain HTTP(S) follows redirects (the Hugging Face Hub answers a file's URL with a 302 to its
-      // CDN; a Range header goes along), to http(s) only. A signed request does not: its signature names
-      // the host, and S3's 301 (a bucket in another region) is an error that says so.
-      api.curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
-      api.curl_easy_setopt(e, CURLOPT_MAXREDIRS, static_cast<long>(kMaxRedirects));
-      api.curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS, kCurlProtoHttp | kCurlProtoHttps);
-    } else {
-      t->provider = "aws:amz:" + r.sigv4->region + ":" + r.sigv4->service;
-      api.curl_easy_setopt(e, CURLOPT_AWS_SIGV4, t->provider.c_str());
-      api.curl_easy_setopt(e, CURLOPT_USERNAME, r.sigv4->access_key.c_str());
-      api.curl_easy_setopt(e, CURLOPT_PASSWORD, r.sigv4->secret_key.c_str());
-      if (!r.sigv4->session_token.empty()) headers.push_back("x-amz-security-token: " + r.sigv4->session_token);
-      // S3 wants the payload's hash as a header; libcurl signs with that header's value when one is given
-      // (and hashes the body, without sending the header, when none is).
-      if (r.sigv4->service == "s3" && !has_header(headers, "x-amz-content-sha256")) {
-        headers.push_back("x-amz-content-sha256: UNSIGNED-PAYLOAD");
-      }
-    }
-    for (const std::string& h : headers) {
-      curl_slist* next = api.curl_slist_append(t->headers, h.c_str());
-      if (next == nullptr) {
-        end_attempt(*t);
-        return fail(std::move(t), StatusCode::kEnvironment, "libcurl: out of memory");
-      }
-      t->headers = next;
-    }
-    if (t->headers != nullptr) api.curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
+    CURL* e = t->easy;
     if (CURLMcode m = api.curl_multi_add_handle(multi, e); m != CURLM_OK) {
       std::string why = api.curl_multi_strerror(m);
-      end_attempt(*t);
+      t->end_attempt(api);
       return fail(std::move(t), StatusCode::kEnvironment, "libcurl cannot start the request: " + why);
     }
     active.emplace(e, std::move(t));
     in_flight.store(static_cast<int>(active.size()), std::memory_order_relaxed);
-  }
-
-  void end_attempt(Transfer& t) {
-    if (t.easy != nullptr) api.curl_easy_cleanup(t.easy);
-    if (t.headers != nullptr) api.curl_slist_free_all(t.headers);
-    t.easy = nullptr;
-    t.headers = nullptr;
   }
 
   // A completed attempt (libcurl's CURLMSG_DONE): done, retried after a backoff, or failed.
@@ -322,44 +127,15 @@ struct HttpEngine::Impl {
     active.erase(it);
     in_flight.store(static_cast<int>(active.size()), std::memory_order_relaxed);
     api.curl_multi_remove_handle(multi, e);
-    long status = 0;
-    api.curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
-    t->response.status = status;
-    end_attempt(*t);
     const Clock::time_point now = Clock::now();
-    AttemptCheck check;
-    if (code == CURLE_OK && sinks(*t) && !flush_sink(*t))  // the body's last bytes
-      return fail(std::move(t), StatusCode::kIoError, t->sink_error);
-    if (code != CURLE_OK) {
-      if (!t->sink_error.empty()) return fail(std::move(t), StatusCode::kIoError, t->sink_error);
-      std::string message = t->error[0] != '\0' ? std::string(t->error) : api.curl_easy_strerror(code);
-      check = check_transport(code, message);
-    } else {
-      const HttpRequest& r = t->request;
-      ResponseFacts f;
-      f.status = status;
-      f.head = r.method == "HEAD";
-      f.range_offset = r.offset;
-      f.range_length = r.length;
-      if (auto cl = t->response.header("content-length"); cl && !t->response.header("content-encoding")) {
-        f.content_length = std::strtoull(cl->c_str(), nullptr, 10);
-      }
-      if (auto cr = t->response.header("content-range")) f.range_total = content_range_total(*cr);
-      f.body_size = sinks(*t) ? t->received : t->response.body.size();
-      f.body = std::string_view(reinterpret_cast<const char*>(t->response.body.data()), t->response.body.size());
-      check = check_response(f);
-    }
+    const AttemptCheck check = t->check_attempt(api, code);
     if (check.verdict == Verdict::kDone) {
-      HttpResponse response = std::move(t->response);
-      if (t->request.length > 0 && status == 200 && !sinks(*t)) {  // the whole object came: keep the range
-        auto begin = response.body.begin() + static_cast<ptrdiff_t>(t->request.offset);
-        response.body = std::vector<uint8_t>(begin, begin + static_cast<ptrdiff_t>(t->request.length));
-      }
-      record_success(seconds(now - t->attempt_start), sinks(*t) ? t->request.length : response.body.size());
+      HttpResponse response = t->take_response();
+      record_success(seconds(now - t->attempt_start), t->sinks() ? t->request.length : response.body.size());
       return finish(std::move(t), std::move(response));
     }
     if (check.verdict == Verdict::kFail) return fail(std::move(t), check.code, check.reason);
-    if (cancelled(*t)) return fail(std::move(t), StatusCode::kCancelled, "cancelled after: " + check.reason);
+    if (t->cancelled()) return fail(std::move(t), StatusCode::kCancelled, "cancelled after: " + check.reason);
     if (t->attempts > options.max_retries) {
       char over[32];
       std::snprintf(over, sizeof(over), "%.2f", seconds(now - t->first_start));
@@ -369,6 +145,7 @@ struct HttpEngine::Impl {
     retries.fetch_add(1, std::memory_order_relaxed);
     const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
     double delay = backoff_delay_s(t->attempts - 1, options.backoff_base_s, options.backoff_max_s, u);
+    const long status = t->response.status;
     if (auto after = t->response.header("retry-after"); after && (status == 429 || status == 503)) {
       // The server said when to come back: not sooner (up to a minute), whatever the backoff says.
       if (auto wait = retry_after_s(*after, static_cast<int64_t>(std::time(nullptr))))
@@ -467,7 +244,7 @@ struct HttpEngine::Impl {
     // Stopping: every outstanding request ends kCancelled.
     for (auto& [e, t] : active) {
       api.curl_multi_remove_handle(multi, e);
-      end_attempt(*t);
+      t->end_attempt(api);
     }
     std::vector<std::unique_ptr<Transfer>> outstanding;
     for (auto& [e, t] : active) outstanding.push_back(std::move(t));

@@ -13,7 +13,8 @@ They run on PIL images with uint8 RGB (``"RGB"``, ``"L"``) pixels; what they do 
 * :func:`as_torchvision` gives these classes as chute's fast path and doctor recognise torchvision's: each a
   subclass whose ``__module__`` is torchvision's (``torchvision.transforms.transforms``,
   ``torchvision.datasets.folder``). The classes here keep their own module, so that a dataset built from
-  them pickles (spawned DataLoader workers) and is never taken for torchvision by accident.
+  them pickles (spawned DataLoader workers) and the DataLoader's fast path never takes them for torchvision;
+  the doctor does (``REPRODUCES_TORCHVISION``), to compare the bench's peer with chute.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 from PIL import Image, ImageEnhance
+
+# This module reproduces torchvision's ImageFolder and v1 transforms under their names: chute's doctor takes
+# its classes as torchvision's when it builds the chute loader it compares a DataLoader with
+# (chute/doctor/compare.py, which reads this attribute and never imports the bench).
+REPRODUCES_TORCHVISION = True
 
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 

@@ -1,172 +1,32 @@
-"""``chute.doctor(loader, step_fn)``: the whole investigation in one call; ``chute.doctor.watch(loader)``:
-the same measurements on a loop the user's script drives."""
+"""``chute.doctor(loader, step_fn)``: the whole investigation in one call, the loaders measured beside the
+user's included; ``chute.doctor.watch(loader)`` and ``chute doctor script.py``: the same measurements on a
+loop the user's script drives (``watching.py``), hooked into the first loader a script iterates."""
 
 from __future__ import annotations
 
 import os
-import random
 import sys
-import time
 from collections.abc import Callable
 
 import torch
-from torch.utils.data import DataLoader, IterableDataset
+from torch.utils.data import DataLoader
 
 import chute
 from chute.doctor.compare import chute_equivalent, dataloader_info, torch_equivalent, with_workers
-from chute.doctor.cpu import available_cores, cpu_report
-from chute.doctor.device import DeviceReport, GpuSampler, Nvml, NvmlError, nvml_index, resolve_cuda_device, time_copy
-from chute.doctor.measure import LoaderSpan, Recorder, Run, batch_samples, run_loader
-from chute.doctor.profile import profile_dataset
-from chute.doctor.remote import RemoteReport, is_remote
+from chute.doctor.cpu import available_cores
+from chute.doctor.investigation import (
+    MIN_MEASURE_S,
+    MORE_STEPS,
+    DeviceLayer,
+    analyse,
+    check_args,
+    describe_loader,
+    loader_label,
+)
+from chute.doctor.measure import run_loader
 from chute.doctor.report import Diagnosis
-from chute.doctor.storage import dataset_files, probe_storage
 from chute.doctor.verdict import INPUT_BOUND_STALL, decide
-
-PROFILE_SAMPLES = 16
-MORE_STEPS = 5  # measure up to this many times `steps` batches while the stall's interval straddles the threshold
-# ... or while the measured batches span less than this: stage and CPU shares over a few tens of milliseconds
-# (12 quick batches) swing with whatever else the scheduler ran then
-MIN_MEASURE_S = 0.5
-
-
-def _check_args(loader, step_fn, steps, warmup) -> None:
-    if isinstance(loader, (str, bytes)) or not hasattr(loader, "__iter__"):
-        raise TypeError(
-            f"chute.doctor needs a loader to iterate (a chute.Loader, a torch DataLoader or any "
-            f"iterable of batches), got {type(loader).__name__}"
-        )
-    if step_fn is not None and not callable(step_fn):
-        raise TypeError(f"step_fn must be callable (it receives each batch) or None, got {type(step_fn).__name__}")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
-        raise ValueError(f"steps must be a positive int (batches to measure), got {steps!r}")
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
-
-
-def _path(loader) -> str | None:
-    """The path a chute.DataLoader took (``"generic"`` or ``"fast:<kind>"``), None for other loaders."""
-    return loader.stats().get("path") if isinstance(loader, chute.DataLoader) else None
-
-
-def _label(loader) -> str:
-    if isinstance(loader, chute.Loader):
-        return "chute.Loader"
-    if isinstance(loader, chute.DataLoader):
-        return f"chute.DataLoader num_workers={loader.num_workers}"
-    if isinstance(loader, DataLoader):
-        return f"DataLoader num_workers={loader.num_workers}"
-    if is_remote(loader):
-        return f"chute.ray.RemoteLoader num_actors={loader.num_actors}"
-    return type(loader).__name__
-
-
-def _describe(loader) -> str:
-    if isinstance(loader, chute.Loader) or is_remote(loader):
-        return repr(loader)
-    if isinstance(loader, DataLoader):
-        kind = "chute.DataLoader" if isinstance(loader, chute.DataLoader) else "torch DataLoader"
-        return (
-            f"{kind} over {type(loader.dataset).__name__} ({len(loader.dataset):,} samples), "
-            f"batch_size={loader.batch_size}, num_workers={loader.num_workers}"
-            if hasattr(loader.dataset, "__len__")
-            else f"{kind} over {type(loader.dataset).__name__}"
-        )
-    return type(loader).__name__
-
-
-class _Device:
-    """The device layer's set-up: NVML when it loads and a CUDA device is there, else the reason."""
-
-    def __init__(self, device, nvml_library: str):
-        self.cuda_index, reason = resolve_cuda_device(device)
-        self.nvml: Nvml | None = None
-        self.sampler: GpuSampler | None = None
-        self.report = DeviceReport(available=False, reason=reason)
-        if self.cuda_index is None:
-            return
-        try:
-            self.nvml = Nvml.open(nvml_library)
-        except NvmlError as e:
-            self.report.reason = str(e)
-            return
-        self.report.available = True
-
-    def sampler_factory(self) -> Callable | None:
-        if self.nvml is None:
-            return None
-
-        def make() -> GpuSampler:
-            self.sampler = GpuSampler(self.nvml, nvml_index(self.cuda_index))
-            return self.sampler
-
-        return make
-
-    def finish(self, run: Run) -> DeviceReport:
-        r = self.report
-        if self.nvml is None:
-            return r
-        s = self.sampler
-        if s is not None:
-            r.name, r.memory_total, r.timeline = s.name, s.memory_total, s.timeline
-            span = (s.timeline.t[-1] - s.timeline.t[0]) if len(s.timeline.t) > 1 else 0.0
-            r.sample_hz = (len(s.timeline.t) - 1) / span if span > 0 else 0.0
-            if s.error:
-                r.reason = s.error
-        if run.sample:
-            r.copy = time_copy(max(run.sample, key=lambda t: t.numel() * t.element_size()), self.cuda_index)
-        self.nvml.close()
-        return r
-
-
-def _analyse(d: Diagnosis, loader, *, storage: bool, profile: bool) -> None:
-    """The layers that do not need the loader running: storage, the dataset profile, the CPU summary, and a
-    RemoteLoader's actors."""
-    run = d.run
-    if run.remote_stats is not None:
-        d.remote = RemoteReport.from_stats(run.remote_stats)
-    dataset = getattr(loader, "dataset", None) if isinstance(loader, DataLoader) else None
-    if run.loader_stats is not None:
-        dataset = None  # on chute's engine: its own stage timers say where the time goes; dataset[i] never runs
-    if profile and dataset is not None and not isinstance(dataset, IterableDataset) and hasattr(dataset, "__len__"):
-        n = len(dataset)
-        if n:
-            indices = random.Random(0).sample(range(n), min(PROFILE_SAMPLES, n))
-            # Workers run with one torch thread (the DataLoader sets it); num_workers=0 runs with this
-            # process's setting. Profile under the same, or torch ops in the transforms mislead.
-            threads = torch.get_num_threads()
-            if d.dataloader is not None and d.dataloader.num_workers > 0:
-                torch.set_num_threads(1)
-            try:
-                d.profile = profile_dataset(dataset, indices)
-            finally:
-                torch.set_num_threads(threads)
-    if storage and d.remote is not None:
-        d.notes.append(
-            "storage: not probed for a RemoteLoader: its actors read the source on their own nodes; their time "
-            "per batch (reads included) is the remote layer's actor time"
-        )
-    elif storage:
-        files = dataset_files(loader)
-        if files:
-            d.storage = probe_storage(files)
-        elif isinstance((run.loader_stats or {}).get("remote"), dict):
-            d.notes.append("storage: remote (object storage); its requests, latency and cache are in the evidence")
-        else:
-            d.notes.append("storage: the dataset names no files (in-memory or generated data); not measured")
-    loader_threads = 0
-    if run.loader_stats is not None:
-        loader_threads = run.loader_stats["active_threads"]
-    elif d.dataloader is not None:
-        loader_threads = d.dataloader.num_workers_running
-    d.cpu = cpu_report(run.cpu, loader_threads=loader_threads, skip_s=run.measured_start)
-    if run.loader_stats is not None:
-        s, n = run.loader_stats, max(run.loader_stats["samples"], 1)
-        d.cpu.stages = {k: s[f"{k}_s"] / n for k in ("read", "decode", "transform", "batch")}
-    try:
-        d.batches_per_epoch = len(loader)
-    except TypeError:
-        pass
+from chute.doctor.watching import Watch
 
 
 def doctor(
@@ -206,19 +66,19 @@ def doctor(
     writes the HTML report too. The loader's and the step's exceptions propagate, with a note naming the
     batch.
     """
-    _check_args(loader, step_fn, steps, warmup)
+    check_args(loader, step_fn, steps, warmup)
     if max_steps is None:
         max_steps = MORE_STEPS * steps
     notes = _check_report_prerequisites(report) if report is not None else []
-    dev = _Device(device, nvml_library)
+    dev = DeviceLayer(device, nvml_library)
     measure = dict(
         steps=steps, warmup=warmup, max_steps=max_steps, threshold=INPUT_BOUND_STALL, min_seconds=MIN_MEASURE_S
     )
-    run = run_loader(loader, step_fn, label=_label(loader), gpu_sampler_factory=dev.sampler_factory(), **measure)
-    d = Diagnosis(target=_describe(loader), run=run, notes=notes)
+    run = run_loader(loader, step_fn, label=loader_label(loader), gpu_sampler_factory=dev.sampler_factory(), **measure)
+    d = Diagnosis(target=describe_loader(loader), run=run, notes=notes)
     if isinstance(loader, DataLoader):
         d.dataloader = dataloader_info(loader)
-    _analyse(d, loader, storage=storage, profile=profile)
+    analyse(d, loader, storage=storage, profile=profile)
 
     if compare and isinstance(loader, DataLoader):
         _compare(d, loader, step_fn, measure)
@@ -304,121 +164,6 @@ def _trial_fewer_torch_threads(d: Diagnosis, loader, step_fn, measure: dict) -> 
         )
     finally:
         torch.set_num_threads(threads)
-
-
-class Watch:
-    """Wraps a loader so that iterating it measures the first ``warmup + steps`` batches as the script's
-    own loop consumes them: the wait in ``next()`` is the data stall, the time until the loop asks again
-    is the step. Then it diagnoses (storage, CPU, the dataset profile; no comparison runs, since the job
-    is running), prints the report to stderr, writes ``report`` if given, and passes the rest of the
-    batches through untouched."""
-
-    def __init__(
-        self,
-        loader,
-        *,
-        steps: int = 20,
-        warmup: int = 3,
-        report: str | None = None,
-        device=None,
-        storage: bool = True,
-        max_steps: int | None = None,
-    ):
-        _check_args(loader, None, steps, warmup)
-        self.loader, self.steps, self.warmup, self.report = loader, steps, warmup, report
-        self.max_steps = MORE_STEPS * steps if max_steps is None else max_steps
-        self.device, self.storage = device, storage
-        self.diagnosis: Diagnosis | None = None
-
-    def __len__(self) -> int:
-        return len(self.loader)
-
-    def __getattr__(self, name):  # the wrapped loader's attributes (batch_size, dataset, set_epoch, ...)
-        return getattr(self.loader, name)
-
-    def __iter__(self):
-        return self.wrap(iter(self.loader))
-
-    def wrap(self, iterator):
-        if self.diagnosis is not None:  # measured already: later epochs pass through
-            yield from iterator
-            return
-        from chute.doctor.cpu import CpuSampler
-
-        dev = _Device(self.device, "libnvidia-ml.so.1")
-        span = LoaderSpan(self.loader)
-        recorder = Recorder("watched loader", self.warmup, True)
-        factory = dev.sampler_factory()
-        gpu = factory() if factory else None
-        sampler = CpuSampler().__enter__()
-        if gpu is not None:
-            gpu.__enter__()
-        recorder.t0 = start = sampler.start_time
-        recorder.keep_first = dev.nvml is not None
-        pending, closed = None, False  # pending: (ask, got, samples) of the batch in the loop body
-        try:
-            i, limit = 0, self.warmup + self.steps
-            while True:
-                ask = time.perf_counter()
-                if pending is not None:  # the loop body ran from `got` until it asked again, now
-                    recorder.record(pending[0], pending[1], ask, pending[2])
-                    pending = None
-                if i == limit:
-                    # Measure on, `steps` at a time, while the stall's interval straddles the threshold.
-                    if limit - self.warmup < self.max_steps and not recorder.run.settled(INPUT_BOUND_STALL):
-                        limit = min(limit + self.steps, self.warmup + self.max_steps)
-                    else:
-                        break
-                if i == self.warmup:
-                    span.start()
-                try:
-                    batch = next(iterator)
-                except StopIteration:
-                    break
-                got = time.perf_counter()
-                if i == 0:
-                    recorder.first(batch, got - start)
-                pending = (ask, got, batch_samples(batch))
-                yield batch
-                del batch
-                i += 1
-            if pending is not None:
-                recorder.record(pending[0], pending[1], time.perf_counter(), pending[2])
-                pending = None
-        except GeneratorExit:  # the loop stopped early (break): diagnose what was measured
-            closed = True
-            if pending is not None:
-                recorder.record(pending[0], pending[1], time.perf_counter(), pending[2])
-        finally:
-            sampler.__exit__(None, None, None)
-            if gpu is not None:
-                gpu.__exit__(None, None, None)
-        run = recorder.run
-        run.cpu = sampler.timeline
-        run.gpu = gpu.timeline if gpu is not None else None
-        if run.steps:
-            if len(run.steps) <= run.warmup:
-                run.warmup = min(1, len(run.steps) - 1)
-            span.finish(run)
-            self.diagnosis = self._diagnose(run, dev)
-        if closed:
-            return
-        yield from iterator
-
-    def _diagnose(self, run: Run, dev: _Device) -> Diagnosis:
-        d = Diagnosis(target=_describe(self.loader), run=run)
-        if isinstance(self.loader, DataLoader):
-            d.dataloader = dataloader_info(self.loader)
-        _analyse(d, self.loader, storage=self.storage, profile=True)
-        d.notes.append("comparison: not run while watching a job (run chute.doctor(loader, step_fn) for it)")
-        d.device = dev.finish(run)
-        d.verdict = decide(d)
-        from rich.console import Console
-
-        d.print(Console(stderr=True))
-        if self.report is not None:
-            d.save_html(self.report)
-        return d
 
 
 def watch(
@@ -556,7 +301,7 @@ def watch_from_environment(environ=os.environ) -> bool:
         steps, warmup = int(environ.get("CHUTE_DOCTOR_STEPS", 20)), int(environ.get("CHUTE_DOCTOR_WARMUP", 3))
     except ValueError:
         raise ValueError("CHUTE_DOCTOR_STEPS and CHUTE_DOCTOR_WARMUP must be integers") from None
-    _check_args([], None, steps, warmup)
+    check_args([], None, steps, warmup)
     _auto.install(steps=steps, warmup=warmup, report=report)
     return True
 

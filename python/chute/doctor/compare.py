@@ -5,6 +5,7 @@ one chute can read (an ImageFolder of images with torchvision's standard transfo
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -14,10 +15,6 @@ import chute
 from chute import _native
 from chute.dataloader.base import Fallback
 from chute.dataloader.translate import V1, translate
-
-# chute's PIL reference of torchvision's ImageFolder and v1 transforms (same class names, attributes and
-# semantics; the bench's DataLoader peer where torchvision does not import), which the doctor takes as torchvision's.
-_PEER = "chute.bench.pil_reference"
 
 
 @dataclass
@@ -105,19 +102,28 @@ def torch_equivalent(dl: DataLoader) -> DataLoader | None:
     )
 
 
-def _root_of(dataset) -> str | None:
-    """The root of an ImageFolder-like dataset: torchvision's ImageFolder or chute's PIL reference of it."""
+def torchvision_modules(dataset) -> tuple[str, ...] | None:
+    """For an ImageFolder the doctor takes as torchvision's, the modules whose classes it takes as torchvision's
+    v1 transforms: torchvision's own, for torchvision's ImageFolder; that module's too, for an ImageFolder from
+    a module that reproduces torchvision's ImageFolder and v1 transforms under their names and says so with
+    ``REPRODUCES_TORCHVISION = True`` (chute's PIL reference, the bench's DataLoader peer where torchvision
+    does not import). None for any other dataset. Nothing is imported: the doctor knows no such module's name."""
     kind = type(dataset)
-    known = kind.__name__ == "ImageFolder" and (kind.__module__.startswith("torchvision") or kind.__module__ == _PEER)
-    root = getattr(dataset, "root", None)
-    return os.fspath(root) if known and root is not None else None
+    if kind.__name__ != "ImageFolder":
+        return None
+    if kind.__module__.startswith("torchvision"):
+        return (V1,)
+    if getattr(sys.modules.get(kind.__module__), "REPRODUCES_TORCHVISION", False) is True:
+        return (V1, kind.__module__)
+    return None
 
 
 def chute_equivalent(dl: DataLoader, *, max_threads: int | None = None) -> tuple[chute.Loader | None, str]:
     """A chute loader that yields what ``dl`` yields (same files, labels, transforms, batch size and
     order kind), or None and the reason there is none."""
     dataset = dl.dataset
-    root = _root_of(dataset)
+    modules = torchvision_modules(dataset)
+    root = getattr(dataset, "root", None) if modules is not None else None
     if root is None:
         if isinstance(dataset, torch.utils.data.TensorDataset):
             return (
@@ -130,10 +136,11 @@ def chute_equivalent(dl: DataLoader, *, max_threads: int | None = None) -> tuple
     if getattr(dataset, "target_transform", None) is not None:
         return None, "the dataset has a target_transform"
     # The DataLoader fast path's translator: the same pipelines qualify, with the same reasons when not.
-    translated = translate(getattr(dataset, "transform", None), "pil", v1_modules=(V1, _PEER))
+    translated = translate(getattr(dataset, "transform", None), "pil", v1_modules=modules)
     if isinstance(translated, Fallback):
         return None, f"its transforms: {translated}"
     transforms, dtype = translated
+    root = os.fspath(root)
     source = chute.ImageFolder(root)
     if len(source) != len(dataset):
         return None, f"chute finds {len(source)} images under {root}, the dataset {len(dataset)}"

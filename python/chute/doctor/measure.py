@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.overrides import TorchFunctionMode
 
-from chute.bench.harness import batch_samples, batch_tensors  # what the consumer received: one definition
+from chute._batches import batch_samples, batch_tensors  # what the consumer received: one definition
 from chute.doctor.cpu import CpuSampler, CpuTimeline
 from chute.doctor.device import GpuTimeline
 from chute.doctor.remote import is_remote

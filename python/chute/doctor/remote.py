@@ -98,3 +98,37 @@ class RemoteReport:
             f"per batch now, capped by linear scaling ({n}/{self.actors}); the driver's own work per batch is "
             f"not in the model"
         )
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The figures as (figure, value) rows, for the reports' tables."""
+        rows = [
+            (
+                "actors",
+                f"{self.actors} live, {self.cpus_per_actor:g} CPU each; max_inflight {self.max_inflight} "
+                f"(most outstanding {self.max_outstanding})",
+            ),
+            (
+                "actor time",
+                f"{self.actor_ms:.1f} ms per batch, summed over actors ({self.actor_wall_ms:.1f} ms of wall time in "
+                f"parallel)",
+            ),
+            ("object-store transfer", f"{self.transfer_ms:.2f} ms per batch (ray.get of a ready batch)"),
+            (
+                "trainer wait",
+                f"{self.wait_ms:.1f} ms per batch ({self.actor_wait_ms:.1f} ms of it not the transfer); "
+                f"stall {100 * self.stall_fraction:.0f}%",
+            ),
+            ("trainer's own time", f"{self.consumer_ms:.1f} ms per batch"),
+        ]
+        n = self.actors_needed
+        if n is not None:
+            rows.append(
+                (
+                    "model (docs/SCALE.md)",
+                    f"{n} actor{'s' if n != 1 else ''} keep the trainer busy; x{self.actor_gain:.1f} the batches "
+                    f"it receives (estimate)",
+                )
+            )
+        if self.resubmitted:
+            rows.append(("resent", f"{self.resubmitted} batches, after their actor died"))
+        return rows

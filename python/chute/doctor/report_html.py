@@ -8,10 +8,8 @@ import base64
 import html
 import io
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from chute.doctor.report import Diagnosis
+from chute.doctor.findings import WORTH_IT, Findings
 
 STALL_COLOUR = "#d62728"  # matplotlib's tab:red: the consumer waiting for data
 STEP_COLOUR = "#1f77b4"  # tab:blue: the step's own time
@@ -29,7 +27,7 @@ def _png(fig) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
-def timeline_png(d: Diagnosis) -> str:
+def timeline_png(d: Findings) -> str:
     """Each batch as a red (waiting for data) and a blue (step) segment over time; below, the cores in use
     and, with a GPU, its utilisation."""
     import matplotlib.pyplot as plt
@@ -70,12 +68,10 @@ def timeline_png(d: Diagnosis) -> str:
     return _png(fig)
 
 
-def stages_png(d: Diagnosis) -> str | None:
+def stages_png(d: Findings) -> str | None:
     import matplotlib.pyplot as plt
 
-    from chute.doctor.verdict import _stage_shares
-
-    ms, _, where = _stage_shares(d)
+    ms, _, where = d.stage_shares()
     if not ms:
         return None
     fig, ax = plt.subplots(figsize=(10, 0.5 * len(ms) + 1.2))
@@ -90,7 +86,7 @@ def stages_png(d: Diagnosis) -> str | None:
     return _png(fig)
 
 
-def throughput_png(d: Diagnosis) -> str:
+def throughput_png(d: Findings) -> str:
     import matplotlib.pyplot as plt
 
     runs = [d.run, *d.comparisons]
@@ -125,7 +121,9 @@ def _img(b64: str | None, alt: str) -> str:
     return f'<img class="plot" alt="{html.escape(alt)}" src="data:image/png;base64,{b64}">' if b64 else ""
 
 
-def render_html(d: Diagnosis, plots: bool = True) -> str:
+def render_html(d: Findings, summary: str, plots: bool = True) -> str:
+    """The report's page: the verdict and changes, the plots (with ``plots``), and ``summary``, the terminal
+    summary's text, in full at the end."""
     e = html.escape
     v = d.verdict
     out = [
@@ -148,12 +146,10 @@ def render_html(d: Diagnosis, plots: bool = True) -> str:
         elif v.layer == "consumer":
             out.append("<p>No change to the input pipeline is called for.</p>")
         else:
-            out.append("<p>No change found that gains 10% or more.</p>")
+            out.append(f"<p>No change found that gains {100 * (WORTH_IT - 1):.0f}% or more.</p>")
     if d.remote is not None:
-        from chute.doctor.report_term import remote_rows
-
         out.append(f"<h2>Remote actors (chute.ray.RemoteLoader, over {d.remote.batches} batches)</h2><table>")
-        out += [f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in remote_rows(d)]
+        out += [f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in d.remote.rows()]
         out.append("</table>")
     if plots:
         out.append("<h2>Stall and utilisation timeline</h2>" + _img(timeline_png(d), "stall and utilisation timeline"))
@@ -168,7 +164,7 @@ def render_html(d: Diagnosis, plots: bool = True) -> str:
         )
     if d.sweep_png:
         out.append("<h2>chute bench --sweep</h2>" + _img(base64.b64encode(d.sweep_png).decode(), "throughput sweep"))
-    out.append(f"<h2>Full summary</h2><pre>{e(str(d))}</pre></body></html>")
+    out.append(f"<h2>Full summary</h2><pre>{e(summary)}</pre></body></html>")
     return "\n".join(out)
 
 
@@ -181,10 +177,10 @@ def have_matplotlib() -> bool:
     return True
 
 
-def write_html(d: Diagnosis, path: Path) -> Path:
+def write_html(d: Findings, path: Path, summary: str) -> Path:
     """The report, with plots where matplotlib is installed; without it, the same report less the plots,
     with a note (the doctor checks this before measuring and says so in the diagnosis's notes)."""
-    path.write_text(render_html(d, plots=have_matplotlib()), encoding="utf-8")
+    path.write_text(render_html(d, summary, plots=have_matplotlib()), encoding="utf-8")
     return path
 
 

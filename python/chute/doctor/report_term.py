@@ -1,22 +1,19 @@
-"""The terminal summary of a diagnosis, with rich: the verdict first, then the layers' tables."""
+"""The terminal summary of a diagnosis, with rich: the verdict first, then the layers' tables, rendered
+from the model (``findings.py``)."""
 
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING
 
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from chute.doctor.verdict import WORTH_IT
-
-if TYPE_CHECKING:
-    from chute.doctor.report import Diagnosis
+from chute.doctor.findings import WORTH_IT, Findings
 
 
-def _throughput(d: Diagnosis) -> Table:
+def _throughput(d: Findings) -> Table:
     t = Table(title="throughput (measured, same steps)", title_justify="left")
     t.caption = "fetch and step: median ms per batch; start-up: iter() to the first batch"
     for col in ("loader", "samples/s", "vs yours", "stall", "fetch", "step", "start-up"):
@@ -36,7 +33,7 @@ def _throughput(d: Diagnosis) -> Table:
     return t
 
 
-def _settings(d: Diagnosis) -> Table | None:
+def _settings(d: Findings) -> Table | None:
     info = d.dataloader
     if info is None:
         return None
@@ -75,10 +72,8 @@ def _settings(d: Diagnosis) -> Table | None:
     return t
 
 
-def _stages(d: Diagnosis) -> Table | None:
-    from chute.doctor.verdict import _stage_shares
-
-    ms, shares, where = _stage_shares(d)
+def _stages(d: Findings) -> Table | None:
+    ms, shares, where = d.stage_shares()
     if not ms:
         return None
     t = Table(title=f"per-sample time by stage ({where})", title_justify="left")
@@ -89,46 +84,10 @@ def _stages(d: Diagnosis) -> Table | None:
     return t
 
 
-def remote_rows(d: Diagnosis) -> list[tuple[str, str]]:
-    """A RemoteLoader's figures over the measured steps, as (figure, value) rows (the HTML report's too)."""
-    r = d.remote
-    if r is None:
-        return []
-    rows = [
-        (
-            "actors",
-            f"{r.actors} live, {r.cpus_per_actor:g} CPU each; max_inflight {r.max_inflight} "
-            f"(most outstanding {r.max_outstanding})",
-        ),
-        (
-            "actor time",
-            f"{r.actor_ms:.1f} ms per batch, summed over actors ({r.actor_wall_ms:.1f} ms of wall time in parallel)",
-        ),
-        ("object-store transfer", f"{r.transfer_ms:.2f} ms per batch (ray.get of a ready batch)"),
-        (
-            "trainer wait",
-            f"{r.wait_ms:.1f} ms per batch ({r.actor_wait_ms:.1f} ms of it not the transfer); "
-            f"stall {100 * r.stall_fraction:.0f}%",
-        ),
-        ("trainer's own time", f"{r.consumer_ms:.1f} ms per batch"),
-    ]
-    if r.actors_needed is not None:
-        rows.append(
-            (
-                "model (docs/SCALE.md)",
-                f"{r.actors_needed} actor{'s' if r.actors_needed != 1 else ''} keep the trainer busy; "
-                f"x{r.actor_gain:.1f} the batches it receives (estimate)",
-            )
-        )
-    if r.resubmitted:
-        rows.append(("resent", f"{r.resubmitted} batches, after their actor died"))
-    return rows
-
-
-def _remote(d: Diagnosis) -> Table | None:
-    rows = remote_rows(d)
-    if not rows:
+def _remote(d: Findings) -> Table | None:
+    if d.remote is None:
         return None
+    rows = d.remote.rows()
     t = Table(title=f"remote actors (chute.ray.RemoteLoader, over {d.remote.batches} batches)", title_justify="left")
     t.add_column("figure")
     t.add_column("value")
@@ -137,7 +96,7 @@ def _remote(d: Diagnosis) -> Table | None:
     return t
 
 
-def _layers(d: Diagnosis) -> Table:
+def _layers(d: Findings) -> Table:
     t = Table(title="layers", title_justify="left", show_header=False)
     t.add_column("layer")
     t.add_column("finding")
@@ -201,7 +160,7 @@ def _layers(d: Diagnosis) -> Table:
     return t
 
 
-def _parts(d: Diagnosis) -> list:
+def _parts(d: Findings) -> list:
     v = d.verdict
     parts: list = [Text(f"chute doctor: {d.target}", style="bold")]
     if v is not None:
@@ -229,11 +188,11 @@ def _parts(d: Diagnosis) -> list:
     return parts
 
 
-def render(d: Diagnosis, console: Console | None = None) -> None:
+def render(d: Findings, console: Console | None = None) -> None:
     (console or Console()).print(Group(*_parts(d)))
 
 
-def render_text(d: Diagnosis, width: int = 110) -> str:
+def render_text(d: Findings, width: int = 110) -> str:
     buf = io.StringIO()
     Console(file=buf, width=width, no_color=True, color_system=None).print(Group(*_parts(d)))
     return buf.getvalue()

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "base/detail/dynamic_library.h"
+
 namespace chute::detail {
 
 using cudaError_t = int;
@@ -67,11 +69,8 @@ struct CudartApi {
   std::string error(cudaError_t e) const { return std::string(cudaGetErrorString(e)) + " (" + std::to_string(e) + ")"; }
 };
 
-struct LoadedCudart {
-  CudartApi api{};
-  bool ok = false;
-  std::string why;  // when !ok: every dlerror(), or the missing symbol
-};
+// When !ok, `why` holds every dlerror(), or the missing symbol.
+using LoadedCudart = LoadedApi<CudartApi>;
 // Tries each library name in turn, then the driver (libcuda.so.1); never dlclose()s (the runtime lives as
 // long as the process).
 LoadedCudart load_cudart(const std::vector<std::string>& names);
