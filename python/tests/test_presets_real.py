@@ -1,0 +1,103 @@
+"""torchvision's reference presets (references/classification/presets.py, transcribed in
+support/classification_presets.py) through chute.DataLoader against real torchvision: every train preset
+(each auto_augment_policy, random_erase_prob, backend pil/tensor, use_v2 both ways) and the eval preset take
+the fast path and give torch's DataLoader's structure (dtype, shape, labels, order); the eval preset's pixels
+are torchvision's within the stated tolerance; under the same draws (chute's, replayed through the
+transcriptions that test_torchvision_augment_real.py checks bit for bit against torchvision's ops) the train
+presets' samples are torchvision's pipeline, bit for bit.
+
+Skipped where torchvision does not import (the main venv); scripts/test_torchvision.sh runs it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from support.classification_presets import make_presets
+from torch.utils.data import DataLoader
+
+from chute import _native
+from chute.bench import pil_reference as R
+from chute.dataloader import plan as seam
+from chute.dataloader import translate
+
+try:
+    import torchvision.transforms
+    import torchvision.transforms.v2
+    from torchvision import datasets
+except (ImportError, OSError, RuntimeError) as e:  # torchvision's build must match torch's
+    pytest.skip(
+        f"torchvision does not import here ({type(e).__name__}); scripts/test_torchvision.sh runs this",
+        allow_module_level=True,
+    )
+
+from test_augment_loader import replay  # noqa: E402
+from test_fastpath_folder import check_structure, fast_and_ref, pixel_error  # noqa: E402
+
+Train, Eval = make_presets(
+    lambda use_v2: torchvision.transforms.v2 if use_v2 else torchvision.transforms,
+    torchvision.transforms.InterpolationMode,
+)
+MEAN, STD = torch.tensor((0.485, 0.456, 0.406)).view(3, 1, 1), torch.tensor((0.229, 0.224, 0.225)).view(3, 1, 1)
+CROP = 40
+CONFIGS = [
+    (policy, erase, backend, use_v2)
+    for policy in (None, "ra", "ta_wide", "augmix", "imagenet", "cifar10", "svhn")
+    for erase in (0.0, 0.1)
+    for backend in ("pil", "tensor")
+    for use_v2 in (False, True)
+    if backend == "pil" or use_v2  # v1 resizes tensors in float: that one falls back (test_translate_augment.py)
+]
+
+
+@pytest.mark.parametrize("policy, erase, backend, use_v2", CONFIGS)
+def test_train_presets_take_the_fast_path_with_torchs_structure(folder, policy, erase, backend, use_v2):
+    preset = Train(crop_size=CROP, auto_augment_policy=policy, random_erase_prob=erase, backend=backend, use_v2=use_v2)
+    fast, ref = fast_and_ref(datasets.ImageFolder(folder, transform=preset), batch_size=8, shuffle=True)
+    check_structure(fast, ref)
+
+
+@pytest.mark.parametrize("policy", [None, "ra", "ta_wide", "augmix", "imagenet", "cifar10", "svhn"])
+def test_v1_train_presets_are_torchvisions_under_the_same_draws(folder, policy):
+    """Each sample of the fast path against torchvision's preset pipeline on the PIL image given the sample's
+    draws: the crop, the flip, the policy's ops, ConvertImageDtype and Normalize, then RandomErasing."""
+    preset = Train(crop_size=CROP, auto_augment_policy=policy, random_erase_prob=0.5)
+    dataset = datasets.ImageFolder(folder, transform=preset)
+    loader = DataLoader(dataset, batch_size=len(dataset), generator=torch.Generator().manual_seed(5))
+    plan = seam.choose(loader)
+    assert isinstance(plan, seam.Plan), str(plan)
+    seed = torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item()
+    try:
+        ((images, _),) = list(plan.batches(iter(loader._index_sampler), base_seed=seed))
+    finally:
+        plan.close()
+    transforms, _ = translate.translate(preset, "pil")
+    natives = [t._to_native() for t in transforms]
+    erasing = 0
+    for index, (path, _) in enumerate(dataset.samples):
+        pixels = replay(path, transforms[:-2], index, CROP, seed=seed)  # up to the policy
+        want = (torch.from_numpy(pixels.copy()).permute(2, 0, 1).float() / 255 - MEAN) / STD
+        draws = _native.sample_draws(natives, *R.pil_loader(path).size, seed, 0, index)
+        if draws["erasing"][0] is not None:
+            top, left, h, w = draws["erasing"][0]
+            want[:, top : top + h, left : left + w] = 0
+            erasing += 1
+        assert torch.equal(images[index], want), index
+    assert 0 < erasing < len(dataset)
+
+
+@pytest.mark.parametrize("backend", ["pil", "tensor"])
+@pytest.mark.parametrize("use_v2", [False, True], ids=["v1", "v2"])
+def test_eval_presets_are_torchvisions(folder, use_v2, backend):
+    dataset = datasets.ImageFolder(
+        folder, transform=Eval(crop_size=CROP, resize_size=48, backend=backend, use_v2=use_v2)
+    )
+    if backend == "tensor" and not use_v2:
+        assert "uint8 tensors" in str(seam.choose(DataLoader(dataset, batch_size=4)))
+        return
+    fast, ref = fast_and_ref(dataset, batch_size=8)
+    check_structure(fast, ref)
+    mae, mx = pixel_error(fast, ref, 1 / 255 / 0.225)  # in levels, through the smallest std
+    if backend == "pil":
+        assert mx < 1e-3  # PIL's arithmetic: exact up to float32 rounding
+    else:
+        assert mae < 1.0 and mx <= 8  # torch's uint8 resize rounds differently (the stated tolerance)
