@@ -12,7 +12,8 @@
 #    pipelines, decode_image, through torch's DataLoader and chute's), test_fastpath_folder.py,
 #    test_parity.py (Pillow 13's arithmetic), test_stateful_real.py (state_dict() against torchdata's
 #    StatefulDataLoader); the pixel stage's ops against torchvision's own, v1 and v2, PIL and tensor
-#    (test_torchvision_augment_real.py), and the augmentation parity tests under torch 2.14.
+#    (test_torchvision_augment_real.py), the augmentation parity tests under torch 2.14, and the reference
+#    presets through chute.DataLoader (test_translate_augment.py, test_presets_real.py).
 # 3. test_parity.py again with Pillow 11.3 put first on the path (build/pillow-11.3): chute follows the
 #    installed Pillow's resampling arithmetic, so both must be bit-exact.
 # Prints the tier's run time at the end.
@@ -62,7 +63,7 @@ EOF
 tests=(python/tests/test_torchvision_real.py python/tests/test_fastpath_folder.py python/tests/test_parity.py
        python/tests/test_dropin_real.py python/tests/test_stateful_real.py
        python/tests/test_torchvision_augment_real.py python/tests/test_augment_parity.py
-       python/tests/test_augment_loader.py)
+       python/tests/test_augment_loader.py python/tests/test_translate_augment.py python/tests/test_presets_real.py)
 echo "== pytest with real torchvision and Pillow 13: ${tests[*]}"
 # -p no:cacheprovider: leave no .pytest_cache behind; the tests import the installed chute, not python/.
 "$py" -m pytest -q -p no:cacheprovider "${tests[@]}"
