@@ -101,3 +101,59 @@ def test_eval_presets_are_torchvisions(folder, use_v2, backend):
         assert mx < 1e-3  # PIL's arithmetic: exact up to float32 rounding
     else:
         assert mae < 1.0 and mx <= 8  # torch's uint8 resize rounds differently (the stated tolerance)
+
+
+@pytest.mark.parametrize(
+    "use_v2, tensor", [(False, False), (True, False), (True, True)], ids=["v1-pil", "v2-pil", "v2-tensor"]
+)
+def test_random_transforms_translate_with_torchvisions_parameters(folder, use_v2, tensor):
+    """ColorJitter, RandomGrayscale, GaussianBlur, RandomRotation, RandomAffine and RandomErasing (value per
+    channel) from real torchvision: chute's twins with the same parameters, backend from where they stand,
+    api from the module; the pipeline takes the fast path with torch's structure."""
+    import chute
+
+    T = torchvision.transforms.v2 if use_v2 else torchvision.transforms  # noqa: N806
+    mode = T.InterpolationMode.BILINEAR
+    jitter_hue = 0.0 if tensor else 0.1  # chute's hue is Pillow's HSV round trip: PIL images only
+    head = [T.PILToTensor()] if tensor else []
+    tail = [T.PILToTensor()] if not tensor else []
+    to_float = T.ToDtype(torch.float32, scale=True) if use_v2 else T.ConvertImageDtype(torch.float32)
+    compose = T.Compose(
+        head
+        + [
+            T.Resize(48),
+            T.CenterCrop(40),
+            T.ColorJitter(0.4, 0.3, 0.2, jitter_hue),
+            T.RandomGrayscale(0.2),
+            T.GaussianBlur(5, (0.1, 2.0)),
+            T.RandomRotation(15, interpolation=mode, fill=(10, 20, 30)),
+            T.RandomAffine(10, translate=(0.1, 0.2), scale=(0.9, 1.1), shear=(-5, 5, -3, 3)),
+        ]
+        + tail
+        + [
+            to_float,
+            T.Normalize(MEAN.flatten().tolist(), STD.flatten().tolist()),
+            T.RandomErasing(0.3, value=(1, 2, 3)),
+        ]
+    )
+    got = translate.translate(compose, "pil")
+    assert isinstance(got, tuple), str(got)
+    options = {"backend": "tensor" if tensor else "pil", "api": "v2" if use_v2 else "v1"}
+    want = [
+        chute.Resize(48),
+        chute.CenterCrop(40),
+        chute.ColorJitter(0.4, 0.3, 0.2, jitter_hue, **options),
+        chute.RandomGrayscale(0.2, **options),
+        chute.GaussianBlur(5, (0.1, 2.0), api=options["api"]),
+        chute.RandomRotation(15, "bilinear", fill=(10, 20, 30), **options),
+        chute.RandomAffine(10, translate=(0.1, 0.2), scale=(0.9, 1.1), shear=(-5, 5, -3, 3), **options),
+        chute.Normalize(MEAN.flatten().tolist(), STD.flatten().tolist()),
+        chute.RandomErasing(0.3, value=(1, 2, 3)),
+    ]
+
+    def described(ts):
+        return [(type(t).__name__, dict(vars(t))) for t in ts]
+
+    assert described(got[0]) == described(want)
+    fast, ref = fast_and_ref(datasets.ImageFolder(folder, transform=compose), batch_size=8)
+    check_structure(fast, ref)
