@@ -40,6 +40,8 @@ def open(
     image_key: str | None = None,
     label_key: str | None = None,
     labels=None,
+    transform=None,
+    target_transform=None,
 ) -> PackedDataset | TarDataset:
     """Opens a packed dataset (its directory, or its ``index.chidx``), or tar / WebDataset shards (a
     ``.tar`` file, a glob such as ``"shards/train-*.tar"``, or a directory of tars), or a dataset in a
@@ -51,7 +53,19 @@ def open(
     ``https://host/data/train-{0000..0127}.tar`` or ``s3://bucket/shards/*.tar`` (tar shards: braces,
     and globs listed for s3:// and gs://), ``file:///data/train``. ``cache_dir``: where tar indexes and
     remote shards are cached (default :func:`resolve_cache_dir`); ``cache_limit``: the shard cache's size
-    (default 50 GB; least recently used shards are evicted). docs/REMOTE.md."""
+    (default 50 GB; least recently used shards are evicted). docs/REMOTE.md.
+
+    ``transform`` / ``target_transform``: torchvision's; ``dataset[i]`` is then ``(transform(PIL image),
+    target_transform(label))`` (without them, the record's bytes as stored and its label), so the dataset
+    replaces a torchvision ImageFolder under torch's DataLoader, and chute.DataLoader runs the pipeline natively.
+    """
+    dataset = _open(path_or_glob, verify, cache_dir, cache_limit, image_key, label_key, labels)
+    reopen = dict(verify=verify, cache_dir=cache_dir, cache_limit=cache_limit, image_key=image_key)
+    dataset._reopen = (open, dict(path_or_glob=path_or_glob, label_key=label_key, labels=labels, **reopen))
+    return dataset.with_transforms(transform, target_transform)
+
+
+def _open(path_or_glob, verify, cache_dir, cache_limit, image_key, label_key, labels):
     from chute import remote
 
     if isinstance(path_or_glob, str) and path_or_glob.startswith("file://"):

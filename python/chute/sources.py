@@ -1,9 +1,16 @@
 """Sources: where samples come from. Each wraps a native ``chute._native.Source`` (the reading is native,
 without the GIL); this module resolves paths and options. What a path given to ``chute.open`` or
-``chute.Loader`` names is decided in :mod:`chute.resolve`."""
+``chute.Loader`` names is decided in :mod:`chute.resolve`.
+
+They are torchvision-style map datasets too: with ``transform=`` / ``target_transform=`` (``chute.ImageFolder(root,
+transform=...)``, ``chute.open(path, transform=...)``), ``dataset[i]`` is what torchvision's ImageFolder returns,
+``(transform(PIL image), target_transform(label))``, so torch's DataLoader reads them, and ``chute.DataLoader``
+runs the same pipeline natively from the source itself (``chute/dataloader/source_path.py``): pack once, keep the
+DataLoader code."""
 
 from __future__ import annotations
 
+import io
 import os
 
 from chute import _native, _validate
@@ -17,9 +24,35 @@ class NativeSource:
     ``samples`` / ``targets`` as torchvision's datasets have them."""
 
     _native: _native.Source
+    # torchvision's dataset attributes: applied by dataset[i] to the sample's PIL image and to its label.
+    transform = None
+    target_transform = None
+    # How to open the same dataset again, (callable, keyword arguments): a pickled dataset (a spawned
+    # DataLoader worker's) is opened anew in the other process; the native source itself does not pickle.
+    _reopen: tuple | None = None
+
+    def __reduce__(self):
+        if self._reopen is None:
+            raise TypeError(f"cannot pickle {self!r}: open it with chute.open() or its class to make it picklable")
+        opener, keywords = self._reopen
+        return _reopened, (opener, keywords, self.transform, self.target_transform)
 
     def __len__(self) -> int:
         return len(self._native)
+
+    def with_transforms(self, transform=None, target_transform=None):
+        """Sets ``transform`` and ``target_transform`` (torchvision's meaning) and returns the dataset."""
+        self.transform, self.target_transform = transform, target_transform
+        return self
+
+    def _pair(self, image, index: int) -> tuple:
+        """``(transform(image), target_transform(label))``, as torchvision's DatasetFolder returns a sample."""
+        label = self._native.label(index)
+        if self.transform is not None:
+            image = self.transform(image)
+        if self.target_transform is not None:
+            label = self.target_transform(label)
+        return image, label
 
     @property
     def samples(self) -> list[tuple[str, int]]:
@@ -32,15 +65,22 @@ class NativeSource:
 
 
 class RecordSource(NativeSource):
-    """A source whose records can be read back as they were stored: ``dataset[i]`` is ``(bytes, label)``."""
+    """A source whose records can be read back as they were stored: ``dataset[i]`` is ``(bytes, label)``, or,
+    with a ``transform`` or ``target_transform``, ``(transform(image), target_transform(label))`` where the
+    image is the record decoded as torchvision's loader decodes a file (PIL, ``.convert("RGB")``; a raw
+    record of ``chute pack --raw``, which PIL cannot read, by chute's decoder)."""
 
-    def __getitem__(self, index: int) -> tuple[bytes, int]:
-        """The sample's encoded bytes (exactly as stored) and its label."""
-        return _native.read_sample(self._native, index), self._native.label(index)
+    def __getitem__(self, index: int) -> tuple:
+        """The sample's encoded bytes (exactly as stored) and its label; with transforms, torchvision's sample."""
+        data = _native.read_sample(self._native, index)
+        if self.transform is None and self.target_transform is None:
+            return data, self._native.label(index)
+        return self._pair(_decoded(data), index)
 
 
 class ImageFolder(NativeSource):
-    """A directory in torchvision's ``ImageFolder`` layout: ``root/<class>/**/<image>``.
+    """A directory in torchvision's ``ImageFolder`` layout: ``root/<class>/**/<image>``; as a dataset,
+    torchvision's ImageFolder: ``dataset[i]`` is ``(transform(PIL image), target_transform(label))``.
 
     Listing follows torchvision: class folders sorted by name become labels ``0..C-1``; files are
     walked recursively in sorted order and kept when their name has the extension of a format chute
@@ -49,8 +89,10 @@ class ImageFolder(NativeSource):
     that counts them; :attr:`left_out` lists them. The scan runs natively, without the GIL.
     """
 
-    def __init__(self, root: str | os.PathLike):
+    def __init__(self, root: str | os.PathLike, transform=None, target_transform=None):
         self.root = _validate.path("root", root)
+        self.with_transforms(transform, target_transform)
+        self._reopen = (ImageFolder, {"root": self.root})
         self._native = _native.ImageFolder.open(self.root)
         self.classes: list[str] = list(self._native.classes)
         self.class_to_idx: dict[str, int] = {c: i for i, c in enumerate(self.classes)}
@@ -67,6 +109,17 @@ class ImageFolder(NativeSource):
                 "list them. Convert them to JPEG, PNG or WebP to train on them.",
                 stacklevel=2,
             )
+
+    def __getitem__(self, index: int) -> tuple:
+        """``(transform(image), target_transform(label))``, the image opened as torchvision's default loader
+        opens it (PIL, ``.convert("RGB")``): torchvision's ImageFolder's sample."""
+        from PIL import Image
+
+        if index < 0:
+            index += len(self)
+        with open(self._native.name(index), "rb") as f:
+            image = Image.open(f).convert("RGB")
+        return self._pair(image, index)
 
     def __repr__(self) -> str:
         return f"chute.ImageFolder({self.root!r}, samples={len(self)}, classes={len(self.classes)})"
@@ -181,3 +234,21 @@ class TarDataset(RecordSource):
 
     def __repr__(self) -> str:
         return f"chute.TarDataset({len(self.paths)} tar files, samples={len(self)})"
+
+
+def _decoded(data: bytes):
+    """A record's image as a PIL RGB image: PIL's own decode (what torchvision's loader does with the file),
+    or, for a raw record (``chute pack --raw``: pixels, no image format), chute's."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            return im.convert("RGB")
+    except UnidentifiedImageError:
+        rgb, width, height = _native.decode_rgb(data)  # raises naming the format when it is no raw record either
+        return Image.frombytes("RGB", (width, height), rgb)
+
+
+def _reopened(opener, keywords: dict, transform, target_transform):
+    """A pickled chute dataset, opened again in this process (NativeSource.__reduce__)."""
+    return opener(**keywords).with_transforms(transform, target_transform)

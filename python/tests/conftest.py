@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import io
+import os
 import sys
 from pathlib import Path
 
@@ -26,6 +27,22 @@ def natural_image(rng: np.random.Generator, width: int, height: int) -> Image.Im
     img[inside] = 255 - img[inside] * 0.7
     img += rng.normal(0, 6, img.shape)
     return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8))
+
+
+def chute_threads() -> list[str]:
+    """Names of this process's native chute threads (all are named ``chute*``), the main thread aside."""
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        if int(tid) == os.getpid():
+            continue  # the main thread is named after the program
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            continue  # the thread ended meanwhile
+        if comm.startswith("chute"):
+            names.append(comm)
+    return names
 
 
 def jpeg_bytes(img: Image.Image, quality: int = 92, subsampling: int = 0, progressive: bool = False) -> bytes:
@@ -59,8 +76,8 @@ def _drop_process_object_store():
     """After a test that opened remote data, the process's object store (and its chute-http thread) goes.
 
     The store is process-wide on purpose (one engine, one set of connections per process), so it outlives
-    the datasets that used it; left up, its thread makes a later test's ``chute.DataLoader`` start workers
-    with 'forkserver' instead of 'fork', as it should in a real process. Tests must not depend on order.
+    the datasets that used it; left up, its thread and connections would be in every later test's process
+    (thread counts, descriptors). Tests must not depend on order.
     """
     yield
     remote = sys.modules.get("chute.remote")

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <new>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "chute/base/cores.h"
 #include "chute/base/environment.h"
 #include "chute/base/fork.h"
+#include "chute/base/fork_gate.h"
 #include "chute/base/thread.h"
 #include "chute/engine/batch_ring.h"
 #include "chute/engine/processor.h"
@@ -26,12 +28,13 @@ namespace chute {
 using detail::now_s;
 
 // Called with shared->mu held: the ring's slot table may grow on other threads.
-Batch::Batch(std::shared_ptr<SharedState> shared, int slot, int64_t size)
+Batch::Batch(std::shared_ptr<SharedState> shared, int slot, int64_t size, MixParams mix)
     : shared_(std::move(shared)),
       slot_(slot),
       size_(size),
       images_(shared_->ring.images(slot)),
-      labels_(shared_->ring.labels(slot)) {}
+      labels_(shared_->ring.labels(slot)),
+      mix_(mix) {}
 
 Batch::~Batch() {
   std::vector<BatchRing::Buffer> retired;     // a closed ring's memory, freed after the lock (cudaFreeHost syncs)
@@ -113,9 +116,10 @@ std::optional<std::string> fit_prefetch(LoaderOptions& o, const TunerSettings& t
 }  // namespace
 
 Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Source> source, Pipeline pipeline,
-                                               LoaderOptions options) {
+                                               LoaderOptions options, std::optional<BatchMix> mix) {
   if (source == nullptr) return invalid_argument("source is null");
   CHUTE_RETURN_IF_ERROR(options.validate());
+  if (mix) CHUTE_RETURN_IF_ERROR(mix->check_format(options.output));
   CHUTE_ASSIGN_OR_RETURN(LoaderOrder order, LoaderOrder::create(*source, options));
   // A pool of tens of thousands of threads would start (the kernel allows it), then crawl: not a budget.
   if (std::max(options.num_threads, options.max_threads) > kMaxThreads)
@@ -136,19 +140,20 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Source> sou
   // Large decodes share max_memory with the batch buffers (decode_budget.h).
   if (!options.decode.budget) options.decode.budget = std::make_shared<DecodeBudget>(options.max_memory);
   std::unique_ptr<Loader> loader(
-      new Loader(std::move(source), std::move(pipeline), std::move(writer), options, std::move(order)));
+      new Loader(std::move(source), std::move(pipeline), std::move(writer), options, std::move(order), std::move(mix)));
   if (lowered) loader->notices_.push_back(std::move(*lowered));
   CHUTE_RETURN_IF_ERROR(loader->start_workers());
   return loader;
 }
 
 Loader::Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWriter writer, LoaderOptions options,
-               LoaderOrder order)
+               LoaderOrder order, std::optional<BatchMix> mix)
     : source_(std::move(source)),
       order_(std::move(order)),
       pipeline_(std::move(pipeline)),
       writer_(std::move(writer)),
       options_(options),
+      mix_(std::move(mix)),
       epoch_(std::make_unique<EpochState>()),
       tuner_(tuner_settings(options_, writer_.sample_bytes())) {
   shared_ = std::make_shared<SharedState>(options_.batch_size, writer_.sample_bytes(),
@@ -286,9 +291,14 @@ void Loader::worker_main(int id) {
     // Idle time counts while this thread is active in a running epoch and waits for what it may start.
     const bool counted = timed && id < tuner_.threads() && e.active && !e.finished;
     const double idle_from = counted ? now_s() : 0;
-    shared_->work_cv.wait(lock, [&] { return e.stop || (id < tuner_.threads() && can_dispatch()); });
+    shared_->work_cv.wait(lock,
+                          [&] { return e.stop || (id < tuner_.threads() && (!e.mixing.empty() || can_dispatch())); });
     if (e.stop) return;
     if (counted) e.totals.worker_idle_s += now_s() - idle_from;
+    if (!e.mixing.empty()) {  // a finished batch's transform first: the consumer may be waiting for it
+      run_mix(lock);
+      continue;
+    }
     if (needs_new_slot() && shared_->ring.wants_growth()) {
       grow_ring(lock);  // then look again: the new slot may have gone to another thread
       continue;
@@ -325,6 +335,33 @@ void Loader::worker_main(int id) {
     }
     if (wake || e.in_flight == 0) shared_->consumer_cv.notify_all();
   }
+}
+
+void Loader::run_mix(std::unique_lock<std::mutex>& lock) {
+  EpochState& e = *epoch_;
+  const MixTask task = e.mixing.front();
+  e.mixing.pop_front();
+  ++e.in_flight;  // an epoch cancelled meanwhile waits for this part before it returns the slot
+  uint8_t* images = shared_->ring.images(task.slot);
+  lock.unlock();
+  const auto start = std::chrono::steady_clock::now();
+  {
+    const ForkGate::Work work;
+    apply_batch_mix(task.params,
+                    {.batch = task.count, .height = out_height(), .width = out_width(), .format = options_.output},
+                    images, task.part, task.parts);
+  }
+  const int64_t ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+  lock.lock();
+  --e.in_flight;
+  e.totals.stages.transform_ns += ns;  // a batch transform is transform time, as a sample's is
+  if (task.generation == e.generation) {
+    for (EpochState::Ready& r : e.ready) {
+      if (r.slot == task.slot && r.mix_parts_left > 0 && --r.mix_parts_left == 0) shared_->consumer_cv.notify_all();
+    }
+  }
+  if (e.in_flight == 0) shared_->consumer_cv.notify_all();  // a cancel may wait for it
 }
 
 void Loader::tune(double now) {

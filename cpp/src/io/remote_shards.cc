@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "chute/base/fork_gate.h"
 #include "chute/base/thread.h"
 #include "chute/remote/cache_key.h"
 
@@ -124,7 +125,10 @@ Result<std::shared_ptr<const MappedFile>> RemoteShards::get(uint32_t i) const {
     if (auto f = failed_.find(i); f != failed_.end()) return f->second;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  auto file = fetch(i);  // or waits, on the cache's lock, for the prefetch in flight
+  auto file = [&] {
+    const ForkGate::Pause pause;  // waits for the download (fetch threads, the HTTP engine): not library work
+    return fetch(i);              // or waits, on the cache's lock, for the prefetch in flight
+  }();
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.reader_waits;
