@@ -15,6 +15,7 @@ import torch
 from support.classification_presets import make_presets
 from torch.utils.data import DataLoader
 
+import chute
 from chute import _native
 from chute.bench import pil_reference as R
 from chute.dataloader import plan as seam
@@ -110,7 +111,6 @@ def test_random_transforms_translate_with_torchvisions_parameters(folder, use_v2
     """ColorJitter, RandomGrayscale, GaussianBlur, RandomRotation, RandomAffine and RandomErasing (value per
     channel) from real torchvision: chute's twins with the same parameters, backend from where they stand,
     api from the module; the pipeline takes the fast path with torch's structure."""
-    import chute
 
     T = torchvision.transforms.v2 if use_v2 else torchvision.transforms  # noqa: N806
     mode = T.InterpolationMode.BILINEAR
@@ -157,3 +157,29 @@ def test_random_transforms_translate_with_torchvisions_parameters(folder, use_v2
     assert described(got[0]) == described(want)
     fast, ref = fast_and_ref(datasets.ImageFolder(folder, transform=compose), batch_size=8)
     check_structure(fast, ref)
+
+
+@pytest.mark.parametrize("use_v2", [False, True], ids=["v1", "v2"])
+def test_the_reference_imagenet_recipe_with_mixup_cutmix_takes_the_fast_path(folder, use_v2):
+    """train.py's ImageNet recipe: the preset with TrivialAugmentWide and RandomErasing, and its collate_fn
+    (MixUp or CutMix after default_collate, in a closure) through chute.DataLoader: the fast path, with the
+    shapes and dtypes of torch's DataLoader (soft labels)."""
+    from torch.utils.data.dataloader import default_collate
+    from torchvision.transforms import v2
+
+    mixup_cutmix = v2.RandomChoice([v2.MixUp(alpha=0.2, num_classes=3), v2.CutMix(alpha=1.0, num_classes=3)])
+
+    def collate_fn(batch):
+        return mixup_cutmix(*default_collate(batch))
+
+    preset = Train(crop_size=CROP, auto_augment_policy="ta_wide", random_erase_prob=0.1, use_v2=use_v2)
+    dataset = datasets.ImageFolder(folder, transform=preset)
+    ours = chute.DataLoader(dataset, batch_size=8, shuffle=True, collate_fn=collate_fn, drop_last=True)
+    assert ours.stats()["path"] == "fast:imagefolder", ours.stats()["fallback_reason"]
+    fast = list(ours)
+    ref = list(DataLoader(dataset, batch_size=8, shuffle=True, collate_fn=collate_fn, drop_last=True))
+    assert len(fast) == len(ref)
+    for (images, labels), (ref_images, ref_labels) in zip(fast, ref):
+        assert images.shape == ref_images.shape == (8, 3, CROP, CROP) and images.dtype == ref_images.dtype
+        assert labels.shape == ref_labels.shape == (8, 3) and labels.dtype == ref_labels.dtype
+        assert torch.allclose(labels.sum(1), torch.ones(8))
