@@ -208,7 +208,10 @@ def reason(dataset, **kwargs) -> str:
     [
         (None, "transform is None"),
         (T.Compose([T.Resize(64), T.CenterCrop(56)]), "no ToTensor/PILToTensor"),
-        (T.Compose([T.Resize(64), T.ColorJitter(0.4), T.CenterCrop(56), T.ToTensor()]), "ColorJitter before CenterCrop"),
+        (
+            T.Compose([T.Resize(64), T.ColorJitter(0.4), T.CenterCrop(56), T.ToTensor()]),
+            "ColorJitter before CenterCrop",
+        ),
         (
             T.Compose([T.RandomHorizontalFlip(), T.CenterCrop(56), T.ToTensor()]),
             "RandomHorizontalFlip before CenterCrop",

@@ -136,7 +136,9 @@ class AutoAugmentPolicy(enum.Enum):
 def _standin(name: str, module: str, params: str):
     """A class named `name` in `module` whose constructor stores `params` ("a, b=default, ...") as
     attributes, as torchvision's constructors do for the ones the translator reads."""
-    source = f"def __init__(self, {params}):\n    vars(self).update({{k: v for k, v in locals().items() if k != 'self'}})\n"
+    source = (
+        f"def __init__(self, {params}):\n    vars(self).update({{k: v for k, v in locals().items() if k != 'self'}})\n"
+    )
     namespace = {"torch": torch, "AutoAugmentPolicy": AutoAugmentPolicy, "BILINEAR": "bilinear"}
     exec(source, namespace)  # noqa: S102 (a constructor from a fixed parameter list)
     return type(name, (), {"__module__": module, "__qualname__": name, "__init__": namespace["__init__"]})
