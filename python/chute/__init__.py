@@ -19,10 +19,19 @@ import os as _os
 from torch.utils.data import get_worker_info  # torch's own (chute's workers set it); torch imports it anyway
 
 from chute._resume_state import merge as merge_state_dicts
+from chute.augment import AugMix, AutoAugment, AutoAugmentPolicy, InterpolationMode, RandAugment, TrivialAugmentWide
 from chute.errors import ResourceError, SampleError
 from chute.formats import LMDBDataset, TFRecordDataset
 from chute.loader import Loader
 from chute.packed import pack
+from chute.random_transforms import (
+    ColorJitter,
+    GaussianBlur,
+    RandomAffine,
+    RandomErasing,
+    RandomGrayscale,
+    RandomRotation,
+)
 from chute.resolve import open
 from chute.sources import FileList, ImageFolder, PackedDataset, TarDataset
 from chute.stats import LoaderStats
@@ -58,22 +67,34 @@ if _os.environ.get("CHUTE_DOCTOR", "").strip() not in ("", "0"):
 
 
 __all__ = [
+    "AugMix",
+    "AutoAugment",
+    "AutoAugmentPolicy",
     "CenterCrop",
+    "ColorJitter",
     "DataLoader",
     "FileList",
+    "GaussianBlur",
     "ImageFolder",
+    "InterpolationMode",
     "LMDBDataset",
     "Loader",
     "LoaderStats",
     "Normalize",
     "PackedDataset",
+    "RandAugment",
+    "RandomAffine",
+    "RandomErasing",
+    "RandomGrayscale",
     "RandomHorizontalFlip",
     "RandomResizedCrop",
+    "RandomRotation",
     "Resize",
     "ResourceError",
     "SampleError",
     "TFRecordDataset",
     "TarDataset",
+    "TrivialAugmentWide",
     "doctor",
     "get_worker_info",
     "merge_state_dicts",

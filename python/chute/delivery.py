@@ -26,6 +26,7 @@ from __future__ import annotations
 import torch
 
 from chute import _native
+from chute.random_transforms import RandomErasing
 from chute.transforms import Normalize
 
 _SIM_MAX_DELAY_US = 300  # the simulated device's per-half copy delay (test-only)
@@ -167,8 +168,14 @@ class HandOver:
 
 
 def split_normalize(transforms) -> tuple[list, Normalize | None]:
-    """The transforms without Normalize (applied on the device instead), and that Normalize."""
+    """The transforms without Normalize (applied on the device instead), and that Normalize. RandomErasing
+    acts on the output tensor, which is only made on the device here: refused."""
     items = list(getattr(transforms, "transforms", transforms))
+    if any(isinstance(t, RandomErasing) for t in items):
+        raise ValueError(
+            "RandomErasing acts on the output tensor, which device delivery makes on the GPU (uint8 crosses "
+            "PCIe, Normalize runs there): use device='cpu' (then .to(device)) for a pipeline with RandomErasing"
+        )
     norms = [t for t in items if isinstance(t, Normalize)]
     if len(norms) > 1:
         raise ValueError("at most one Normalize")

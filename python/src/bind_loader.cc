@@ -19,25 +19,6 @@
 
 namespace chute::py {
 
-Pipeline make_pipeline(const nb::list& transforms) {
-  std::vector<Transform> list;
-  for (nb::handle t : transforms) {
-    if (nb::isinstance<RandomResizedCrop>(t))
-      list.emplace_back(nb::cast<RandomResizedCrop>(t));
-    else if (nb::isinstance<Resize>(t))
-      list.emplace_back(nb::cast<Resize>(t));
-    else if (nb::isinstance<CenterCrop>(t))
-      list.emplace_back(nb::cast<CenterCrop>(t));
-    else if (nb::isinstance<RandomHorizontalFlip>(t))
-      list.emplace_back(nb::cast<RandomHorizontalFlip>(t));
-    else if (nb::isinstance<Normalize>(t))
-      list.emplace_back(nb::cast<Normalize>(t));
-    else
-      throw nb::type_error("not a native transform");
-  }
-  return unwrap(Pipeline::create(std::move(list)));
-}
-
 namespace {
 
 // A host copy of a batch's labels in its own allocation, owned by the returned capsule.

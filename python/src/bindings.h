@@ -116,7 +116,15 @@ std::shared_ptr<T> open_interruptibly(F&& open) {
 // The index, or IndexError when it is outside the source (bind_sources.cc).
 int64_t checked_index(const Source& s, int64_t index);
 
-// A Pipeline from a list of native transform objects (chute.RandomResizedCrop()._to_native(), ...).
+// The pixel stage's options from their Python names: interpolation 'nearest' | 'bilinear', backend 'pil' |
+// 'tensor', api 'v1' | 'v2' (ValueError otherwise).
+PolicyOptions policy_options(const std::string& interpolation, const Fill& fill, const std::string& backend,
+                             const std::string& api);
+
+// A native transform object (chute.RandomResizedCrop()._to_native(), ...) as the core's Transform; a
+// TypeError for anything else.
+Transform native_transform(nb::handle t);
+// A Pipeline from a list of native transform objects.
 Pipeline make_pipeline(const nb::list& transforms);
 
 // The Python objects over the engine. The loader is shared: a DeviceLoader (bind_device.cc) drives it.
@@ -149,6 +157,7 @@ nb::dict stats_dict(const LoaderStats& s);
 void register_options(nb::module_& m);
 void register_sources(nb::module_& m);
 void register_transforms(nb::module_& m);
+void register_augment(nb::module_& m);
 void register_batch_mix(nb::module_& m);
 void register_loader(nb::module_& m);
 void register_reference(nb::module_& m);

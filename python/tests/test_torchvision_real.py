@@ -202,7 +202,7 @@ def reason(dataset) -> str:
     [
         (
             lambda: v2.Compose([v2.Resize(64), v2.ColorJitter(0.4), v2.CenterCrop(56), v2.ToImage()]),
-            "transform ColorJitter",
+            "ColorJitter before CenterCrop",
         ),
         (lambda: v2.Compose([v2.ToImage(), v2.Resize(64, antialias=False), v2.CenterCrop(56)]), "antialias=False"),
         (

@@ -1,5 +1,7 @@
 #include "chute/base/rng.h"
 
+#include <cmath>
+
 namespace chute {
 namespace {
 constexpr uint32_t kMul0 = 0xD2511F53, kMul1 = 0xCD9E8D57;    // Philox round multipliers
@@ -43,6 +45,22 @@ int64_t SampleRng::integer(int64_t lo, int64_t hi) {
     const uint64_t r = (uint64_t{next_u32()} << 32) | next_u32();
     if (r < limit) return lo + static_cast<int64_t>(r % span);
   }
+}
+
+double SampleRng::open_uniform() {
+  const uint64_t bits = (uint64_t{next_u32()} << 21) ^ (next_u32() >> 11);  // 53 random bits
+  return (static_cast<double>(bits) + 0.5) * 0x1p-53;
+}
+
+double SampleRng::normal() {
+  if (has_normal_) {
+    has_normal_ = false;
+    return normal_;
+  }
+  const double r = std::sqrt(-2.0 * std::log(open_uniform())), theta = 2.0 * M_PI * open_uniform();
+  normal_ = r * std::sin(theta);
+  has_normal_ = true;
+  return r * std::cos(theta);
 }
 
 }  // namespace chute

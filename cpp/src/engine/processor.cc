@@ -60,6 +60,8 @@ void SampleProcessor::release_scratch() {
   std::vector<uint8_t>().swap(oriented_);
   std::vector<uint8_t>().swap(resized_);
   std::vector<uint8_t>().swap(padded_);
+  draws_ = {};
+  augment_ = {};
   std::vector<uint8_t>().swap(scratch_.between_passes);
   decoder_.release_scratch();
 }
@@ -129,12 +131,19 @@ Status SampleProcessor::process_once(int64_t index, EpochKey key, void* dst, Sta
   clock.now_in(&StageTimes::transform_ns);
   resized_.resize(static_cast<size_t>(plan.xs.out_size) * plan.ys.out_size * 3);
   resample_rgb(window.pixels, window.pitch, plan.xs, plan.ys, resized_.data(), scratch_);
-  if (plan.pad_left + plan.pad_top + plan.pad_right + plan.pad_bottom > 0) {
-    pad_zeros(plan);
-    writer_.write(padded_.data(), plan.flip, dst);
-  } else {
-    writer_.write(resized_.data(), plan.flip, dst);
+  const bool padded = plan.pad_left + plan.pad_top + plan.pad_right + plan.pad_bottom > 0;
+  if (padded) pad_zeros(plan);
+  std::vector<uint8_t>& image = padded ? padded_ : resized_;
+  if (!pipeline_.augments()) {
+    writer_.write(image.data(), plan.flip, dst);
+    return Status::ok();
   }
+  // The pixel stage (it may swap `image` with its scratch: both keep their capacity), the write, the
+  // erasings on the written sample; their draws continue the plan's stream.
+  pipeline_.draw_augment(rng, draws_);
+  pipeline_.augment(draws_, plan.flip, image, augment_);
+  writer_.write(image.data(), plan.flip && pipeline_.writer_flips(), dst);
+  pipeline_.erase(draws_, writer_, dst);
   return Status::ok();
 }
 

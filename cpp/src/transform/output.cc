@@ -169,4 +169,44 @@ void OutputWriter::write(const uint8_t* rgb, bool flip, void* dst) const {
   }
 }
 
+namespace {
+
+// `count` copies of one value in the output's dtype, `stride` elements apart, from element `i` of `out`.
+void store(DType dtype, void* out, size_t i, size_t count, size_t stride, float v) {
+  const auto fill = [&](auto* p, auto value) {
+    for (size_t k = 0; k < count; ++k) p[i + k * stride] = value;
+  };
+  switch (dtype) {
+    case DType::kUInt8:
+      return fill(static_cast<uint8_t*>(out), static_cast<uint8_t>(v <= 0.0f ? 0.0f : v >= 255.0f ? 255.0f : v));
+    case DType::kFloat32:
+      return fill(static_cast<float*>(out), v);
+    case DType::kFloat16:
+      return fill(static_cast<uint16_t*>(out), to_float16_bits(v));
+    case DType::kBFloat16:
+      return fill(static_cast<uint16_t*>(out), to_bfloat16_bits(v));
+  }
+}
+
+}  // namespace
+
+void OutputWriter::erase(void* dst, const ErasingDraw& draw, ErasingValues& values, const Normalize* normalize) const {
+  const size_t plane = static_cast<size_t>(height_) * width_;
+  const bool nchw = format_.layout == Layout::kNCHW;
+  const size_t stride = nchw ? 1 : 3;  // between an element and the next to its right
+  for (int c = 0; c < 3; ++c) {
+    for (int y = draw.top; y < draw.top + draw.height; ++y) {
+      const size_t first = nchw ? c * plane + static_cast<size_t>(y) * width_ + draw.left
+                                : (static_cast<size_t>(y) * width_ + draw.left) * 3 + c;
+      // A constant fills the row at once; 'random' draws each element (channel-major, as torch's normal_).
+      const size_t run = values.random() ? 1 : static_cast<size_t>(draw.width);
+      for (size_t x = 0; x < static_cast<size_t>(draw.width); x += run) {
+        float v = values.next(c);
+        if (normalize) v = (v - normalize->mean[c]) / normalize->std[c];
+        store(format_.dtype, dst, first + x * stride, run, stride, v);
+      }
+    }
+  }
+}
+
 }  // namespace chute

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+
+#include "chute/transform/output.h"
 
 namespace chute {
 namespace {
@@ -65,6 +68,29 @@ Status resize_after_padding() {
       "supported: torchvision would resize the zero border too");
 }
 
+template <class T, class V>
+struct IsAlternative;
+template <class T, class... Ts>
+struct IsAlternative<T, std::variant<Ts...>> : std::bool_constant<(std::is_same_v<T, Ts> || ...)> {};
+
+// The transform as a pixel-stage step, if it is one.
+std::optional<PixelTransform> as_pixel_transform(const Transform& t) {
+  return std::visit(
+      [](const auto& x) -> std::optional<PixelTransform> {
+        if constexpr (IsAlternative<std::decay_t<decltype(x)>, PixelTransform>::value) {
+          return PixelTransform(x);
+        } else {
+          return std::nullopt;
+        }
+      },
+      t);
+}
+
+bool is_geometric(const Transform& t) {
+  return std::holds_alternative<RandomResizedCrop>(t) || std::holds_alternative<Resize>(t) ||
+         std::holds_alternative<CenterCrop>(t);
+}
+
 // Python's round(): halves go to the even neighbour.
 int round_half_even(double v) { return static_cast<int>(std::nearbyint(v)); }
 
@@ -99,8 +125,27 @@ Result<Pipeline> Pipeline::create(std::vector<Transform> transforms) {
   Pipeline p;
   int resizes = 0;
   int fixed_h = 0, fixed_w = 0;  // the output size, once a transform fixes it
+  bool flip_pending = false;     // a RandomHorizontalFlip no augmentation has followed yet
   for (size_t i = 0; i < transforms.size(); ++i) {
-    if (p.normalize_) return invalid_argument("Normalize must be the last transform");
+    if (const auto* erasing = std::get_if<RandomErasing>(&transforms[i])) {
+      CHUTE_RETURN_IF_ERROR(validate(*erasing));
+      p.erasing_.push_back({*erasing, !p.normalize_});  // before_normalize is settled after the loop
+      continue;
+    }
+    if (p.normalize_) return invalid_argument("Normalize must be the last transform (RandomErasing may follow it)");
+    if (!p.erasing_.empty() && !std::holds_alternative<Normalize>(transforms[i]))
+      return unsupported(
+          "RandomErasing acts on the output tensor: only Normalize (or another RandomErasing) may follow it");
+    if (is_geometric(transforms[i]) && !p.pixel_.empty())
+      return unsupported(
+          "RandomResizedCrop, Resize and CenterCrop must come before the augmentations: chute augments the resized "
+          "image");
+    if (std::optional<PixelTransform> pixel = as_pixel_transform(transforms[i])) {
+      if (flip_pending) CHUTE_RETURN_IF_ERROR(p.pixel_.add(FlipHere{}));  // the flip happens before this step
+      flip_pending = false;
+      CHUTE_RETURN_IF_ERROR(p.pixel_.add(std::move(*pixel)));
+      continue;
+    }
     Status st =
         std::visit(Overloaded{[&](const RandomResizedCrop& t) -> Status {
                                 if (t.height <= 0 || t.width <= 0)
@@ -134,6 +179,7 @@ Result<Pipeline> Pipeline::create(std::vector<Transform> transforms) {
                                 if (!(t.p >= 0.0 && t.p <= 1.0))
                                   return invalid_argument("RandomHorizontalFlip p must be in [0, 1]");
                                 p.flip_ = t;
+                                flip_pending = true;
                                 return Status::ok();
                               },
                               [&](const Normalize& t) -> Status {
@@ -141,7 +187,8 @@ Result<Pipeline> Pipeline::create(std::vector<Transform> transforms) {
                                   if (!(s != 0.f)) return invalid_argument("Normalize std must be non-zero");
                                 p.normalize_ = t;
                                 return Status::ok();
-                              }},
+                              },
+                              [](const auto&) -> Status { return Status::ok(); }},  // handled above
                    transforms[i]);
     CHUTE_RETURN_IF_ERROR(st);
   }
@@ -152,7 +199,24 @@ Result<Pipeline> Pipeline::create(std::vector<Transform> transforms) {
         "Resize((h, w))");
   p.out_height_ = fixed_h;
   p.out_width_ = fixed_w;
+  if (!p.normalize_)
+    for (Erasing& e : p.erasing_) e.before_normalize = false;
+  CHUTE_RETURN_IF_ERROR(p.pixel_.check_size(fixed_w, fixed_h));
   return p;
+}
+
+void Pipeline::draw_augment(SampleRng& rng, AugmentDraws& draws) const {
+  draws.clear();
+  pixel_.draw(rng, out_width_, out_height_, draws);
+  for (const Erasing& e : erasing_) draws.erasing.push_back(draw_erasing(e.t, rng, out_width_, out_height_));
+}
+
+void Pipeline::erase(const AugmentDraws& draws, const OutputWriter& writer, void* dst) const {
+  for (size_t i = 0; i < erasing_.size(); ++i) {
+    if (!draws.erasing[i].erase) continue;
+    ErasingValues values(erasing_[i].t, draws.erasing[i]);
+    writer.erase(dst, draws.erasing[i], values, erasing_[i].before_normalize ? &*normalize_ : nullptr);
+  }
 }
 
 Result<SamplePlan> Pipeline::plan(int image_width, int image_height, SampleRng& rng, int max_reduction,

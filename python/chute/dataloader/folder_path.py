@@ -19,7 +19,9 @@ A ``torchvision.datasets.ImageFolder`` (or ``DatasetFolder``) qualifies when:
   image, a ``tv_tensors.Image`` or a tensor); the conversion ``ToTensor`` (float32 in [0, 1]),
   ``PILToTensor`` or ``ToImage`` (uint8), then optionally ``ToDtype(torch.float32, scale=True)`` or
   ``ConvertImageDtype(torch.float32)`` (to [0, 1]) or ``ToDtype(torch.float32)`` (0..255 in float32), and
-  optionally one ``Normalize`` on float32. The output has the dtype and NCHW layout the torchvision
+  optionally one ``Normalize`` on float32; after the resize, torchvision's augmentations
+  (translate_augment.py) on the PIL image or the uint8 tensor, and ``RandomErasing`` on the float32 tensor;
+  the reference ``ClassificationPresetTrain/Eval`` objects stand for their Compose. The output has the dtype and NCHW layout the torchvision
   pipeline gives after ``default_collate`` (a plain tensor, also for ``tv_tensors.Image`` samples), and
   labels are int64.
 

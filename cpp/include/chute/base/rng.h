@@ -29,6 +29,10 @@ class SampleRng {
   double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
   // Uniform integer in [lo, hi] (inclusive), without modulo bias.
   int64_t integer(int64_t lo, int64_t hi);
+  // Uniform in the open interval (0, 1) with 53 bits of resolution (for logarithms of the draw).
+  double open_uniform();
+  // A standard normal (Box-Muller: each pair of uniforms gives two, the second kept for the next call).
+  double normal();
 
  private:
   std::array<uint32_t, 2> key_;
@@ -37,6 +41,8 @@ class SampleRng {
   uint32_t block_ = 0;               // which Philox block we are in
   std::array<uint32_t, 4> words_{};  // the current block's output
   int used_ = 4;                     // words of words_ already handed out
+  bool has_normal_ = false;          // normal(): the second of the last pair
+  double normal_ = 0.0;
 };
 
 }  // namespace chute

@@ -1,6 +1,6 @@
 // SampleProcessor: one sample's whole path inside a worker thread: read its bytes, read the image
-// header, plan the transforms, decode only the planned window, resample, and write the result into the
-// sample's slot of a batch buffer.
+// header, plan the transforms, decode only the planned window, resample, augment (the pixel stage), and
+// write the result into the sample's slot of a batch buffer (then RandomErasing on it).
 // Thread-safety: one processor per thread; it owns that thread's decoder and scratch buffers.
 #pragma once
 
@@ -90,6 +90,8 @@ class SampleProcessor {
   std::vector<uint8_t> resized_;   // the resampled output, RGB
   std::vector<uint8_t> padded_;    // the output with zero padding around it (CenterCrop larger than the image)
   ResampleScratch scratch_;
+  AugmentDraws draws_;      // the sample's augmentation draws (pixel stage, erasing)
+  AugmentScratch augment_;  // the pixel stage's buffers
 };
 
 }  // namespace chute

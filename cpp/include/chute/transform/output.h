@@ -38,6 +38,12 @@ class OutputWriter {
   // `rgb` holds height x width interleaved RGB pixels; `dst` is the sample's slot.
   void write(const uint8_t* rgb, bool flip, void* dst) const;
 
+  // RandomErasing on the written sample: overwrites the draw's rectangle with `values` (channel-major),
+  // normalised first by `normalize` when given ((v - mean) / std in float32: an erasing before Normalize),
+  // in the output's dtype (float16/bfloat16 rounded to nearest even; uint8 levels truncated and clamped to
+  // [0, 255], as torch casts in-range floats).
+  void erase(void* dst, const ErasingDraw& draw, ErasingValues& values, const Normalize* normalize) const;
+
  private:
   int height_ = 0, width_ = 0;
   OutputFormat format_;

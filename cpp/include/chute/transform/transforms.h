@@ -3,8 +3,10 @@
 // The geometric transforms (RandomResizedCrop, Resize, CenterCrop) compose, per axis, into one shape:
 // a window of the source image, resized once, of which a range of outputs is kept. That lets the decoder
 // decode only the window and the resampler compute only the kept outputs, while the pixels stay those of
-// torchvision's crop-then-resize on PIL images. RandomHorizontalFlip and Normalize act on the output.
-// Thread-safety: Pipeline is immutable after construction; plan() may run on many threads.
+// torchvision's crop-then-resize on PIL images. The augmentations after them (the pixel stage:
+// pixel_stage.h) act on the resized image; RandomHorizontalFlip and Normalize act on the output (the flip
+// moves into the pixel stage when augmentations follow it), RandomErasing on the written sample.
+// Thread-safety: Pipeline is immutable after construction; plan() and the draws may run on many threads.
 #pragma once
 
 #include <array>
@@ -15,6 +17,7 @@
 
 #include "chute/base/rng.h"
 #include "chute/base/status.h"
+#include "chute/transform/pixel_stage.h"
 #include "chute/transform/resample.h"
 
 namespace chute {
@@ -46,7 +49,11 @@ struct Normalize {
   std::array<float, 3> std{1.f, 1.f, 1.f};
 };
 
-using Transform = std::variant<RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, Normalize>;
+using Transform = std::variant<RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, Normalize, AutoAugment,
+                               RandAugment, TrivialAugmentWide, AugMix, ColorJitter, RandomGrayscale, GaussianBlur,
+                               RandomRotation, RandomAffine, RandomErasing>;
+
+class OutputWriter;
 
 // What one sample needs: the source window to decode, the resampling from it, and the flip.
 struct SamplePlan {
@@ -64,12 +71,28 @@ struct SamplePlan {
 
 class Pipeline {
  public:
-  // Checks the list: one resize at most, a fixed output size, Normalize last.
+  // Checks the list: one resize at most, a fixed output size, the augmentations after the geometric
+  // transforms, Normalize last but for RandomErasing.
   static Result<Pipeline> create(std::vector<Transform> transforms);
 
   int out_height() const { return out_height_; }
   int out_width() const { return out_width_; }
   const std::optional<Normalize>& normalize() const { return normalize_; }
+
+  // Whether a sample has draws and work after the resample (the pixel stage or RandomErasing); without,
+  // the processor's path is the plain one.
+  bool augments() const { return !pixel_.empty() || !erasing_.empty(); }
+  // Whether the writer flips a sample the plan flipped (no pixel transform follows the flip).
+  bool writer_flips() const { return !pixel_.flips(); }
+  // The sample's draws after plan()'s, from the same SampleRng: the pixel stage's, then each
+  // RandomErasing's, for the output size. `draws` is cleared first.
+  void draw_augment(SampleRng& rng, AugmentDraws& draws) const;
+  // The pixel stage on the resampled image (out_width() x out_height() RGB), with the plan's flip.
+  void augment(const AugmentDraws& draws, bool flip, std::vector<uint8_t>& pixels, AugmentScratch& scratch) const {
+    pixel_.apply(draws, flip, pixels, out_width_, out_height_, scratch);
+  }
+  // The erasings on the sample the writer wrote into `dst`.
+  void erase(const AugmentDraws& draws, const OutputWriter& writer, void* dst) const;
 
   // Draws this sample's random parameters from `rng` and plans its decode for an image of the given size.
   // With max_reduction > 1 (a decoder that can scale while decoding), the window is decoded d = 2, 4 or 8
@@ -83,6 +106,12 @@ class Pipeline {
   std::vector<Transform> geometric_;  // RandomResizedCrop, Resize, CenterCrop, in order
   std::optional<RandomHorizontalFlip> flip_;
   std::optional<Normalize> normalize_;
+  PixelStage pixel_;
+  struct Erasing {
+    RandomErasing t;
+    bool before_normalize;  // its values are in [0, 1] units, normalised by the Normalize that follows
+  };
+  std::vector<Erasing> erasing_;
   int out_height_ = 0, out_width_ = 0;
 };
 
