@@ -23,6 +23,7 @@
 #include "chute/io/packed_source.h"
 #include "chute/io/tar_source.h"
 #include "chute/pack/pack_writer.h"
+#include "chute/remote/cached_object.h"
 #include "chute/remote/object_store.h"
 #include "chute/remote/shard_cache.h"
 #include "fs_path.h"
@@ -116,33 +117,31 @@ void register_packed(nb::module_& m) {
   m.def(
       "cache_objects",
       [](const PyObjectStore& store, const PyShardCache& cache, const std::vector<std::string>& urls) {
-        // Each object whole in the shard cache (keyed by its URL and ETag, so a changed object is fetched
-        // anew), on threads of their own; the local paths, in order.
+        // Each object whole in the shard cache (cached_object.h: one version, keyed by its URL and ETag, so a
+        // changed object is fetched anew), on threads of their own; the local paths, in order. Ctrl-C cancels
+        // them all (their threads watch the call's CancelScope).
         std::vector<std::string> paths(urls.size());
-        Status failed;
-        {
-          nb::gil_scoped_release release;
+        Status failed = call_interruptibly([&] {
+          Status first;
           std::mutex mu;
           std::atomic<size_t> next{0};
           std::vector<std::thread> threads;
+          const std::shared_ptr<const CancelToken> cancel = CancelScope::current();
           for (size_t t = 0; t < std::min<size_t>(urls.size(), 8); ++t)
             threads.emplace_back([&] {
+              CancelScope scope(cancel);
               for (size_t i; (i = next.fetch_add(1)) < urls.size();) {
-                Status st = [&]() -> Status {
-                  CHUTE_ASSIGN_OR_RETURN(ObjectInfo info, store.impl->stat(urls[i]));
-                  CHUTE_ASSIGN_OR_RETURN(
-                      auto file,
-                      cache.impl->get(redact_url(urls[i]) + "#" + info.etag + "#" + std::to_string(info.size),
-                                      info.size, [&](int fd) { return store.impl->download(info, fd); }, {}));
-                  paths[i] = file->path();
-                  return Status::ok();
-                }();
+                Result<CachedObject> object = cache_object(*store.impl, *cache.impl, urls[i]);
                 std::lock_guard<std::mutex> lock(mu);
-                if (!st.is_ok() && failed.is_ok()) failed = st;
+                if (object.is_ok())
+                  paths[i] = object->file->path();
+                else if (first.is_ok())
+                  first = object.status();
               }
             });
           for (auto& t : threads) t.join();
-        }
+          return first;
+        });
         if (!failed.is_ok()) throw_status(failed);
         return paths;
       },
@@ -160,11 +159,12 @@ void register_packed(nb::module_& m) {
           "open_remote",
           [](const std::string& url, const PyObjectStore& store, const PyShardCache& cache, bool verify, int lookahead,
              int fetch_threads) {
-            return open_without_gil<PackedSource>([&] {
+            // The index is fetched here: Ctrl-C cancels it.
+            return unwrap(call_interruptibly([&] {
               return PackedSource::open_remote(url, store.impl, cache.impl,
                                                {.lookahead = lookahead, .fetch_threads = fetch_threads},
                                                {.verify_checksums = verify});
-            });
+            }));
           },
           nb::arg("url"), nb::arg("store"), nb::arg("cache"), nb::arg("verify") = true,
           nb::arg("lookahead") = RemoteShards::Options{}.lookahead,

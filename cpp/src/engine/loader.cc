@@ -15,6 +15,7 @@
 #include <new>
 #include <optional>
 
+#include "chute/base/cancel.h"
 #include "chute/base/environment.h"
 #include "chute/base/fork.h"
 #include "chute/base/thread.h"
@@ -78,6 +79,9 @@ struct Loader::Task {
 struct Loader::EpochState {
   bool stop = false;
   uint64_t generation = 0;  // bumped when an epoch is cancelled: tasks of older ones are dropped
+  // The reads of this generation's tasks watch it (a remote shard's download): cancelled with the epoch,
+  // so that ending it never waits on the network (chute/base/cancel.h).
+  std::shared_ptr<CancelToken> reads = CancelToken::make();
   bool active = false;
   uint64_t epoch = 0;
   uint64_t seed = 0;  // keys this epoch's augmentation with `epoch` (start_epoch)
@@ -312,6 +316,8 @@ void Loader::cancel_epoch(std::unique_lock<std::mutex>& lock) {
   EpochState& e = *epoch_;
   e.active = false;
   ++e.generation;
+  e.reads->cancel();
+  e.reads = CancelToken::make();
   shared_->consumer_cv.wait(lock, [&] { return e.in_flight == 0; });
   for (auto& [batch, slot] : e.batch_slot) shared_->ring.release(slot);
   for (auto& r : e.ready) shared_->ring.release(r.slot);
@@ -490,6 +496,7 @@ void Loader::worker_main(int id) {
     const int64_t index = task.index;
     void* dst = task.dst;
     ++e.in_flight;
+    CancelScope reads(e.reads);
     lock.unlock();
     const int64_t warnings_before = processor.benign_warnings();
     StageTimes times;

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "chute/remote/cached_object.h"
+
 namespace chute {
 
 std::string index_path_for(const std::string& path) {
@@ -69,9 +71,12 @@ Result<std::shared_ptr<PackedSource>> PackedSource::open_remote(const std::strin
     base.resize(base.size() - std::strlen(kIndexFileName));
   if (!base.ends_with('/')) base += '/';
   const std::string index_url = base + kIndexFileName;
-  auto info = store->stat(index_url);
-  if (!info.is_ok()) {
-    if (info.status().code() != StatusCode::kNotFound) return info.status();
+  // The index entry's key carries its ETag and size: a dataset repacked at the same URL is refetched.
+  auto index = cache_object(*store, *cache, index_url, [&](const MappedFile& f) {
+    return IndexView::parse(f.bytes(), redact_url(index_url)).status();
+  });
+  if (!index.is_ok()) {
+    if (index.status().code() != StatusCode::kNotFound) return index.status();
     return Status(StatusCode::kNotFound, redact_url(index_url) +
                                              " is missing: not a chute dataset, or an incomplete one (`chute pack` "
                                              "writes the index last)");
@@ -79,14 +84,7 @@ Result<std::shared_ptr<PackedSource>> PackedSource::open_remote(const std::strin
   auto src = std::shared_ptr<PackedSource>(new PackedSource());
   src->options_ = options;
   src->dir_ = base;
-  // The index entry's key carries its ETag (or size): a dataset repacked at the same URL is refetched.
-  // Keys show in errors and `chute cache ls`: a URL's user:password@ is left out.
-  CHUTE_ASSIGN_OR_RETURN(
-      src->index_file_,
-      cache->get(
-          redact_url(index_url) + "#" + info->etag + "#" + std::to_string(info->size), info->size,
-          [&](int fd) { return store->download(*info, fd); },
-          [&](const MappedFile& f) { return IndexView::parse(f.bytes(), redact_url(index_url)).status(); }));
+  src->index_file_ = std::move(index->file);
   CHUTE_ASSIGN_OR_RETURN(src->index_, IndexView::parse(src->index_file_->bytes(), redact_url(index_url)));
   if (src->index_.kind() != IndexKind::kPacked)
     return invalid_argument(redact_url(index_url) + " indexes tar files, not chute shards");

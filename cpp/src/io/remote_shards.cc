@@ -43,6 +43,7 @@ RemoteShards::~RemoteShards() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
+  prefetch_cancel_->cancel();  // downloads in flight end within ~0.1 s, whatever the server does
   cv_.notify_all();
   for (auto& t : threads_) t.join();
 }
@@ -134,6 +135,8 @@ Result<std::shared_ptr<const MappedFile>> RemoteShards::get(uint32_t i) const {
   // A shard that cannot be fetched is the storage's failure, never its samples': it must not be skipped
   // or quarantined as a bad sample (the loader retries kEnvironment, then raises it).
   if (!file.is_ok()) {
+    // A read cancelled by its own caller (the loader ending the epoch) says nothing about the shard.
+    if (file.status().code() == StatusCode::kCancelled) return file.status();
     Status st = failure(i, file.status());
     if (generation == generation_) failed_.try_emplace(i, st);
     return st;
@@ -209,6 +212,7 @@ void RemoteShards::walk_loop() {
 }
 
 void RemoteShards::fetch_loop() {
+  CancelScope scope(prefetch_cancel_);
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || queue_head_ < queue_.size(); });
@@ -221,7 +225,7 @@ void RemoteShards::fetch_loop() {
     lock.lock();
     if (file.is_ok())
       keep_mapped(s, *file);
-    else if (generation == generation_)
+    else if (generation == generation_ && file.status().code() != StatusCode::kCancelled)
       failed_.try_emplace(s, failure(s, file.status()));  // for its readers
   }
 }

@@ -51,6 +51,7 @@ HttpRequest make(const S3Bucket& bucket, std::string method, std::string url) {
   r.method = std::move(method);
   r.url = std::move(url);
   r.sigv4 = bucket.sigv4;
+  r.denied_hint = bucket.denied_hint;
   return r;
 }
 
@@ -379,9 +380,10 @@ Result<std::string> parse_part_etag(const HttpResponse& response, std::string_vi
 }
 
 std::string unquote_etag(std::string_view etag) {
-  if (etag.starts_with("W/")) etag.remove_prefix(2);
+  const bool weak = etag.starts_with("W/");
+  if (weak) etag.remove_prefix(2);
   if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') etag = etag.substr(1, etag.size() - 2);
-  return std::string(etag);
+  return (weak ? "W/" : "") + std::string(etag);
 }
 
 }  // namespace chute

@@ -23,7 +23,12 @@
 // whole retry budget again (storage that is down raises after one budget, not one per sample). A fetched
 // shard is checked against the index (its header: id, record count, size) before the cache admits it;
 // every record's XXH3 is checked on read (PackedOptions::verify_checksums), so a damaged cache entry
-// is found.
+// is found. A shard's ranges are all of one version of it (HttpEngine::download): one replaced while it
+// downloads is read again from the start.
+//
+// Cancellation (chute/base/cancel.h): a reader's fetch watches the reader's CancelScope (the loader's
+// epoch), and ends kCancelled, remembered as no failure of the shard; the prefetches watch this object's
+// own token, cancelled by the destructor, so destroying it takes about 0.1 s whatever the server does.
 //
 // Thread-safety: every method may be called from many threads.
 #pragma once
@@ -37,6 +42,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "chute/base/cancel.h"
 #include "chute/base/mapped_file.h"
 #include "chute/io/packed_format.h"
 #include "chute/order/sampler.h"
@@ -112,6 +118,7 @@ class RemoteShards {
   std::vector<uint32_t> queue_;  // shards for the fetch threads, in first-use order
   size_t queue_head_ = 0;
   bool stop_ = false;
+  const std::shared_ptr<CancelToken> prefetch_cancel_ = CancelToken::make();  // the fetch threads' scope
   mutable RemoteStats stats_;
   std::vector<std::thread> threads_;
 };

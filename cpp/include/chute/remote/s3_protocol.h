@@ -35,6 +35,7 @@ std::string s3_uri_encode(std::string_view s, bool keep_slash);
 struct S3Bucket {
   std::string base_url;  // no trailing '/'
   std::optional<SigV4> sigv4;
+  std::string denied_hint;  // what a 403 to its requests adds (HttpRequest::denied_hint)
 };
 
 // The object's URL: base + "/" + encoded key.
@@ -107,7 +108,8 @@ Result<HeadInfo> parse_head_object(const HttpResponse& response, std::string_vie
 // UploadPart's ETag response header, as sent (quoted); kIoError when missing.
 Result<std::string> parse_part_etag(const HttpResponse& response, std::string_view what);
 
-// An ETag without its surrounding quotes (and a weak "W/" prefix).
+// An ETag without its surrounding quotes; a weak one keeps its "W/" ("W/\"x\"" -> "W/x"): it names a
+// version only loosely, so no If-Match is sent on it.
 std::string unquote_etag(std::string_view etag);
 
 }  // namespace chute
