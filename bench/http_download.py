@@ -17,12 +17,16 @@ import argparse
 import hashlib
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from chute import _native
-from chute.testing.loopback import FaultProxy, Nginx
+from chute.bench.loopback import Nginx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python" / "tests"))  # the fault proxy (not in the wheel)
+from support.fault_proxy import FaultProxy  # noqa: E402
 
 
 def main() -> None:

@@ -1,20 +1,24 @@
 """How long ObjectStore.expand() takes to find 128 shards named by braces, behind 20 ms of latency per
-request (chute.testing.loopback.FaultProxy in front of moto's S3 emulator on loopback), against 128
+request (the tests' FaultProxy, python/tests/support/, in front of moto's S3 emulator on loopback), against 128
 stat() calls one after another and a glob's listing, in the same run; median of 3.
 
 moto is an emulator, not S3: the figures show request counts and latency hiding, not S3's speed.
 
-    PYTHONPATH=python .venv/bin/python bench/object_store_expand.py
+    .venv/bin/python bench/object_store_expand.py
 """
 
 from __future__ import annotations
 
 import statistics
+import sys
 import time
+from pathlib import Path
 
 from chute import _native
-from chute.testing.loopback import FaultProxy
-from chute.testing.s3_server import MotoServer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python" / "tests"))  # test servers (not in the wheel)
+from support.fault_proxy import FaultProxy  # noqa: E402
+from support.s3_server import MotoServer  # noqa: E402
 
 SHARDS = 128
 LATENCY_S = 0.02

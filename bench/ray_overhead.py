@@ -15,7 +15,6 @@ Also the per-batch object-store figures (ray.get time, bytes) that docs/SCALE.md
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -24,6 +23,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python" / "tests"))
+
+from chute.bench.harness import Contender, interleave, time_epoch  # noqa: E402
 
 
 def make_dataset(root: Path, n: int) -> Path:
@@ -35,17 +36,6 @@ def make_dataset(root: Path, n: int) -> Path:
     for i in range(n):
         (root / "a" / f"{i:05d}.jpg").write_bytes(pool[i % len(pool)])
     return root
-
-
-def epoch(loader, warmup: int = 1) -> tuple[float, float, int]:
-    """(seconds, trainer CPU seconds, images) after `warmup` batches, counting what the consumer received."""
-    it = iter(loader)
-    for _ in range(warmup):
-        next(it)
-    wall, cpu, images = time.perf_counter(), time.process_time(), 0
-    for x, _ in it:
-        images += x.shape[0]
-    return time.perf_counter() - wall, time.process_time() - cpu, images
 
 
 def sleeper(cost_s: float):
@@ -67,13 +57,12 @@ def scale(src: str, kw: dict) -> None:
             src,
             num_actors=k,
             num_cpus_per_actor=1,
-            threads_per_actor=1,
+            num_threads=1,
             max_inflight=2 * k,
             _actor_hook=sleeper(cost),
             **kw,
         )
-        wall, _, n = epoch(loader, warmup=k)
-        results[k] = n / wall
+        results[k] = time_epoch(loader, skip=k).rate  # after each actor's first batch
         loader.close()
         print(
             f"scale: {k} actors, {cost * 1e3:.0f} ms/sample artificial cost: {results[k]:.0f} img/s "
@@ -116,27 +105,25 @@ def overhead(src: str, kw: dict, args) -> None:
     import chute
     import chute.ray
 
-    batches = args.images // args.batch
     local = chute.Loader(src, num_threads=1, **kw)
-    remote = chute.ray.RemoteLoader(src, num_actors=1, num_cpus_per_actor=1, threads_per_actor=1, **kw)
-    epoch(local), epoch(remote)  # warm both (page cache, actor start, allocator)
+    remote = chute.ray.RemoteLoader(src, num_actors=1, num_cpus_per_actor=1, num_threads=1, **kw)
+    time_epoch(local), time_epoch(remote)  # warm both (page cache, actor start, allocator)
     local.reset_stats()
     actor_before = remote.actor_stats()[0]
-    rates = {"local": [], "remote": []}
-    cpu = {"local": [], "remote": []}
     remote.reset_stats()
-    for _ in range(args.rounds):
-        for name, loader in (("local", local), ("remote", remote)):
-            wall, used, n = epoch(loader)
-            rates[name].append(n / wall)
-            cpu[name].append(used / (batches - 1))
+    # Each epoch after its first batch, the trainer's CPU time over the same span.
+    contenders = [
+        Contender(name, lambda loader=loader: time_epoch(loader, skip=1, cpu_clock=time.process_time))
+        for name, loader in (("local", local), ("remote", remote))
+    ]
+    interleave(contenders, rounds=args.rounds, warmup=0)
+    med = {c.name: c.rate for c in contenders}
+    mcpu = {c.name: c.summarize(lambda t: t.cpu_seconds / t.batches).median for c in contenders}
     s = remote.stats()
     actor_after, ls = remote.actor_stats()[0], local.stats()
     actor_cpu = (actor_after["worker_cpu_s"] - actor_before["worker_cpu_s"]) / (
         actor_after["samples"] - actor_before["samples"]
     )
-    med = {k: statistics.median(v) for k, v in rates.items()}
-    mcpu = {k: statistics.median(v) for k, v in cpu.items()}
     batch_bytes = args.batch * 3 * 224 * 224
     print(
         f"{args.images} JPEGs 500x375, batch {args.batch}, RandomResizedCrop(224)+flip, uint8, "

@@ -26,6 +26,7 @@ import chute
 from chute.bench.dataset import ensure_dataset
 from chute.bench.harness import Contender, Summary, Timing, interleave, time_epoch
 from chute.bench.torch_peer import IMAGENET_MEAN, IMAGENET_STD
+from chute.inspection import describe
 
 VARIANTS = {
     "originals": {},
@@ -66,7 +67,7 @@ def main() -> None:
             print(
                 f"{name:22s} {summary.payload_bytes / 1e6:7.1f} MB stored "
                 f"({summary.payload_bytes / summary.source_bytes:6.1%} of the source), "
-                f"records {chute.packed.describe(datasets[name])['records']}"
+                f"records {describe(datasets[name])['records']}"
             )
         contenders = {
             (out, name): Contender(

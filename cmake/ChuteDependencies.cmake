@@ -1,6 +1,11 @@
 # The system libraries chute builds against, found once, each with an error that names the package to
 # install when it is missing (CMake's own "Could NOT find JPEG" names none).
 #
+# Adding one: bench/gpu_check.sh builds on a machine without development packages, against the Debian packages
+# scripts/fetch_gpu_debs.sh fetches, with explicit paths into them; add the new library's packages and paths there,
+# and run scripts/gpu_dry_run.sh, which hides every other development file and fails until both are done
+# (docs/GPU.md).
+#
 # chute_find_dependency(<name> <debian/ubuntu package> <fedora package> <find command...>)
 #   runs the find command, then stops with a message naming both packages if <name>_FOUND is false.
 function(chute_missing_dependency what debian fedora)

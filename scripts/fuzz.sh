@@ -19,7 +19,8 @@ cmake --build build/fuzz
 python scripts/make_fuzz_corpus.py build/fuzz/corpus
 
 targets=("$@")
-((${#targets[@]})) || targets=(decode_fuzz png_fuzz webp_fuzz raw_fuzz exif_fuzz shard_fuzz tar_fuzz s3_xml_fuzz url_pattern_fuzz)
+((${#targets[@]})) || targets=(decode_fuzz png_fuzz webp_fuzz raw_fuzz exif_fuzz shard_fuzz tar_fuzz s3_xml_fuzz url_pattern_fuzz
+  tfrecord_fuzz lmdb_fuzz pickle_span_fuzz caffe_datum_fuzz)
 mkdir -p build/fuzz/artifacts
 status=0
 for t in "${targets[@]}"; do

@@ -4,9 +4,10 @@ WebPs (lossy, lossless, with alpha). decode_fuzz, png_fuzz and webp_fuzz read a 
 file, so their seeds get one. shard_fuzz gets
 small packed datasets written by chute.pack (so the chute package must be importable: run with
 .venv/bin/python), as control byte + index length + index + first shard; tar_fuzz gets tar files
-(ustar, GNU long names, pax) laid out as WebDataset shards.
+(ustar, GNU long names, pax) laid out as WebDataset shards; tfrecord_fuzz, lmdb_fuzz, pickle_span_fuzz and
+caffe_datum_fuzz get files and values written by those formats' tools (python/tests/support/format_writers.py).
 
-    .venv/bin/python scripts/make_fuzz_corpus.py OUT_DIR   # OUT_DIR/{decode,png,...,tar,s3_xml,url_pattern}
+    .venv/bin/python scripts/make_fuzz_corpus.py OUT_DIR   # OUT_DIR/{decode,png,...,tar,s3_xml,url_pattern,tfrecord,...}
 """
 
 from __future__ import annotations
@@ -172,9 +173,54 @@ def url_pattern_seeds() -> dict[str, bytes]:
     }
 
 
+def format_seeds() -> dict[str, dict[str, bytes]]:
+    """Seeds of the formats' parsers (chute.formats): TFRecord files (TFDS and model garden layouts, an
+    empty record), LMDB data files written by py-lmdb (pickled tuples with __keys__, dicts, Caffe Datums,
+    raw images), the pickles of those layouts in protocols 2 to 5, and Caffe Datums. The writers need
+    py-lmdb and the tfrecord package (scripts/setup.sh --dev); without them, only the pickle and Datum seeds."""
+    import pickle
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python" / "tests"))  # not in the wheel
+    from support import format_writers as fw  # noqa: E402
+
+    jpeg = images()["jpeg_sub0.jpg"]
+    items = [(jpeg, 3), (jpeg[:200], 0), (b"\x89PNG\r\n\x1a\n" + bytes(40), -1)]
+    out = {"tfrecord": {}, "lmdb": {}, "pickle_span": {}, "caffe_datum": {}}
+    for protocol in (2, 3, 4, 5):
+        out["pickle_span"][f"tuple_p{protocol}"] = pickle.dumps((jpeg[:64], 7), protocol=protocol)
+        out["pickle_span"][f"dict_p{protocol}"] = pickle.dumps({"image": jpeg[:64], "label": -2}, protocol=protocol)
+        out["pickle_span"][f"keys_p{protocol}"] = pickle.dumps([b"0", b"1", "2", 2**40], protocol=protocol)
+    out["caffe_datum"]["encoded"] = fw.caffe_datum(jpeg[:64], 5)
+    out["caffe_datum"]["negative_label"] = fw.caffe_datum(b"x", -1)
+    out["caffe_datum"]["raw_pixels"] = b"\x08\x03\x10\x02\x18\x02\x22\x0c" + bytes(12) + b"\x28\x01"
+    try:
+        import lmdb  # noqa: F401
+        import tfrecord  # noqa: F401
+    except ImportError:
+        print("make_fuzz_corpus: no py-lmdb / tfrecord (setup.sh --dev): no TFRecord or LMDB seeds", file=sys.stderr)
+        return out
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        fw.write_tfds(tmp / "tfds.tfrecord", items)
+        fw.write_model_garden([tmp / "garden"], items)
+        out["tfrecord"] = {
+            "tfds.tfrecord": (tmp / "tfds.tfrecord").read_bytes(),
+            "garden": (tmp / "garden").read_bytes(),
+        }
+        small = [(image[:1500], label) for image, label in items]  # small files: faster fuzzing
+        fw.write_folder2lmdb(tmp / "tuples", small, commit_every=2)
+        fw.write_lmdb_dicts(tmp / "dicts", small)
+        fw.write_caffe_lmdb(tmp / "caffe", small, ["a.jpg", "b.jpg", "c.png"])
+        fw.write_raw_lmdb(tmp / "raw", [image for image, _ in items], [b"a", b"b", b"c"])  # one overflow value
+        for name in ("tuples", "dicts", "caffe", "raw"):
+            out["lmdb"][f"{name}.mdb"] = (tmp / name / "data.mdb").read_bytes()
+    return out
+
+
 def main() -> None:
     root = Path(sys.argv[1])
     for target, seeds in (
+        *format_seeds().items(),
         ("shard", packed_seeds()),
         ("tar", tar_seeds()),
         ("s3_xml", s3_xml_seeds()),

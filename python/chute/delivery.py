@@ -99,13 +99,18 @@ def host_pinning(pin_memory: bool | None) -> HostBlocks | None:
 
 class HostBlocks:
     """Pinned blocks lent to a loader's ring (a native BlockPool), one per batch, from ``allocate(nbytes)``
-    (torch's caching host allocator; the simulated device's in tests). Runs on the consumer's thread."""
+    (torch's caching host allocator; the simulated device's in tests). Runs on the consumer's thread.
+
+    torch's caching host allocator rounds every request up to a power of two (its size classes: a freed
+    block serves any request of its class), so a block holds more than the batch: a 19.3 MB batch a 32 MiB
+    block. The pool says so (``power_of_two_blocks``), and the loader counts the blocks' real size against
+    ``max_memory`` (``stats()["batch_buffer_held_bytes"]``)."""
 
     _SPARE = 1  # blocks kept ready beyond what the ring asks for, so a worker rarely waits for one
 
     def __init__(self, allocate):
         self._allocate = allocate
-        self.pool = _native.BlockPool()
+        self.pool = _native.BlockPool(power_of_two_blocks=True)
         self._blocks: dict[int, torch.Tensor] = {}  # address -> block, lent to the pool or the ring
 
     def stock(self, native_loader) -> None:
@@ -144,9 +149,9 @@ class HandOver:
         self.native = native_loader
         self.blocks = blocks
 
-    def start_epoch(self, epoch: int, start: int = 0) -> None:
+    def start_epoch(self, epoch: int, start: int = 0, splits=()) -> None:
         self.blocks.stock(self.native)
-        self.native.start_epoch(epoch, start)
+        self.native.start_epoch(epoch, start, splits=splits)
 
     def position(self) -> int:
         return self.native.position()
@@ -208,8 +213,8 @@ class Delivery:
         self.native = _native.DeviceLoader(native_loader, device, options)  # options: _native.DeliveryOptions
         self.convert = DeviceConversion(dtype, normalize, self.torch_device)
 
-    def start_epoch(self, epoch: int, start: int = 0) -> None:
-        self.native.start_epoch(epoch, start)
+    def start_epoch(self, epoch: int, start: int = 0, splits=()) -> None:
+        self.native.start_epoch(epoch, start, splits=splits)
 
     def position(self) -> int:
         return self.native.position()

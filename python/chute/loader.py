@@ -5,61 +5,16 @@ from __future__ import annotations
 import os
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import torch
 
-from chute import _native, _resume_state, _validate
+from chute import _native, _options, _resume_state, _validate
 from chute import delivery as _delivery
+from chute._options import DEFAULTS
 from chute.errors import Quarantine, SampleError
-from chute.packed import source_from_path
+from chute.resolve import source_from_path
 from chute.stats import LoaderStats, remote_evidence, remote_limit
-
-_DTYPES = {torch.uint8: "uint8", torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
-
-
-# Default options, as the C++ structs define them (loader.h, processor.h, delivery.h).
-_LOADER, _DECODE, _DELIVERY = _native.LoaderOptions(), _native.DecodeOptions(), _native.DeliveryOptions()
-
-
-def _resolve_distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
-    """rank and world_size: as given, else from an initialised torch.distributed, else from torchrun's
-    environment (RANK, WORLD_SIZE), else a single process."""
-    where = ""
-    if rank is not None or world_size is not None:
-        if rank is None or world_size is None:
-            raise ValueError("give both rank and world_size, or neither")
-        world_size = _validate.integer("world_size", world_size, 1, _validate.INT64_MAX)
-        rank = _validate.integer("rank", rank, 0, _validate.INT64_MAX)
-    else:
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            rank, world_size = dist.get_rank(), dist.get_world_size()
-            where = " (from torch.distributed)"
-        elif "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-            world_size = _validate.env_int("WORLD_SIZE", 1, _validate.INT64_MAX)
-            rank = _validate.env_int("RANK", 0, _validate.INT64_MAX)
-            where = " (from the environment variables RANK and WORLD_SIZE)"
-        else:
-            rank, world_size = 0, 1
-    if world_size <= 0:
-        raise ValueError(f"world_size must be positive, got {world_size}{where}")
-    if not 0 <= rank < world_size:
-        raise ValueError(f"rank must be in [0, world_size), got rank={rank} with world_size={world_size}{where}")
-    return rank, world_size
-
-
-def _native_transforms(transforms) -> list:
-    items = getattr(transforms, "transforms", transforms)  # a Compose-like object, or a list
-    if not isinstance(items, Sequence):
-        raise TypeError(f"transforms must be a list of chute transforms, got {type(transforms).__name__}")
-    out = []
-    for t in items:
-        if not hasattr(t, "_to_native"):
-            raise TypeError(f"{t!r} is not a chute transform (chute.RandomResizedCrop, chute.Resize, ...)")
-        out.append(t._to_native())
-    return out
 
 
 class Loader:
@@ -106,7 +61,8 @@ class Loader:
     Images larger than ``max_pixels`` are errors (a decompression-bomb guard), and so are files larger than
     ``max_file_bytes`` (default 1 GiB), which are never read. EXIF orientation is ignored,
     as torchvision does, unless ``apply_exif_orientation=True`` (then JPEGs are turned upright like
-    ``PIL.ImageOps.exif_transpose``).
+    ``PIL.ImageOps.exif_transpose``). ``accept_truncated=True`` decodes a JPEG whose data ends early with the
+    missing part gray, as PIL does under ``ImageFile.LOAD_TRUNCATED_IMAGES`` (by default it is an error).
 
     ``validate='window'`` (the default) checks what each sample's decode reads: a JPEG's header, end
     marker and the rows down to the crop's last one; a PNG's whole chunk list and CRCs. Damage in the
@@ -125,9 +81,11 @@ class Loader:
     every core this process may use; lower it to leave cores to the training process) and keeps as many of
     them working as the consumer's demand needs, measured from its own time between batches and the
     workers' time per sample. ``prefetch='auto'`` starts with enough batches to keep every thread busy and
-    grows while workers idle and the consumer waits, as long as ``prefetch + 2`` batch buffers fit in
-    ``max_memory`` bytes. Integers fix them; an integer ``prefetch`` whose buffers do not fit in
-    ``max_memory`` is lowered to fit, with a warning. Decoding a large image (more than 16 MiB of scratch,
+    grows while workers idle and the consumer waits, as long as ``prefetch + 2`` batch buffers (plus, with
+    ``device=``, those whose copies are in flight) fit in ``max_memory`` bytes. Integers fix them; an
+    integer ``prefetch`` whose buffers do not fit in ``max_memory`` is lowered to fit, with the engine's
+    warning, and a ``max_memory`` that does not hold even ``prefetch=1``'s buffers is a ``ValueError``
+    naming both sizes, whatever the prefetch. Decoding a large image (more than 16 MiB of scratch,
     e.g. a 14000x14000 PNG) waits until its memory fits in ``max_memory`` beside the batch buffers and the
     other large decodes (one such image always runs), so such images do not all decode at once: the
     loader's memory stays within ``max_memory``, plus up to 16 MiB of scratch per thread, plus one image
@@ -163,91 +121,57 @@ class Loader:
     ``device='sim'`` is for chute's own tests (a simulated GPU in host memory).
     """
 
-    # The engine's defaults (its options structs), read from C++ rather than restated here.
+    # The engine's keywords and their defaults are chute._options' (read from the C++ structs), as in every door.
     def __init__(
         self,
         source,
-        batch_size: int = _LOADER.batch_size,
+        batch_size: int = DEFAULTS.batch_size,
         *,
-        shuffle: bool = _LOADER.shuffle,
-        seed: int = _LOADER.seed,
-        drop_last: bool = _LOADER.drop_last,
+        shuffle: bool = DEFAULTS.shuffle,
+        seed: int = DEFAULTS.seed,
+        drop_last: bool = DEFAULTS.drop_last,
         transforms=(),
-        dtype: torch.dtype = torch.uint8,
-        memory_format: torch.memory_format = torch.contiguous_format,
-        num_threads: int | str = "auto",
-        prefetch: int | str = "auto",
-        max_threads: int | None = None,
-        max_memory: int = _LOADER.max_memory,
-        on_error: str = _LOADER.on_error,
-        max_pixels: int = _DECODE.max_pixels,
-        apply_exif_orientation: bool = _DECODE.apply_exif_orientation,
-        decode: str = _DECODE.decode,
-        reducing_gap: float = _DECODE.reducing_gap,
-        validate: str = "window",
-        rank: int | None = None,
-        world_size: int | None = None,
-        even_split: bool = _LOADER.even_split,
-        order: str = _LOADER.order,
-        shard_window: int = _LOADER.shard_window,
+        dtype: torch.dtype = DEFAULTS.dtype,
+        memory_format: torch.memory_format = DEFAULTS.memory_format,
+        num_threads: int | str = DEFAULTS.num_threads,
+        prefetch: int | str = DEFAULTS.prefetch,
+        max_threads: int | None = DEFAULTS.max_threads,
+        max_memory: int = DEFAULTS.max_memory,
+        on_error: str = DEFAULTS.on_error,
+        max_pixels: int = DEFAULTS.max_pixels,
+        apply_exif_orientation: bool = DEFAULTS.apply_exif_orientation,
+        decode: str = DEFAULTS.decode,
+        reducing_gap: float = DEFAULTS.reducing_gap,
+        validate: str = DEFAULTS.validate,
+        accept_truncated: bool = DEFAULTS.accept_truncated,
+        rank: int | None = DEFAULTS.rank,
+        world_size: int | None = DEFAULTS.world_size,
+        even_split: bool = DEFAULTS.even_split,
+        order: str = DEFAULTS.order,
+        shard_window: int = DEFAULTS.shard_window,
         quarantine: str | os.PathLike | None = None,
         device="cpu",
         pin_memory: bool | None = None,
-        device_prefetch: int = _DELIVERY.device_prefetch,
-        max_device_memory: int = _DELIVERY.max_device_memory,
-        max_file_bytes: int = _DECODE.max_file_bytes,
-        max_ring_bytes: int = _LOADER.max_ring_bytes,
+        device_prefetch: int = DEFAULTS.device_prefetch,
+        max_device_memory: int = DEFAULTS.max_device_memory,
+        max_file_bytes: int = DEFAULTS.max_file_bytes,
+        max_ring_bytes: int = DEFAULTS.max_ring_bytes,
     ):
+        # The engine's options, by name: a bad value is a TypeError/ValueError naming it, raised here.
+        spec = _options.build_from(locals())
+        options = spec.loader
         if isinstance(source, (str, os.PathLike)):
             source = source_from_path(source)  # an ImageFolder tree, packed shards or tar shards
         native_source = getattr(source, "_native", None)
         if not isinstance(native_source, _native.Source):
             raise TypeError(f"source must be a chute source (chute.ImageFolder, ...), got {type(source).__name__}")
-        if dtype not in _DTYPES:
-            raise ValueError(f"dtype must be one of {list(_DTYPES)}, got {dtype}")
-        if memory_format not in (torch.contiguous_format, torch.channels_last):
-            raise ValueError("memory_format must be torch.contiguous_format or torch.channels_last")
-        if validate not in ("window", "full"):
-            raise ValueError(
-                f"validate must be 'window' (check what each crop decodes) or 'full' (decode every "
-                f"pixel of every image), got {validate!r}"
-            )
-        # The engine's options, by name: their defaults, ranges and checks are the C++ structs' (loader.h,
-        # processor.h, delivery.h); a bad value is a TypeError/ValueError naming it, raised here.
-        decode_options = _native.DecodeOptions(
-            max_pixels=max_pixels,
-            max_file_bytes=max_file_bytes,
-            apply_exif_orientation=apply_exif_orientation,
-            decode=decode,
-            reducing_gap=reducing_gap,
-            validate_full=validate == "full",
-        )
-        options = _native.LoaderOptions(
-            batch_size=batch_size,
-            shuffle=shuffle,
-            seed=seed,
-            drop_last=drop_last,
-            num_threads=num_threads,
-            max_threads=max_threads,
-            prefetch=prefetch,
-            max_memory=max_memory,
-            max_ring_bytes=max_ring_bytes,
-            on_error=on_error,
-            order=order,
-            shard_window=shard_window,
-            channels_last=memory_format == torch.channels_last,
-            decode=decode_options,
-        )
-        delivery = _native.DeliveryOptions(device_prefetch=device_prefetch, max_device_memory=max_device_memory)
-        options.validate()  # num_threads against max_threads, ... (Loader::create checks again, with the source)
         device_kind, device_index = _delivery.parse_device(device)
         if quarantine is not None:
             quarantine = Quarantine(_validate.path("quarantine", quarantine))  # opened once here: fails now
-        self.rank, self.world_size = _resolve_distributed(rank, world_size)
-        options.rank, options.world_size, options.even_split = self.rank, self.world_size, even_split
+        self.rank, self.world_size = options.rank, options.world_size
         self.source = source
         self.batch_size = options.batch_size
-        self.dtype = dtype
+        self.dtype = spec.dtype
         self.seed = options.seed
         self.shuffle = options.shuffle
         self.drop_last = options.drop_last
@@ -257,6 +181,9 @@ class Loader:
         self._epoch = 0  # the epoch the next iteration runs
         self._running: int | None = None  # the epoch of the iteration in progress
         self._resume_position = 0  # where the next iteration starts in its epoch (load_state_dict)
+        self._resume_splits: list = []  # the next epoch is the rest of one split before (_resume_state.py)
+        self._running_splits: list = []  # the running epoch's, and its size for this rank
+        self._running_size = 0
         self._iteration = 0
         self._pid = os.getpid()  # in a forked child the native loader is inert (its threads are not there)
         self._close_lock = threading.Lock()
@@ -265,12 +192,11 @@ class Loader:
         self._errors_seen = 0  # errors() already written to the quarantine file
         # GPU delivery (chute/delivery.py): uint8 crosses PCIe, Normalize and the dtype happen on the device.
         normalize, native_device, host_blocks = None, None, None
-        options.dtype = _DTYPES[dtype]
         if device_kind != "cpu":
             transforms, normalize = _delivery.split_normalize(transforms)
             options.dtype = "uint8"
             native_device = _delivery.open_device(device_kind, device_index, options.seed)
-            options.prepare_delivery(native_device, delivery)  # pinned ring buffers, room for copies in flight
+            options.prepare_delivery(native_device, spec.delivery)  # pinned ring buffers, room for copies in flight
             if device_kind == "cuda":
                 options.cpu_affinity = _native.cuda_local_cpus(device_index) or None
                 cpus = len(options.cpu_affinity or ())
@@ -287,16 +213,8 @@ class Loader:
             if device_kind == "cuda"
             else torch.device("cpu")
         )
-        self._native = _native.Loader(native_source, _native_transforms(transforms), options)
-        prefetch = options.prefetch  # 0: auto
-        if prefetch and self._native.prefetch < prefetch:
-            buffer = self._native.stats()["batch_buffer_bytes"]
-            warnings.warn(
-                f"prefetch={prefetch} needs {(prefetch + 2) * buffer / 2**20:,.0f} MiB of batch buffers "
-                f"({prefetch} + 2 of {buffer / 2**20:,.1f} MiB), more than max_memory={options.max_memory:,} "
-                f"bytes allows: using prefetch={self._native.prefetch}. Raise max_memory to keep it.",
-                stacklevel=2,
-            )
+        self._native = _native.Loader(native_source, _options.native_transforms(transforms), options)
+        _options.warn_notices(self._native, stacklevel=2)  # e.g. a prefetch lowered to fit max_memory
         self.pin_memory = self._native.pinned
         if self.drop_last and len(self._native) == 0:  # legal, as in torch, but never what was meant
             warnings.warn(
@@ -312,7 +230,7 @@ class Loader:
             self._driver = _delivery.HandOver(self._native, host_blocks)
         if device_kind != "cpu":
             self._driver = _delivery.Delivery(
-                self._native, native_device, device_kind, device_index, dtype, normalize, delivery
+                self._native, native_device, device_kind, device_index, spec.dtype, normalize, spec.delivery
             )
 
     @property
@@ -360,14 +278,17 @@ class Loader:
     def set_epoch(self, epoch: int) -> None:
         """The epoch the next iteration runs (from its start); it keys shuffling and augmentation."""
         self._epoch, self._resume_position = _validate.integer("epoch", epoch, 0, _validate.INT64_MAX), 0
+        self._resume_splits = []
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         if self._closed:
             raise RuntimeError("the loader is closed: make a new chute.Loader to iterate again")
         self._iteration += 1
-        epoch, start = self._epoch, self._resume_position
-        self._epoch, self._resume_position, self._running = epoch + 1, 0, epoch
-        self._driver.start_epoch(epoch, start)
+        epoch, start, splits = self._epoch, self._resume_position, self._resume_splits
+        self._epoch, self._resume_position, self._resume_splits, self._running = epoch + 1, 0, [], epoch
+        self._running_splits = splits
+        self._running_size = _resume_state.shares(self, splits)[self.rank] if splits else self.num_samples
+        self._driver.start_epoch(epoch, start, splits=splits)
         return _Epoch(self, self._iteration)
 
     def _next_batch(self, iteration: int):
@@ -398,15 +319,24 @@ class Loader:
         """Where the loader is, as a small JSON-serialisable dict: loading it into a loader built the same
         way resumes with exactly the batches an uninterrupted run would yield next, whatever the thread
         count and however many batches were prefetched when it was taken. Positions count the samples this
-        rank's consumer has received, not those prepared ahead."""
-        epoch, position = self._epoch, self._resume_position
+        rank's consumer has received, not those prepared ahead. docs/ORDER.md ("Resume") has the format."""
+        resume = _resume_state.Resume(self._epoch, self._resume_position, self._resume_splits)
         if self._running is not None:
-            epoch, position = _resume_state.received(self._running, self._driver.position(), self.num_samples)
-        return _resume_state.make(self, epoch, position, order=self.order, shard_window=self.shard_window)
+            epoch, position = _resume_state.received(self._running, self._driver.position(), self._running_size)
+            resume = _resume_state.Resume(epoch, position, self._running_splits if epoch == self._running else [])
+        return _resume_state.make(self, resume)
 
-    def load_state_dict(self, state: dict) -> None:
-        """Resumes from :meth:`state_dict`: the next iteration continues that epoch at that position."""
-        self._epoch, self._resume_position = _resume_state.check(state, self, self.order, self.shard_window)
+    def load_state_dict(self, state: dict | list[dict]) -> None:
+        """Resumes from :meth:`state_dict`: the next iteration continues that epoch at that position.
+
+        ``state`` is this rank's own state, or every rank's (``[state_rank0, state_rank1, ...]``, or
+        :func:`chute.merge_state_dicts` of them), which resumes on any ``world_size``: the same one
+        continues each rank where it was; another splits the samples of the interrupted epoch that no old
+        rank received among the new ranks, each once (with ``even_split=True`` fewer than ``world_size`` of
+        them are left out, so that all ranks run the same number of steps); the epochs after it are this
+        world size's own. A state that does not fit this loader (another dataset size, seed, batch size,
+        order, rank, ...) is a ValueError naming the difference."""
+        self._epoch, self._resume_position, self._resume_splits = _resume_state.check(state, self)
         self._iteration += 1  # an iteration in progress is superseded
         self._running = None
 

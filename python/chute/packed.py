@@ -1,11 +1,11 @@
-"""Packed datasets: ``chute.pack`` writes chute's shard format (docs/FORMAT.md), ``chute.open`` reads it,
-and plain tar / WebDataset shards too. The work is native (reading, hashing and writing run in C++ threads,
-without the GIL); this module resolves paths and options."""
+"""Writing packed datasets: ``chute.pack`` writes chute's shard format (docs/FORMAT.md) from any source,
+:func:`merge` completes a pack split into parts, :func:`upload` puts a packed directory into object storage,
+and :func:`index` writes tar shards' indexes ahead of their first open. The work is native (reading,
+hashing and writing run in C++ threads, without the GIL); this module resolves paths and options. Reading
+is :func:`chute.open`; :mod:`chute.inspection` checks and describes what was written."""
 
 from __future__ import annotations
 
-import builtins
-import glob as _glob
 import os
 import shutil
 import tempfile
@@ -16,266 +16,10 @@ from dataclasses import dataclass, field
 from chute import _native, _validate
 from chute._validate import parse_size
 from chute.cache import resolve_cache_dir
-from chute.sources import ImageFolder, NativeSource
+from chute.resolve import native_source, tar_paths
+from chute.sources import INDEX_FILE
 
-INDEX_FILE = "index.chidx"
-FORMAT_VERSION = _native.FORMAT_VERSION
-
-
-class FileList(NativeSource):
-    """Samples listed in a text file, one ``<path> <label>`` per line; relative paths are relative to the
-    list file's directory. Usable by :class:`chute.Loader` and :func:`chute.pack`."""
-
-    def __init__(self, path: str | os.PathLike):
-        self.path = _validate.path("path", path)
-        self._native = _native.FileList.open(self.path)
-        self.classes: list[str] = []
-
-    def __repr__(self) -> str:
-        return f"chute.FileList({self.path!r}, samples={len(self)})"
-
-
-class _RecordSource(NativeSource):
-    """A source whose records can be read back as they were stored: ``dataset[i]`` is ``(bytes, label)``."""
-
-    def __getitem__(self, index: int) -> tuple[bytes, int]:
-        """The sample's encoded bytes (exactly as stored) and its label."""
-        return _native.read_sample(self._native, index), self._native.label(index)
-
-
-class PackedDataset(_RecordSource):
-    """A dataset written by :func:`chute.pack`: same samples, labels, classes and order as its source.
-    Reads go through one memory mapping per shard; each record's XXH3 checksum is checked on every read
-    unless ``verify=False``.
-
-    ``path`` may be a URL (``s3://bucket/train/``, ``gs://...``, ``https://host/train/``): the index is
-    fetched at open, and shards are fetched whole, ahead of the loader's order, into the node's shard cache
-    (``cache_dir``, ``cache_limit``; docs/REMOTE.md), then read like local ones. Use ``order="shards"`` in
-    :class:`chute.Loader` so that readers move through a few shards at a time."""
-
-    def __init__(
-        self,
-        path: str | os.PathLike,
-        *,
-        verify: bool = True,
-        cache_dir: str | os.PathLike | None = None,
-        cache_limit: int | str | None = None,
-    ):
-        from chute import remote
-
-        self.path = remote.local_path(path) if isinstance(path, str) else _validate.path("path", path)
-        if remote.is_url(self.path):
-            self._native = _native.PackedSource.open_remote(
-                self.path, remote.store(), remote.cache(cache_dir, cache_limit), bool(verify)
-            )
-        else:
-            self.path = _validate.path("path", self.path)
-            self._native = _native.PackedSource.open(self.path, bool(verify))
-        self.classes: list[str] = list(self._native.classes)
-        self.class_to_idx: dict[str, int] = {c: i for i, c in enumerate(self.classes)}
-
-    def remote_stats(self) -> dict | None:
-        """For a remote dataset, its I/O so far: shards fetched and served by the cache, reads that waited
-        for a shard (and how long), and the process's HTTP figures (requests, bytes, retries, in flight,
-        latency p50/p99); None for a local one."""
-        shards = self._native.remote_stats()
-        if shards is None:
-            return None
-        from chute import remote
-
-        return {**shards, **remote.stats()}
-
-    def __repr__(self) -> str:
-        from chute import remote
-
-        # A URL's user:password@ never shows (a Loader's repr, a log line, a traceback print this).
-        path = _native.redact_url(self.path) if remote.is_url(self.path) else self.path
-        return f"chute.PackedDataset({path!r}, samples={len(self)}, classes={len(self.classes)})"
-
-
-class TarDataset(_RecordSource):
-    """Plain tar or WebDataset shards, read in place.
-
-    WebDataset shards (members sharing a key with an image: ``.cls``, ``.json``...) are grouped by
-    WebDataset's rule: the key is the path up to the first dot of the file name, and consecutive members
-    with one key are a sample; its image is the jpg/jpeg/png/... member and its label the integer in its
-    ``.cls`` member (-1 without one). A tar of an image tree (no such companion) has one sample per image
-    file, as :class:`chute.ImageFolder` lists the tree, and is labelled by class directory when no tar has
-    a ``.cls``. Hard and symbolic links inside the archive read their target's bytes. Members left out
-    are listed, by reason, in :attr:`skipped` (and by ``chute inspect``).
-
-    Each tar's index is built on first open and cached in :func:`resolve_cache_dir` (``cache_dir=`` overrides
-    it), never beside the tar unless ``chute index`` wrote it there; an index is reused only while the
-    tar's name, size, mtime, inode, ctime and content fingerprint match."""
-
-    def __init__(self, paths: list[str], *, cache_dir: str | os.PathLike | None = None):
-        if isinstance(paths, (str, bytes, os.PathLike)):
-            paths = [paths]  # one tar file, not a list of its name's characters
-        self.paths = [os.fsdecode(_validate.path("paths", p)) for p in paths]
-        self._native = _native.TarSource.open(self.paths, resolve_cache_dir(cache_dir))
-        self.classes: list[str] = list(self._native.classes)
-
-    @classmethod
-    def from_urls(
-        cls, pattern: str, *, cache_dir: str | os.PathLike | None = None, cache_limit: int | str | None = None
-    ) -> TarDataset:
-        """Tar shards in object storage (a URL with braces or globs). A tar's members are known only by
-        reading it, so each tar is fetched whole into the shard cache at open (many at once), indexed there,
-        and read locally; chute's packed format, whose index lists every record, fetches shards only as the
-        loader's order reaches them."""
-        from chute import remote
-
-        urls = remote.expand(pattern)
-        paths = _native.cache_objects(remote.store(), remote.cache(cache_dir, cache_limit), urls)
-        dataset = cls(paths, cache_dir=cache_dir)
-        dataset.urls = urls
-        return dataset
-
-    @property
-    def skipped(self) -> list[dict]:
-        """Members of the tars that are in no sample: ``{"reason", "count", "examples"}`` per reason
-        (examples are ``"<tar>:<member>"``, at most 5 per tar)."""
-        return [{"reason": r, "count": n, "examples": list(e)} for r, n, e in self._native.skipped()]
-
-    def __repr__(self) -> str:
-        return f"chute.TarDataset({len(self.paths)} tar files, samples={len(self)})"
-
-
-def _is_glob(path: str) -> bool:
-    return any(c in path for c in "*?[")
-
-
-def _tar_paths(path: str) -> list[str] | None:
-    """The tar files ``path`` names (a glob, a .tar file, or a directory of them), or None."""
-    if _is_glob(path):
-        matches = sorted(p for p in _glob.glob(path) if os.path.isfile(p) and not p.endswith(".chidx"))
-        if not matches:
-            raise FileNotFoundError(f"no file matches {path!r}")
-        return matches
-    if os.path.isfile(path) and path.endswith(".tar"):
-        return [path]
-    if os.path.isdir(path) and not os.path.exists(os.path.join(path, INDEX_FILE)):
-        tars = sorted(
-            p for p in (os.path.join(path, f) for f in os.listdir(path) if f.endswith(".tar")) if os.path.isfile(p)
-        )  # a class folder may be named "x.tar"
-        return tars or None
-    return None
-
-
-def open(
-    path_or_glob: str | os.PathLike,
-    *,
-    verify: bool = True,  # noqa: A001
-    cache_dir: str | os.PathLike | None = None,
-    cache_limit: int | str | None = None,
-) -> PackedDataset | TarDataset:
-    """Opens a packed dataset (its directory, or its ``index.chidx``), or tar / WebDataset shards (a
-    ``.tar`` file, a glob such as ``"shards/train-*.tar"``, or a directory of tars). The result works
-    with :class:`chute.Loader` like :class:`chute.ImageFolder`.
-
-    URLs work too: ``s3://bucket/train/`` or ``https://host/data/train/`` (a packed dataset's prefix),
-    ``https://host/data/train-{0000..0127}.tar`` or ``s3://bucket/shards/*.tar`` (tar shards: braces,
-    and globs listed for s3:// and gs://), ``file:///data/train``. ``cache_dir``: where tar indexes and
-    remote shards are cached (default :func:`resolve_cache_dir`); ``cache_limit``: the shard cache's size
-    (default 50 GB; least recently used shards are evicted). docs/REMOTE.md."""
-    from chute import remote
-
-    if isinstance(path_or_glob, str) and path_or_glob.startswith("file://"):
-        path_or_glob = remote.local_path(path_or_glob)
-    if remote.is_url(path_or_glob):
-        if _names_tars(path_or_glob):
-            return TarDataset.from_urls(path_or_glob, cache_dir=cache_dir, cache_limit=cache_limit)
-        return PackedDataset(path_or_glob, verify=verify, cache_dir=cache_dir, cache_limit=cache_limit)
-    path = os.fsdecode(_validate.path("path_or_glob", path_or_glob))
-    tars = _tar_paths(path)
-    if tars is not None:
-        return TarDataset(tars, cache_dir=cache_dir)
-    return PackedDataset(path, verify=verify)
-
-
-def _names_tars(url: str) -> bool:
-    """Whether a URL (or URL pattern) names tar files rather than a packed dataset's prefix."""
-    last = url.rstrip("/").rsplit("/", 1)[-1]
-    return not url.endswith("/") and (last.endswith(".tar") or ".tar}" in last or ".tar," in last)
-
-
-def _image_tree_below(directory: str) -> str | None:
-    """A subdirectory of ``directory`` with an image file somewhere below it (links followed, each
-    directory once), or None: what makes ``directory`` readable as an ImageFolder root."""
-    extensions = tuple(_native.IMAGE_EXTENSIONS)
-    seen: set[tuple[int, int]] = set()
-
-    def holds_image(d: str) -> bool:
-        try:
-            st = os.stat(d)
-            if (st.st_dev, st.st_ino) in seen:
-                return False
-            seen.add((st.st_dev, st.st_ino))
-            entries = list(os.scandir(d))
-        except OSError:
-            return False
-        if any(e.name.lower().endswith(extensions) and not e.is_dir() for e in entries):
-            return True
-        return any(holds_image(e.path) for e in entries if e.is_dir())
-
-    for entry in sorted(os.scandir(directory), key=lambda e: e.name):
-        if entry.is_dir() and holds_image(entry.path):
-            return entry.name
-    return None
-
-
-def source_from_path(path: str | os.PathLike) -> ImageFolder | PackedDataset | TarDataset:
-    """What a path given to :class:`chute.Loader` means: a packed dataset (a directory holding
-    ``index.chidx``), tar shards (a .tar, a glob, or a directory of tars), else an ImageFolder tree.
-
-    A directory that reads both ways (tar files beside class folders of images) is an error naming both
-    readings: chute never guesses which one the user meant."""
-    from chute import remote
-
-    if remote.is_url(path) or (isinstance(path, str) and path.startswith("file://")):
-        return open(path)
-    path = os.fspath(path)
-    if _is_glob(path) or path.endswith((".tar", ".chidx")) or os.path.exists(os.path.join(path, INDEX_FILE)):
-        return open(path)
-    if os.path.isdir(path):
-        tars = _tar_paths(path)
-        if tars is not None:
-            tree = _image_tree_below(path)
-            if tree is not None:
-                names = ", ".join(os.path.basename(t) for t in tars[:3]) + (", ..." if len(tars) > 3 else "")
-                raise ValueError(
-                    f"{path!r} is ambiguous: it holds {len(tars)} tar file(s) ({names}), readable as tar / "
-                    f"WebDataset shards, and class folders of images (such as {tree!r}), readable as an "
-                    f"ImageFolder. Say which: chute.ImageFolder({path!r}) for the image folders, or "
-                    f"chute.open({path!r}) (or chute.open({os.path.join(path, '*.tar')!r})) for the tars."
-                )
-            return open(path)
-    return ImageFolder(path)
-
-
-def index(path_or_glob: str | os.PathLike) -> list[str]:
-    """Builds the index of each tar file ahead of the first open, beside it as ``<tar>.chidx`` (the one
-    case where chute writes into a dataset's directory: asked for here); returns the tars."""
-    path = os.fsdecode(_validate.path("path_or_glob", path_or_glob))
-    tars = _tar_paths(path)
-    if tars is None:
-        raise ValueError(f"{path!r} names no tar file")
-    _native.write_tar_indexes(tars)
-    return tars
-
-
-def _source_for(src) -> tuple[object, list[str]]:
-    """The native source and class names to pack from: a chute source object, an ImageFolder directory, a
-    packed dataset, tar shards, or a file list."""
-    if hasattr(src, "_native") and isinstance(src._native, _native.Source):
-        return src._native, list(getattr(src, "classes", []))
-    path = os.fsdecode(_validate.path("src", src))
-    if _is_glob(path) or os.path.isdir(path) or path.endswith((".tar", ".chidx")):
-        source = source_from_path(path)  # an ambiguous directory is an error here too
-        return source._native, list(source.classes)
-    if os.path.isfile(path):
-        return _native.FileList.open(path), []
-    raise FileNotFoundError(f"no such file or directory: {path!r}")
+FORMAT_VERSION = _native.FORMAT_VERSION  # the version pack() writes
 
 
 @dataclass
@@ -396,7 +140,7 @@ def pack(
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     dst = _validate.path("dst", dst)
-    source, classes = _source_for(src)
+    source, classes = native_source(src)
     start = time.perf_counter()
     result = _native.pack(
         source,
@@ -495,161 +239,15 @@ def merge(dst: str | os.PathLike) -> PackSummary:
     )
 
 
-def verify(
-    dataset: PackedDataset, *, num_threads: int | None = None, progress: Callable[[int], None] | None = None
-) -> list[tuple[int, str]]:
-    """Checks every record of a packed dataset (bounds, header against index, XXH3 checksum) on
-    ``num_threads`` threads. Returns ``(index, error)`` for each bad record, in order; the error names
-    the shard file and record."""
-    num_threads = _validate.integer("num_threads", num_threads, 1, _validate.INT32_MAX, alternatives=(None,))
-    n = len(dataset)
-    chunk = 4096
-    ranges = [(b, min(b + chunk, n)) for b in range(0, n, chunk)]
-    bad: list[tuple[int, str]] = []
-    with ThreadPoolExecutor(num_threads or _native.available_cores()) as pool:
-        for (b, e), found in zip(ranges, pool.map(lambda r: dataset._native.verify(*r), ranges)):
-            bad.extend(found)
-            if progress is not None:
-                progress(e - b)
-    return bad
-
-
-def check_images(
-    dataset, *, validate: str = "full", num_threads: int | None = None, progress: Callable[[int], None] | None = None
-) -> list[tuple[int, str]]:
-    """What the loader would refuse in ``dataset`` (a packed dataset, tar shards or an ImageFolder):
-    ``validate='full'`` decodes every image whole, ``'header'`` reads headers only. Returns
-    ``(index, error)`` for each sample that fails, in order; the error names its path or key."""
-    n = len(dataset)
-    chunk = 256
-    ranges = [(b, min(b + chunk, n)) for b in range(0, n, chunk)]
-    bad: list[tuple[int, str]] = []
-    with ThreadPoolExecutor(num_threads or _native.available_cores()) as pool:
-        for (b, e), found in zip(
-            ranges, pool.map(lambda r: _native.check_images(dataset._native, r[0], r[1], validate), ranges)
-        ):
-            bad.extend(found)
-            if progress is not None:
-                progress(e - b)
-    return bad
-
-
-def describe(dataset: PackedDataset | TarDataset) -> dict:
-    """What ``chute inspect`` prints: samples, classes, shards, bytes, format version and the size
-    distribution of the encoded images."""
-    import numpy as np
-
-    sizes = np.asarray(dataset._native.payload_sizes(), dtype=np.int64)
-    labels = np.asarray(dataset._native.labels(), dtype=np.int64)
-    if isinstance(dataset, PackedDataset):
-        directory = dataset._native.directory
-        shards = [
-            {"file": name, "records": records, "bytes": size} for name, records, size, _ in dataset._native.shards()
-        ]
-        index_bytes = os.path.getsize(os.path.join(directory, INDEX_FILE))
-        kind, version = "chute packed shards", FORMAT_VERSION
-    else:
-        shards = [
-            {"file": p, "records": None, "bytes": os.path.getsize(p), "index": index or None}
-            for p, index in zip(dataset._native.tar_paths(), dataset._native.index_paths())
-        ]
-        index_bytes = 0  # indexes are cached apart from the dataset (or held in memory)
-        kind, version = "tar / WebDataset", None
-    stored: dict = {}
-    if isinstance(dataset, PackedDataset):
-        version = dataset._native.format_version
-        kinds, _, _, source_bytes = dataset._native.records()
-        counts = np.bincount(np.asarray(kinds, dtype=np.int64), minlength=len(_native.RECORD_KINDS))
-        source_total = int(np.asarray(source_bytes, dtype=np.int64).sum())
-        stored = {
-            "records": {name: int(c) for name, c in zip(_native.RECORD_KINDS, counts) if c},
-            "source_bytes": source_total,
-            "size_ratio": float(sizes.sum() / source_total) if source_total else None,
-        }
-    percentiles = (0, 10, 50, 90, 99, 100)
-    values = np.percentile(sizes, percentiles).round().astype(int).tolist() if len(sizes) else [0] * len(percentiles)
-    labelled = labels[labels >= 0]
-    return {
-        "path": getattr(dataset, "path", None) or dataset.paths,
-        "kind": kind,
-        "format_version": version,
-        "samples": int(len(sizes)),
-        "skipped": dataset.skipped if isinstance(dataset, TarDataset) else [],
-        "classes": len(dataset.classes) if dataset.classes else int(len(np.unique(labelled))),
-        "unlabelled": int((labels < 0).sum()),
-        "shards": shards,
-        "bytes": int(sum(s["bytes"] for s in shards) + index_bytes),
-        "payload_bytes": int(sizes.sum()),
-        "image_bytes": {
-            "mean": float(sizes.mean()) if len(sizes) else 0.0,
-            **{("min" if p == 0 else "max" if p == 100 else f"p{p}"): v for p, v in zip(percentiles, values)},
-        },
-        **stored,
-    }
-
-
-def _source_keys(source) -> list[str]:
-    """The key ``pack`` stores for each sample of a native source (bind_packed.cc's key_function)."""
-    if isinstance(source, _native.TarSource):
-        return [source.member(i) for i in range(len(source))]
-    names = list(source.names())
-    root = getattr(source, "root", None)
-    if root is None:
-        return names
-    prefix = os.path.join(root, "")
-    return [n[len(prefix) :] if n.startswith(prefix) else n for n in names]
-
-
-def compare(dataset: PackedDataset, src, *, sample: int = 64, seed: int = 0) -> dict:
-    """How far the stored pixels of ``dataset`` are from its source ``src`` (what :func:`pack` read), on
-    ``sample`` records drawn at random (``seed``): each record's source is decoded with PIL
-    (``Image.open(...).convert("RGB")``), resized to the record's size with ``Image.resize(size,
-    BILINEAR)`` when it differs, and compared with the record decoded as the loader decodes it. Records
-    are matched to source samples by key. Returns the pooled PSNR in dB (None when every pixel is equal),
-    the lowest per-record PSNR, the mean and the largest absolute error, and the records compared (their
-    count and indices)."""
-    import io
-    import math
-
-    import numpy as np
-    from PIL import Image
-
-    source, _ = _source_for(src)
-    by_key = {k: i for i, k in enumerate(_source_keys(source))}
-    n = len(dataset)
-    picks = sorted(np.random.default_rng(seed).choice(n, size=min(n, sample), replace=False).tolist())
-    squared, count, abs_sum, worst, lowest = 0.0, 0, 0.0, 0, math.inf
-    compared = []
-    for i in picks:
-        key = dataset._native.name(i)
-        if key not in by_key:
-            raise ValueError(
-                f"record {i} ({key!r}) has no sample with that key in {src!r}: is it the source "
-                "this dataset was packed from?"
-            )
-        rgb, w, h = _native.decode_rgb(_native.read_sample(dataset._native, i))
-        stored = np.frombuffer(rgb, dtype=np.uint8).reshape(h, w, 3).astype(np.int32)
-        with Image.open(io.BytesIO(_native.read_sample(source, by_key[key]))) as im:
-            ref = im.convert("RGB")
-        if ref.size != (w, h):
-            ref = ref.resize((w, h), Image.BILINEAR)
-        diff = stored - np.asarray(ref, dtype=np.int32)
-        mse = float((diff * diff).mean())
-        squared += float((diff * diff).sum())
-        count += diff.size
-        abs_sum += float(np.abs(diff).sum())
-        worst = max(worst, int(np.abs(diff).max()))
-        lowest = min(lowest, 10 * math.log10(255**2 / mse) if mse else math.inf)
-        compared.append(i)
-    pooled = squared / count if count else 0.0
-    return {
-        "records": len(compared),
-        "indices": compared,
-        "psnr_db": 10 * math.log10(255**2 / pooled) if pooled else None,
-        "min_psnr_db": lowest if lowest != math.inf else None,
-        "mean_abs_error": abs_sum / count if count else 0.0,
-        "max_error": worst,
-    }
+def index(path_or_glob: str | os.PathLike) -> list[str]:
+    """Builds the index of each tar file ahead of the first open, beside it as ``<tar>.chidx`` (the one
+    case where chute writes into a dataset's directory: asked for here); returns the tars."""
+    path = os.fsdecode(_validate.path("path_or_glob", path_or_glob))
+    tars = tar_paths(path)
+    if tars is None:
+        raise ValueError(f"{path!r} names no tar file")
+    _native.write_tar_indexes(tars)
+    return tars
 
 
 def upload(directory: str | os.PathLike, url: str, *, chunk_bytes: int = 8 << 20, parallel: int = 4) -> None:
@@ -667,8 +265,7 @@ def upload(directory: str | os.PathLike, url: str, *, chunk_bytes: int = 8 << 20
     objects = remote.store()
 
     def put(name: str) -> None:
-        # builtins.open: this module's open() is chute.open
-        with builtins.open(os.path.join(directory, name), "rb") as f, objects.begin_upload(base + name) as upload:
+        with open(os.path.join(directory, name), "rb") as f, objects.begin_upload(base + name) as upload:
             while chunk := f.read(chunk_bytes):
                 upload.write(chunk)
 

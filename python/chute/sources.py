@@ -1,10 +1,15 @@
-"""Sources: where samples come from."""
+"""Sources: where samples come from. Each wraps a native ``chute._native.Source`` (the reading is native,
+without the GIL); this module resolves paths and options. What a path given to ``chute.open`` or
+``chute.Loader`` names is decided in :mod:`chute.resolve`."""
 
 from __future__ import annotations
 
 import os
 
 from chute import _native, _validate
+from chute.cache import resolve_cache_dir
+
+INDEX_FILE = "index.chidx"  # a packed dataset's index, in its directory (docs/FORMAT.md)
 
 
 class NativeSource:
@@ -24,6 +29,14 @@ class NativeSource:
     @property
     def targets(self) -> list[int]:
         return list(self._native.labels())
+
+
+class RecordSource(NativeSource):
+    """A source whose records can be read back as they were stored: ``dataset[i]`` is ``(bytes, label)``."""
+
+    def __getitem__(self, index: int) -> tuple[bytes, int]:
+        """The sample's encoded bytes (exactly as stored) and its label."""
+        return _native.read_sample(self._native, index), self._native.label(index)
 
 
 class ImageFolder(NativeSource):
@@ -57,3 +70,114 @@ class ImageFolder(NativeSource):
 
     def __repr__(self) -> str:
         return f"chute.ImageFolder({self.root!r}, samples={len(self)}, classes={len(self.classes)})"
+
+
+class FileList(NativeSource):
+    """Samples listed in a text file, one ``<path> <label>`` per line; relative paths are relative to the
+    list file's directory. Usable by :class:`chute.Loader` and :func:`chute.pack`."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = _validate.path("path", path)
+        self._native = _native.FileList.open(self.path)
+        self.classes: list[str] = []
+
+    def __repr__(self) -> str:
+        return f"chute.FileList({self.path!r}, samples={len(self)})"
+
+
+class PackedDataset(RecordSource):
+    """A dataset written by :func:`chute.pack`: same samples, labels, classes and order as its source.
+    Reads go through one memory mapping per shard; each record's XXH3 checksum is checked on every read
+    unless ``verify=False``.
+
+    ``path`` may be a URL (``s3://bucket/train/``, ``gs://...``, ``https://host/train/``): the index is
+    fetched at open, and shards are fetched whole, ahead of the loader's order, into the node's shard cache
+    (``cache_dir``, ``cache_limit``; docs/REMOTE.md), then read like local ones. Use ``order="shards"`` in
+    :class:`chute.Loader` so that readers move through a few shards at a time."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        verify: bool = True,
+        cache_dir: str | os.PathLike | None = None,
+        cache_limit: int | str | None = None,
+    ):
+        from chute import remote
+
+        self.path = remote.local_path(path) if isinstance(path, str) else _validate.path("path", path)
+        if remote.is_url(self.path):
+            self._native = _native.PackedSource.open_remote(
+                self.path, remote.store(), remote.cache(cache_dir, cache_limit), bool(verify)
+            )
+        else:
+            self.path = _validate.path("path", self.path)
+            self._native = _native.PackedSource.open(self.path, bool(verify))
+        self.classes: list[str] = list(self._native.classes)
+        self.class_to_idx: dict[str, int] = {c: i for i, c in enumerate(self.classes)}
+
+    def remote_stats(self) -> dict | None:
+        """For a remote dataset, its I/O so far: shards fetched and served by the cache, reads that waited
+        for a shard (and how long), and the process's HTTP figures (requests, bytes, retries, in flight,
+        latency p50/p99); None for a local one."""
+        shards = self._native.remote_stats()
+        if shards is None:
+            return None
+        from chute import remote
+
+        return {**shards, **remote.stats()}
+
+    def __repr__(self) -> str:
+        from chute import remote
+
+        # A URL's user:password@ never shows (a Loader's repr, a log line, a traceback print this).
+        path = _native.redact_url(self.path) if remote.is_url(self.path) else self.path
+        return f"chute.PackedDataset({path!r}, samples={len(self)}, classes={len(self.classes)})"
+
+
+class TarDataset(RecordSource):
+    """Plain tar or WebDataset shards, read in place.
+
+    WebDataset shards (members sharing a key with an image: ``.cls``, ``.json``...) are grouped by
+    WebDataset's rule: the key is the path up to the first dot of the file name, and consecutive members
+    with one key are a sample; its image is the jpg/jpeg/png/... member and its label the integer in its
+    ``.cls`` member (-1 without one). A tar of an image tree (no such companion) has one sample per image
+    file, as :class:`chute.ImageFolder` lists the tree, and is labelled by class directory when no tar has
+    a ``.cls``. Hard and symbolic links inside the archive read their target's bytes. Members left out
+    are listed, by reason, in :attr:`skipped` (and by ``chute inspect``).
+
+    Each tar's index is built on first open and cached in :func:`resolve_cache_dir` (``cache_dir=`` overrides
+    it), never beside the tar unless ``chute index`` wrote it there; an index is reused only while the
+    tar's name, size, mtime, inode, ctime and content fingerprint match."""
+
+    def __init__(self, paths: list[str], *, cache_dir: str | os.PathLike | None = None):
+        if isinstance(paths, (str, bytes, os.PathLike)):
+            paths = [paths]  # one tar file, not a list of its name's characters
+        self.paths = [os.fsdecode(_validate.path("paths", p)) for p in paths]
+        self._native = _native.TarSource.open(self.paths, resolve_cache_dir(cache_dir))
+        self.classes: list[str] = list(self._native.classes)
+
+    @classmethod
+    def from_urls(
+        cls, pattern: str, *, cache_dir: str | os.PathLike | None = None, cache_limit: int | str | None = None
+    ) -> TarDataset:
+        """Tar shards in object storage (a URL with braces or globs). A tar's members are known only by
+        reading it, so each tar is fetched whole into the shard cache at open (many at once), indexed there,
+        and read locally; chute's packed format, whose index lists every record, fetches shards only as the
+        loader's order reaches them."""
+        from chute import remote
+
+        urls = remote.expand(pattern)
+        paths = _native.cache_objects(remote.store(), remote.cache(cache_dir, cache_limit), urls)
+        dataset = cls(paths, cache_dir=cache_dir)
+        dataset.urls = urls
+        return dataset
+
+    @property
+    def skipped(self) -> list[dict]:
+        """Members of the tars that are in no sample: ``{"reason", "count", "examples"}`` per reason
+        (examples are ``"<tar>:<member>"``, at most 5 per tar)."""
+        return [{"reason": r, "count": n, "examples": list(e)} for r, n, e in self._native.skipped()]
+
+    def __repr__(self) -> str:
+        return f"chute.TarDataset({len(self.paths)} tar files, samples={len(self)})"

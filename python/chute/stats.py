@@ -16,7 +16,9 @@ class LoaderStats(dict):
     ``wait_s / (wait_s + consumer_s)``. ``mean_ready_batches`` is the queue occupancy the consumer found.
     ``bound`` is ``"input"``, ``"consumer"`` or ``"unknown"``; when input-bound, ``limit`` names the stage
     (``"storage"``, ``"decode"``, ``"transform"``), and ``verdict`` gives the numbers behind it.
-    ``members_skipped`` counts, by reason, the members of a tar source that are in no sample (links out
+    ``batch_buffer_bytes`` is one batch buffer's size and ``batch_buffer_held_bytes`` the memory it holds,
+    which is what ``max_memory`` counts: more where the buffers are torch's pinned blocks, which torch rounds
+    up to a power of two (``pin_memory``). ``members_skipped`` counts, by reason, the members of a tar source that are in no sample (links out
     of the archive, non-image files...; see :attr:`chute.TarDataset.skipped`).
     """
 
@@ -33,6 +35,8 @@ class LoaderStats(dict):
         active_time = busy + s["worker_idle_s"]
         idle = f", idle {100 * s['worker_idle_s'] / active_time:.0f}% of their time" if active_time > 0 else ""
         auto = lambda flag: " (auto)" if flag else ""  # noqa: E731
+        held = s.get("batch_buffer_held_bytes", s["batch_buffer_bytes"])
+        rounded = f" (each holds {held / 1e6:,.1f} MB: rounded blocks)" if held > s["batch_buffer_bytes"] else ""
         lines = [
             f"chute.Loader stats over {s['elapsed_s']:.1f} s: {s['samples_delivered']:,} samples delivered "
             f"({rate:,.0f}/s) in {s['batches']:,} batches, {s['bytes_read'] / 1e6:,.1f} MB read, "
@@ -45,7 +49,8 @@ class LoaderStats(dict):
             f"  workers: {s['active_threads']} of {s['threads']} threads active{auto(s['auto_threads'])}, "
             f"{1e3 * s['worker_cpu_s'] / n:.3f} ms CPU per sample{idle}",
             f"  queue: prefetch {s['prefetch']} batches{auto(s['auto_prefetch'])}, {s['batch_buffers']} buffers of "
-            f"{s['batch_buffer_bytes'] / 1e6:,.1f} MB, {s['mean_ready_batches']:.1f} ready on average when asked",
+            f"{s['batch_buffer_bytes'] / 1e6:,.1f} MB{rounded}, {s['mean_ready_batches']:.1f} ready on average "
+            "when asked",
             f"  consumer: waited {s['wait_s']:.2f} s ({100 * s['stall_fraction']:.0f}% of its time; "
             f"{s['fill_wait_s']:.2f} s before first batches), own work {s['consumer_s']:.2f} s",
             f"  verdict: {s['verdict']}",

@@ -1,12 +1,15 @@
-// chute._native.ShardCache: the node-local shard cache (shard_cache.h). Every call releases the GIL; fill
-// and verify callbacks from Python take it back while they run (tests drive the cache through them).
+// chute._native.ShardCache: the node-local shard cache (shard_cache.h), and cache_objects(): objects fetched
+// whole into it (object_fetch.h). Every call releases the GIL; fill and verify callbacks from Python take it
+// back while they run (tests drive the cache through them).
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <optional>
 
 #include "bindings.h"
+#include "chute/remote/object_fetch.h"
 #include "chute/remote/shard_cache.h"
 #include "fs_path.h"
 
@@ -174,6 +177,25 @@ void register_cache(nb::module_& m) {
       .def_static(
           "recorded_limit", [](const FsPath& dir) { return ShardCache::recorded_limit(dir.value); }, nb::arg("dir"),
           "The limit_bytes recorded in `dir` by the last cache opened with one; 0 when none.");
+
+  m.def(
+      "cache_objects",
+      [](const PyObjectStore& store, const PyShardCache& cache, std::vector<std::string> urls) {
+        std::unique_ptr<ObjectFetch> fetch =
+            unwrap(ObjectFetch::start(store.impl, cache.impl, std::move(urls), ObjectFetch::Options{}));
+        // However the wait ends (Ctrl-C included), the fetch is cancelled and its downloads in flight are
+        // waited for without the GIL.
+        struct Cancel {
+          std::unique_ptr<ObjectFetch>& fetch;
+          ~Cancel() {
+            nb::gil_scoped_release release;
+            fetch.reset();
+          }
+        } cancel{fetch};
+        return unwrap(wait_interruptibly([&](std::chrono::milliseconds slice) { return fetch->wait(slice); }));
+      },
+      nb::arg("store"), nb::arg("cache"), nb::arg("urls"),
+      "Each object whole in the shard cache (ObjectFetch): their local paths, in order. Ctrl-C cancels.");
 }
 
 }  // namespace chute::py

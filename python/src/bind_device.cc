@@ -3,11 +3,13 @@
 
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
+#include "chute/base/memory_map.h"
 #include "chute/gpu/cuda_device.h"
 #include "chute/gpu/delivery.h"
 #include "chute/gpu/numa.h"
@@ -57,6 +59,16 @@ void register_device(nb::module_& m) {
     const CudaAvailability a = cuda_availability();
     return nb::make_tuple(a.available, a.device_count, a.message);
   });
+  // The mapping of this process that holds an address (chute/base/memory_map.h): (start, end, shared,
+  // file-backed, path), or None when unmapped.
+  m.def("mapping_of", [](uintptr_t address) -> nb::object {
+    Result<Mapping> m = mapping_of(reinterpret_cast<const void*>(address));
+    if (!m.is_ok()) {
+      if (m.status().code() == StatusCode::kNotFound) return nb::none();
+      throw_status(m.status());
+    }
+    return nb::make_tuple(m->start, m->end, m->shared, m->file_backed(), m->path);
+  });
   // The CPUs on the GPU's NUMA node that this process may use; empty when unknown.
   m.def(
       "cuda_local_cpus",
@@ -68,7 +80,14 @@ void register_device(nb::module_& m) {
 
   // Pinned blocks lent by torch's host allocator (chute/delivery.py stocks it) for a hand-over ring.
   nb::class_<PyBlockPool>(m, "BlockPool")
-      .def("__init__", [](PyBlockPool* self) { new (self) PyBlockPool{std::make_shared<BlockPool>("torch pinned")}; })
+      // power_of_two_blocks: the lender rounds its blocks up to a power of two (torch's caching host allocator).
+      .def(
+          "__init__",
+          [](PyBlockPool* self, bool power_of_two_blocks) {
+            new (self) PyBlockPool{std::make_shared<BlockPool>("torch pinned", power_of_two_blocks)};
+          },
+          nb::arg("power_of_two_blocks") = false)
+      .def("footprint", [](const PyBlockPool& p, size_t bytes) { return p.impl->footprint(bytes); })
       .def("donate", [](PyBlockPool& p, uintptr_t address,
                         size_t bytes) { p.impl->donate(reinterpret_cast<void*>(address), bytes); })
       .def("take_returned",
@@ -97,6 +116,7 @@ void register_device(nb::module_& m) {
       .def_prop_ro("copies", [](const PyDevice& d) { return simulated(d)->copies(); })
       .def_prop_ro("live_host_bytes", [](const PyDevice& d) { return simulated(d)->live_host_bytes(); })
       .def_prop_ro("live_device_bytes", [](const PyDevice& d) { return simulated(d)->live_device_bytes(); })
+      .def_prop_ro("outlived_registrations", [](const PyDevice& d) { return simulated(d)->outlived_registrations(); })
       // The simulated consumer (simulated_device.h): torch's caching host allocator, lagging streams, copies.
       .def(
           "pinned_block",
@@ -166,6 +186,14 @@ void register_device(nb::module_& m) {
             return d.impl->registered(reinterpret_cast<const void*>(address), nbytes);
           },
           nb::arg("address"), nb::arg("nbytes"))
+      // Waits for the copies in flight and unregisters the ranges that meet [address, address + nbytes).
+      .def(
+          "unregister_host",
+          [](PyDeviceSlots& d, uintptr_t address, size_t nbytes) {
+            d.impl->unregister_host(reinterpret_cast<const void*>(address), nbytes);
+          },
+          nb::arg("address"), nb::arg("nbytes"), nb::call_guard<nb::gil_scoped_release>())
+      .def_prop_ro("stale_ranges", [](const PyDeviceSlots& d) { return d.impl->stale_ranges(); })
       // Copies (images, labels) to a free slot; `owner` (what keeps their memory) is held until the copy
       // completed. images: the batch's bytes, labels: int64, one per sample.
       .def(
@@ -230,14 +258,15 @@ void register_device(nb::module_& m) {
       .def_prop_ro("num_slots", [](const PyDeviceLoader& l) { return l.impl->num_slots(); })
       .def(
           "start_epoch",
-          [](PyDeviceLoader& l, uint64_t epoch, int64_t start) {
+          [](PyDeviceLoader& l, uint64_t epoch, int64_t start, const PySplits& splits) {
+            const std::vector<EpochSplit> rest = to_splits(splits);
             Status st = [&] {
               nb::gil_scoped_release release;
-              return l.impl->start_epoch(epoch, start);
+              return l.impl->start_epoch(epoch, start, rest);
             }();
             if (!st.is_ok()) throw_status(st);
           },
-          nb::arg("epoch"), nb::arg("start") = 0)
+          nb::arg("epoch"), nb::arg("start") = 0, nb::arg("splits") = PySplits{})
       .def("position", [](const PyDeviceLoader& l) { return l.impl->position(); })
       // (images, labels) on the device, ready for work issued to `stream` (a cudaStream_t as an int), or
       // None at the end of the epoch. Images are uint8 (normalised by the caller, on the device).

@@ -6,6 +6,7 @@
 
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
@@ -129,6 +130,9 @@ void register_loader(nb::module_& m) {
       .def_prop_ro("num_threads", [](const PyLoader& l) { return l.impl->num_threads(); })
       .def_prop_ro("active_threads", [](const PyLoader& l) { return l.impl->active_threads(); })
       .def_prop_ro("prefetch", [](const PyLoader& l) { return l.impl->prefetch(); })
+      // What create() changed from the options, in the engine's words (an explicit prefetch lowered to fit
+      // max_memory): each front door shows them once, as warnings.
+      .def_prop_ro("notices", [](const PyLoader& l) { return l.impl->notices(); })
       .def_prop_ro("pinned", [](const PyLoader& l) { return l.impl->options().host_allocator->pinned(); })
       .def("stats", [](const PyLoader& l) { return stats_dict(l.impl->stats()); })
       .def("reset_stats", [](PyLoader& l) { l.impl->reset_stats(); })
@@ -142,20 +146,24 @@ void register_loader(nb::module_& m) {
           "start_epoch",
           [](PyLoader& l, uint64_t epoch, int64_t start,
              std::optional<nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>> order,
-             std::optional<uint64_t> seed) {
+             std::optional<uint64_t> seed, const PySplits& splits) {
             // order: an explicit epoch order (source indices), e.g. a torch sampler's (Loader::start_epoch);
-            // seed: that epoch's seed in place of the loader's (torch draws one per epoch).
+            // seed: that epoch's seed in place of the loader's (torch draws one per epoch); splits: the rest of
+            // an interrupted epoch (Loader::resume_epoch).
             if (seed && !order) throw nb::value_error("start_epoch: seed= is given with an explicit order only");
+            if (order && !splits.empty()) throw nb::value_error("start_epoch: an explicit order has no splits");
             std::optional<std::vector<int64_t>> indices;
             if (order) indices.emplace(order->data(), order->data() + order->shape(0));
+            const std::vector<EpochSplit> rest = to_splits(splits);
             Status st = [&] {
               nb::gil_scoped_release release;
               return indices ? l.impl->start_epoch(epoch, start, std::move(*indices), seed)
-                             : l.impl->start_epoch(epoch, start);
+                             : l.impl->resume_epoch(epoch, rest, start);
             }();
             if (!st.is_ok()) throw_status(st);
           },
-          nb::arg("epoch"), nb::arg("start") = 0, nb::arg("order") = nb::none(), nb::arg("seed") = nb::none())
+          nb::arg("epoch"), nb::arg("start") = 0, nb::arg("order") = nb::none(), nb::arg("seed") = nb::none(),
+          nb::arg("splits") = PySplits{})
       .def("position", [](const PyLoader& l) { return l.impl->position(); })
       .def_prop_ro("decode_warnings", [](const PyLoader& l) { return l.impl->decode_warnings(); })
       // hand_over: the batch's block becomes the caller's (a BlockPool ring, chute/delivery.py).

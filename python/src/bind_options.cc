@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -80,29 +81,42 @@ T to_choice(nb::handle v, Result<T> (*parse)(std::string_view)) {
   return unwrap(parse(nb::isinstance<nb::str>(v) ? nb::cast<std::string>(v) : nb::cast<std::string>(nb::repr(v))));
 }
 
-// An options class: keyword construction over the struct's defaults, and a read-write property per field.
+// An options class: keyword construction over the struct's defaults, a read-write property per field, and
+// pickling and equality by field name (the state is {name: value}; a name the state lacks keeps its default,
+// so a field added later reads older states), so that the options travel whole to wherever the engine runs
+// (chute.ray.RemoteLoader's actors). A pickled LoaderOptions keeps no host allocator: a lent pinned pool
+// is this process's, and a copy allocates its ring from the heap unless lent one again.
 template <typename T>
 class OptionsClass {
  public:
   using Set = std::function<void(T&, nb::handle)>;
+  struct Field {
+    Set set;
+    // An integer field whose 0 stands for 'auto' or None (OptionRange::zero_means): its state says that,
+    // as a keyword would, since its setter takes no 0.
+    std::string_view zero_means;
+  };
+  using Setters = std::map<std::string, Field>;
 
   OptionsClass(nb::module_& m, const char* name, const char* doc)
-      : cls_(m, name, doc), setters_(std::make_shared<std::map<std::string, Set>>()) {
+      : cls_(m, name, doc), setters_(std::make_shared<Setters>()) {
+    const std::string type(name);
     cls_.def(
         "__init__",
-        [setters = setters_, type = std::string(name)](T* self, nb::kwargs kwargs) {
-          T options;  // the defaults, then each keyword
-          for (auto [key, value] : kwargs) {
-            const std::string k = nb::cast<std::string>(key);
-            auto it = setters->find(k);
-            if (it == setters->end())
-              raise(PyExc_TypeError, type + "() got an unexpected keyword argument '" + k + "'");
-            it->second(options, value);
-          }
-          new (self) T(std::move(options));
-        },
+        [setters = setters_, type](T* self, nb::kwargs kwargs) { new (self) T(make(*setters, type, kwargs)); },
         "Keyword arguments set the options of the same name; the others keep their defaults.");
-    cls_.def("__repr__", [fields = setters_, type = std::string(name)](nb::handle self) {
+    cls_.def("__getstate__", [fields = setters_](nb::handle self) { return state(*fields, self); });
+    cls_.def("__setstate__",
+             [setters = setters_, type](T& self, nb::dict state) { new (&self) T(make(*setters, type, state)); });
+    cls_.def(
+        "__eq__",
+        [fields = setters_](nb::handle self, nb::handle other) -> nb::object {
+          if (!other.type().is(self.type())) return nb::borrow(Py_NotImplemented);
+          return nb::bool_(state(*fields, self).equal(state(*fields, other)));
+        },
+        nb::is_operator());
+    cls_.attr("__hash__") = nb::none();  // mutable: equal by value, not hashable
+    cls_.def("__repr__", [fields = setters_, type](nb::handle self) {
       std::string out = type + "(";
       bool first = true;
       for (const auto& [k, _] : *fields) {
@@ -114,8 +128,8 @@ class OptionsClass {
   }
 
   template <typename Get>
-  OptionsClass& field(const char* name, Get get, Set set) {
-    (*setters_)[name] = set;
+  OptionsClass& field(const char* name, Get get, Set set, std::string_view zero_means = {}) {
+    (*setters_)[name] = Field{set, zero_means};
     cls_.def_prop_rw(name, get, [set](T& t, nb::handle v) { set(t, v); });
     return *this;
   }
@@ -126,7 +140,7 @@ class OptionsClass {
     using V = std::remove_reference_t<decltype(at(std::declval<T&>()))>;
     return field(
         r.name.data(), [at](T& t) { return at(t); },  // a literal: null-terminated
-        [at, r](T& t, nb::handle v) { at(t) = to_int<V>(v, r); });
+        [at, r](T& t, nb::handle v) { at(t) = to_int<V>(v, r); }, r.zero_means);
   }
 
   template <typename At>
@@ -138,8 +152,31 @@ class OptionsClass {
   nb::class_<T>& cls() { return cls_; }
 
  private:
+  // The struct's defaults, then each (name, value) of `items` (keyword arguments, or a pickled state).
+  static T make(const Setters& setters, const std::string& type, nb::dict items) {
+    T options;
+    for (auto [key, value] : items) {
+      const std::string k = nb::cast<std::string>(key);
+      auto it = setters.find(k);
+      if (it == setters.end()) raise(PyExc_TypeError, type + "() got an unexpected keyword argument '" + k + "'");
+      it->second.set(options, value);
+    }
+    return options;
+  }
+
+  static nb::dict state(const Setters& fields, nb::handle self) {
+    nb::dict out;
+    for (const auto& [k, f] : fields) {
+      nb::object value = nb::getattr(self, k.c_str());
+      if (!f.zero_means.empty() && PyLong_Check(value.ptr()) && nb::cast<int64_t>(value) == 0)
+        value = f.zero_means == "None" ? nb::none() : nb::object(nb::str("auto"));
+      out[k.c_str()] = value;
+    }
+    return out;
+  }
+
   nb::class_<T> cls_;
-  std::shared_ptr<std::map<std::string, Set>> setters_;
+  std::shared_ptr<Setters> setters_;
 };
 
 }  // namespace

@@ -1,12 +1,6 @@
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cstring>
-#include <mutex>
-#include <numeric>
 #include <optional>
-#include <random>
-#include <thread>
 
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/pair.h>
@@ -16,16 +10,12 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
-#include "chute/base/thread.h"
 #include "chute/decode/image_decoder.h"
 #include "chute/io/file_list.h"
 #include "chute/io/image_folder.h"
 #include "chute/io/packed_source.h"
 #include "chute/io/tar_source.h"
 #include "chute/pack/pack_writer.h"
-#include "chute/remote/cached_object.h"
-#include "chute/remote/object_store.h"
-#include "chute/remote/shard_cache.h"
 #include "fs_path.h"
 
 namespace chute::py {
@@ -36,21 +26,6 @@ std::vector<uint64_t> payload_sizes_of(const S& s) {
   std::vector<uint64_t> out(static_cast<size_t>(s.size()));
   for (int64_t i = 0; i < s.size(); ++i) out[static_cast<size_t>(i)] = s.payload_size(i);
   return out;
-}
-
-// The key stored with each packed record: a path relative to the source's root, or the tar member.
-std::function<std::string(int64_t)> key_function(const std::shared_ptr<Source>& source) {
-  auto strip = [](std::string root) {
-    return [root = root + "/"](const std::string& name) {
-      return name.starts_with(root) ? name.substr(root.size()) : name;
-    };
-  };
-  if (auto folder = std::dynamic_pointer_cast<ImageFolder>(source))
-    return [folder, f = strip(folder->root())](int64_t i) { return f(folder->name(i)); };
-  if (auto list = std::dynamic_pointer_cast<FileList>(source))
-    return [list, f = strip(list->root())](int64_t i) { return f(list->name(i)); };
-  if (auto tar = std::dynamic_pointer_cast<TarSource>(source)) return [tar](int64_t i) { return tar->member(i); };
-  return [source](int64_t i) { return source->name(i); };
 }
 
 nb::dict summary_dict(const PackSummary& s) {
@@ -113,39 +88,6 @@ void register_packed(nb::module_& m) {
         return checksum({static_cast<const uint8_t*>(data.data()), data.size()});
       },
       nb::arg("data"), "XXH3-64 of the bytes: the checksum of the packed format's records, headers and index.");
-
-  m.def(
-      "cache_objects",
-      [](const PyObjectStore& store, const PyShardCache& cache, const std::vector<std::string>& urls) {
-        // Each object whole in the shard cache (cached_object.h: one version, keyed by its URL and ETag, so a
-        // changed object is fetched anew), on threads of their own; the local paths, in order. Ctrl-C cancels
-        // them all (their threads watch the call's CancelScope).
-        std::vector<std::string> paths(urls.size());
-        Status failed = call_interruptibly([&] {
-          Status first;
-          std::mutex mu;
-          std::atomic<size_t> next{0};
-          std::vector<std::thread> threads;
-          const std::shared_ptr<const CancelToken> cancel = CancelScope::current();
-          for (size_t t = 0; t < std::min<size_t>(urls.size(), 8); ++t)
-            threads.emplace_back([&] {
-              CancelScope scope(cancel);
-              for (size_t i; (i = next.fetch_add(1)) < urls.size();) {
-                Result<CachedObject> object = cache_object(*store.impl, *cache.impl, urls[i]);
-                std::lock_guard<std::mutex> lock(mu);
-                if (object.is_ok())
-                  paths[i] = object->file->path();
-                else if (first.is_ok())
-                  first = object.status();
-              }
-            });
-          for (auto& t : threads) t.join();
-          return first;
-        });
-        if (!failed.is_ok()) throw_status(failed);
-        return paths;
-      },
-      nb::arg("store"), nb::arg("cache"), nb::arg("urls"));
 
   nb::class_<PackedSource, Source>(m, "PackedSource")
       .def_static(
@@ -283,42 +225,6 @@ void register_packed(nb::module_& m) {
       nb::arg("source"), nb::arg("index"), "The sample's encoded bytes, as read() gives them to the decoder.");
 
   m.def(
-      "read_all",
-      [](const std::shared_ptr<Source>& source, int num_threads, bool shuffle) {
-        // Reads every sample once on `num_threads` threads (no decode): the source's own throughput. With
-        // `shuffle`, in a fixed random order, as a shuffled epoch reads them.
-        nb::gil_scoped_release release;
-        std::vector<int64_t> order(static_cast<size_t>(source->size()));
-        std::iota(order.begin(), order.end(), 0);
-        if (shuffle) std::shuffle(order.begin(), order.end(), std::mt19937_64(0));
-        std::atomic<int64_t> next{0}, bytes{0}, failed{0};
-        const auto start = std::chrono::steady_clock::now();
-        Status started;
-        {
-          std::vector<std::jthread> pool;
-          started = start_threads<std::jthread>(
-              "chute-read", 0, std::max(1, num_threads),
-              [&](int) {
-                std::vector<uint8_t> out;
-                for (int64_t k; (k = next.fetch_add(1)) < source->size();) {
-                  if (source->read(order[static_cast<size_t>(k)], out).is_ok())
-                    bytes += static_cast<int64_t>(out.size());
-                  else
-                    ++failed;
-                }
-              },
-              pool);
-          if (pool.empty()) {
-            nb::gil_scoped_acquire acquire;
-            throw_status(started);
-          }
-        }
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        return std::make_tuple(seconds, bytes.load(), failed.load());
-      },
-      nb::arg("source"), nb::arg("num_threads"), nb::arg("shuffle") = false);
-
-  m.def(
       "pack",
       [](const std::shared_ptr<Source>& source, const std::vector<FsPath>& class_names, const FsPath& dst,
          uint64_t shard_size, int num_threads, int part, int parts, nb::object progress, const std::string& validate,
@@ -337,7 +243,7 @@ void register_packed(nb::module_& m) {
         o.num_threads = num_threads;
         o.part = part;
         o.parts = parts;
-        o.key = key_function(source);
+        o.key = [source](int64_t i) { return source->key(i); };
         o.max_file_bytes = max_file_bytes;
         std::optional<nb::python_error> raised;
         // Runs on this thread with the GIL taken back: Ctrl-C and exceptions in the callback cancel.

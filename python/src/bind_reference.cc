@@ -1,4 +1,5 @@
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
@@ -6,6 +7,7 @@
 #include "bindings.h"
 #include "chute/engine/reference.h"
 #include "chute/io/image_folder.h"
+#include "chute/io/source.h"
 #include "fs_path.h"
 
 namespace chute::py {
@@ -35,6 +37,19 @@ void register_reference(nb::module_& m) {
       "Single-thread libjpeg-turbo decode of the files (read into memory first): whole, only each one's "
       "RandomResizedCrop window (crop), or only the window the native `transforms` plan: (images per "
       "second, images, failures).");
+
+  m.def(
+      "read_all",
+      [](const std::shared_ptr<Source>& source, int num_threads, bool shuffle) {
+        Result<ReadRate> r = [&] {
+          nb::gil_scoped_release release;
+          return read_rate(*source, num_threads, shuffle);
+        }();
+        const ReadRate rate = unwrap(std::move(r));
+        return std::make_tuple(rate.seconds, rate.bytes, rate.failures);
+      },
+      nb::arg("source"), nb::arg("num_threads"), nb::arg("shuffle") = false,
+      "Every sample's bytes read once, no decode (read_rate): (seconds, bytes, failed reads).");
 }
 
 }  // namespace chute::py

@@ -35,12 +35,21 @@ void register_sources(nb::module_& m) {
       .def("shard_sizes", &Source::shard_sizes,
            "Samples per shard in index order, for a source stored as shards (packed shards, tar files); [] "
            "otherwise (chute/source.h).")
-      .def("names", [](const Source& s) {
-        // Names are file names (bytes on POSIX): str as os.fsdecode gives them, so none fails to decode.
-        nb::list out;
-        for (int64_t i = 0; i < s.size(); ++i) out.append(fs_str(s.name(i)));
-        return out;
-      });
+      .def("names",
+           [](const Source& s) {
+             // Names are file names (bytes on POSIX): str as os.fsdecode gives them, so none fails to decode.
+             nb::list out;
+             for (int64_t i = 0; i < s.size(); ++i) out.append(fs_str(s.name(i)));
+             return out;
+           })
+      .def(
+          "keys",
+          [](const Source& s) {
+            nb::list out;
+            for (int64_t i = 0; i < s.size(); ++i) out.append(fs_str(s.key(i)));
+            return out;
+          },
+          "The key `chute pack` stores for each sample (Source::key: a path relative to the root, a tar member).");
 
   nb::class_<ImageFolder, Source>(m, "ImageFolder")
       .def_static(

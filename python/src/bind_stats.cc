@@ -34,6 +34,7 @@ nb::dict stats_dict(const LoaderStats& s) {
   d["auto_threads"] = s.auto_threads;
   d["auto_prefetch"] = s.auto_prefetch;
   d["batch_buffer_bytes"] = s.slot_bytes;
+  d["batch_buffer_held_bytes"] = s.slot_footprint;
   d["batch_buffers"] = s.ring_slots;
   d["cores"] = s.cores;
   d["process_cpu_s"] = s.process_cpu_s;

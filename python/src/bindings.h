@@ -12,6 +12,8 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "chute/base/cancel.h"
 #include "chute/base/status.h"
@@ -150,6 +152,10 @@ T unwrap(Result<T> result) {
   return std::move(result).value();
 }
 
+// An interrupted epoch's splits (order/remainder.h) as Python gives them: [(world_size, [received per rank]), ...].
+using PySplits = std::vector<std::pair<int64_t, std::vector<int64_t>>>;
+std::vector<EpochSplit> to_splits(const PySplits& splits);
+
 // Opens a source (a static T::open returning Result<shared_ptr<T>>) without the GIL: scans and mmaps can
 // take a while, and other Python threads should run meanwhile.
 template <typename T, typename F>
@@ -197,6 +203,7 @@ void register_transforms(nb::module_& m);
 void register_loader(nb::module_& m);
 void register_reference(nb::module_& m);
 void register_packed(nb::module_& m);
+void register_formats(nb::module_& m);
 void register_device(nb::module_& m);
 void register_gather(nb::module_& m);
 void register_stats(nb::module_& m);

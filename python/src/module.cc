@@ -68,6 +68,7 @@ NB_MODULE(_native, m) {
   chute::py::register_loader(m);
   chute::py::register_reference(m);
   chute::py::register_packed(m);
+  chute::py::register_formats(m);
   chute::py::register_device(m);
   chute::py::register_gather(m);
   chute::py::register_stats(m);

@@ -91,3 +91,21 @@ def tiny_folder(tmp_path_factory):
     for i in range(960):
         (root / "a" / f"{i:04d}.jpg").write_bytes(data[i % 16])
     return root
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A local Ray cluster for one test module (test_ray*.py), on loopback."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'chute[ray]')")
+    ray.init(
+        address="local",
+        num_cpus=4,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+        configure_logging=False,
+    )
+    import chute.ray  # noqa: F401  (after init: nothing of it starts a cluster by itself here)
+
+    yield
+    ray.shutdown()

@@ -23,7 +23,7 @@ with chute.ray.RemoteLoader(
     for (ei, el), (gi, gl) in zip(expected, got):
         assert torch.equal(ei, gi) and torch.equal(el, gl)
     nodes = ray.get(
-        [a.__ray_call__.remote(lambda self: ray.get_runtime_context().get_node_id()) for a in remote._actors],
+        [a.__ray_call__.remote(lambda self: ray.get_runtime_context().get_node_id()) for a in remote._pool.actors],
         timeout=120,
     )
 head = ray.get_runtime_context().get_node_id()

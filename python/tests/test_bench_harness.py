@@ -50,6 +50,34 @@ def test_time_epoch_times_the_consumer_step_and_starts_at_iter():
     assert (t.items, t.seconds) == (16, 2.0 + 2 * 1.0 + 2 * 0.5)
 
 
+def test_time_epoch_keeps_the_first_batch_apart_from_the_rest_of_the_pass():
+    clock, cpu = FakeClock(), FakeClock(5.0)
+
+    def opened_then_read():  # a pass that opens its dataset first: the opening is its start-up
+        clock.tick(3.0)
+        cpu.tick(1.0)
+        for n in (4, 4, 2):
+            clock.tick(0.5)
+            cpu.tick(0.25)
+            yield torch.zeros(n, 3), torch.arange(n)
+
+    t = time_epoch(opened_then_read(), clock=clock, cpu_clock=cpu)
+    assert (t.items, t.batches, t.seconds, t.cpu_seconds) == (10, 3, 4.5, 1.75)
+    assert (t.first.items, t.first.batches, t.first.seconds, t.first.cpu_seconds) == (4, 1, 3.5, 1.25)
+    rest = t.after_first()
+    assert (rest.items, rest.batches, rest.seconds, rest.cpu_seconds) == (6, 2, 1.0, 0.5)
+    assert time_epoch(batches(clock, [2], 1.0), clock=clock).after_first().cpu_seconds is None
+    with pytest.raises(ValueError, match="no first batch"):
+        time_epoch([], clock=clock).after_first()
+
+
+def test_time_epoch_skips_warm_up_batches_before_the_clock_starts():
+    clock = FakeClock()
+    t = time_epoch(batches(clock, [4, 4, 2, 2], 1.0), skip=2, clock=clock)
+    assert (t.items, t.batches, t.seconds) == (4, 2, 2.0)
+    assert time_epoch(batches(clock, [4], 1.0), skip=3, clock=clock).batches == 0  # fewer than skip: nothing
+
+
 def test_time_epoch_stops_after_max_batches_without_taking_another():
     clock = FakeClock()
     taken = []
@@ -190,7 +218,7 @@ def test_chute_bench_remote_rows_and_cpu_accounting(folder, capsys):
     import os
 
     from chute import cli
-    from chute.testing.loopback import NGINX
+    from chute.bench.loopback import NGINX
 
     if not os.access(NGINX, os.X_OK):
         pytest.skip("nginx is not installed (scripts/setup.sh --dev)")
@@ -213,3 +241,15 @@ def test_chute_bench_remote_rows_and_cpu_accounting(folder, capsys):
     for key in ("first_batch_s", "io_threads_cpu_s", "servers_cpu_s", "writeback_cpu_s"):
         assert len(out[key]) == 2 and all(v >= 0 for v in out[key]), (key, out[key])
     assert out["io"]["requests"] > 0 and out["io"]["retries"] == 0
+
+
+def test_chute_bench_remote_without_nginx_says_so_in_one_line(folder, capsys, monkeypatch):
+    """``chute bench --remote`` serves the dataset with nginx (chute.bench.loopback): without it, one line
+    naming what to install, and nothing packed."""
+    from chute import cli
+    from chute.bench import loopback
+
+    monkeypatch.setattr(loopback, "NGINX", str(folder / "no-nginx-here"))
+    assert cli.main(["bench", "--remote", "--root", str(folder)]) == 2
+    out = capsys.readouterr().out
+    assert "nginx" in out and "apt-get install nginx-light" in out and len(out.strip().splitlines()) == 1

@@ -18,7 +18,7 @@ from torch.utils.data import Dataset, TensorDataset
 
 import chute
 from chute import DataLoader
-from chute.dataloader import arena
+from chute.dataloader import arena, pinning
 from chute.dataloader import plan as seam
 
 
@@ -336,7 +336,7 @@ def test_fork_is_avoided_while_native_chute_threads_run(explicit_fork):
 # ---------------------------------------------------------------------------------------------- pin_memory
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-accelerator behaviour")
+@pytest.mark.skipif(torch.cuda.is_available(), reason="runs only without a GPU: checks the no-accelerator behaviour")
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_pin_memory_without_cuda_warns_like_torch(num_workers):
     with pytest.warns(UserWarning, match="'pin_memory' argument is set as true but no accelerator is found"):
@@ -344,7 +344,7 @@ def test_pin_memory_without_cuda_warns_like_torch(num_workers):
     _check(batch, 0)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_pin_memory_batches_are_pinned():
     loader = DataLoader(Arange(64), batch_size=4, num_workers=2, pin_memory=True)
     for k, b in enumerate(loader):
@@ -381,7 +381,7 @@ class _ArangePlan(seam.Plan):
     def __init__(self, loader):
         self.loader = loader
 
-    def batches(self, index_batches, base_seed=None):
+    def batches(self, index_batches, base_seed=None, epoch=0):
         self.base_seed = base_seed
         for idx in index_batches:
             yield self.loader.collate_fn([self.loader.dataset[i] for i in idx])
@@ -565,19 +565,93 @@ def test_stats_report_each_paths_pinning_and_held_batches(monkeypatch):
         assert loader.stats()["pinning"] == "none", name
 
     # pin_memory=True with an accelerator (stood in for): torch's iterator base decides for every path, and
-    # every path copies each batch with torch's pin_memory().
+    # every path copies each batch with torch's pin_memory(): on a pin thread, or in line in process as torch.
     pinned = []
 
     def fake_pin(data, device=None):
         pinned.append(device)
         return data
 
-    monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
-    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *a, **k: torch.device("cuda"))
-    monkeypatch.setattr(torch.utils.data._utils.pin_memory, "pin_memory", fake_pin)
+    _fake_accelerator(monkeypatch, fake_pin)
+    where = {"generic, in process": pinning.IN_LINE, "generic, workers": pinning.AHEAD, "tensor": pinning.AHEAD}
     for name, loader in loaders(pin_memory=True).items():
         assert loader.stats()["pinning"] == "pin_memory=True: decided when iteration starts", name
         pinned.clear()
         batches = list(loader)
         assert len(batches) == 2 and pinned == ["cuda", "cuda"], name
-        assert loader.stats()["pinning"] == seam.pinning("cuda") == f"{seam.PINNING}, for cuda", name
+        assert loader.stats()["pinning"] == pinning.describe("cuda", where[name]), name
+        assert where[name] in loader.stats()["pinning"], name
+
+
+def _fake_accelerator(monkeypatch, pin) -> None:
+    """torch's iterator base sees an accelerator, and ``pin`` stands in for torch's pin_memory()."""
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *a, **k: torch.device("cuda"))
+    monkeypatch.setattr(torch.utils.data._utils.pin_memory, "pin_memory", pin)
+
+
+class PinProbe:
+    """A stand-in for torch's pin_memory() that copies each batch's tensors and notes the thread it ran on, and
+    when the pin of each batch started."""
+
+    def __init__(self, batches: int):
+        self.threads: list[int] = []
+        self.started = [threading.Event() for _ in range(batches)]
+        self._count = 0
+
+    def __call__(self, data, device=None):
+        k, self._count = self._count, self._count + 1  # one pin thread: no race
+        self.threads.append(threading.get_ident())
+        self.started[k].set()
+        return [t.clone() for t in data]
+
+
+@pytest.mark.parametrize("kind", ["tensor", "workers"])
+def test_pin_memory_pins_on_a_thread_of_its_own_while_the_loop_works(monkeypatch, kind):
+    # torch pins the batches of its workers on a pin thread, off the training loop; so does chute, on the worker
+    # path and the fast paths: while the loop works on batch k, batch k+1 is pinned. (Pinned on the loop's
+    # thread, a 154 MB batch's copy would sit in series with every training step.)
+    pin = PinProbe(10)
+    _fake_accelerator(monkeypatch, pin)
+    if kind == "workers":
+        monkeypatch.setenv("CHUTE_FAST_PATHS", "0")
+    data = torch.arange(40 * 3, dtype=torch.float32).reshape(40, 3)
+    loader = DataLoader(TensorDataset(data), batch_size=4, pin_memory=True, num_workers=2 if kind == "workers" else 0)
+    assert loader.stats()["path"] == ("fast:tensor" if kind == "tensor" else "generic")
+    got = []
+    for k, (batch,) in enumerate(loader):
+        got.append(batch)
+        if k + 1 < 10:  # the loop's step on batch k: meanwhile the pin of batch k+1 starts
+            assert pin.started[k + 1].wait(timeout=10), f"batch {k + 1} was not pinned while the loop had batch {k}"
+    assert torch.equal(torch.cat(got), data)  # every batch, in order
+    assert len(pin.threads) == 10 and threading.get_ident() not in pin.threads
+    assert len(set(pin.threads)) == 1  # one pin thread for the epoch
+    assert loader.stats()["batches"] == 10 and pinning.AHEAD in loader.stats()["pinning"]
+
+
+class FailsAt(Arange):
+    def __init__(self, n, bad):
+        super().__init__(n)
+        self.bad = bad
+
+    def __getitem__(self, i):
+        if i == self.bad:
+            raise ValueError(f"sample {i} is bad")
+        return super().__getitem__(i)
+
+
+def test_pin_memory_ahead_keeps_errors_in_place_and_a_new_epoch_whole(monkeypatch):
+    # The error of a batch taken ahead is raised at the call that would have returned that batch, after the
+    # batches before it, and the next call goes on, as torch's iterator does. A new epoch on persistent workers
+    # after an early break starts whole: the batch taken ahead belonged to the epoch left.
+    _fake_accelerator(monkeypatch, lambda data, device=None: data)
+    loader = DataLoader(FailsAt(24, 9), batch_size=4, pin_memory=True, num_workers=2)
+    it = iter(loader)
+    assert [next(it)["i"].tolist() for _ in range(2)] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    with pytest.raises(ValueError, match="sample 9 is bad"):
+        next(it)
+    assert [b["i"].tolist()[0] for b in it] == [12, 16, 20]
+    loader = DataLoader(Arange(24), batch_size=4, pin_memory=True, num_workers=2, persistent_workers=True)
+    it = iter(loader)
+    next(it)
+    assert [b["i"].tolist()[0] for b in loader] == [0, 4, 8, 12, 16, 20]

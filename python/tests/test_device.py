@@ -127,7 +127,7 @@ def test_batches_outlive_the_loader_and_nothing_leaks(folder):
     assert dev.violations == 0, dev.first_violation
 
 
-@pytest.mark.skipif(HAS_CUDA, reason="a CUDA GPU is present")
+@pytest.mark.skipif(HAS_CUDA, reason="runs only without a GPU: a CUDA GPU is present")
 def test_cuda_without_a_gpu_is_a_clear_error(folder):
     available, count, why = cuda_availability()
     assert not available and why
@@ -251,6 +251,29 @@ def test_pinned_batches_are_torch_views_and_close_returns_unused_blocks(folder, 
     assert torch.equal(images, kept)  # a handed-over batch stays valid after close
 
 
+def test_pinned_blocks_count_their_rounded_size_against_max_memory(folder, monkeypatch):
+    # torch's caching host allocator (and the simulated one) rounds every block up to a power of two: a batch
+    # of 76.8 KB holds a 128 KiB block. max_memory counts the blocks, and stats() shows what each holds.
+    budget = 4 * 131072
+    kw = dict(batch_size=4, transforms=[chute.RandomResizedCrop(40)], max_memory=budget, dtype=torch.float32)
+    plain = make(folder, "cpu", pin_memory=False, **kw)
+    size = plain.stats()["batch_buffer_bytes"]
+    assert plain.stats()["batch_buffer_held_bytes"] == size  # heap buffers: what they hold is their size
+    plain.close()
+    sim = chute._native.Device.simulated(seed=2, max_delay_us=0)
+    _sim_pinned(monkeypatch, sim)
+    loader = make(folder, "cpu", pin_memory=True, **kw)
+    batches = [x.clone() for x, _ in loader]
+    stats = loader.stats()
+    held = stats["batch_buffer_held_bytes"]
+    assert stats["batch_buffer_bytes"] == size < held == 1 << (size - 1).bit_length() == 131072
+    assert stats["max_prefetch"] + 2 <= budget // held  # not budget // size (6 buffers of the batch's size)
+    assert stats["batch_buffers"] * held <= budget
+    assert "each holds 0.1 MB: rounded blocks" in str(stats)
+    assert len(batches) == len(loader)
+    loader.close()
+
+
 # One CUDA runtime per process, and no stray contexts: a stand-in CUDA (fake_cuda.c) preloaded the way a cu12
 # torch loads its runtime. This machine may also have a real libcudart.so.13 on the loader's path, which chute
 # used to load beside it.
@@ -298,7 +321,8 @@ def _build_fake_cuda(tmp_path):
 
 @pytest.mark.skipif(
     torch.version.cuda is not None,
-    reason="a CUDA torch loads its own libcudart at import; test_gpu_one_libcudart_in_the_process "
+    reason="runs only without a GPU (a CPU torch): a CUDA torch loads its own libcudart at import; "
+    "test_gpu_one_libcudart_in_the_process "
     "checks the rule there",
 )
 def test_one_cuda_runtime_and_no_stray_context(folder, tmp_path):

@@ -131,7 +131,7 @@ def test_fast_path_ring_shrinks_back_after_kept_batches_are_let_go(folder):
 
 
 def test_fast_path_keeps_every_image_batch_beyond_the_ring_limit(folder, monkeypatch, caplog):
-    monkeypatch.setattr(folder_path, "_RING_BYTES", 1)  # the ring keeps only its initial buffers
+    monkeypatch.setattr(folder_path, "_ring_bytes", lambda options: 1)  # the ring keeps only its initial buffers
     dataset = T.ImageFolder(folder, transform=T.Compose([T.Resize((48, 48)), T.PILToTensor()]))
     loader = DataLoader(dataset, batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(1))
     plan = seam.choose(loader)

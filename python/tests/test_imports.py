@@ -32,7 +32,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "chute"
 FACADE = "chute"
 EXTENSIONS = {"chute._native"}
 # The tools: they sit above the front doors and may use the facade (``import chute``).
-TOOLS = ("chute.doctor", "chute.bench", "chute.cli", "chute.pack_cli")
+TOOLS = ("chute.doctor", "chute.bench", "chute.cli")
 
 
 def modules(root: Path) -> dict[str, tuple[Path, bool]]:

@@ -18,6 +18,7 @@ ALLOWED = {
     "remote": {"base"},
     "order": {"base"},
     "io": {"base", "order", "remote"},
+    "formats": {"base", "io"},
     "decode": {"base"},
     "transform": {"base", "decode"},
     "engine": {"base", "order", "io", "decode", "transform"},

@@ -20,6 +20,8 @@ LAZY = (
     "chute.dataloader.plan",
     "chute.dataloader.folder_path",
     "chute.bench",
+    "chute.inspection",  # numpy's percentiles and PIL, for `chute inspect`
+    "chute.cli",
 )
 
 

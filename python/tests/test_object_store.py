@@ -15,7 +15,10 @@ from chute import _native
 pytest.importorskip("moto")
 pytest.importorskip("boto3")
 
-from chute.testing.s3_server import MotoServer  # noqa: E402
+from support.fault_proxy import FaultProxy  # noqa: E402
+from support.s3_server import MotoServer  # noqa: E402
+
+from chute.bench.loopback import NGINX, Nginx  # noqa: E402
 
 MiB = 1 << 20
 
@@ -84,10 +87,9 @@ def test_expand_braces_globs_and_prefixes(s3, store):
 
 
 def test_many_brace_names_in_one_directory_take_one_listing(s3):
-    loopback = pytest.importorskip("chute.testing.loopback")
     keys = [f"dir40/s-{i:03d}.bin" for i in range(40)] + ["dir40/other.txt", "dir40/sub/s-000.bin"]
     put_objects(s3, keys)
-    with loopback.FaultProxy(s3.endpoint) as proxy:
+    with FaultProxy(s3.endpoint) as proxy:
         store = _native.ObjectStore(env=dict(s3.env, AWS_ENDPOINT_URL=proxy.url))
         got = store.expand("s3://bkt/dir40/s-{000..039}.bin")
         assert [(r.method, "list-type=2" in r.path) for r in proxy.requests] == [("GET", True)]  # no HEAD
@@ -99,13 +101,12 @@ def test_names_thin_in_a_large_directory_fall_back_to_heads(s3):
     # (4 * 16 + 1000 keys) on its second page of 1000, so the names are HEADed instead.
     from concurrent.futures import ThreadPoolExecutor
 
-    loopback = pytest.importorskip("chute.testing.loopback")
     client = s3.client()
     names = [f"thin/k-{i:04d}" for i in range(16)]
     others = [f"thin/k-00zz-{i:04d}" for i in range(1100)]
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda k: client.put_object(Bucket="bkt", Key=k, Body=b"x"), names + others))
-    with loopback.FaultProxy(s3.endpoint) as proxy:
+    with FaultProxy(s3.endpoint) as proxy:
         store = _native.ObjectStore(env=dict(s3.env, AWS_ENDPOINT_URL=proxy.url))
         got = store.expand("s3://bkt/thin/k-{0000..0015}")
         methods = [r.method for r in proxy.requests]
@@ -335,9 +336,8 @@ def test_local_paths(tmp_path):
 
 
 def test_sigv4_authorization_is_sent(s3):
-    loopback = pytest.importorskip("chute.testing.loopback", reason="FaultProxy (the io slice) not merged yet")
     put_objects(s3, ["sig/x"])
-    with loopback.FaultProxy(s3.endpoint) as proxy:
+    with FaultProxy(s3.endpoint) as proxy:
         env = dict(s3.env, AWS_ENDPOINT_URL=proxy.url)
         _native.ObjectStore(env=env).read("s3://bkt/sig/x", 0, 4)
         headers = {k.lower(): v for k, v in proxy.requests[-1].headers.items()}
@@ -355,14 +355,13 @@ def test_url_helpers():
 
 
 def test_http_urls_take_braces_and_keep_tokens_out_of_messages(tmp_path):
-    loopback = pytest.importorskip("chute.testing.loopback")
-    if not os.path.exists(loopback.NGINX):
+    if not os.path.exists(NGINX):
         pytest.skip("nginx is not installed (scripts/setup.sh --dev installs nginx-light)")
     shards = {f"shard-{i}.tar": payload(1000 + i, 20 + i) for i in range(3)}
     for name, data in shards.items():
         (tmp_path / name).write_bytes(data)
     store = _native.ObjectStore(env={})
-    with loopback.Nginx(tmp_path) as base:
+    with Nginx(tmp_path) as base:
         got = store.expand(base + "/shard-{0..2}.tar")
         assert [(i.url, i.size) for i in got] == [(f"{base}/{n}", len(d)) for n, d in shards.items()]
         out = tmp_path / "copy"
@@ -381,11 +380,10 @@ def test_http_urls_take_braces_and_keep_tokens_out_of_messages(tmp_path):
 def test_listing_and_multipart_survive_resets_and_slowdowns(s3):
     # Requests answered 503 SlowDown or dropped (RST) before they reach moto are retried by the engine:
     # every listed key once, and a multipart upload whose parts and calls were retried is byte-exact.
-    loopback = pytest.importorskip("chute.testing.loopback")
     keys = [f"faults/k-{i:03d}" for i in range(30)]
     put_objects(s3, keys, size=1)
     data = payload(13 * MiB, 11)
-    with loopback.FaultProxy(s3.endpoint, reset_every=4, status_every=(3, 503)) as proxy:
+    with FaultProxy(s3.endpoint, reset_every=4, status_every=(3, 503)) as proxy:
         env = dict(s3.env, AWS_ENDPOINT_URL=proxy.url)
         store = _native.ObjectStore(env=env, list_max_keys=4, part_bytes=5 * MiB, max_retries=20)
         assert urls(store.expand("s3://bkt/faults/")) == sorted(f"s3://bkt/{k}" for k in keys)
@@ -408,9 +406,8 @@ def test_a_complete_whose_answer_was_lost_is_retried(s3):
     # Requests through the proxy, one at a time: 1 create, 2 part 1, 3 part 2, 4 complete. The answer to
     # the complete is cut off after moto completed the upload; the engine sends it again and moto answers
     # the repeated complete with success, so the object is there once, whole.
-    loopback = pytest.importorskip("chute.testing.loopback")
     data = payload(6 * MiB, 12)
-    with loopback.FaultProxy(s3.endpoint, truncate_every=4) as proxy:
+    with FaultProxy(s3.endpoint, truncate_every=4) as proxy:
         env = dict(s3.env, AWS_ENDPOINT_URL=proxy.url)
         store = _native.ObjectStore(env=env, part_bytes=5 * MiB, parts_in_flight=1)
         with store.begin_upload("s3://bkt/lost/complete.bin") as upload:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -22,22 +23,6 @@ import chute  # noqa: E402
 from chute import _native  # noqa: E402
 
 WAIT_S = 120  # every wait in this file fails the test after this long, never hangs it
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    ray.init(
-        address="local",
-        num_cpus=4,
-        include_dashboard=False,
-        _node_ip_address="127.0.0.1",
-        log_to_driver=False,
-        configure_logging=False,
-    )
-    import chute.ray  # noqa: F401  (after init: nothing of it starts a cluster by itself here)
-
-    yield
-    ray.shutdown()
 
 
 def _transforms():
@@ -92,20 +77,18 @@ def test_epoch_order_is_the_loaders_sharding():
 
 
 def _actor(folder, hook=None):
-    """A BatchActor in this process (no Ray): what each actor runs, driven call by call."""
+    """A BatchActor in this process (no Ray): what each actor runs, driven call by call, built from the
+    options object the driver ships."""
+    from chute import _options
     from chute.ray.actor import BatchActor, from_wire, source_spec
 
     kw = _kwargs()
-    loader_kwargs = dict(
-        seed=kw["seed"], transforms=kw["transforms"], dtype="uint8", memory_format="contiguous_format",
-        num_threads=1, max_pixels=200_000_000, apply_exif_orientation=False, decode="exact",
-        reducing_gap=3.0, validate="window", max_file_bytes=1 << 30,
-    )  # fmt: skip
-    actor = BatchActor(source_spec(str(folder)), kw["batch_size"], loader_kwargs, hook)
+    options = _options.build(batch_size=kw["batch_size"], shuffle=True, seed=kw["seed"], num_threads=1).loader
+    actor = BatchActor(source_spec(str(folder)), options, kw["transforms"], hook)
 
     def call(epoch, indices, plan=None):
-        status, images, labels, _ = actor.batch(epoch, indices, plan)
-        assert status == "ok"
+        status, images, labels, _, skipped = actor.batch(epoch, indices, plan)
+        assert status == "ok" and skipped == []
         return from_wire(images, torch.uint8, False).clone(), torch.from_numpy(labels.copy())
 
     return actor, call
@@ -193,17 +176,17 @@ def test_resume_is_exact_and_interchangeable_with_loader(remote, folder):
     it = iter(local)
     for _ in range(3):
         next(it)
-    # The same format, key order included, less chute.Loader's order and shard_window.
-    assert list(state.items()) == [(k, v) for k, v in local.state_dict().items() if k not in ("order", "shard_window")]
+    # The same format as chute.Loader's, key order included.
+    assert list(state.items()) == list(local.state_dict().items())
     remote.load_state_dict(local.state_dict())
     _same(expected, list(remote))
     with pytest.raises(ValueError, match=r"order='shards', this loader has order='sample'"):
-        remote.load_state_dict({**local.state_dict(), "order": "shards"})  # chute.Loader(order="shards")'s
+        remote.load_state_dict({**local.state_dict(), "order": "shards", "shard_window": 8})  # a shard-order state
 
 
 def test_slow_consumer_bounds_batches_in_flight(remote):
     """A consumer that stops makes the actors stop after max_inflight batches: none are made ahead beyond."""
-    made = lambda: sum(ray.get([a.made.remote() for a in remote._actors], timeout=WAIT_S))  # noqa: E731
+    made = lambda: sum(ray.get([a.made.remote() for a in remote._pool.actors], timeout=WAIT_S))  # noqa: E731
     remote.set_epoch(0)
     before = made()
     it = iter(remote)
@@ -353,7 +336,7 @@ def test_killed_actor_loses_and_duplicates_nothing(cluster, folder, tmp_path):
         got.append(tuple(t.clone() for t in next(it)))
         _wait_for_pid(tmp_path / "blocked-1")
         blocked = it._pending[2][1]
-        ray.kill(loader._actors[blocked], no_restart=True)
+        ray.kill(loader._pool.actors[blocked], no_restart=True)
         got += [(i.clone(), y) for i, y in it]
         _same(_local(folder, 1), got)
         assert len(loader.actor_pids()) == 1  # the other one is gone for good
@@ -370,11 +353,46 @@ def test_two_ranks_get_the_loaders_shares(cluster, folder):
             _same(_local(folder, 0, rank=rank, world_size=2, even_split=False), list(remote))
 
 
+def test_every_ranks_states_resume_another_world_size(cluster, folder):
+    """Two ranks interrupted mid-epoch resume on three: each new rank's RemoteLoader yields chute.Loader's
+    batches for that rank (the rest of the epoch, split three ways), and the epoch holds every sample once."""
+    import chute.ray
+
+    states, labels = [], []
+    for rank in range(2):
+        with chute.ray.RemoteLoader(
+            str(folder),
+            num_actors=1,
+            num_cpus_per_actor=0.5,
+            timeout_s=WAIT_S,
+            **_kwargs(rank=rank, world_size=2, even_split=False),
+        ) as remote:
+            remote.set_epoch(2)
+            it = iter(remote)
+            labels += [int(v) for _ in range(2) for v in next(it)[1]]
+            states.append(remote.state_dict())
+    for rank in range(3):
+        kw = _kwargs(rank=rank, world_size=3, even_split=False)
+        with chute.ray.RemoteLoader(
+            str(folder), num_actors=1, num_cpus_per_actor=0.5, timeout_s=WAIT_S, **kw
+        ) as remote:
+            remote.load_state_dict(states)
+            got = list(remote)
+        local = chute.Loader(str(folder), num_threads=1, **kw)
+        local.load_state_dict(states)
+        _same([(i.clone(), y.clone()) for i, y in local], got)
+        labels += [int(v) for _, y in got for v in y]
+    # ImageFolder labels are classes (3 x 12): every sample once means each class's 12.
+    assert sorted(labels) == sorted(list(range(3)) * 12)
+
+
 def test_bad_arguments(cluster, folder):
     import chute.ray
 
-    with pytest.raises(ValueError, match="on_error"):
-        chute.ray.RemoteLoader(str(folder), on_error="skip")
+    with pytest.raises(ValueError, match="on_error must be 'raise' or 'skip', got 'ignore'"):
+        chute.ray.RemoteLoader(str(folder), on_error="ignore")
+    with pytest.raises(ValueError, match="order='shards' reads a source shard by shard"):
+        chute.ray.RemoteLoader(str(folder), order="shards")  # an ImageFolder: as chute.Loader refuses it
     with pytest.raises(ValueError, match="rank"):
         chute.ray.RemoteLoader(str(folder), rank=2, world_size=2)
     with pytest.raises(TypeError, match="source"):
@@ -578,11 +596,14 @@ def test_actors_on_cpu_only_nodes(folder):
     actor lands on that node only, and the batches are chute.Loader's."""
     repo = Path(__file__).resolve().parents[2]
     python_dir = str(Path(chute.__file__).parents[1])
+    with socket.socket() as s:  # a port of this run's own: another cluster on the machine is not ours to stop
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     env = dict(
         os.environ,
         PYTHONPATH=python_dir,
         RAY_AUTH_MODE="disabled",
-        CHUTE_RAY_PORT="6391",
+        CHUTE_RAY_PORT=str(port),
         CHUTE_VENV=str(Path(sys.executable).parents[1]),
     )
     script = str(repo / "scripts" / "ray_cluster.sh")
@@ -590,7 +611,7 @@ def test_actors_on_cpu_only_nodes(folder):
         subprocess.run([script, "start", "1"], env=env, check=True, timeout=WAIT_S * 2)
         child = subprocess.run(
             [sys.executable, str(Path(__file__).with_name("ray_cluster_child.py")), str(folder)],
-            env=dict(env, RAY_ADDRESS="127.0.0.1:6391"),
+            env=dict(env, RAY_ADDRESS=f"127.0.0.1:{port}"),
             capture_output=True,
             text=True,
             timeout=WAIT_S * 2,

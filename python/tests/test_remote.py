@@ -19,11 +19,12 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
+from support.fault_proxy import FaultProxy
 
 import chute
 from chute import _native, remote
+from chute.bench.loopback import Nginx
 from chute.cache import open_shard_cache
-from chute.testing.loopback import FaultProxy, Nginx
 
 N, PER_TAR = 160, 40  # samples; 4 tars of 40
 TIMEOUT = 600  # seconds, for subprocesses (torchrun starts 3 Pythons importing torch): generous under load
@@ -156,7 +157,7 @@ def test_a_dataset_whose_head_is_refused_equals_local(data, nginx, tmp_path):
 def s3(data):
     pytest.importorskip("moto")
     pytest.importorskip("boto3")
-    from chute.testing.s3_server import MotoServer
+    from support.s3_server import MotoServer
 
     with MotoServer(auth=True) as server:
         client = server.client()

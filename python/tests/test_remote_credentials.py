@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-from aws_standins import ContainerCredentials, Issued, MetadataService, StsService
-from object_server import ObjectServer
+from support.aws_standins import ContainerCredentials, Issued, MetadataService, StsService
+from support.object_server import ObjectServer
 
 from chute import _native, credentials, remote
 
@@ -192,7 +192,7 @@ def test_anonymous_without_an_instance_metadata_service(bucket, tmp_path):
 
 
 def test_a_403_to_a_signed_request_names_whose_credentials_signed_it():
-    from chute.testing.s3_server import MotoServer
+    from support.s3_server import MotoServer
 
     with MotoServer(auth=True) as s3:  # moto checks every signature
         s3.client().create_bucket(Bucket="bkt")

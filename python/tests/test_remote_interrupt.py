@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from object_server import ObjectServer
+from support.object_server import ObjectServer
 
 import chute
 

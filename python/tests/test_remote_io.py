@@ -11,10 +11,11 @@ import textwrap
 import time
 
 import pytest
+from support.fault_proxy import FaultProxy
 
 from chute import _native
+from chute.bench.loopback import NGINX, LatencyRelay, Nginx, RelayProcess
 from chute.errors import ResourceError
-from chute.testing.loopback import NGINX, FaultProxy, LatencyRelay, Nginx, RelayProcess
 
 pytestmark = pytest.mark.skipif(not os.access(NGINX, os.X_OK), reason="nginx is not installed (scripts/setup.sh --dev)")
 

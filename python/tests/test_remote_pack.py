@@ -9,12 +9,11 @@ import os
 import pytest
 import torch
 from PIL import Image
+from support import s3_server
 
 import chute
 from chute import remote
 from chute.cli import main as cli
-
-s3_server = pytest.importorskip("chute.testing.s3_server")
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import os
 import tarfile
 
 import pytest
-from object_server import ObjectServer
+from support.object_server import ObjectServer
 
 import chute
 from chute import _native, remote

@@ -79,23 +79,32 @@ _RUN_EPOCH = """
 """
 
 
+# Child code: opens /dev/null until the process is out of descriptors; returns them (closing them gives back).
+FILL_DESCRIPTORS = """
+    def fill_descriptors():
+        held = []
+        try:
+            while True:
+                held.append(os.open("/dev/null", os.O_RDONLY))
+        except OSError:
+            pass
+        return held
+"""
+
+
 def test_running_out_of_descriptors_raises_resource_error_and_quarantines_nothing(tmp_path):
     _folder(tmp_path / "data")
     quarantine = tmp_path / "bad.jsonl"
     result = _child(
         _RUN_EPOCH
+        + FILL_DESCRIPTORS
         + """
     import resource
     loader = chute.Loader(sys.argv[1], batch_size=4, num_threads=2, on_error="skip", quarantine=sys.argv[2],
                           transforms=[chute.CenterCrop(16)])
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 512), hard))
-    held = []
-    try:
-        while True:
-            held.append(os.open("/dev/null", os.O_RDONLY))
-    except OSError:
-        pass
+    held = fill_descriptors()
     result = run(loader)
     for fd in held:
         os.close(fd)
@@ -270,6 +279,23 @@ def test_an_integer_prefetch_beyond_max_memory_is_lowered_with_one_warning(tmp_p
             max_memory=max_memory,
             transforms=[chute.Resize(224), chute.CenterCrop(224)],
         )
+
+
+@pytest.mark.parametrize("prefetch", ["auto", 1, 4])
+def test_a_batch_buffer_over_max_memory_is_refused_whatever_the_prefetch(tmp_path, prefetch):
+    """Issue 36: Resize((6000, 6000)) at batch 1 is a 103 MiB buffer; with max_memory=50 MiB an integer
+    prefetch once ran anyway (prefetch=1 silently, prefetch=4 'lowered to 1'), holding 3 such buffers, and
+    Resize((30000, 30000)) at batch 4 (10.8 GB a buffer) grew past 5 GB under the default max_memory. Now
+    max_memory bounds the ring whatever the prefetch: a ValueError naming both sizes, before any buffer."""
+    import chute
+
+    _folder(tmp_path, 2)
+    with pytest.raises(ValueError) as e:
+        chute.Loader(tmp_path, batch_size=1, transforms=[chute.Resize((6000, 6000))], prefetch=prefetch,
+                     max_memory=50 << 20)  # fmt: skip
+    assert "max_memory of 50.0 MiB (52428800 bytes) holds fewer than 3 batch buffers of 103.0 MiB" in str(e.value)
+    with pytest.raises(ValueError, match=r"max_memory of 2048\.0 MiB .* fewer than 3 batch buffers of 10299\."):
+        chute.Loader(tmp_path, batch_size=4, transforms=[chute.Resize((30000, 30000))], prefetch=prefetch)
 
 
 def test_pack_under_a_thread_limit_names_the_limit_and_leaves_nothing(tmp_path):

@@ -184,24 +184,249 @@ def test_a_bad_argument_is_a_value_error_not_a_sample_error(folder):
     assert not isinstance(e.value, chute.SampleError)
 
 
-def test_loader_defaults_are_the_engines():
-    import inspect
+# ---- One description of the engine for every front door (chute/_options.py) -------------------------------
+# What each door takes besides the engine's keywords: its own arguments.
+_OWN = {
+    "chute.Loader": {"self", "source", "transforms", "quarantine", "device", "pin_memory"},
+    "chute.ray.RemoteLoader": {
+        "self", "source", "transforms", "device", "num_actors", "num_cpus_per_actor", "max_inflight",
+        "max_restarts", "actor_options", "timeout_s", "_actor_hook",
+    },
+}  # fmt: skip
+# Struct fields a door sets itself, never from a user's keyword, and why.
+_SET_BY_A_DOOR = {
+    "extra_buffers": "device delivery: the host batches whose copies are in flight (prepare_delivery)",
+    "cpu_affinity": "device='cuda': the CPUs of the GPU's NUMA node",
+}
+_KEYWORD_OF_FIELD = {"channels_last": "memory_format", "validate_full": "validate"}  # the rest: the same name
 
-    params = inspect.signature(chute.Loader).parameters
-    loader, decode, delivery = _native.LoaderOptions(), _native.DecodeOptions(), _native.DeliveryOptions()
-    for name in (
-        "batch_size",
-        "shuffle",
-        "seed",
-        "drop_last",
-        "max_memory",
-        "on_error",
-        "even_split",
-        "max_ring_bytes",
-    ):
-        assert params[name].default == getattr(loader, name), name
-    for name in ("max_pixels", "apply_exif_orientation", "decode", "reducing_gap", "max_file_bytes"):
-        assert params[name].default == getattr(decode, name), name
-    for name in ("device_prefetch", "max_device_memory"):
-        assert params[name].default == getattr(delivery, name), name
-    assert (params["max_memory"].default, params["max_ring_bytes"].default) == (2 << 30, 4 << 30)
+
+def _doors() -> dict:
+    """The doors that take engine keywords (chute.DataLoader takes torch's: its folder path is checked
+    below). RemoteLoader needs Ray, an optional dependency that the development environment has."""
+    import importlib.util
+
+    doors = {"chute.Loader": chute.Loader}
+    if importlib.util.find_spec("ray") is not None:
+        from chute.ray import RemoteLoader
+
+        doors["chute.ray.RemoteLoader"] = RemoteLoader
+    return doors
+
+
+def _every_field_changed():
+    """Options with every field away from its default, and the names of the fields."""
+    decode = dict(
+        max_pixels=5, max_file_bytes=6, apply_exif_orientation=True, decode="reduced", reducing_gap=2.5,
+        validate_full=True, accept_truncated=True,
+    )  # fmt: skip
+    loader = dict(
+        batch_size=7, shuffle=True, seed=2**64 - 1, drop_last=True, num_threads=3, max_threads=5, prefetch=4,
+        max_memory=123 << 20, max_ring_bytes=(5 << 30) + 1, extra_buffers=2, rank=1, world_size=3,
+        even_split=False, order="shards", shard_window=3, channels_last=True, dtype="bfloat16", on_error="skip",
+        cpu_affinity=[0, 1], decode=_native.DecodeOptions(**decode),
+    )  # fmt: skip
+    delivery = dict(device_prefetch=5, max_device_memory=(3 << 30) + 7)
+    return {
+        _native.LoaderOptions: loader,
+        _native.DecodeOptions: decode,
+        _native.DeliveryOptions: delivery,
+    }
+
+
+def test_options_pickle_and_compare_by_every_field():
+    import copy
+    import pickle
+
+    for cls, values in _every_field_changed().items():
+        default = cls()
+        assert set(values) == set(default.__getstate__()), f"{cls.__name__}: a field this test does not set"
+        o = cls(**values)
+        for name in values:
+            assert getattr(o, name) != getattr(default, name), f"{cls.__name__}.{name} kept its default"
+        for twin in (pickle.loads(pickle.dumps(o)), copy.deepcopy(o), copy.copy(o)):
+            assert type(twin) is cls and twin == o and twin is not o
+            assert twin.__getstate__() == o.__getstate__()
+        assert o != default and not (o == default) and o != "not options"
+        for name in values:  # each field alone makes a difference
+            assert cls(**{name: values[name]}) != default, name
+    # By name: a field the state lacks keeps its default (a state from before the field existed); a name
+    # the struct does not know is refused, naming it.
+    partial = _native.LoaderOptions.__new__(_native.LoaderOptions)
+    partial.__setstate__({"batch_size": 9})
+    assert partial == _native.LoaderOptions(batch_size=9)
+    unknown = _native.DeliveryOptions.__new__(_native.DeliveryOptions)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        unknown.__setstate__({"bogus": 1})
+    # A pinned pool lent to this process does not travel: a copy allocates its ring from the heap.
+    assert pickle.loads(pickle.dumps(_native.LoaderOptions())).pinned is False
+
+
+def test_the_builder_is_the_structs_defaults():
+    from chute import _options
+
+    spec = _options.build()  # no keyword: the engine's defaults, exactly (a single process here)
+    assert spec.loader == _native.LoaderOptions() and spec.delivery == _native.DeliveryOptions()
+    assert spec.dtype is _options.DEFAULTS.dtype is torch.uint8
+    fields = {f for f in _native.LoaderOptions().__getstate__() if f != "decode"} | set(
+        _native.DecodeOptions().__getstate__()
+    )
+    fields |= set(_native.DeliveryOptions().__getstate__())
+    assert {_KEYWORD_OF_FIELD.get(f, f) for f in fields - set(_SET_BY_A_DOOR)} == set(_options.KEYWORDS), (
+        "every field of the options is an engine keyword, or one a door sets itself (_SET_BY_A_DOOR)"
+    )
+    with pytest.raises(TypeError, match="unexpected engine option 'bogus'"):
+        _options.build(bogus=1)
+
+
+def test_every_door_takes_every_engine_keyword_with_the_engines_default():
+    import ast
+    import inspect
+    import textwrap
+
+    from chute import _options
+
+    for name, door in _doors().items():
+        params = inspect.signature(door.__init__).parameters
+        assert set(params) == set(_options.KEYWORDS) | _OWN[name], name
+        for keyword in _options.KEYWORDS:
+            assert params[keyword].default is getattr(_options.DEFAULTS, keyword), (name, keyword)
+        # And written as DEFAULTS.<keyword>, never as a literal that happens to equal it today.
+        tree = ast.parse(textwrap.dedent(inspect.getsource(door.__init__)))
+        args = tree.body[0].args
+        defaults = dict(zip([a.arg for a in args.args][-len(args.defaults) :], args.defaults))
+        defaults.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults))
+        for keyword in _options.KEYWORDS:
+            node = defaults[keyword]
+            written = ast.unparse(node)
+            assert written == f"DEFAULTS.{keyword}", f"{name}: {keyword}={written} restates the engine's default"
+
+
+class _Built(Exception):
+    pass
+
+
+def test_every_door_hands_every_engine_keyword_to_the_builder(monkeypatch):
+    from chute import _options
+
+    seen = {}
+
+    def spy(**keywords):
+        seen.update(keywords)
+        raise _Built
+
+    monkeypatch.setattr(_options, "build", spy)
+    values = {k: object() for k in _options.KEYWORDS}  # distinct: a literal or a mix-up shows
+    for name, door in _doors().items():
+        seen.clear()
+        with pytest.raises(_Built):
+            door("never opened", **values)
+        assert seen.keys() == values.keys(), name
+        assert [k for k in values if seen[k] is not values[k]] == [], name
+
+
+def test_the_dataloaders_folder_path_builds_through_the_builder(folder, monkeypatch):
+    """FolderPlan (chute.DataLoader's ImageFolder path) takes the engine from chute._options too, with the
+    defaults of the structs: its ring bound is the engine's max_memory, not a number of its own."""
+    from types import SimpleNamespace
+
+    from chute import _options
+    from chute.dataloader import folder_path
+
+    calls = []
+    real = _options.build
+
+    def spy(**keywords):
+        calls.append(keywords)
+        return real(**keywords)
+
+    monkeypatch.setattr(_options, "build", spy)
+    samples = [(str(p), 0) for p in sorted(Path(folder).rglob("*.jpg"))[:4]]
+    dataset = SimpleNamespace(transform=None, target_transform=None, loader=None, samples=samples)
+    plan = folder_path.FolderPlan(dataset, samples, [chute.CenterCrop(16)], torch.uint8, batch_size=2)
+    try:
+        assert len(calls) == 1 and calls[0]["batch_size"] == 2
+        (native,) = plan._loaders.values()
+        slot = native.stats()["batch_buffer_bytes"]
+        assert native.ring_usage()[1] == _options.DEFAULTS.max_memory // slot  # max_ring_bytes = max_memory
+    finally:
+        plan.close()
+    assert "_RING_BYTES" not in vars(folder_path)
+
+
+def test_the_prefetch_notice_is_the_engines(folder, tmp_path):
+    """The engine, which lowers an explicit prefetch to fit max_memory, says so in its own words; the
+    doors print that (chute.Loader as it is, the DataLoader's folder path after what prefetch_factor
+    means there) and compute nothing of it themselves."""
+    import warnings
+    from types import SimpleNamespace
+
+    from chute.dataloader import folder_path
+
+    max_memory = 10 * 2 * (16 * 16 * 3 + 8)  # ten buffers of batch 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loader = chute.Loader(str(folder), 2, transforms=[chute.CenterCrop(16)], prefetch=50, max_memory=max_memory)
+    notices = loader._native.notices
+    assert len(notices) == 1 and "prefetch=50 needs" in notices[0] and "using prefetch=8" in notices[0]
+    assert [str(w.message) for w in caught if "prefetch" in str(w.message)] == notices
+    assert loader.prefetch == 8
+    loader.close()
+    samples = [(str(p), 0) for p in sorted(Path(folder).rglob("*.jpg"))[:4]]
+    dataset = SimpleNamespace(transform=None, target_transform=None, loader=None, samples=samples)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plan = folder_path.FolderPlan(dataset, samples, [chute.CenterCrop(16)], torch.uint8, 2, prefetch=10**6)
+    said = [str(w.message) for w in caught if "prefetch" in str(w.message)]
+    (native,) = plan._loaders.values()
+    assert len(said) == 1 and said[0].endswith(native.notices[0]) and "prefetch_factor" in said[0], said
+    plan.close()
+    for door in ("loader.py", "dataloader/folder_path.py", "ray/loader.py", "ray/actor.py"):
+        text = (PACKAGE / door).read_text()  # reading the buffer size back to restate (prefetch + 2) * buffer
+        assert '["batch_buffer_bytes"]' not in text and "+ 2) *" not in text, f"{door} recomputes the engine's rule"
+
+
+def test_only_the_builder_makes_options_and_doors_import_no_private_names():
+    """The options structs are constructed in chute/_options.py alone (ray/device.py remakes the
+    DeliveryOptions its caller's options gave it, field by field); the doors import no private name of
+    another module (the kwargs dict and `from chute.loader import _DECODE` of old)."""
+    makers = {"LoaderOptions", "DecodeOptions", "DeliveryOptions"}
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in makers
+                and _is_native(node.func.value)
+                and rel not in ("_options.py", "ray/device.py")
+            ):
+                offenders.append(f"{rel}:{node.lineno} makes _native.{node.func.attr}")
+            if rel in ("loader.py", "dataloader/folder_path.py") or rel.startswith("ray/"):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("chute."):
+                    private = [a.name for a in node.names if a.name.startswith("_")]
+                    if private:
+                        offenders.append(f"{rel}:{node.lineno} imports {private} from {node.module}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_accept_truncated_is_a_keyword_like_any_other_field(tmp_path):
+    """DecodeOptions.accept_truncated, once set only by the DataLoader's folder path (from PIL's flag), is
+    a keyword of every door now: a JPEG whose data ends early decodes, the rest gray, as PIL does under
+    ImageFile.LOAD_TRUNCATED_IMAGES; without it, the file is a SampleError."""
+    import numpy as np
+    from PIL import Image
+
+    (tmp_path / "a").mkdir()
+    noise = np.random.default_rng(0).integers(0, 256, (128, 128, 3), dtype=np.uint8)  # scan data dominates
+    Image.fromarray(noise).save(tmp_path / "a" / "cut.jpg", quality=95)
+    whole = (tmp_path / "a" / "cut.jpg").read_bytes()
+    (tmp_path / "a" / "cut.jpg").write_bytes(whole[: len(whole) // 2])
+    kw = dict(batch_size=1, transforms=[chute.CenterCrop(128)], num_threads=1)
+    with chute.Loader(str(tmp_path), accept_truncated=True, **kw) as loader:
+        ((images, _),) = list(loader)
+        assert (images[0, :, -1, :] == 128).all() and images[0, :, 0, :].float().std() > 30  # decoded, then gray
+    with chute.Loader(str(tmp_path), **kw) as loader, pytest.raises(chute.SampleError, match="cut.jpg"):
+        list(loader)

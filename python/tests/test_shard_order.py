@@ -6,18 +6,15 @@ Every sample's label is its own number, so a batch's labels say which samples (a
 
 from __future__ import annotations
 
-import io
 import math
 import subprocess
 import sys
-import tarfile
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from PIL import Image
+from shard_tars import write_tars
 
 import chute
 from chute import _native
@@ -26,43 +23,16 @@ PER_SHARD, SHARDS = 32, 32  # the mixing dataset: 32 tars of 32 samples, sample 
 UNEVEN = [7, 3, 12, 1, 9, 0, 5, 8, 2, 11, 1]  # 59 samples; an empty tar among them
 
 
-def _jpeg(i: int) -> bytes:
-    rgb = np.full((16, 16, 3), (i * 37 % 256, i * 11 % 256, i // 256 * 40 % 256), np.uint8)
-    rgb[i % 16, :, :] = 255  # each sample's pixels differ
-    out = io.BytesIO()
-    Image.fromarray(rgb).save(out, format="JPEG", quality=95)
-    return out.getvalue()
-
-
-def _write_tars(out: Path, sizes: list[int]) -> list[str]:
-    """WebDataset tars: tar t holds sizes[t] samples, labelled by their number across all tars."""
-    out.mkdir(parents=True, exist_ok=True)
-    paths, sample = [], 0
-    for t, size in enumerate(sizes):
-        path = out / f"train-{t:04d}.tar"
-        with tarfile.open(path, "w") as tar:
-            members = [("meta.json", b"{}")] if size == 0 else []  # an empty tar: no image, no sample
-            for _ in range(size):
-                members += [(f"s{sample:06d}.jpg", _jpeg(sample)), (f"s{sample:06d}.cls", str(sample).encode())]
-                sample += 1
-            for name, data in members:
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-        paths.append(str(path))
-    return paths
-
-
 @pytest.fixture(scope="module")
 def mixing_tars(tmp_path_factory) -> list[str]:
-    return _write_tars(tmp_path_factory.mktemp("mixing"), [PER_SHARD] * SHARDS)
+    return write_tars(tmp_path_factory.mktemp("mixing"), [PER_SHARD] * SHARDS)
 
 
 @pytest.fixture(scope="module")
 def uneven(tmp_path_factory) -> dict:
     """The uneven shards as tar files and packed with `chute pack` into many small shards."""
     root = tmp_path_factory.mktemp("uneven")
-    tars = _write_tars(root / "tars", UNEVEN)
+    tars = write_tars(root / "tars", UNEVEN)
     cache = root / "cache"
     summary = chute.pack(chute.TarDataset(tars, cache_dir=cache), root / "packed", shard_size=4096, num_threads=1)
     assert summary.samples == sum(UNEVEN) and summary.shards >= 8

@@ -33,6 +33,13 @@ def test_file_list_label_that_overflows_is_an_error_naming_the_line(tmp_path):
         chute.FileList(tmp_path / "neg.txt")
 
 
+def test_file_list_path_with_a_nul_byte_is_an_error_naming_the_line(tmp_path):
+    (tmp_path / "img000.jpg").write_bytes(b"x")  # what the path cut short at its NUL would read
+    (tmp_path / "list.txt").write_bytes(b"img000.jpg 0\nimg000.jpg\0junk 0\n")
+    with pytest.raises(ValueError, match=r"list.txt:2: a NUL byte at column 11 \(a path cannot hold one\)"):
+        chute.FileList(tmp_path / "list.txt")
+
+
 def test_a_stray_tar_in_an_image_folder_root_is_an_error_naming_both_readings(folder, tmp_path, monkeypatch):
     monkeypatch.setenv("CHUTE_CACHE_DIR", str(tmp_path / "cache"))
     root = tmp_path / "root"

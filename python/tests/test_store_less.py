@@ -15,7 +15,7 @@ from conftest import natural_image
 from PIL import Image
 
 import chute
-from chute import _native
+from chute import _native, inspection
 from chute.cli import main as cli_main
 
 PIPELINES = {
@@ -50,10 +50,10 @@ def test_raw_records_give_the_batches_of_the_same_images_stored_as_png(png_folde
     chute.pack(png_folder, tmp_path / "raw", raw=True)
     chute.pack(png_folder, tmp_path / "plain", raw=True, raw_compression="none")
     chute.pack(png_folder, tmp_path / "mixed", raw_below=90 * 80)  # the smaller images raw, the rest PNG
-    kinds = chute.packed.describe(chute.open(tmp_path / "mixed"))["records"]
+    kinds = inspection.describe(chute.open(tmp_path / "mixed"))["records"]
     assert set(kinds) == {"png", "raw-zstd"} and min(kinds.values()) >= 3, kinds
-    assert chute.packed.describe(chute.open(tmp_path / "raw"))["records"] == {"raw-zstd": 16}
-    assert chute.packed.describe(chute.open(tmp_path / "plain"))["records"] == {"raw": 16}
+    assert inspection.describe(chute.open(tmp_path / "raw"))["records"] == {"raw-zstd": 16}
+    assert inspection.describe(chute.open(tmp_path / "plain"))["records"] == {"raw": 16}
     kwargs = dict(batch_size=5, shuffle=True, seed=11, transforms=PIPELINES[pipeline])
     want = collect(chute.Loader(chute.open(tmp_path / "png"), **kwargs))
     for name in ("raw", "plain", "mixed"):
@@ -84,7 +84,7 @@ def test_max_side_resizes_as_pil_bilinear(folder, tmp_path):
     chute.pack(folder, tmp_path / "short", max_shorter_side=100, raw=True)
     source = chute.ImageFolder(folder)
     raw, jpeg, short = (chute.open(tmp_path / n) for n in ("raw", "jpeg", "short"))
-    assert chute.packed.describe(jpeg)["records"] == {"jpeg-reencoded": 36}
+    assert inspection.describe(jpeg)["records"] == {"jpeg-reencoded": 36}
     _, widths, heights, source_bytes = raw._native.records()
     for i, (path, _) in enumerate(source.samples):
         with Image.open(path) as im:
@@ -112,10 +112,10 @@ def test_images_within_the_cap_keep_their_bytes_unless_asked(folder, tmp_path):
     kept = chute.open(tmp_path / "keep")
     assert summary.source_bytes == summary.payload_bytes
     assert all(kept[i][0] == Path(p).read_bytes() for i, (p, _) in enumerate(source.samples))
-    assert chute.packed.describe(kept)["records"] == {"jpeg": 36}
+    assert inspection.describe(kept)["records"] == {"jpeg": 36}
     chute.pack(folder, tmp_path / "again", keep_original=False, quality=75)
     again = chute.open(tmp_path / "again")
-    assert chute.packed.describe(again)["records"] == {"jpeg-reencoded": 36}
+    assert inspection.describe(again)["records"] == {"jpeg-reencoded": 36}
     with pytest.raises(ValueError, match="re-encodes nothing"):
         chute.pack(folder, tmp_path / "x", quality=80)
     with pytest.raises(ValueError, match="not both"):
@@ -181,14 +181,14 @@ def test_a_version_1_pack_still_loads(folder, tmp_path):
     chute.pack(folder, tmp_path / "old")
     as_version1(tmp_path / "old")
     old = chute.open(tmp_path / "old")
-    info = chute.packed.describe(old)
+    info = inspection.describe(old)
     assert info["format_version"] == 1 and info["records"] == {"unknown": 36}
     assert info["source_bytes"] == info["payload_bytes"]
     kwargs = dict(batch_size=6, shuffle=True, seed=2, transforms=PIPELINES["train"])
     want = collect(chute.Loader(chute.open(tmp_path / "new"), **kwargs))
     got = collect(chute.Loader(old, **kwargs))
     assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(want, got))
-    assert chute.packed.verify(old) == []
+    assert inspection.verify(old) == []
 
 
 def test_cli_pack_flags_and_inspect_report_kinds_size_and_error(folder, tmp_path, capsys):

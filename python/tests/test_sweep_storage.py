@@ -77,11 +77,11 @@ def test_sweep_rows_that_run_and_rows_whose_pack_fails(photos):
     assert plain.unavailable is None and plain.error.max == 0 and plain.bytes > originals.bytes
     failed = by_name["pack --no-such-flag"]
     assert failed.unavailable and "--no-such-flag" in failed.unavailable
-    assert failed.rates.wall == [] and failed.error is None
+    assert failed.timings == [] and failed.error is None
     reduced = by_name["originals, decode='reduced' (gap 1)"]
     assert 0 < reduced.error.mae <= 1.0 and reduced.error.changed == 12
     for row in (originals, plain, reduced):
-        assert len(row.rates.wall) == len(row.rates.cpu) == 1 and row.rate > 0 and row.per_core > 0
+        assert len(row.timings) == 1 and row.rate > 0 and row.per_core > 0
     ffcv = by_name[storage.FFCV_NAME]
     assert ffcv.unavailable.startswith("no --ffcv-python given")
 

@@ -185,11 +185,12 @@ TEST(PrefetchTest, AnExplicitPrefetchIsLoweredToFitMaxMemory) {
   auto loader = Loader::create(source, std::move(*Pipeline::create({CenterCrop{16, 16}})), o);
   ASSERT_TRUE(loader.is_ok()) << loader.status().to_string();
   EXPECT_EQ((*loader)->prefetch(), 8);
+  EXPECT_EQ((*loader)->notices().size(), 1u);  // the engine says so, for the caller to show
   EXPECT_LE((*loader)->stats().ring_slots * (*loader)->stats().slot_bytes, o.max_memory);
-  o.max_memory = slot;  // not even 3 buffers: prefetch 1, the least that runs
+  o.max_memory = slot;  // not even prefetch 1's 3 buffers: refused, never run over max_memory
   auto small = Loader::create(source, std::move(*Pipeline::create({CenterCrop{16, 16}})), o);
-  ASSERT_TRUE(small.is_ok());
-  EXPECT_EQ((*small)->prefetch(), 1);
+  ASSERT_FALSE(small.is_ok());
+  EXPECT_NE(small.status().message().find("fewer than 3 batch buffers"), std::string::npos);
 }
 
 }  // namespace

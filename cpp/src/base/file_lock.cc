@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -85,6 +86,32 @@ void FileLock::release() {
 }
 
 Result<FileLock> FileLock::acquire(const std::string& path, bool wait, bool* waited) {
+  return lock(path, LOCK_EX, wait, waited);
+}
+
+Result<FileLock> FileLock::acquire_shared(const std::string& path) { return lock(path, LOCK_SH, false, nullptr); }
+
+bool FileLock::try_upgrade() {
+  if (fd_ < 0) return false;
+  int rc;
+  while ((rc = ::flock(fd_, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
+  }
+  if (rc == 0) return true;
+  remove_on_release_ = false;  // not this holder's to remove
+  release();
+  return false;
+}
+
+namespace {
+// Whether `path` still names the file open as `fd` (its holder has not removed it).
+bool names_file(const std::string& path, int fd) {
+  struct stat held, named;
+  return ::fstat(fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 && named.st_ino == held.st_ino &&
+         named.st_dev == held.st_dev;
+}
+}  // namespace
+
+Result<FileLock> FileLock::lock(const std::string& path, int operation, bool wait, bool* waited) {
   for (;;) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0666);
     if (fd < 0) {
@@ -93,27 +120,29 @@ Result<FileLock> FileLock::acquire(const std::string& path, bool wait, bool* wai
     }
     FileLock lock(fd, path);  // closes it on every way out
     int rc;
-    while ((rc = ::flock(fd, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
+    while ((rc = ::flock(fd, operation | LOCK_NB)) != 0 && errno == EINTR) {
     }
     if (rc != 0 && errno == EWOULDBLOCK) {
+      // Busy: unless its holder is removing the file (then the path's next file is free), wait or give up.
+      if (!names_file(path, fd)) continue;
       if (!wait) return FileLock();
       if (waited != nullptr) *waited = true;
       if (CancelScope::current() == nullptr) {
-        while ((rc = ::flock(fd, LOCK_EX)) != 0 && errno == EINTR) {
+        while ((rc = ::flock(fd, operation)) != 0 && errno == EINTR) {
         }
       } else {
         // A cancellable wait: flock() itself cannot watch a token, so try again every few milliseconds.
-        for (int ms = 1; (rc = ::flock(fd, LOCK_EX | LOCK_NB)) != 0 && (errno == EWOULDBLOCK || errno == EINTR);
+        for (int ms = 1; (rc = ::flock(fd, operation | LOCK_NB)) != 0 && (errno == EWOULDBLOCK || errno == EINTR);
              ms = std::min(ms * 2, kPollMaxMs)) {
           if (CancelScope::cancelled()) return cancelled_error("waiting for the lock " + path);
           ::usleep(static_cast<useconds_t>(ms) * 1000);
         }
       }
     }
+    if (rc != 0 && (errno == ENOLCK || errno == EOPNOTSUPP || errno == ENOSYS))
+      return Status(StatusCode::kUnsupported, "cannot lock " + path + ": " + std::strerror(errno));
     if (rc != 0) return errno_status(errno, "cannot lock " + path);
-    struct stat held, named;
-    if (::fstat(fd, &held) != 0) return errno_status(errno, "cannot stat the lock file " + path);
-    if (::stat(path.c_str(), &named) == 0 && named.st_ino == held.st_ino && named.st_dev == held.st_dev) return lock;
+    if (names_file(path, fd)) return lock;
     // Its holder removed the file before we locked it: lock the path's current file instead.
   }
 }

@@ -2,13 +2,36 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <string>
 
 namespace chute {
 
+namespace {
+
+int64_t buffers_fit(const TunerSettings& s) { return static_cast<int64_t>(s.max_memory / s.slot_bytes); }
+
+std::string mib(size_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+}  // namespace
+
 int Autotuner::max_prefetch(const TunerSettings& s) {
   if (s.slot_bytes == 0) return s.prefetch;
-  const int64_t buffers = static_cast<int64_t>(s.max_memory / s.slot_bytes);
-  return static_cast<int>(std::clamp<int64_t>(buffers - 2, 1, 1 << 16));
+  return static_cast<int>(std::clamp<int64_t>(buffers_fit(s) - s.reserved_buffers, 1, 1 << 16));
+}
+
+Status Autotuner::check_memory(const TunerSettings& s) {
+  if (s.slot_bytes == 0 || buffers_fit(s) >= 1 + int64_t{s.reserved_buffers}) return Status::ok();
+  const int extra = s.reserved_buffers - 2;
+  return invalid_argument("max_memory of " + mib(s.max_memory) + " (" + std::to_string(s.max_memory) +
+                          " bytes) holds fewer than " + std::to_string(1 + s.reserved_buffers) + " batch buffers of " +
+                          mib(s.slot_bytes) + " (prefetch 1 and 2 more" +
+                          (extra > 0 ? ", and " + std::to_string(extra) + " for copies to the device in flight" : "") +
+                          "), whatever the prefetch: raise max_memory, or lower batch_size or the output size");
 }
 
 int Autotuner::initial_prefetch(const TunerSettings& s) {

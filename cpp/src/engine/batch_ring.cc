@@ -14,7 +14,7 @@ BatchRing::BatchRing(int64_t batch_size, size_t sample_bytes, int initial_slots,
     : allocator_(allocator ? std::move(allocator) : heap_allocator()),
       batch_size_(batch_size),
       sample_bytes_(sample_bytes),
-      max_bytes_(std::max(max_bytes, slot_bytes() * static_cast<size_t>(initial_slots))) {
+      max_bytes_(std::max(max_bytes, slot_footprint() * static_cast<size_t>(initial_slots))) {
   CHUTE_CHECK(batch_size > 0 && sample_bytes > 0 && initial_slots > 0);
   for (int i = 0; i < initial_slots; ++i) free_.push_back(grow());
 }

@@ -116,6 +116,21 @@ TEST(BatchRingTest, HandedOverMemoryIsNeverReused) {
   for (void* p : returned) EXPECT_NE(p, given);
 }
 
+// torch's pinned blocks are rounded up to a power of two: the byte budget counts the blocks, not the batches.
+TEST(BatchRingTest, TheBudgetCountsRoundedBlocks) {
+  auto plain = std::make_shared<BlockPool>();
+  auto rounded = std::make_shared<BlockPool>("torch pinned", /*power_of_two_blocks=*/true);
+  // A slot of 1216 (2 x 600, aligned) + 16 bytes of labels: a 2048-byte block.
+  BatchRing a(/*batch_size=*/2, /*sample_bytes=*/600, /*initial_slots=*/1, /*max_bytes=*/8192, plain);
+  BatchRing b(/*batch_size=*/2, /*sample_bytes=*/600, /*initial_slots=*/1, /*max_bytes=*/8192, rounded);
+  ASSERT_EQ(a.slot_bytes(), 1232u);
+  EXPECT_EQ(a.slot_footprint(), 1232u);
+  EXPECT_EQ(b.slot_footprint(), 2048u);
+  EXPECT_EQ(a.max_slots(), 6);
+  EXPECT_EQ(b.max_slots(), 4);
+  EXPECT_EQ(rounded->footprint(4096), 4096u);  // a power of two already
+}
+
 }  // namespace
 
 #ifdef MADV_WIPEONFORK

@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <bit>
 #include <new>
 #include <utility>
 
@@ -61,6 +62,8 @@ void BlockPool::deallocate(void* p, size_t) noexcept {
   std::lock_guard<std::mutex> lock(mu_);
   returned_.push_back(p);
 }
+
+size_t BlockPool::footprint(size_t bytes) const { return power_of_two_ ? std::bit_ceil(bytes) : bytes; }
 
 size_t BlockPool::available(size_t bytes) const {
   std::lock_guard<std::mutex> lock(mu_);

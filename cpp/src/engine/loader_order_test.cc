@@ -77,6 +77,32 @@ TEST(LoaderOrderTest, ShardOrderIsTheShardWindowOrderPerRankAndResumesExactly) {
   EXPECT_EQ(seen.size(), 40u);
 }
 
+TEST(LoaderOrderTest, LoaderOrderIsWhatTheLoaderVisitsInEitherOrder) {
+  // chute.ray.RemoteLoader's driver hands out batches from LoaderOrder: it must be the Loader's own order.
+  auto source = std::make_shared<ShardedSource>(23, std::vector<int64_t>{4, 6, 5, 8});
+  for (SampleOrder kind : {SampleOrder::kSample, SampleOrder::kShards}) {
+    const LoaderOptions options{.batch_size = 4,
+                                .shuffle = true,
+                                .seed = 9,
+                                .num_threads = 2,
+                                .shard = {1, 3, true},
+                                .order = kind,
+                                .shard_window = 2};
+    auto loader = make(source, options);
+    ASSERT_NE(loader, nullptr);
+    auto order = LoaderOrder::create(*source, options);
+    ASSERT_TRUE(order.is_ok()) << order.status().to_string();
+    for (uint64_t epoch : {0, 3}) {
+      const auto expected = order->epoch(epoch);
+      const auto got = labels(*loader, epoch);
+      ASSERT_EQ(static_cast<int64_t>(got.size()), expected->size());
+      for (int64_t k = 0; k < expected->size(); ++k) EXPECT_EQ(got[k], (*expected)[k]) << sample_order_name(kind);
+    }
+  }
+  // The shard is checked against the source, as Loader::create checks it.
+  EXPECT_FALSE(LoaderOrder::create(*source, {.shard = {0, 24, true}}).is_ok());
+}
+
 TEST(LoaderOrderTest, ShardOrderNeedsASourceStoredInShards) {
   auto pipeline = Pipeline::create({CenterCrop{8, 8}});
   auto plain = std::make_shared<MemorySource>(std::vector<std::vector<uint8_t>>(4));

@@ -342,6 +342,52 @@ TEST(LoaderTest, EmptySourceAndBadOptions) {
   EXPECT_FALSE(Loader::create(empty, *normalized, {.batch_size = 1}).is_ok());  // uint8 + Normalize
 }
 
+TEST(LoaderTest, MaxMemoryBoundsTheRingWhateverThePrefetch) {
+  auto empty = std::make_shared<MemorySource>(std::vector<std::vector<uint8_t>>{}, kClasses);
+  auto pipeline = Pipeline::create({CenterCrop{32, 32}});
+  constexpr size_t kBuffer = 4 * (3072 + 8);  // batch 4 of 32 x 32 x 3 bytes and their labels
+  // One buffer over max_memory (or any ring short of prefetch 1 + 2): refused with an explicit prefetch
+  // too, naming both sizes, where it once ran with prefetch 1 and 3 buffers over the budget.
+  for (int prefetch : {0, 1, 4}) {
+    for (size_t max_memory : {kBuffer - 1, 3 * kBuffer - 1}) {
+      auto refused =
+          Loader::create(empty, *pipeline, {.batch_size = 4, .prefetch = prefetch, .max_memory = max_memory});
+      ASSERT_FALSE(refused.is_ok()) << prefetch << " " << max_memory;
+      EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+      const std::string& m = refused.status().message();
+      EXPECT_NE(m.find("max_memory of 0.0 MiB (" + std::to_string(max_memory) + " bytes)"), std::string::npos) << m;
+      EXPECT_NE(m.find("fewer than 3 batch buffers of 0.0 MiB"), std::string::npos) << m;
+    }
+  }
+  // An explicit prefetch is lowered to what fits, and says so: the engine's own notice.
+  auto lowered = Loader::create(empty, *pipeline, {.batch_size = 4, .prefetch = 4, .max_memory = 4 * kBuffer});
+  ASSERT_TRUE(lowered.is_ok()) << lowered.status().to_string();
+  EXPECT_EQ((*lowered)->prefetch(), 2);
+  ASSERT_EQ((*lowered)->notices().size(), 1u);
+  EXPECT_NE((*lowered)->notices()[0].find("prefetch=4 needs 0 MiB of batch buffers (4 + 2, of 0.0 MiB each)"),
+            std::string::npos)
+      << (*lowered)->notices()[0];
+  EXPECT_NE((*lowered)->notices()[0].find("max_memory=" + std::to_string(4 * kBuffer) + " bytes"), std::string::npos);
+  EXPECT_NE((*lowered)->notices()[0].find("using prefetch=2"), std::string::npos);
+  EXPECT_LE((*lowered)->stats().ring_slots * (*lowered)->stats().slot_bytes, 4 * kBuffer);
+  auto fits = Loader::create(empty, *pipeline, {.batch_size = 4, .prefetch = 2, .max_memory = 4 * kBuffer});
+  ASSERT_TRUE(fits.is_ok());
+  EXPECT_TRUE((*fits)->notices().empty());
+  EXPECT_EQ((*fits)->prefetch(), 2);
+  // A DeviceLoader's host batches in flight are buffers of the ring too: they count against max_memory.
+  auto device =
+      Loader::create(empty, *pipeline, {.batch_size = 4, .prefetch = 2, .max_memory = 4 * kBuffer, .extra_buffers = 1});
+  ASSERT_TRUE(device.is_ok());
+  EXPECT_EQ((*device)->prefetch(), 1);
+  ASSERT_EQ((*device)->notices().size(), 1u);
+  EXPECT_NE((*device)->notices()[0].find("(2 + 2 + 1 for copies to the device"), std::string::npos)
+      << (*device)->notices()[0];
+  auto no_room = Loader::create(empty, *pipeline, {.batch_size = 4, .max_memory = 4 * kBuffer, .extra_buffers = 2});
+  ASSERT_FALSE(no_room.is_ok());
+  EXPECT_NE(no_room.status().message().find("fewer than 5 batch buffers"), std::string::npos)
+      << no_room.status().message();
+}
+
 TEST(LoaderTest, StatsCountEverySampleByteAndStage) {
   auto images = make_images(40);
   int64_t total_bytes = 0;

@@ -1,6 +1,12 @@
 #include "chute/engine/reference.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <thread>
+
+#include "chute/base/thread.h"
+#include "chute/order/sampler.h"
 
 namespace chute {
 
@@ -36,6 +42,33 @@ DecodeRate decode_rate(const std::vector<std::vector<uint8_t>>& files, const Ref
   } while (elapsed < min_seconds);
   rate.images_per_second = rate.images / elapsed;
   return rate;
+}
+
+Result<ReadRate> read_rate(const Source& source, int threads, bool shuffle) {
+  const EpochOrder order(source.size(), shuffle, /*seed=*/0, /*epoch=*/0, Shard{.even_split = false});
+  std::atomic<int64_t> next{0}, bytes{0}, failures{0};
+  const auto start = std::chrono::steady_clock::now();
+  {
+    std::vector<std::jthread> pool;  // joined when it goes, before the clock stops
+    const Status started = start_threads<std::jthread>(
+        "chute-read", 0, std::max(1, threads),
+        [&](int) {
+          std::vector<uint8_t> out;
+          for (int64_t k; (k = next.fetch_add(1)) < order.size();) {
+            if (source.read(order[k], out).is_ok())
+              bytes += static_cast<int64_t>(out.size());
+            else
+              ++failures;
+          }
+        },
+        pool);
+    if (pool.empty()) return started;
+  }
+  ReadRate r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.bytes = bytes.load();
+  r.failures = failures.load();
+  return r;
 }
 
 }  // namespace chute

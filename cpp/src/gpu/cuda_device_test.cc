@@ -22,7 +22,7 @@ namespace {
 
 TEST(CudaDeviceTest, WithoutAGpuOpeningFailsWithAClearError) {
   const CudaAvailability a = cuda_availability();
-  if (a.available) GTEST_SKIP() << "a CUDA GPU is present: " << a.message;
+  if (a.available) GTEST_SKIP() << "runs only without a GPU: a CUDA GPU is present: " << a.message;
   EXPECT_FALSE(a.message.empty());
   auto dev = open_cuda_device(0);
   ASSERT_FALSE(dev.is_ok());
@@ -159,7 +159,7 @@ class CudaGpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const CudaAvailability a = cuda_availability();
-    if (!a.available) GTEST_SKIP() << "no CUDA GPU: " << a.message;
+    if (!a.available) GTEST_SKIP() << "needs a CUDA GPU: " << a.message;
     auto d = open_cuda_device(0);
     ASSERT_TRUE(d.is_ok()) << d.status().to_string();
     device_ = *d;

@@ -30,13 +30,13 @@ DeviceLoader::DeviceLoader(std::shared_ptr<Device> device, std::shared_ptr<Loade
 
 DeviceLoader::~DeviceLoader() { close(); }
 
-Status DeviceLoader::start_epoch(uint64_t epoch, int64_t start) {
+Status DeviceLoader::start_epoch(uint64_t epoch, int64_t start, const std::vector<EpochSplit>& splits) {
   if (closed_) return Status(StatusCode::kCancelled, "the loader is closed");
   slots_->drain();
   pending_error_.reset();
   host_done_ = false;
   active_ = false;
-  CHUTE_RETURN_IF_ERROR(loader_->start_epoch(epoch, start));
+  CHUTE_RETURN_IF_ERROR(loader_->resume_epoch(epoch, splits, start));
   position_ = start;
   active_ = true;
   return Status::ok();

@@ -1,6 +1,7 @@
 #include "chute/gpu/device_slots.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -118,8 +119,13 @@ int DeviceSlots::num_slots() const { return static_cast<int>(ring_->slots.size()
 
 Status DeviceSlots::register_host(void* p, size_t bytes) {
   if (closed_) return Status(StatusCode::kCancelled, "the device slots are closed");
+  if (p == nullptr || bytes == 0) return invalid_argument("register_host of an empty range");
+  CHUTE_ASSIGN_OR_RETURN(Mapping mapping, mapping_of(p));
+  if (reinterpret_cast<uintptr_t>(p) + bytes > mapping.end)
+    return invalid_argument("register_host: the range runs past the mapping that holds its start (" + mapping.path +
+                            ")");
   CHUTE_RETURN_IF_ERROR(device_->register_host(p, bytes));
-  registered_[reinterpret_cast<uintptr_t>(p)] = bytes;
+  registered_[reinterpret_cast<uintptr_t>(p)] = {bytes, std::move(mapping)};
   return Status::ok();
 }
 
@@ -130,10 +136,58 @@ bool DeviceSlots::registered(const void* p, size_t bytes) const {
     auto it = registered_.upper_bound(a);
     if (it == registered_.begin()) return false;
     --it;
-    if (a >= it->first + it->second) return false;
-    a = it->first + it->second;  // the next range must start here
+    if (a >= it->first + it->second.bytes) return false;
+    a = it->first + it->second.bytes;  // the next range must start here
   }
   return true;
+}
+
+bool DeviceSlots::wait_for_copies() {
+  bool done = true;
+  for (DeviceRing::Slot& s : ring_->slots)
+    if (s.copied && !device_->synchronize(*s.copied).is_ok()) done = false;
+  return done;
+}
+
+void DeviceSlots::unregister_where(uintptr_t lo, uintptr_t hi) {
+  auto it = registered_.upper_bound(lo);
+  if (it != registered_.begin() && std::prev(it)->first + std::prev(it)->second.bytes > lo) --it;
+  while (it != registered_.end() && it->first < hi) {
+    device_->unregister_host(reinterpret_cast<void*>(it->first), it->second.bytes);
+    it = registered_.erase(it);
+  }
+}
+
+void DeviceSlots::unregister_host(const void* p, size_t bytes) {
+  // Only once no copy reads the ranges. A device that cannot say so has failed: its ranges stay
+  // registered (to the process's end) rather than unpinned under a copy.
+  if (!wait_for_copies()) return;
+  const auto lo = reinterpret_cast<uintptr_t>(p);
+  unregister_where(lo, bytes > UINTPTR_MAX - lo ? UINTPTR_MAX : lo + bytes);
+}
+
+Status DeviceSlots::forget_stale(const void* p, size_t bytes) {
+  // Whether the part [a, b) of a range is still, byte for byte, the memory registered.
+  auto same = [](const Registered& r, uintptr_t a, uintptr_t b) {
+    auto now = mapping_of(reinterpret_cast<const void*>(a));
+    return now.is_ok() && now->end >= b && r.mapping.same_memory_at(*now, a);
+  };
+  const auto lo = reinterpret_cast<uintptr_t>(p), hi = lo + bytes;
+  auto it = registered_.upper_bound(lo);
+  if (it != registered_.begin() && std::prev(it)->first + std::prev(it)->second.bytes > lo) --it;
+  bool any = false;
+  for (; it != registered_.end() && it->first < hi && !any; ++it)
+    any = !same(it->second, std::max(lo, it->first), std::min(hi, it->first + it->second.bytes));
+  if (!any) return Status::ok();
+  // One range went: its neighbours (windows of the same mapping) likely did too. Every range is looked
+  // at once now, so that no stale range is left to overlap a new registration.
+  std::vector<std::pair<uintptr_t, uintptr_t>> stale;
+  for (const auto& [start, r] : registered_)
+    if (!same(r, start, start + r.bytes)) stale.emplace_back(start, start + r.bytes);
+  if (!wait_for_copies()) return Status(StatusCode::kEnvironment, "the device failed while copies were in flight");
+  for (auto [start, end] : stale) unregister_where(start, end);
+  stale_ranges_ += static_cast<int64_t>(stale.size());
+  return Status::ok();
 }
 
 Status DeviceSlots::copy(void* dst, const void* src, size_t bytes, bool whole) {
@@ -142,7 +196,7 @@ Status DeviceSlots::copy(void* dst, const void* src, size_t bytes, bool whole) {
   auto a = reinterpret_cast<uintptr_t>(src);
   while (bytes > 0) {  // registered(): every byte lies in a range
     auto it = std::prev(registered_.upper_bound(a));
-    const size_t piece = std::min<size_t>(bytes, it->first + it->second - a);
+    const size_t piece = std::min<size_t>(bytes, it->first + it->second.bytes - a);
     CHUTE_RETURN_IF_ERROR(device_->copy_async(out, reinterpret_cast<const void*>(a), piece));
     out += piece, a += piece, bytes -= piece;
   }
@@ -161,6 +215,10 @@ Status DeviceSlots::issue(HostBatch b) {
   const size_t label_bytes = static_cast<size_t>(b.count) * sizeof(int64_t);
   if (b.count < 1 || image_bytes > ring_->image_bytes)
     return invalid_argument("a host batch of " + std::to_string(b.count) + " samples does not fit the device slots");
+  if (!b.pinned && !registered_.empty()) {  // registered memory still mapped, or staged
+    CHUTE_RETURN_IF_ERROR(forget_stale(b.images, image_bytes));
+    CHUTE_RETURN_IF_ERROR(forget_stale(b.labels, label_bytes));
+  }
   int slot = -1;
   {
     std::lock_guard<std::mutex> lock(ring_->mu);
@@ -258,14 +316,7 @@ void DeviceSlots::close() {
     device_->free_device(s.images, ring_->slot_bytes);
     s.images = nullptr;
   }
-  // Every copy has completed (drain(), or the synchronize above for a slot the consumer holds): no copy
-  // reads a registered range any more. A slot whose copy could not be synchronised keeps it registered.
-  bool copies_done = true;
-  for (DeviceRing::Slot& s : ring_->slots)
-    if (s.copied && !device_->synchronize(*s.copied).is_ok()) copies_done = false;
-  if (copies_done)
-    for (auto& [p, bytes] : registered_) device_->unregister_host(reinterpret_cast<void*>(p), bytes);
-  registered_.clear();
+  unregister_host(nullptr, UINTPTR_MAX);  // every range, once no copy reads it any more
 }
 
 }  // namespace chute

@@ -7,6 +7,8 @@
 #include "chute/gpu/device_slots.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <numeric>
@@ -134,6 +136,55 @@ TEST(DeviceSlotsTest, HoldingEverySlotIsAnErrorAndCloseUnregisters) {
   device->unregister_host(store.data(), store.size());
   held.clear();  // released after close: the memory goes with the ring
   EXPECT_EQ(device->violations(), 0) << device->first_violation();
+}
+
+// Ray's object store on the trainer is shared memory that Ray maps and unmaps: a fallback allocation
+// goes when its object is released, the whole store at ray.shutdown(). A registered window whose memory
+// was replaced must not be copied from (CUDA would read the pages pinned at registration): DeviceSlots
+// checks the mapping before each copy, unregisters the stale window and stages the batch.
+TEST(DeviceSlotsTest, AWindowUnmappedAndRemappedIsNeverCopiedFromItsOldPages) {
+  auto device = SimulatedDevice::create(11, 100).value();
+  auto slots = DeviceSlots::create(device, kSampleBytes, kBatch, {.device_prefetch = 2}).value();
+  constexpr size_t kWindow = 1 << 20;
+  const int first = memfd_create("chute-test-store", MFD_CLOEXEC);
+  const int second = memfd_create("chute-test-fallback", MFD_CLOEXEC);
+  ASSERT_TRUE(first >= 0 && second >= 0 && ftruncate(first, kWindow) == 0 && ftruncate(second, kWindow) == 0);
+  auto* store = static_cast<uint8_t*>(mmap(nullptr, kWindow, PROT_READ | PROT_WRITE, MAP_SHARED, first, 0));
+  ASSERT_NE(store, MAP_FAILED);
+  auto copy_through = [&](int64_t n) {
+    const auto bytes = batch_bytes(n, kBatch);
+    const auto labels = batch_labels(n, kBatch);
+    std::memcpy(store, bytes.data(), bytes.size());
+    std::memcpy(store + 4096, labels.data(), labels.size() * sizeof(int64_t));
+    const auto* label_at = reinterpret_cast<const int64_t*>(store + 4096);
+    ASSERT_TRUE(slots->issue({store, label_at, kBatch, nullptr, false, n}).is_ok());
+    auto got = slots->take(0);
+    ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+    expect_batch(*got->first, n, kBatch);
+  };
+  ASSERT_TRUE(slots->register_host(store, kWindow).is_ok());
+  copy_through(0);
+  EXPECT_EQ(slots->stale_ranges(), 0);
+
+  // Unmapped without a word, and other memory mapped at the same address.
+  ASSERT_EQ(mmap(store, kWindow, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, second, 0), store);
+  copy_through(1);
+  EXPECT_EQ(device->violations(), 0) << device->first_violation();
+  EXPECT_EQ(slots->stale_ranges(), 1);
+  EXPECT_FALSE(slots->registered(store, kWindow));  // staged from now on
+  EXPECT_EQ(device->outlived_registrations(), 1);   // unmapped behind chute's back: it could only clean up
+
+  // The new memory can be registered; unregistered before it is unmapped, its registration ends with it.
+  ASSERT_TRUE(slots->register_host(store, kWindow).is_ok());
+  copy_through(2);
+  slots->unregister_host(store, kWindow);
+  EXPECT_FALSE(slots->registered(store, kWindow));
+  ASSERT_EQ(munmap(store, kWindow), 0);
+  close(first), close(second);
+  slots->close();
+  EXPECT_EQ(device->violations(), 0) << device->first_violation();
+  EXPECT_EQ(device->outlived_registrations(), 1);
+  EXPECT_EQ(slots->stale_ranges(), 1);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "chute/gpu/simulated_device.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <variant>
@@ -134,8 +135,16 @@ bool SimulatedDevice::live(const std::map<uintptr_t, size_t>& allocations, const
   return a + bytes <= it->first + it->second;
 }
 
+const SimulatedDevice::Registration* SimulatedDevice::registration(const void* p, size_t bytes) const {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = registered_.upper_bound(a);
+  if (it == registered_.begin()) return nullptr;
+  --it;
+  return a + bytes <= it->first + it->second.bytes ? &it->second : nullptr;
+}
+
 bool SimulatedDevice::pinned(const void* p, size_t bytes) const {
-  return live(host_, p, bytes) || live(registered_, p, bytes);
+  return live(host_, p, bytes) || registration(p, bytes) != nullptr;
 }
 
 Result<void*> SimulatedDevice::allocate(std::map<uintptr_t, size_t>& allocations, size_t bytes) {
@@ -165,24 +174,28 @@ void SimulatedDevice::release(std::map<uintptr_t, size_t>& allocations, void* p,
 Result<void*> SimulatedDevice::allocate_host(size_t bytes) { return allocate(host_, bytes); }
 void SimulatedDevice::free_host(void* p, size_t bytes) noexcept { release(host_, p, bytes, "host"); }
 Status SimulatedDevice::register_host(void* p, size_t bytes) {
+  auto mapping = mapping_of(p);  // as cudaHostRegister, which fails on unmapped memory
+  if (!mapping.is_ok()) return invalid_argument("simulated device: register_host of unmapped memory");
   std::lock_guard<std::mutex> lock(mu_);
   const auto a = reinterpret_cast<uintptr_t>(p);
   auto next = registered_.lower_bound(a);
   const bool overlaps = (next != registered_.end() && next->first < a + bytes) ||
-                        (next != registered_.begin() && std::prev(next)->first + std::prev(next)->second > a);
+                        (next != registered_.begin() && std::prev(next)->first + std::prev(next)->second.bytes > a);
   if (p == nullptr || bytes == 0 || overlaps)  // as cudaHostRegister: cudaErrorHostMemoryAlreadyRegistered
     return invalid_argument("simulated device: register_host of an empty or already registered range");
-  registered_[a] = bytes;
+  registered_[a] = {bytes, std::move(mapping).value()};
   return Status::ok();
 }
 
 void SimulatedDevice::unregister_host(void* p, size_t bytes) noexcept {
+  auto now = mapping_of(p);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = registered_.find(reinterpret_cast<uintptr_t>(p));
-  if (it == registered_.end() || it->second != bytes) {
+  if (it == registered_.end() || it->second.bytes != bytes) {
     violation("unregister_host of a range that is not registered");
     return;
   }
+  if (!now.is_ok() || !it->second.mapping.same_memory_at(*now, it->first)) ++outlived_;
   registered_.erase(it);  // a copy still queued from it finds it gone: a violation (run())
 }
 
@@ -199,6 +212,14 @@ Result<std::unique_ptr<DeviceEvent>> SimulatedDevice::create_event() {
 
 Status SimulatedDevice::copy_async(void* dst, const void* src, size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (const Registration* r = registration(src, bytes); r != nullptr && !live(host_, src, bytes)) {
+    const auto a = reinterpret_cast<uintptr_t>(src);
+    auto now = mapping_of(src);
+    if (!now.is_ok() || now->end < a + bytes || !r->mapping.same_memory_at(*now, a))
+      violation(
+          "copy_async from a registered range whose memory was unmapped or replaced since it was "
+          "registered: CUDA would read the pages pinned then, not the memory mapped there now");
+  }
   if (!pinned(src, bytes)) {
     violation("copy_async from memory that is not live pinned memory of this device");
     return Status(StatusCode::kInvalidArgument, "simulated device: copy source is not pinned memory");
@@ -300,6 +321,7 @@ Result<int> SimulatedDevice::create_stream(int min_delay_us, int max_delay_us) {
 }
 
 Result<void*> SimulatedDevice::allocate_block(size_t bytes) {
+  bytes = std::bit_ceil(bytes);  // as torch's CachingHostAllocator: size classes of powers of two
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [p, b] : blocks_) {
@@ -380,6 +402,11 @@ int64_t SimulatedDevice::violations() const {
 std::string SimulatedDevice::first_violation() const {
   std::lock_guard<std::mutex> lock(mu_);
   return first_violation_;
+}
+
+int64_t SimulatedDevice::outlived_registrations() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return outlived_;
 }
 
 int64_t SimulatedDevice::copies() const {

@@ -25,6 +25,9 @@ Result<std::shared_ptr<FileList>> FileList::open(const std::string& list_path) {
     int64_t label = 0;
     const char* end = line.data() + line.size();
     const std::string where = list_path + ":" + std::to_string(line_no) + ": ";
+    // A NUL would end the path early in open(): another file read under this line's name.
+    if (const size_t nul = line.find('\0'); nul != std::string::npos)
+      return invalid_argument(where + "a NUL byte at column " + std::to_string(nul + 1) + " (a path cannot hold one)");
     if (sep == std::string::npos || sep < start)
       return invalid_argument(where + "expected \"<path> <integer label>\", got \"" + line.substr(start) + "\"");
     const auto [ptr, ec] = std::from_chars(line.data() + sep + 1, end, label);

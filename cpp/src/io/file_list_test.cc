@@ -25,6 +25,8 @@ TEST(FileListTest, FromEntriesKeepsPathsAndLabelsAsGiven) {
   ASSERT_EQ(f.size(), 2);
   EXPECT_EQ(f.name(0), root + "/" + odd);
   EXPECT_EQ(f.name(1), root + "/b.png");  // relative to root
+  EXPECT_EQ(f.key(0), odd);               // what `chute pack` stores: the path below the root
+  EXPECT_EQ(f.key(1), "b.png");
   EXPECT_EQ(f.label(0), 3);
   EXPECT_EQ(f.label(1), -1);
   EXPECT_EQ(f.root(), root);
@@ -50,6 +52,18 @@ TEST(FileListTest, FromEntriesNamesTheBadEntry) {
   auto nul = FileList::from_entries("/", {std::string("/a\0b.jpg", 8)}, {0});
   ASSERT_FALSE(nul.is_ok());
   EXPECT_NE(nul.status().message().find("entry 0: the path holds a NUL byte"), std::string::npos);
+}
+
+TEST(FileListTest, ANulInAListedPathIsAnErrorNamingTheLine) {
+  TempDir dir;
+  dir.write("img000.jpg", std::vector<uint8_t>{1, 2, 3});  // what a path cut at its NUL would read
+  const std::string line = std::string("img000.jpg\0junk 0\n", 18);
+  dir.write("list.txt", std::vector<uint8_t>(line.begin(), line.end()));
+  auto list = FileList::open((dir.path() / "list.txt").string());
+  ASSERT_FALSE(list.is_ok()) << "the sample was read from img000.jpg";
+  EXPECT_EQ(list.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(list.status().message().find("list.txt:1: a NUL byte at column 11"), std::string::npos)
+      << list.status().message();
 }
 
 }  // namespace

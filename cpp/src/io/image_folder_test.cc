@@ -35,6 +35,8 @@ TEST(ImageFolderTest, ListsLikeTorchvision) {
   EXPECT_EQ(f.name(2), root + "/dog/b.jpg");
   EXPECT_EQ(f.name(3), root + "/dog/sub/c.png");
   EXPECT_EQ(f.name(4), root + "/dog/sub-x/d.jpg");
+  EXPECT_EQ(f.key(0), "cat/z.webp");  // what `chute pack` stores: the path below the root
+  EXPECT_EQ(f.key(3), "dog/sub/c.png");
   EXPECT_EQ(f.label(0), 0);
   EXPECT_EQ(f.label(4), 1);
   std::vector<uint8_t> out;

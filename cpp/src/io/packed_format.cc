@@ -194,7 +194,8 @@ Result<IndexView> IndexView::parse(std::span<const uint8_t> b, const std::string
   IndexView v;
   v.bytes_ = b;
   const uint32_t kind = load_le<uint32_t>(b.data() + 24);
-  if (kind != static_cast<uint32_t>(IndexKind::kPacked) && kind != static_cast<uint32_t>(IndexKind::kTar))
+  if (kind != static_cast<uint32_t>(IndexKind::kPacked) && kind != static_cast<uint32_t>(IndexKind::kTar) &&
+      kind != static_cast<uint32_t>(IndexKind::kSpan))
     return corrupt_data(what + ": unknown index kind " + std::to_string(kind));
   v.kind_ = static_cast<IndexKind>(kind);
   v.tar_identity_ = {load_le<uint64_t>(b.data() + 96), load_le<int64_t>(b.data() + 104),

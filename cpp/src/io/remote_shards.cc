@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "chute/base/thread.h"
+#include "chute/remote/cache_key.h"
 
 namespace chute {
 
@@ -58,11 +59,8 @@ Result<std::shared_ptr<const MappedFile>> RemoteShards::fetch(uint32_t i) const 
   const ShardInfo& info = shards_[i];
   const std::string url = shard_url(i);
   // The key names the shard's content (its id is the hash of its record headers), so a repacked dataset
-  // at the same URL is never served from an old entry. Keys show in errors and `chute cache ls` and are
-  // stored on disk: a URL's user:password@ is left out.
-  char id[17];
-  std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(info.shard_id));
-  const std::string key = redact_url(url) + "#" + id;
+  // at the same URL is never served from an old entry.
+  const std::string key = cache_key(url, info.shard_id);
   bool filled = false;
   auto file = cache_->get(
       key, info.file_size,

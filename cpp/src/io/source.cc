@@ -24,6 +24,11 @@ Status Source::read_capped(int64_t index, std::vector<uint8_t>& out, uint64_t ma
   return Status::ok();
 }
 
+std::string path_below(const std::string& root, const std::string& path) {
+  const std::string prefix = root + "/";  // the sources join their root and a relative path with one '/'
+  return path.starts_with(prefix) ? path.substr(prefix.size()) : path;
+}
+
 std::string source_kind(const Source& source) {
   const char* mangled = typeid(source).name();
   int status = 0;

@@ -2,18 +2,14 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstdio>
-#include <filesystem>
-#include <optional>
 
 #include "chute/base/atomic_file.h"
+#include "chute/io/index_cache.h"
 
 namespace chute {
 namespace {
 
-constexpr size_t kFingerprintEdge = 64 << 10;
-constexpr size_t kFingerprintHeaders = 64;  // each a random read on a cold disk: few
-constexpr size_t kHeaderBlock = 512;
+constexpr size_t kHeaderBlock = 512;  // a member's header: the fingerprint hashes the one before each sample
 
 // Kind tar keeps what the scan skipped in the class table: per reason, "<reason>\0<count>\0<example>..."
 std::vector<std::string> encode_skipped(const std::vector<TarSkipped>& skipped) {
@@ -43,34 +39,15 @@ std::vector<TarSkipped> decode_skipped(const std::vector<std::string>& entries) 
   return out;
 }
 
-TarIdentity identity_of(const MappedFile& file, uint64_t fingerprint) {
-  return {.inode = file.inode(), .ctime_ns = file.ctime_ns(), .fingerprint = fingerprint};
-}
-
-std::string file_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
-
 }  // namespace
 
 uint64_t tar_fingerprint(std::span<const uint8_t> tar, const std::vector<uint64_t>& offsets) {
-  std::vector<uint8_t> bytes;
-  const size_t edge = std::min(tar.size(), kFingerprintEdge);
-  bytes.insert(bytes.end(), tar.begin(), tar.begin() + static_cast<ptrdiff_t>(edge));
-  bytes.insert(bytes.end(), tar.end() - static_cast<ptrdiff_t>(edge), tar.end());
-  const size_t n = offsets.size(), picks = std::min(n, kFingerprintHeaders);
-  for (size_t k = 0; k < picks; ++k) {
-    const uint64_t offset = offsets[k * n / picks];
-    if (offset < kHeaderBlock || offset > tar.size()) continue;
-    const auto header = tar.subspan(offset - kHeaderBlock, kHeaderBlock);
-    bytes.insert(bytes.end(), header.begin(), header.end());
-  }
-  return checksum(bytes);
+  return content_fingerprint(tar, offsets, kHeaderBlock);
 }
 
 std::vector<uint8_t> encode_tar_index(const MappedFile& file, const TarScan& scan) {
   std::vector<IndexEntry> entries;
   entries.reserve(scan.samples.size());
-  std::vector<uint64_t> offsets;
-  offsets.reserve(scan.samples.size());
   std::string keys;
   for (const TarSample& s : scan.samples) {
     entries.push_back({.offset = s.offset,
@@ -80,71 +57,10 @@ std::vector<uint8_t> encode_tar_index(const MappedFile& file, const TarScan& sca
                        .shard = 0,
                        .key_len = static_cast<uint32_t>(s.member.size()),
                        .source_bytes = s.size});
-    offsets.push_back(s.offset);
     keys += s.member;
   }
-  const ShardInfo info{.name = file_name(file.path()),
-                       .shard_id = 0,
-                       .file_size = file.bytes().size(),
-                       .record_count = scan.samples.size(),
-                       .first_sample = 0,
-                       .mtime_ns = file.mtime_ns()};
-  return encode_index(IndexKind::kTar, {info}, entries, keys, encode_skipped(scan.skipped),
-                      identity_of(file, tar_fingerprint(file.bytes(), offsets)));
+  return encode_file_index(IndexKind::kTar, file, entries, keys, encode_skipped(scan.skipped), kHeaderBlock);
 }
-
-namespace {
-
-struct LoadedIndex {
-  std::shared_ptr<const void> owner;  // the bytes `view` reads
-  IndexView view;
-  std::string path;
-};
-
-// The index at `path` when it is one and describes `tar` as it is now.
-std::optional<LoadedIndex> matching_index(const MappedFile& tar, const std::string& path) {
-  auto mapped = MappedFile::open(path);
-  if (!mapped.is_ok()) return std::nullopt;
-  auto parsed = IndexView::parse((*mapped)->bytes(), path);
-  if (!parsed.is_ok() || parsed->kind() != IndexKind::kTar || parsed->shards().size() != 1) return std::nullopt;
-  const ShardInfo& shard = parsed->shards()[0];
-  if (shard.file_size != tar.bytes().size() || shard.mtime_ns != tar.mtime_ns() || shard.name != file_name(tar.path()))
-    return std::nullopt;
-  std::vector<uint64_t> offsets(parsed->size());
-  for (uint64_t i = 0; i < parsed->size(); ++i) offsets[i] = parsed->entry(i).offset;
-  if (!(parsed->tar_identity() == identity_of(tar, tar_fingerprint(tar.bytes(), offsets)))) return std::nullopt;
-  return LoadedIndex{std::move(mapped).value(), std::move(parsed).value(), path};
-}
-
-std::string cache_path(const std::string& cache_dir, const std::string& tar_path) {
-  const std::string absolute = std::filesystem::absolute(tar_path).lexically_normal().string();
-  char hex[17];
-  std::snprintf(
-      hex, sizeof hex, "%016llx",
-      static_cast<unsigned long long>(checksum({reinterpret_cast<const uint8_t*>(absolute.data()), absolute.size()})));
-  return cache_dir + "/tar-index/" + hex + ".chidx";
-}
-
-// The tar's index: beside it when asked for there, else cached, else scanned (and cached).
-Result<LoadedIndex> load_index(const std::shared_ptr<const MappedFile>& tar, const std::string& cache_dir) {
-  if (auto beside = matching_index(*tar, tar->path() + ".chidx")) return std::move(*beside);
-  const std::string cached = cache_dir.empty() ? std::string() : cache_path(cache_dir, tar->path());
-  if (!cached.empty())
-    if (auto hit = matching_index(*tar, cached)) return std::move(*hit);
-  CHUTE_ASSIGN_OR_RETURN(TarScan scan, scan_tar(tar->bytes(), tar->path()));
-  auto bytes = std::make_shared<const std::vector<uint8_t>>(encode_tar_index(*tar, scan));
-  LoadedIndex out;
-  if (!cached.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(cached).parent_path(), ec);
-    if (write_file_atomically(cached, *bytes).is_ok()) out.path = cached;  // best effort: else in memory
-  }
-  CHUTE_ASSIGN_OR_RETURN(out.view, IndexView::parse(*bytes, tar->path() + " (index)"));
-  out.owner = std::move(bytes);
-  return out;
-}
-
-}  // namespace
 
 Result<std::shared_ptr<TarSource>> TarSource::open(const std::vector<std::string>& paths, TarOptions options) {
   if (paths.empty()) return invalid_argument("no tar file to open");
@@ -152,7 +68,17 @@ Result<std::shared_ptr<TarSource>> TarSource::open(const std::vector<std::string
   for (const std::string& path : paths) {
     Tar t;
     CHUTE_ASSIGN_OR_RETURN(t.file, MappedFile::open(path));
-    CHUTE_ASSIGN_OR_RETURN(LoadedIndex index, load_index(t.file, options.cache_dir));
+    const IndexRequest request{.kind = IndexKind::kTar,
+                               .cache_dir = options.cache_dir,
+                               .subdir = "tar-index",
+                               .variant = "",
+                               .header = kHeaderBlock,
+                               .beside = {path + ".chidx"},
+                               .matches = {}};
+    CHUTE_ASSIGN_OR_RETURN(CachedIndex index, load_file_index(*t.file, request, [&]() -> Result<std::vector<uint8_t>> {
+                             CHUTE_ASSIGN_OR_RETURN(TarScan scan, scan_tar(t.file->bytes(), path));
+                             return encode_tar_index(*t.file, scan);
+                           }));
     t.index_owner = std::move(index.owner);
     t.index = std::move(index.view);
     t.index_path = std::move(index.path);

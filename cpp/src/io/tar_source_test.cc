@@ -131,6 +131,7 @@ TEST(TarSourceTest, OpensTarsCachesTheIndexOutsideTheDatasetAndRebuildsItWhenThe
   EXPECT_EQ((*src)->label(2), 2);
   EXPECT_EQ((*src)->label(1), -1);
   EXPECT_EQ((*src)->name(1), pa + ":x/1.jpg");
+  EXPECT_EQ((*src)->key(1), "x/1.jpg");  // what `chute pack` stores: the member, wherever the tar lies
   // Nothing is written into the dataset; the index is in the cache directory, and reused from there.
   EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 2);
   const std::string cached = (*src)->index_path(0);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "chute/base/rng.h"
 
@@ -154,20 +155,28 @@ Status EpochOrder::check_shard(int64_t n, const Shard& shard) {
   return Status::ok();
 }
 
-EpochOrder::EpochOrder(int64_t dataset_size, bool shuffle, uint64_t seed, uint64_t epoch, Shard shard)
-    : size_(rank_size(dataset_size, shard)),
+EpochOrder::EpochOrder(int64_t dataset_size, bool shuffle, uint64_t seed, uint64_t epoch, Shard shard,
+                       std::shared_ptr<const EpochRemainder> rest)
+    : size_(rank_size(rest ? rest->size() : dataset_size, shard)),
       shuffle_(shuffle),
       shard_(shard),
-      permutation_(static_cast<uint64_t>(dataset_size), seed, epoch) {}
+      permutation_(static_cast<uint64_t>(dataset_size), seed, epoch),
+      rest_(std::move(rest)) {
+  CHUTE_CHECK(!rest_ || (rest_->epoch_size() == dataset_size && !rest_->contiguous()));
+}
 
-EpochOrder::EpochOrder(const ShardWindows& shards, bool shuffle, uint64_t seed, uint64_t epoch, Shard shard)
+EpochOrder::EpochOrder(const ShardWindows& shards, bool shuffle, uint64_t seed, uint64_t epoch, Shard shard,
+                       std::shared_ptr<const EpochRemainder> rest)
     : size_(0),
       shuffle_(shuffle),
       shard_(shard),
       permutation_(0, 0, 0),
-      windows_(std::make_shared<const ShardWindowOrder>(shards.shard_sizes, shards.window, shuffle, seed, epoch)) {
-  size_ = rank_size(windows_->size(), shard);
-  first_ = rank_first(windows_->size(), shard);
+      windows_(std::make_shared<const ShardWindowOrder>(shards.shard_sizes, shards.window, shuffle, seed, epoch)),
+      rest_(std::move(rest)) {
+  CHUTE_CHECK(!rest_ || (rest_->epoch_size() == windows_->size() && rest_->contiguous()));
+  const int64_t places = rest_ ? rest_->size() : windows_->size();
+  size_ = rank_size(places, shard);
+  first_ = rank_first(places, shard);
 }
 
 EpochOrder::EpochOrder(std::vector<int64_t> indices)

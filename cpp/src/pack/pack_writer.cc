@@ -22,6 +22,7 @@
 #include "chute/base/thread.h"
 #include "chute/io/packed_format.h"
 #include "chute/io/packed_source.h"
+#include "pack/detail/pack_destination.h"
 
 namespace chute {
 
@@ -48,6 +49,16 @@ bool is_bad_image(const Status& st) {
          st.code() == StatusCode::kResourceExhausted;
 }
 
+// Removes what earlier runs left in dst (pack_destination.h), saying so on stderr: those are files in the
+// user's directory, and a user who wonders where they went should find out.
+Status remove_leftovers(const detail::PackDestination& destination, const std::string& dst, const char* who) {
+  CHUTE_ASSIGN_OR_RETURN(const int removed, destination.remove_leftovers());
+  if (removed > 0)
+    std::fprintf(stderr, "%s: removed %d file%s an earlier, unfinished run left in %s\n", who, removed,
+                 removed == 1 ? "" : "s", dst.c_str());
+  return Status::ok();
+}
+
 }  // namespace
 
 std::string shard_file_name(int part, int parts, int number) {
@@ -63,6 +74,18 @@ std::string part_index_name(int part, int parts) {
   char name[64];
   std::snprintf(name, sizeof name, "part-%05d-of-%05d.chidx", part, parts);
   return name;
+}
+
+bool is_shard_file_name(const std::string& name) {
+  int part = 0, number = 0;
+  if (std::sscanf(name.c_str(), "part-%d-shard-%d", &part, &number) == 2)
+    return part >= 0 && number >= 0 && name == shard_file_name(part, 2, number);
+  return std::sscanf(name.c_str(), "shard-%d", &number) == 1 && number >= 0 && name == shard_file_name(0, 1, number);
+}
+
+bool parse_part_index_name(const std::string& name, int& part, int& parts) {
+  return std::sscanf(name.c_str(), "part-%d-of-%d.chidx", &part, &parts) == 2 && part >= 0 && parts > part &&
+         name == part_index_name(part, parts);
 }
 
 namespace {
@@ -97,9 +120,19 @@ Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::s
   if (ec) return io_error("cannot create " + o.dst + ": " + ec.message());
   const std::string index_path =
       o.dst + "/" + (o.parts == 1 ? std::string(kIndexFileName) : part_index_name(o.part, o.parts));
+  // Held until the pack returns: a second pack into dst is refused, naming this one.
+  CHUTE_ASSIGN_OR_RETURN(
+      detail::PackDestination destination,
+      detail::PackDestination::lock(
+          o.dst, o.parts == 1 ? detail::PackDestination::Role::kWholePack : detail::PackDestination::Role::kPart,
+          o.parts == 1 ? "chute pack"
+                       : "chute pack part " + std::to_string(o.part) + " of " + std::to_string(o.parts)));
   if (std::filesystem::exists(index_path))
     return invalid_argument(o.dst + " already holds a packed dataset (" + index_path +
                             "); remove it or pack elsewhere");
+  // A whole pack is alone in dst: what killed runs left there goes first. Parts run side by side, so none of
+  // them can tell a dead run's files from a live part's; merge_parts() removes them once all are done.
+  if (destination.exclusive()) CHUTE_RETURN_IF_ERROR(remove_leftovers(destination, o.dst, "chute pack"));
   const int threads = o.num_threads > 0 ? o.num_threads : available_cores();
   const int64_t window = std::max<int64_t>(16, 8 * threads);
 
@@ -309,7 +342,25 @@ Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::s
 }
 }  // namespace
 
+namespace {
+Result<PackSummary> merge_locked(const std::string& dst);
+}  // namespace
+
 Result<PackSummary> merge_parts(const std::string& dst) {
+  if (!std::filesystem::is_directory(dst)) return Status(StatusCode::kNotFound, dst + " is not a directory");
+  // Shared with the parts (a retried part may still be writing the same bytes); a whole pack is refused.
+  CHUTE_ASSIGN_OR_RETURN(detail::PackDestination destination,
+                         detail::PackDestination::lock(dst, detail::PackDestination::Role::kPart, "chute merge"));
+  Result<PackSummary> merged = merge_locked(dst);
+  // Alone in dst (no part still writing), the lock file goes on release, and after a merge, the temporaries
+  // and shards that killed attempts left.
+  if (destination.try_exclusive() && merged.is_ok())
+    CHUTE_RETURN_IF_ERROR(remove_leftovers(destination, dst, "chute merge"));
+  return merged;
+}
+
+namespace {
+Result<PackSummary> merge_locked(const std::string& dst) {
   const std::string index_path = dst + "/" + kIndexFileName;
   if (std::filesystem::exists(index_path))
     return invalid_argument(dst + " already holds a merged index (" + index_path + ")");
@@ -317,11 +368,8 @@ Result<PackSummary> merge_parts(const std::string& dst) {
   int parts = -1;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dst, ec)) {
-    int part = 0, of = 0, consumed = 0;
-    const std::string name = entry.path().filename().string();
-    if (std::sscanf(name.c_str(), "part-%d-of-%d.chidx%n", &part, &of, &consumed) != 2 ||
-        consumed != static_cast<int>(name.size()))
-      continue;
+    int part = 0, of = 0;
+    if (!parse_part_index_name(entry.path().filename().string(), part, of)) continue;
     if (parts != -1 && of != parts)
       return invalid_argument(dst + " holds part indexes of different packs (of " + std::to_string(parts) + " and of " +
                               std::to_string(of) + " parts)");
@@ -376,5 +424,6 @@ Result<PackSummary> merge_parts(const std::string& dst) {
   summary.shards = static_cast<int>(infos.size());
   return summary;
 }
+}  // namespace
 
 }  // namespace chute

@@ -1,5 +1,7 @@
 #include "chute/remote/cached_object.h"
 
+#include "chute/remote/cache_key.h"
+
 namespace chute {
 
 Result<CachedObject> cache_object(const ObjectStore& store, ShardCache& cache, std::string_view url,
@@ -8,10 +10,8 @@ Result<CachedObject> cache_object(const ObjectStore& store, ShardCache& cache, s
   for (int attempt = 0;; ++attempt) {
     CHUTE_ASSIGN_OR_RETURN(ObjectInfo info, store.stat(url));
     bool changed = false;
-    // Keys show in errors and `chute cache ls` and are stored on disk: a URL's credentials are left out.
     Result<std::shared_ptr<const MappedFile>> file = cache.get(
-        redact_url(info.url) + "#" + info.etag + "#" + std::to_string(info.size), info.size,
-        [&](int fd) { return store.download(info, fd, &changed); }, verify);
+        cache_key(info), info.size, [&](int fd) { return store.download(info, fd, &changed); }, verify);
     if (file.is_ok()) return CachedObject{std::move(info), std::move(file).value()};
     if (!changed) return file.status();
     if (attempt >= budget) {

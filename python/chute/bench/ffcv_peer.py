@@ -8,9 +8,11 @@ and ``RGBImageField(write_mode='jpg', max_resolution=N, jpeg_quality=90)``, then
 standard ImageNet pipeline (ffcv-imagenet's ``train_imagenet.py``, on the CPU: no ``ToDevice``/normalise):
 ``RandomResizedCropRGBImageDecoder((224, 224))`` + ``RandomHorizontalFlip`` (train) or
 ``CenterCropRGBImageDecoder((224, 224), ratio=224/256)`` (eval), ``ToTensor``, ``ToTorchImage``, uint8.
-Times a warm-up epoch (numba compiles there) and ``rounds`` epochs, writes the eval outputs (NHWC uint8, in
-order) to EVAL.npy, and prints one JSON line: rates (img/s per epoch), cpu_rates (images per CPU-second), bytes of the .beton, write seconds,
-and the eval labels.
+Times a warm-up epoch (numba compiles there) and ``rounds`` epochs with chute's one epoch timer
+(harness.py beside this file, loaded by its path: it needs nothing of chute), writes the eval outputs (NHWC
+uint8, in order) to EVAL.npy, and prints one JSON line: epochs (each one's images, seconds, batches and
+CPU seconds of this process, FFCV's threads run in it), bytes of the .beton, write seconds, and the eval
+labels.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import os
 import time
 
 import numpy as np
+from harness import Contender, interleave, time_epoch  # beside this script, which is run as one (sys.path[0])
 from PIL import Image
 
 
@@ -37,14 +40,6 @@ class Originals:
         path, label = self.samples[index]
         with Image.open(path) as im:
             return np.asarray(im.convert("RGB")), int(label)
-
-
-def epoch(loader) -> tuple[float, float]:
-    """Images per second received, and per CPU-second of this process (FFCV's threads run in it)."""
-    wall, cpu, images = time.perf_counter(), time.process_time(), 0
-    for _, y in loader:
-        images += len(y)
-    return images / (time.perf_counter() - wall), images / (time.process_time() - cpu)
 
 
 def main() -> None:
@@ -101,8 +96,8 @@ def main() -> None:
         )
 
     timed = loader(args.pipeline == "train")
-    epoch(timed)  # warm-up: numba compiles the pipeline
-    rates = [epoch(timed) for _ in range(args.rounds)]
+    ffcv = Contender("ffcv", lambda: time_epoch(timed, cpu_clock=time.process_time))
+    interleave([ffcv], rounds=args.rounds)  # its warm-up epoch: numba compiles the pipeline
 
     out = np.lib.format.open_memmap(args.eval_out, mode="w+", dtype=np.uint8, shape=(len(samples), 224, 224, 3))
     labels, at = [], 0
@@ -115,8 +110,10 @@ def main() -> None:
     print(
         json.dumps(
             {
-                "rates": [r[0] for r in rates],
-                "cpu_rates": [r[1] for r in rates],
+                "epochs": [
+                    {"items": t.items, "seconds": t.seconds, "batches": t.batches, "cpu_seconds": t.cpu_seconds}
+                    for t in ffcv.timings
+                ],
                 "bytes": os.path.getsize(args.beton),
                 "write_s": write_s,
                 "eval_labels": labels,

@@ -2,7 +2,9 @@
 round, and the median and range of each.
 
 * :func:`time_epoch` times one pass over a loader, from ``iter()`` to its last batch, counting the samples
-  the consumer received (a consumer step, if any, runs inside the timed span: ``on_batch``).
+  the consumer received (a consumer step, if any, runs inside the timed span: ``on_batch``). The time to
+  its first batch is kept apart too (``Timing.first``), so that a pass's start-up (workers, an index,
+  the first fetch) and the rest of it (``Timing.after_first()``) are reported separately where they differ.
 * :func:`time_call` times one call of anything that returns how many items it handled (a scan, a pack).
 * :func:`interleave` runs every contender's warm-up first, then ``rounds`` rounds in which each contender
   measures once, in the order given: load from other processes on a shared machine falls on all alike.
@@ -14,6 +16,7 @@ tested with a fake clock, and so that a caller can synchronise a device inside i
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -35,6 +38,7 @@ class Timing:
     batches: int = 0
     cpu_seconds: float | None = None
     extra: dict = field(default_factory=dict)
+    first: Timing | None = None  # time_epoch(): the pass up to its first batch's arrival (that batch counted)
 
     @property
     def rate(self) -> float:
@@ -45,6 +49,14 @@ class Timing:
     def rate_per_cpu_second(self) -> float:
         """Items per CPU-second (nan without a CPU clock or CPU time)."""
         return self.items / self.cpu_seconds if self.cpu_seconds else float("nan")
+
+    def after_first(self) -> Timing:
+        """The pass from its first batch on: what is left once its start-up is paid (its first batch not
+        counted). Only for a timing of :func:`time_epoch` that received a batch."""
+        if self.first is None:
+            raise ValueError("no first batch was timed (time_epoch() over an empty or unstarted pass)")
+        cpu = None if self.cpu_seconds is None else self.cpu_seconds - self.first.cpu_seconds
+        return Timing(self.items - self.first.items, self.seconds - self.first.seconds, self.batches - 1, cpu)
 
     @classmethod
     def of_rate(cls, rate: float, **extra) -> Timing:
@@ -92,6 +104,7 @@ def time_epoch(
     batches: Iterable,
     *,
     max_batches: int | None = None,
+    skip: int = 0,
     count: Callable[[Any], int] = batch_samples,
     on_batch: Callable[[Any], None] | None = None,
     clock: Clock = time.perf_counter,
@@ -99,13 +112,28 @@ def time_epoch(
 ) -> Timing:
     """Times one pass over ``batches`` (from ``iter()`` to the last batch, or to the ``max_batches``-th),
     counting the samples of each batch with ``count``. ``on_batch(batch)`` runs on each batch inside the
-    timed span (a simulated or real consumer step). ``cpu_clock`` also measures CPU time over the same span."""
+    timed span (a simulated or real consumer step). ``cpu_clock`` also measures CPU time over the same span.
+    ``batches`` may be a generator that opens what it iterates: its opening is then timed too. ``skip``
+    batches are taken first, before the clock starts (a warm-up inside the pass: workers or actors that
+    start with it), neither timed nor counted."""
+
+    def cpu() -> float | None:
+        return cpu_clock() - cpu0 if cpu_clock is not None else None
+
+    if skip:
+        batches = iter(batches)
+        for _ in itertools.islice(batches, skip):
+            pass
     cpu0 = cpu_clock() if cpu_clock is not None else None
     start = clock()
     items = n = 0
+    first = None
     if max_batches is None or max_batches > 0:
         for batch in batches:
-            items += count(batch)
+            k = count(batch)
+            if first is None:
+                first = Timing(k, clock() - start, 1, cpu())
+            items += k
             n += 1
             if on_batch is not None:
                 on_batch(batch)
@@ -113,8 +141,7 @@ def time_epoch(
             if max_batches is not None and n >= max_batches:
                 break
     seconds = clock() - start
-    cpu = cpu_clock() - cpu0 if cpu_clock is not None else None
-    return Timing(items, seconds, n, cpu)
+    return Timing(items, seconds, n, cpu(), first=first)
 
 
 def time_call(fn: Callable[[], float], *, clock: Clock = time.perf_counter) -> Timing:

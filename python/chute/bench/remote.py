@@ -2,7 +2,7 @@
 
 The generated bench dataset (or ``--root``) is packed into chute shards and written as WebDataset tar
 shards; nginx serves both on loopback, behind a relay of chute's own that adds ``latency_ms`` to every
-request (:mod:`chute.testing.loopback`). Rows, interleaved round by round (after one warm-up epoch each,
+request (:mod:`chute.bench.loopback`). Rows, interleaved round by round (after one warm-up epoch each,
 except the cold rows, which need a cold cache):
 
 - ``chute, local shards``: ``chute.Loader`` over the local packed dataset, ``order="shards"``.
@@ -202,7 +202,7 @@ def run_remote_bench(
     shard_window: int = 8,
     on_step: Callable[[str], None] = lambda _: None,
 ) -> RemoteBench:
-    from chute.testing.loopback import Nginx, RelayProcess
+    from chute.bench.loopback import Nginx, RelayProcess
 
     cores = available_cores()
     threads = threads or cores
@@ -252,37 +252,37 @@ def run_remote_bench(
 
             def cold() -> Timing:
                 cache = Path(tempfile.mkdtemp(prefix="cold-", dir=work))
+                made: list[chute.Loader] = []
+
+                def epoch():  # the timed pass opens the dataset (its index is fetched) and fetches every shard
+                    made.append(loader(chute.open(url, cache_dir=cache)))
+                    yield from made[0]
+
                 try:
                     servers0, io0 = servers(), _io_threads_cpu_s()
-                    start, cpu0 = time.perf_counter(), time.process_time()
-                    dataset = chute.open(url, cache_dir=cache)
-                    made = loader(dataset)
-                    images = n = first_images = 0
-                    first = start
-                    for batch in made:
-                        if n == 0:
-                            first, first_cpu = time.perf_counter(), time.process_time()
-                            first_batch.append(first - start)
-                            first_images = len(batch[1])
-                        images += len(batch[1])
-                        n += 1
-                    end, cpu = time.perf_counter(), time.process_time()
+                    timing = time_epoch(epoch(), cpu_clock=time.process_time)
                     servers_cpu.append(servers() - servers0)
                     io_threads_cpu.append(_io_threads_cpu_s() - io0)  # its dataset's threads are still alive
-                    seconds = end - start
-                    steady.timings.append(Timing(images - first_images, end - first, n - 1, cpu - first_cpu))
+                    first_batch.append(timing.first.seconds)
+                    steady.timings.append(timing.after_first())
                     io_figures.clear()
-                    io_figures.update(made.stats().get("remote", {}))
-                    made.close()
-                    loaders.remove(made)
+                    io_figures.update(made[0].stats().get("remote", {}))
+                    _close(made)
                     # The cache's new files are written back now, outside the epoch's time, so that no
                     # other row pays for them; the CPU that takes is reported beside the epoch.
                     busy0 = _busy_cpu_s()
                     os.sync()
                     writeback_cpu.append(_busy_cpu_s() - busy0)
-                    return Timing(images, seconds, n, cpu - cpu0)
+                    return timing
                 finally:
+                    _close(made)
                     shutil.rmtree(cache, ignore_errors=True)
+
+            def _close(made: list[chute.Loader]) -> None:
+                while made:
+                    m = made.pop()
+                    m.close()
+                    loaders.remove(m)
 
             # The cold epochs from their first batch on: the rate once the start-up (the index, the first
             # window of shards) is paid, which an epoch of a real dataset is made of.

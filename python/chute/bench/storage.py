@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,6 +46,7 @@ import numpy as np
 import torch
 
 import chute
+from chute.bench.harness import Contender, Rated, Summary, Timing, interleave, time_epoch
 from chute.bench.run import available_cores
 
 EVAL_TRANSFORMS = (("Resize", 256), ("CenterCrop", 224))
@@ -145,43 +145,15 @@ def compare(
         hist.add(a[0], b[0])
 
 
-@dataclass
-class Rates:
-    wall: list[float] = field(default_factory=list)  # images per second received, per epoch
-    cpu: list[float] = field(default_factory=list)  # images per CPU-second of this process, per epoch
-
-    @property
-    def per_second(self) -> float:
-        return statistics.median(self.wall) if self.wall else float("nan")
-
-    @property
-    def per_cpu_second(self) -> float:
-        return statistics.median(self.cpu) if self.cpu else float("nan")
-
-
-def epoch_rates(loader: Iterable) -> tuple[float, float]:
-    """One epoch: images per second the consumer receives, and images per CPU-second this process spent
-    (chute's threads run in it). The second is the per-core rate, and the one that holds on a machine
-    whose cores other work also uses."""
-    wall, cpu, images = time.perf_counter(), time.process_time(), 0
-    for _, labels in loader:
-        images += len(labels)
-    return images / (time.perf_counter() - wall), images / (time.process_time() - cpu)
-
-
 def interleaved_rates(loaders: dict, rounds: int, on_step: Callable[[str], None] = lambda _: None) -> dict:
-    """A warm-up epoch of each, then ``rounds`` rounds of one epoch each, alternating: Rates per loader."""
-    for name, loader in loaders.items():
-        on_step(f"warm-up: {name}")
-        epoch_rates(loader)
-    rates = {name: Rates() for name in loaders}
-    for r in range(rounds):
-        for name, loader in loaders.items():
-            on_step(f"round {r + 1}/{rounds}: {name}")
-            wall, cpu = epoch_rates(loader)
-            rates[name].wall.append(wall)
-            rates[name].cpu.append(cpu)
-    return rates
+    """A warm-up epoch of each, then ``rounds`` rounds of one epoch each, alternating (harness.interleave),
+    timing wall and CPU seconds (this process's: chute's threads run in it): a Contender per loader."""
+    contenders = [
+        Contender(name, lambda loader=loader: time_epoch(loader, cpu_clock=time.process_time))
+        for name, loader in loaders.items()
+    ]
+    interleave(contenders, rounds=rounds, on_step=on_step)
+    return {c.name: c for c in contenders}
 
 
 def tree_bytes(path: Path) -> int:
@@ -193,32 +165,38 @@ def tree_bytes(path: Path) -> int:
 
 
 @dataclass
-class Row:
+class Row(Rated):
     name: str
     threads: int = 0
     bytes: int | None = None
-    rates: Rates = field(default_factory=Rates)
+    timings: list[Timing] = field(default_factory=list)  # one per timed epoch
     error: PixelError | None = None
     unavailable: str | None = None  # why the row could not run
     note: str = ""
 
     @property
-    def rate(self) -> float:
-        return self.rates.per_second
+    def rates(self) -> list[float]:
+        """Images per second the consumer received, per epoch (``rate``: their median)."""
+        return [t.rate for t in self.timings]
+
+    @property
+    def cpu_rates(self) -> list[float]:
+        """Images per CPU-second of the loading process, per epoch."""
+        return [t.rate_per_cpu_second for t in self.timings]
 
     @property
     def per_core(self) -> float:
         """Images per CPU-second: what one core gives, measured from this process's CPU time."""
-        return self.rates.per_cpu_second
+        return Summary.of(self.cpu_rates).median
 
     def to_json(self) -> dict:
-        ran = bool(self.rates.wall)
+        ran = bool(self.timings)
         return {
             "name": self.name,
             "threads": self.threads,
             "bytes": self.bytes,
-            "rates": self.rates.wall,
-            "cpu_rates": self.rates.cpu,
+            "rates": self.rates,
+            "cpu_rates": self.cpu_rates,
             "img_per_s": self.rate if ran else None,
             "img_per_cpu_s": self.per_core if ran else None,
             "error": None if self.error is None else vars(self.error),
@@ -344,8 +322,8 @@ def run_storage_sweep(
             for name, (source, decode) in sources.items()
         }
         try:
-            for name, rates in interleaved_rates(loaders, rounds, on_step).items():
-                next(r for r in rows if r.name == name).rates = rates
+            for name, contender in interleaved_rates(loaders, rounds, on_step).items():
+                next(r for r in rows if r.name == name).timings = contender.timings
         finally:
             for loader in loaders.values():
                 loader.close()
@@ -409,7 +387,7 @@ def _ffcv_row(
         FFCV_NAME,
         threads,
         result["bytes"],
-        Rates(result["rates"], result["cpu_rates"]),
+        [Timing(**epoch) for epoch in result["epochs"]],
         note="FFCV's own process, after chute's rows (not interleaved); eval: its CenterCrop decoder "
         "(ratio 224/256, OpenCV INTER_AREA)",
     )

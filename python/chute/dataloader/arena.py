@@ -21,13 +21,18 @@ could not have that guarantee: chute cannot see which stream a user's copy runs 
 view's death on the current stream missed copies on side streams, and ``close()`` unregistered slots that a
 copy could still be reading.
 
-Thread safety: ``acquire`` runs on the iterator's thread; ``_free`` may run on any thread that drops the last
+Descriptors: a slot is one file in every process, and Python's mmap holds a duplicate of it while mapped.
+Mappings are kept for speed; out of descriptors, the idle ones (the parent's slots no batch views, a worker's
+other slots) are closed and the mapping is tried once more, so a tight ``ulimit -n`` costs remaps, not an error.
+
+Thread safety: ``acquire`` runs on the iterator's thread; ``_on_view_dead`` may run on any thread that drops the last
 reference to a batch tensor (or in the garbage collector). It only uses atomic deque / dict operations.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import mmap
 import os
 import pickle
@@ -52,6 +57,38 @@ def _round_up(n: int, a: int) -> int:
 
 def supported() -> bool:
     return hasattr(os, "memfd_create")
+
+
+def out_of_descriptors(e: BaseException) -> bool:
+    """EMFILE / ENFILE, or an error whose text says so (torch's shared-memory errors are RuntimeErrors)."""
+    return getattr(e, "errno", None) in (errno.EMFILE, errno.ENFILE) or "Too many open files" in str(e)
+
+
+def near_descriptor_limit(margin: int = 10) -> bool:
+    """Whether fewer than ``margin`` descriptors are left: after a failed receive of torch's shared tensors,
+    whose error ("received 0 items of ancdata") does not say why, as torch's own iterator checks."""
+    held = []
+    try:
+        for _ in range(margin):
+            held.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
+        return False
+    except OSError as e:
+        return out_of_descriptors(e)
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+def _map(fd: int, size: int, give_back) -> mmap.mmap:
+    """``mmap.mmap(fd, size)``. Python's mmap holds a duplicate of ``fd`` for as long as it lives, so each
+    mapping kept for speed costs a descriptor: out of descriptors, ``give_back()`` closes the idle ones
+    (returning how many) and the mapping is tried once more."""
+    try:
+        return mmap.mmap(fd, size)
+    except OSError as e:
+        if not out_of_descriptors(e) or not give_back():
+            raise
+    return mmap.mmap(fd, size)
 
 
 class SlotFd:
@@ -102,9 +139,20 @@ class SlotWriter:
                 mm.close()
             except BufferError:
                 pass  # collated tensors of this task still view it; unmapped when they die
-        mm = mmap.mmap(self._fds[slot], size)
+        mm = _map(self._fds[slot], size, self._close_other_maps)
         anchor = ctypes.c_char.from_buffer(mm)
         self._maps[slot] = (mm, ctypes.addressof(anchor), anchor)
+
+    def _close_other_maps(self) -> int:
+        """Closes the mappings of every slot but the current one (remapped when next assigned); how many."""
+        closed = 0
+        for slot in [s for s in self._maps if s != self.slot]:
+            try:
+                self._maps.pop(slot)[0].close()
+                closed += 1
+            except BufferError:
+                pass  # collated tensors of an earlier task still view it: it closes when they die
+        return closed
 
     def _alloc(self, nbytes: int) -> int | None:
         """Byte offset of a fresh region in the current slot, growing the slot's file if needed."""
@@ -231,7 +279,13 @@ class Arena:
         if not supported():
             raise RuntimeError("chute's batch arena needs os.memfd_create (Linux)")
         self.num_slots = num_slots
-        self._fds = [os.memfd_create(f"chute-dataloader-slot-{i}", os.MFD_CLOEXEC) for i in range(num_slots)]
+        self._fds: list[int] = []
+        try:
+            for i in range(num_slots):
+                self._fds.append(os.memfd_create(f"chute-dataloader-slot-{i}", os.MFD_CLOEXEC))
+        except BaseException:
+            _close_all(self._fds)  # out of descriptors part-way: the files made so far are not leaked
+            raise
         self._maps: list[tuple[mmap.mmap, int] | None] = [None] * num_slots
         self._free: deque[int] = deque(range(num_slots))
         self._leases: dict[int, _Lease] = {}
@@ -274,27 +328,37 @@ class Arena:
         if cur is not None and cur[1] >= size:
             return cur[0]
         self._unmap(slot)  # a free slot: nothing views the old mapping
-        mm = mmap.mmap(self._fds[slot], size)
+        mm = _map(self._fds[slot], size, self._unmap_idle)
         self._maps[slot] = (mm, size)
         return mm
 
-    def _unmap(self, slot: int) -> None:
+    def _unmap_idle(self) -> int:
+        """Unmaps the slots no batch views (free, or in a worker's hands: remapped when their batch comes
+        back); how many mappings that closed. Only this thread makes leases, so none appears meanwhile."""
+        return sum(self._unmap(slot) for slot in range(self.num_slots) if slot not in self._leases)
+
+    def _unmap(self, slot: int) -> bool:
+        """Whether a mapping was closed now (one still viewed goes when its last view does)."""
         cur = self._maps[slot]
         if cur is None:
-            return
+            return False
         self._maps[slot] = None
-        mm, size = cur
         try:
-            mm.close()
+            cur[0].close()
+            return True
         except BufferError:
-            pass  # still viewed; the mapping goes when its last view does
+            return False
 
     # -- rebuilding a batch -----------------------------------------------------------------------------
     def loads(self, slot: int | None, file_size: int, data: bytes):
         """Unpickle a worker's batch; tensors in the slot become zero-copy views that lease the slot."""
         if slot is None:
             return pickle.loads(data)
-        mm = self._mapping(slot, file_size) if file_size else None
+        try:
+            mm = self._mapping(slot, file_size) if file_size else None
+        except BaseException:
+            self._free.append(slot)  # nothing views it: the slot stays usable for the next task
+            raise
         lease = _Lease(slot)
         obj = _BatchUnpickler(data, self, mm, lease).load()
         if lease.refs:

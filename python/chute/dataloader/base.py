@@ -7,9 +7,10 @@ closed, what it was planned from, and planning again; which path runs is decided
 
 The caller (``chute.DataLoader.__iter__``) runs each epoch as torch's iterator would: it draws
 ``base_seed = torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item()``, then makes
-``iter(loader._index_sampler)``, then calls ``plan.batches(that_iterator, base_seed=base_seed)``. Passing
-``base_seed`` keeps random transforms reproducible with ``generator``; without it the plan draws one from
-torch's global RNG.
+``iter(loader._index_sampler)``, then calls ``plan.batches(that_iterator, base_seed=base_seed, epoch=epoch)``,
+``epoch`` counting the DataLoader's epochs from 0. Passing ``base_seed`` keeps random transforms reproducible with
+``generator``; without it the plan draws one from torch's global RNG. A path with random transforms keys them by
+(``base_seed``, ``epoch``, sample index), which a resumed epoch (state.py) gives again.
 """
 
 from __future__ import annotations
@@ -84,13 +85,13 @@ class Plan:
     on_error = "raise"
     _dataset = None
 
-    def batches(self, index_batches: Iterable[list[int]], base_seed: int | None = None) -> Iterator:
+    def batches(self, index_batches: Iterable[list[int]], base_seed: int | None = None, epoch: int = 0) -> Iterator:
         """Yields the collated batch of each index list, in order, exactly as torch's DataLoader would.
-        ``base_seed``: the seed torch's iterator drew from ``loader.generator`` for this epoch; paths with
-        random transforms key their RNG on it (others ignore it)."""
-        return _Epoch(self._epoch(index_batches, base_seed))
+        ``base_seed``: the seed torch's iterator drew from ``loader.generator`` for this epoch, and ``epoch``
+        its number; paths with random transforms key their RNG on them (others ignore them)."""
+        return _Epoch(self._epoch(index_batches, base_seed, epoch))
 
-    def _epoch(self, index_batches, base_seed):
+    def _epoch(self, index_batches, base_seed, epoch):
         if self._closed():
             raise RuntimeError("the fast path is closed")
         if not same_objects(self._fingerprint(), self._made_from):
@@ -106,7 +107,7 @@ class Plan:
                     new,
                 )
                 return (yield from in_process(self._dataset, index_batches))
-        return (yield from self._batches(index_batches, base_seed))
+        return (yield from self._batches(index_batches, base_seed, epoch))
 
     def close(self) -> None:
         """Stops native threads. Batches already yielded stay valid."""
@@ -120,7 +121,7 @@ class Plan:
         self.close()
 
     # What a path implements: its epoch, whether it is closed, what it was planned from, planning again.
-    def _batches(self, index_batches, base_seed):
+    def _batches(self, index_batches, base_seed, epoch):
         raise NotImplementedError
 
     def _closed(self) -> bool:

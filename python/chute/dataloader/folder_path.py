@@ -35,7 +35,7 @@ native loader as an explicit order (``Loader::start_epoch(epoch, start, order, s
 Randomness: ``RandomResizedCrop`` and ``RandomHorizontalFlip`` draw from chute's counter-based generator,
 keyed by (seed, epoch, sample index): the seed is the epoch's ``base_seed``, which torch's iterator draws
 from ``loader.generator`` (or the global RNG) each epoch, passed to the engine as that epoch's seed (all
-64 bits); the epoch is the plan's count of epochs. So a ``generator`` (or ``torch.manual_seed``)
+64 bits); the epoch is the DataLoader's count of epochs. So a ``generator`` (or ``torch.manual_seed``)
 makes runs reproducible, whatever the thread count. The crops are *not* the same as torchvision's for a
 given seed -- they cannot be: torchvision draws from torch's global RNG in each worker, call by call -- but
 follow the same distribution (torchvision's ``get_params``: ten tries, then the clamped centre crop).
@@ -55,15 +55,16 @@ an image over twice ``PIL.Image.MAX_IMAGE_PIXELS`` pixels raises (None: no limit
 
 Memory: image batches are the engine's reusable batch buffers, handed to torch without a copy; labels
 are their own small tensors, so keeping labels holds no image memory. A consumer that keeps image
-batches alive makes the ring grow (it says so once on stderr), up to the prefetch budget
-(``_RING_BYTES``, 2 GiB). Beyond that, as with torch's DataLoader, keeping batches never fails: each
-further batch is copied into a fresh tensor (a warning says so once) and its buffer goes straight back to
-the ring, so the memory the consumer keeps is ordinary tensor memory, freed when it lets go.
+batches alive makes the ring grow (it says so once on stderr), up to the prefetch budget (the engine's
+``max_memory``, 2 GiB: ``_ring_bytes``). Beyond that, as with torch's DataLoader, keeping batches never
+fails: each further batch is copied into a fresh tensor (a warning says so once) and its buffer goes
+straight back to the ring, so the memory the consumer keeps is ordinary tensor memory, freed when it lets
+go.
 
 Prefetch: with an explicit ``prefetch_factor``, the engine prepares ``prefetch_factor * num_workers`` batches
 ahead of the consumer, as torch's workers would (``stats()["prefetch"]``, ``auto_prefetch`` False; lowered
-to what ``max_memory`` holds, with a warning). Without one, prefetch is automatic: it grows while the
-workers idle and the consumer waits, within the memory budget.
+to what ``max_memory`` holds, with the engine's warning). Without one, prefetch is automatic: it grows
+while the workers idle and the consumer waits, within the memory budget.
 """
 
 from __future__ import annotations
@@ -72,13 +73,13 @@ import functools
 import logging
 import os
 import sys
-import warnings
 
 import numpy as np
 import torch
 from torch.utils.data import default_collate
 
-from chute import _native
+from chute import _native, _options
+from chute._options import DEFAULTS
 from chute.dataloader.base import Fallback, Plan, RaiseInPlace
 from chute.dataloader.translate import translate
 from chute.errors import SampleError
@@ -88,11 +89,13 @@ _FOLDER = "torchvision.datasets.folder"
 _IO = "torchvision.io.image"
 _NATIVE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp")
 _JPEG_EXTENSIONS = (".jpg", ".jpeg")
-# The most the ring of batch buffers may hold: what auto prefetch may use anyway (max_memory). Batches kept
-# by the consumer beyond it are copied out instead (FolderPlan._own_if_ring_full).
-_RING_BYTES = 2 << 30
 _PIL_MAX_IMAGE_PIXELS = int(1024 * 1024 * 1024 // 4 // 3)  # PIL.Image.MAX_IMAGE_PIXELS's default
-_DEFAULT_MAX_PIXELS = _native.DecodeOptions().max_pixels  # chute.Loader's max_pixels default
+
+
+def _ring_bytes(options) -> int:
+    """The most the ring of batch buffers may hold: the prefetch budget (``max_memory``), which auto prefetch
+    may use anyway. Batches kept by the consumer beyond it are copied out instead (FolderPlan._own_if_ring_full)."""
+    return options.max_memory
 
 
 def _torchvision_base(dataset):
@@ -239,7 +242,7 @@ class FolderPlan(Plan):
     held_batches = (
         f"engine batch ring: an image batch is a ring buffer lent to torch without a copy, back to "
         f"the ring when the batch dies; the ring grows while the consumer keeps batches, up to "
-        f"{_RING_BYTES >> 20} MiB, then further batches are copied into fresh tensors; labels are "
+        f"{DEFAULTS.max_memory >> 20} MiB, then further batches are copied into fresh tensors; labels are "
         f"their own tensors"
     )
 
@@ -259,7 +262,9 @@ class FolderPlan(Plan):
         self._made_from = _fingerprint(dataset)
         # PIL's LOAD_TRUNCATED_IMAGES and decompression-bomb limit where the dataset reads files with PIL;
         # torchvision.io.decode_image has neither (chute's default guard then).
-        self._accept_truncated, self._max_pixels = self._made_from[-2:] if pil else (False, _DEFAULT_MAX_PIXELS)
+        self._accept_truncated, self._max_pixels = (
+            self._made_from[-2:] if pil else (DEFAULTS.accept_truncated, DEFAULTS.max_pixels)
+        )
         self._n = len(samples)
         self.dtype = dtype
         self.transforms = transforms
@@ -272,9 +277,8 @@ class FolderPlan(Plan):
             if self._n
             else None
         )
-        self._native_transforms = [t._to_native() for t in transforms]
+        self._native_transforms = _options.native_transforms(transforms)
         self._loaders: dict[int, object] = {}  # batch size -> native loader
-        self._epochs = 0
         self._warned_copy = False
         if self._n:  # the engine for the loader's batch size; it also checks the pipeline (ValueError)
             self._loader_for(batch_size)
@@ -282,24 +286,21 @@ class FolderPlan(Plan):
     def _loader_for(self, batch_size: int):
         loader = self._loaders.get(batch_size)
         if loader is None:
-            decode = _native.DecodeOptions(max_pixels=self._max_pixels, accept_truncated=self._accept_truncated)
-            options = _native.LoaderOptions(
+            options = _options.build(
                 batch_size=batch_size,
-                max_ring_bytes=_RING_BYTES,
-                decode=decode,
-                dtype="float32" if self.dtype == torch.float32 else "uint8",
+                dtype=torch.float32 if self.dtype == torch.float32 else torch.uint8,
                 on_error=self.on_error,
-                prefetch=self._prefetch or "auto",
-            )
+                prefetch=self._prefetch or DEFAULTS.prefetch,
+                max_pixels=self._max_pixels,
+                accept_truncated=self._accept_truncated,
+                rank=0,  # the DataLoader's sampler gives this process its share (DistributedSampler)
+                world_size=1,
+            ).loader
+            options.max_ring_bytes = _ring_bytes(options)
+            self._ring_mib = options.max_ring_bytes >> 20
             loader = _native.Loader(self._source, self._native_transforms, options)
-            if self._prefetch and loader.prefetch < self._prefetch:  # as chute.Loader says it
-                buffer = loader.stats()["batch_buffer_bytes"]
-                warnings.warn(
-                    f"prefetch_factor * num_workers = {self._prefetch} batches ahead need "
-                    f"{(self._prefetch + 2) * buffer / 2**20:,.0f} MiB of batch buffers, more than chute's "
-                    f"memory budget ({options.max_memory >> 20} MiB) allows: {loader.prefetch} batches ahead",
-                    stacklevel=2,
-                )
+            # e.g. prefetch_factor * num_workers batches ahead, lowered to what max_memory holds
+            _options.warn_notices(loader, stacklevel=3, prefix="chute.DataLoader (prefetch_factor * num_workers): ")
             self._loaders[batch_size] = loader
         return loader
 
@@ -313,11 +314,9 @@ class FolderPlan(Plan):
     def _closed(self) -> bool:
         return self._loaders is None
 
-    def _batches(self, index_batches, base_seed):
+    def _batches(self, index_batches, base_seed, epoch):
         if base_seed is None:  # what torch's iterator would have drawn, from the global RNG
             base_seed = torch.empty((), dtype=torch.int64).random_().item()
-        epoch = self._epochs
-        self._epochs += 1
         batches = [list(b) for b in index_batches]
         if not batches:
             return
@@ -378,7 +377,7 @@ class FolderPlan(Plan):
                 "DataLoader would allocate them",
                 held,
                 max_slots,
-                _RING_BYTES >> 20,
+                self._ring_mib,
             )
         return images.clone()
 
@@ -395,6 +394,7 @@ class FolderPlan(Plan):
             "max_prefetch",
             "cores",
             "batch_buffer_bytes",
+            "batch_buffer_held_bytes",
             "batch_buffers",
             "elapsed_s",
             "process_cpu_s",

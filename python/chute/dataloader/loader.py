@@ -23,6 +23,7 @@ import torch.utils.data
 from chute.dataloader import plan as seam
 from chute.dataloader.base import Fallback, Plan
 from chute.dataloader.iterator import MultiProcessIter, PlanIter, SingleProcessIter, start_workers
+from chute.dataloader.state import Tracker
 
 log = logging.getLogger("chute.dataloader")
 
@@ -32,8 +33,11 @@ class DataLoader(torch.utils.data.DataLoader):
         "Drop-in replacement for :class:`torch.utils.data.DataLoader` (same arguments, same behaviour).\n\n"
         "Batches from worker processes arrive in a reused shared-memory arena instead of one shared-memory file "
         "per tensor; with ``pin_memory=True`` and CUDA, each batch is copied into torch's pinned memory as torch "
-        "does (on the iterating thread), so torch fences its reuse against every copy. Native fast paths are used where the dataset allows; see ``stats()``.\n\n"
-        + (torch.utils.data.DataLoader.__doc__ or "")
+        "does (on a pin thread, one batch ahead of the loop), so torch fences its reuse against every copy. "
+        "Native fast paths are used where the dataset allows; see ``stats()``.\n\n"
+        "``state_dict()`` / ``load_state_dict()`` checkpoint it mid-epoch as torchdata's ``StatefulDataLoader`` does "
+        "(``snapshot_every_n_steps`` is accepted): a loader built the same way resumes with exactly the batches an "
+        "uninterrupted run would yield next (docs/ORDER.md).\n\n" + (torch.utils.data.DataLoader.__doc__ or "")
     )
 
     @functools.wraps(torch.utils.data.DataLoader.__init__)  # torch's signature, for help() and inspect
@@ -45,6 +49,12 @@ class DataLoader(torch.utils.data.DataLoader):
         # turns an unset one into 2 per worker; the ImageFolder fast path keeps an explicit one (torch's
         # meaning: prefetch_factor * num_workers batches ahead) and runs automatic prefetch otherwise.
         self._chute_prefetch_factor = kwargs.get("prefetch_factor")
+        # StatefulDataLoader's: how often workers send their RNG states (state.py); None, as 1, every step.
+        snapshot = kwargs.pop("snapshot_every_n_steps", 1)
+        if snapshot is not None and (not isinstance(snapshot, int) or isinstance(snapshot, bool) or snapshot < 1):
+            raise ValueError(f"snapshot_every_n_steps must be a positive integer or None, got {snapshot!r}")
+        self.snapshot_every_n_steps = snapshot
+        self._chute_tracker = Tracker(self, snapshot or 1)
         try:
             super().__init__(*args, **kwargs)
         finally:
@@ -96,6 +106,27 @@ class DataLoader(torch.utils.data.DataLoader):
         self.check_worker_number_rationality()
         return start_workers(self)
 
+    def state_dict(self) -> dict:
+        """Where the DataLoader is, as torchdata's ``StatefulDataLoader.state_dict()``: a small JSON-serialisable
+        dict. :meth:`load_state_dict` of it on a DataLoader built the same way makes the next ``iter()`` yield
+        exactly the batches this one's would have yielded next: the rest of the epoch in progress (batches made
+        ahead and not yet received are made again), or after its last batch the next epoch. On every path:
+        the sampler's order and the generators' states, the epoch's base seed, each worker's RNG states."""
+        return self._chute_tracker.state_dict(self._path_name())
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Resumes from :meth:`state_dict` at the next ``iter()``. A state of another dataset size, batch size,
+        sampler, generator seed, path, ... is a ValueError naming the difference. ``{}`` changes nothing (as in
+        torchdata)."""
+        if isinstance(state_dict, dict) and not state_dict:
+            return
+        self._chute_tracker.load_state_dict(state_dict, self._path_name())
+        self._iterator = None  # persistent workers: the next iter() starts them afresh, where the state says
+
+    def _path_name(self) -> str:
+        plan = self._plan()
+        return f"fast:{plan.kind}" if isinstance(plan, Plan) else "generic"
+
     def stats(self) -> dict:
         """Which path runs (``"generic"`` or ``"fast:<kind>"``), why not a fast one, its pinning and held-batch
         policy, and batch counters.
@@ -107,8 +138,8 @@ class DataLoader(torch.utils.data.DataLoader):
         sharing (all arena slots were held by live batches, or the platform has no memfd).
 
         ``pinning``: how batches are pinned, as torch's iterator decided when iteration last started (the same
-        rule and the same copy on every path, ``plan.PINNING``); before any iteration, what ``pin_memory``
-        asks for. ``held_batches``: what a batch the consumer keeps holds, and who frees it (the table of
+        rule and the same copy on every path, on a pin thread or in line: pinning.py); before any iteration,
+        what ``pin_memory`` asks for. ``held_batches``: what a batch the consumer keeps holds, and who frees it (the table of
         every recycler is in docs/ARCHITECTURE.md).
         """
         plan = self._plan()
@@ -121,7 +152,7 @@ class DataLoader(torch.utils.data.DataLoader):
             "pin_memory=True: decided when iteration starts" if self.pin_memory else "none"
         )
         return {
-            "path": f"fast:{plan.kind}" if fast else "generic",
+            "path": self._path_name(),
             "fallback_reason": None if fast else str(plan),
             "pinning": pinning,
             "held_batches": held,

@@ -25,7 +25,8 @@ every worker, and a caller may rely on that (with ``num_workers=0`` torch never 
 
 Pinning is decided in one place for every path: torch's own iterator base (``_BaseDataLoaderIter``, which
 each of chute's iterators is), from ``pin_memory`` and the current accelerator; every path then copies each
-batch into torch's pinned host memory with torch's ``pin_memory()`` on the iterating thread (:data:`PINNING`).
+batch into torch's pinned host memory with torch's ``pin_memory()``, a fast path on a pin thread one batch
+ahead of the iterating thread (pinning.py).
 """
 
 from __future__ import annotations
@@ -38,19 +39,7 @@ from torch.utils.data import IterableDataset, Subset, default_collate
 from chute.dataloader import folder_path, tensor_path
 from chute.dataloader.base import Fallback, Plan, RaiseInPlace
 
-__all__ = ["PINNING", "Fallback", "Plan", "RaiseInPlace", "SubsetPlan", "choose", "plan_dataset", "pinning"]
-
-# How a batch is pinned, on every path, when torch's iterator decides to pin (pin_memory=True and an
-# accelerator): the batch is copied into a block of torch's caching host allocator (page-locked), as torch's
-# pin thread does, but on the iterating thread. The consumer then holds that pinned copy (back to torch's
-# cache when it dies); the buffer the path made the batch in (an arena slot, a ring buffer, fresh gather
-# buffers) is released at once.
-PINNING = "copied per batch into torch's pinned host memory (pin_memory(), on the iterating thread)"
-
-
-def pinning(device: str | None) -> str:
-    """``stats()["pinning"]``: what torch's iterator decided (``device``: the accelerator pinned for, or None)."""
-    return f"{PINNING}, for {device}" if device else "none"
+__all__ = ["Fallback", "Plan", "RaiseInPlace", "SubsetPlan", "choose", "plan_dataset"]
 
 
 def choose(loader) -> Plan | Fallback:
@@ -159,8 +148,8 @@ class SubsetPlan(Plan):
         for batch in index_batches:
             yield [indices[i] if -n <= i < n else outside for i in map(int, batch)]
 
-    def _batches(self, index_batches, base_seed):
-        return self._inner.batches(self._map(index_batches), base_seed)
+    def _batches(self, index_batches, base_seed, epoch):
+        return self._inner.batches(self._map(index_batches), base_seed, epoch)
 
     def _closed(self) -> bool:
         return self._inner._closed()

@@ -184,7 +184,7 @@ class TensorPlan(Plan):
             probe = [0, n - 1]
             try:
                 expected = default_collate([dataset[i] for i in probe])
-                got = next(self._batches([probe], None))
+                got = next(self._batches([probe], None, 0))
             except Exception as e:  # a dataset that breaks its own promise: let the generic path report it
                 self.close()
                 return Fallback(f"probing samples {probe} failed ({type(e).__name__}: {e})")
@@ -233,7 +233,7 @@ class TensorPlan(Plan):
     def _closed(self) -> bool:
         return self._gatherer is None
 
-    def _batches(self, index_batches, base_seed):
+    def _batches(self, index_batches, base_seed, epoch):
         if self._pid != os.getpid():  # a forked child: the parent's gatherer is inert here
             self._pid, self._gatherer = os.getpid(), _native.Gatherer(self._spec)
         gatherer = self._gatherer
@@ -255,7 +255,7 @@ class TensorPlan(Plan):
                             gatherer.wait(ticket)
                         except Exception:  # its error comes again, in its turn, from the new plan
                             pass
-                    yield from self._rest_replanned(itertools.chain(redo, source), base_seed)
+                    yield from self._rest_replanned(itertools.chain(redo, source), base_seed, epoch)
                     return
                 while not exhausted and len(pending) < depth:
                     try:
@@ -292,7 +292,7 @@ class TensorPlan(Plan):
                     pass
             gatherer.park()  # no native thread between epochs
 
-    def _rest_replanned(self, source, base_seed):
+    def _rest_replanned(self, source, base_seed, epoch):
         new = self._replan()
         if not isinstance(new, Plan):
             _log.warning(
@@ -305,7 +305,7 @@ class TensorPlan(Plan):
         self.close()
         self.__dict__.update(new.__dict__)  # take over its native engine
         new.__dict__.clear()
-        yield from self._batches(source, base_seed)
+        yield from self._batches(source, base_seed, epoch)
 
     def _assemble(self, buffers, n: int):
         out = [b.view(c.dtype).view((n, *shape)) for b, c, shape in zip(buffers, self._columns, self._row_shapes)]

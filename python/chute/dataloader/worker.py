@@ -6,7 +6,9 @@ unchanged), with two differences:
 
 * the collated batch is written into the arena slot the parent assigned to the task (``default_collate`` stacks
   straight into it) and only a small pickle with offsets travels through the result queue;
-* an error names the worker and the sample index (or batch indices) it came from.
+* an error names the worker and the sample index (or batch indices) it came from;
+* each reply carries the worker's RNG states after its task (state.py: what a resumed worker goes on from),
+  and a resumed worker starts from the states it is given.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from torch.utils.data._utils.worker import (
 )
 from torch.utils.data.dataloader import _DatasetKind
 
+from chute.dataloader import state_format as _state
 from chute.dataloader.arena import SlotWriter, dumps_batch
 
 if _utils.HAS_NUMPY:
@@ -39,11 +42,13 @@ if _utils.HAS_NUMPY:
 
 @dataclass(frozen=True)
 class ArenaBatch:
-    """A worker's reply for one task: the pickled batch, whose tensors sit in ``slot`` (None: torch sharing)."""
+    """A worker's reply for one task: the pickled batch, whose tensors sit in ``slot`` (None: torch sharing), and
+    the worker's RNG states after it (``state.SEEDED`` while they are as seeded)."""
 
     slot: int | None
     file_size: int
     data: bytes
+    rng: object = None
 
 
 class _Where:
@@ -173,6 +178,7 @@ def worker_loop(
     worker_id,
     num_workers,
     slot_fds,
+    rng_state=None,
 ) -> None:
     try:
         signal_handling._set_worker_signal_handlers()
@@ -198,6 +204,14 @@ def worker_loop(
             fetcher = _Fetcher(dataset_kind, dataset, auto_collation, collate_fn, drop_last, writer)
         except Exception:
             init_exception = ExceptionWrapper(where=f"in DataLoader worker process {worker_id} (worker_init_fn)")
+        seeded = _state.worker_rng()  # as seeding and worker_init_fn left them
+
+        def rng_now():
+            now = _state.worker_rng()
+            return _state.SEEDED if _state.same_worker_rng(now, seeded) else now
+
+        if rng_state not in (None, _state.SEEDED):  # a resumed worker: where it was
+            _state.set_worker_rng(rng_state)
 
         iteration_end = False
         watchdog = ManagerWatchdog()
@@ -207,7 +221,7 @@ def worker_loop(
             except queue.Empty:
                 continue
             if isinstance(r, _ResumeIteration):
-                data_queue.put((r, None))
+                data_queue.put((r, (worker_id, rng_now())))
                 iteration_end = False
                 fetcher = _Fetcher(dataset_kind, dataset, auto_collation, collate_fn, drop_last, writer)
                 continue
@@ -215,7 +229,7 @@ def worker_loop(
                 break
             if done_event.is_set() or iteration_end:
                 continue
-            idx, index, slot = r
+            idx, index, slot, snapshot = r
             if init_exception is not None:
                 data, init_exception = init_exception, None
             else:
@@ -227,7 +241,7 @@ def worker_loop(
                         )
                     batch = fetcher.fetch(index)
                     payload = dumps_batch(batch, writer)  # may grow the slot: read its size after
-                    data = ArenaBatch(slot, writer.file_size(), payload)
+                    data = ArenaBatch(slot, writer.file_size(), payload, rng_now() if snapshot else None)
                     del batch, payload
                 except Exception as e:
                     if isinstance(e, StopIteration) and dataset_kind == _DatasetKind.Iterable:
@@ -236,6 +250,7 @@ def worker_loop(
                     else:
                         where = fetcher.ctx.where if fetcher is not None else ""
                         data = ExceptionWrapper(where=f"in DataLoader worker process {worker_id}{where}")
+                        data.chute_rng = rng_now() if snapshot else None
                 writer.begin(None)
             data_queue.put((idx, data))
             del data, idx, index, r

@@ -11,6 +11,14 @@ ahead, so its decode threads go on with the next batches while Ray serialises a 
 object store and delivers the next call. A call for a batch that is not the plan's next (a batch resent
 after another actor died, or one the driver sent elsewhere) restarts the engine on that batch followed by
 the rest of the plan: the bytes never depend on the plan, only how much work runs ahead.
+
+The engine is built from the driver's options object (``chute._native.LoaderOptions``, pickled whole), so
+its prefetch (the batches made ahead: ``prefetch``, automatic by default), threads, memory budget and error
+policy are those the user gave RemoteLoader. Errors: under ``on_error='raise'`` a bad sample's batch comes
+back as ``("error", (index, path, reason, epoch))`` and the engine goes on with the next batch, as
+chute.Loader's does. Under ``'skip'`` the batch comes back without its bad samples, which are listed; the
+engine, having filled that batch from the next one, is restarted on the plan's next batch, so that every
+batch it makes is again exactly one of the driver's; the driver re-packs the short batches (repack.py).
 """
 
 from __future__ import annotations
@@ -21,9 +29,6 @@ from collections import deque
 
 import numpy as np
 import torch
-
-_SOURCE_KINDS = ("ImageFolder", "PackedDataset", "TarDataset", "FileList")
-PREFETCH = 2  # batches an actor's engine makes ahead of the calls (in the actor's memory, not the object store)
 
 
 def source_spec(source):
@@ -44,13 +49,12 @@ def source_spec(source):
 
 
 def open_source(spec):
-    from chute import packed, sources
+    from chute import resolve, sources
 
     kind, arg = spec
     if kind == "path":
-        return packed.source_from_path(arg)
-    cls = sources.ImageFolder if kind == "ImageFolder" else getattr(packed, kind)
-    return cls(arg)
+        return resolve.source_from_path(arg)
+    return getattr(sources, kind)(arg)
 
 
 def to_wire(images: torch.Tensor, channels_last: bool) -> np.ndarray:
@@ -77,34 +81,46 @@ def from_wire(array: np.ndarray, dtype: torch.dtype, channels_last: bool) -> tor
 
 
 class BatchActor:
-    """Makes batches with a chute.Loader running the actor's plan (see above). Wrapped by ray.remote."""
+    """Makes batches with chute's native engine running the actor's plan (see above). Wrapped by ray.remote.
 
-    def __init__(self, spec, batch_size: int, loader_kwargs: dict, hook=None):
-        from chute.loader import Loader
+    ``options`` is the driver's ``chute._native.LoaderOptions``, built once by ``chute._options.build`` and
+    pickled whole: the engine here is made from exactly what the driver checked."""
+
+    def __init__(self, spec, options, transforms, hook=None):
+        from chute import _native, _options
 
         self._hook = hook  # tests and benchmarks: hook(epoch, indices) before each batch (faults, costs)
         torch.set_num_threads(1)  # torch's own pool is not used here; keep it from oversubscribing
-        kwargs = dict(
-            loader_kwargs,
-            dtype=getattr(torch, loader_kwargs["dtype"]),
-            memory_format=getattr(torch, loader_kwargs["memory_format"]),
-        )
-        self._batch_size = batch_size
-        self._loader = Loader(
-            open_source(spec), batch_size, pin_memory=False, device="cpu", prefetch=PREFETCH, **kwargs
-        )
-        self._channels_last = kwargs["memory_format"] == torch.channels_last
+        self._batch_size = options.batch_size
+        self._channels_last = options.channels_last
+        try:
+            self._native = _native.Loader(open_source(spec)._native, _options.native_transforms(transforms), options)
+            self._refused: Exception | None = None
+        except Exception as e:  # start() raises it in the driver, as itself (Ray keeps its type and message)
+            self._native, self._refused = None, e
         self._epoch: int | None = None  # the epoch the engine runs
         self._plan: deque[np.ndarray] = deque()  # the batches it makes, in order (source indices each)
+        # on_error='skip': the samples the engine skipped and no batch has reported yet, by source index
+        # (each index is once in an epoch, so a sample found again after a restart is the same entry).
+        self._skipped: dict[int, tuple] = {}
+        self._errors_read = 0  # the engine's errors() already in _skipped
         self.batches_made = 0
         self.restarts = 0  # engine restarts for a batch that was not the plan's next
 
     def pid(self) -> int:
         return os.getpid()
 
+    def start(self) -> tuple[int, list[str]]:
+        """The actor's pid and what its engine changed from the options (Loader::notices(): a prefetch
+        lowered to fit max_memory); or the error that kept the engine from being built (a source the actor
+        cannot open, options the engine refuses: a ValueError naming them)."""
+        if self._refused is not None:
+            raise self._refused
+        return os.getpid(), list(self._native.notices)
+
     def engine_stats(self) -> dict:
-        """The actor's chute.Loader statistics (its worker threads' stage times), and its plan restarts."""
-        return dict(self._loader.stats(), plan_restarts=self.restarts)
+        """The actor's engine statistics (its worker threads' stage times), and its plan restarts."""
+        return dict(self._native.stats(), plan_restarts=self.restarts)
 
     def made(self) -> int:
         """Batches this process returned (since its last start)."""
@@ -112,9 +128,11 @@ class BatchActor:
 
     def _start(self, epoch: int, batches) -> None:
         """Runs the engine over ``batches`` (arrays of source indices; only the last may be short)."""
+        if epoch != self._epoch:
+            self._skipped.clear()  # (a sample of another epoch: reported with its batch, or never asked for)
         self._epoch, self._plan = epoch, deque(batches)
         order = np.concatenate(list(self._plan)) if self._plan else np.empty(0, np.int64)
-        self._loader._native.start_epoch(epoch, 0, np.ascontiguousarray(order, dtype=np.int64))
+        self._native.start_epoch(epoch, 0, np.ascontiguousarray(order, dtype=np.int64))
 
     def _schedule(self, epoch: int, indices: np.ndarray, plan) -> None:
         """Makes the engine's next batch the one with ``indices``."""
@@ -133,28 +151,53 @@ class BatchActor:
         rest = list(self._plan) if len(indices) == self._batch_size else []
         self._start(epoch, [indices] + rest)
 
-    def batch(self, epoch: int, indices: np.ndarray, plan: np.ndarray | None = None):
-        """``("ok", images, labels, busy_s)``, or ``("error", (index, path, reason, epoch))`` for a bad
-        sample. ``plan``: the source indices of the batches the driver means to ask this actor for in this
-        epoch, in order, starting with this one."""
-        from chute import _native
+    def _skipped_in(self, epoch: int, indices: np.ndarray) -> list[tuple]:
+        """The samples of ``indices`` the engine skipped, in order: ``(index, path, reason, epoch)`` each.
+        Complete once the engine delivered the batch that starts with this one's first sample (the engine's
+        order is aligned on the plan's batches: see batch()): a batch is delivered only once every sample
+        before its last one was placed or skipped, and it holds this batch's samples that were not."""
+        for error in self._native.errors(self._errors_read):
+            self._errors_read += 1
+            if error[3] == epoch:
+                self._skipped[error[0]] = tuple(error)
+        return [self._skipped.pop(i) for i in indices.tolist() if i in self._skipped]
 
+    def batch(self, epoch: int, indices: np.ndarray, plan: np.ndarray | None = None):
+        """``("ok", images, labels, busy_s, skipped)``, or ``("error", (index, path, reason, epoch))`` for a
+        bad sample under on_error='raise'. ``plan``: the source indices of the batches the driver means to
+        ask this actor for in this epoch, in order, starting with this one. Under on_error='skip' a bad
+        sample is left out: ``images`` holds the batch's other samples, in order, and ``skipped`` lists the
+        bad ones (the driver fills batches from the next ones, as chute.Loader does)."""
+        from chute.errors import SampleError
+
+        if self._refused is not None:
+            raise self._refused
         start = time.perf_counter()
         if self._hook is not None:
             self._hook(epoch, indices)
         self._schedule(epoch, indices, plan)
-        native = self._loader._native
+        native = self._native
         self._plan.popleft()
         try:
             batch = native.next()
-        except _native.SampleError:  # the engine goes on with the next batch (on_error='raise')
-            return ("error", tuple(native.failed_sample()))
+        except SampleError as e:  # the engine goes on with the next batch (on_error='raise')
+            return ("error", (e.index, e.path, e.reason, e.epoch))
         except BaseException:
             self._epoch = None  # any other error ends the engine's epoch
             raise
-        if batch is None:  # the plan and the engine disagree: a bug, never a short epoch
+        skipped = self._skipped_in(epoch, indices)
+        kept = len(indices) - len(skipped)
+        if batch is None and kept:  # the plan and the engine disagree: a bug, never a short epoch
             self._epoch = None
             raise RuntimeError(f"RemoteLoader actor: the engine ended before batch {indices[:4]}... of epoch {epoch}")
-        images, labels = batch
+        if skipped and self._plan:
+            # on_error='skip' filled this batch from the plan's next one: restart the engine there, so that
+            # its batches line up with the plan's again (this costs the work it had done ahead).
+            self._start(epoch, list(self._plan))
         self.batches_made += 1
-        return ("ok", to_wire(images, self._channels_last), labels.numpy(), time.perf_counter() - start)
+        busy = time.perf_counter() - start
+        if not kept:  # every sample of the batch was skipped
+            return ("ok", None, None, busy, skipped)
+        images, labels = batch
+        images, labels = images[:kept], labels[:kept]  # views; the whole batch when nothing was skipped
+        return ("ok", to_wire(images, self._channels_last), labels.numpy(), busy, skipped)

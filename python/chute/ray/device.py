@@ -4,17 +4,33 @@ A remote batch arrives on the trainer as numpy arrays over Ray's object store, a
 of the node's plasma file. ``RemoteDelivery`` hands them to chute's DeviceSlots (cpp/include/chute/gpu/
 device_slots.h), the device side of chute.Loader's ``device=`` path: device_prefetch + 1 device buffers,
 ``cudaMemcpyAsync`` on chute's stream, an event the consumer's stream waits on, the batch's arrays (and
-with them the object) held until their copy has completed. The object store is registered with the
-device (``cudaHostRegister``) in windows of ``_WINDOW`` bytes, each once, as the batches reach it: the
-copy then reads the shared memory itself, without a host copy and without pinning per batch. A batch that
-is not in the object store (Ray inlines results under 100 KiB into the trainer's own memory), or a store
-the device refuses to register, goes through a pinned staging buffer instead. uint8 crosses to the
-device; the dtype and ``Normalize`` are applied there (chute.delivery.DeviceConversion).
+with them the object) held until their copy has completed. uint8 crosses to the device; the dtype and
+``Normalize`` are applied there (chute.delivery.DeviceConversion).
+
+Registered memory (docs/GPU.md, "Registered memory"). Ray's store is registered with the device
+(``cudaHostRegister``) in windows of ``_WINDOW`` bytes, each once, as the batches reach it: the copy then
+reads the shared memory itself, without a host copy and without pinning per batch. A registration pins
+the pages mapped at that moment, so it must end before its memory is unmapped. chute registers only
+memory whose end it sees: Ray's primary store, which lives until ``ray.shutdown()`` or the process's
+exit, both of which first unregister every window (:func:`_watch_ray_shutdown`). A fallback allocation
+(an object Ray placed in a file of the session directory because the store was full) is unmapped as soon
+as its object is released, unseen: its batches go through a pinned staging buffer, as do batches Ray
+inlined into the trainer's own memory (under 100 KiB) and any store the device refuses to register.
+Before each copy from a registered window, DeviceSlots checks that the mapping there is still the one
+registered; a window found unmapped or replaced is unregistered and warned about, and its batches staged.
+
+While a window is registered, it is pinned memory for every CUDA call in the process: another
+``torch.from_numpy(array).cuda(non_blocking=True)`` of an array in the store is then truly asynchronous,
+and nothing holds the object until that copy has read it (torch records no event for memory it did not
+allocate). Keep such an array alive until the copy is done (``torch.cuda.current_stream().synchronize()``),
+or copy it without ``non_blocking``.
 """
 
 from __future__ import annotations
 
+import functools
 import warnings
+import weakref
 
 import numpy as np
 import torch
@@ -25,16 +41,53 @@ from chute import delivery as _delivery
 _WINDOW = 64 << 20  # bytes of the object store registered at a time
 
 
-def mapping_of(address: int) -> tuple[int, int, bool] | None:
-    """The [start, end) of this process's mapping holding ``address``, and whether it is a shared file
-    mapping (Ray's plasma store: /dev/shm/plasma...); None when no mapping holds it."""
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            fields = line.split(maxsplit=5)
-            lo, hi = (int(x, 16) for x in fields[0].split("-"))
-            if lo <= address < hi:
-                return lo, hi, "s" in fields[1] and len(fields) == 6 and fields[5].strip() != ""
-    return None
+def _fallback_allocation(path: str) -> bool:
+    """Whether a mapped file is one of Ray's fallback allocations: a ``plasma*`` file in the session
+    directory (``.../session_<date>/``), where Ray puts objects the full store cannot take and unmaps them
+    when they are released. The primary store is a ``plasma*`` file in the plasma directory (/dev/shm)."""
+    parts = path.removesuffix(" (deleted)").split("/")
+    return any(p.startswith("session_") for p in parts[:-1])
+
+
+def _primary_store(mapping) -> bool:
+    """A mapping whose end chute sees (module docstring): Ray's primary object store."""
+    _start, _end, shared, file_backed, path = mapping
+    name = path.removesuffix(" (deleted)").rsplit("/", 1)[-1]
+    return shared and file_backed and name.startswith("plasma") and not _fallback_allocation(path)
+
+
+# Every RemoteDelivery with registered windows: ray.shutdown() and the process's exit unregister them first.
+_LIVE: weakref.WeakSet = weakref.WeakSet()
+_WATCHING = False
+
+
+def _unregister_every_store() -> None:
+    for delivery in list(_LIVE):
+        delivery.unregister_store()
+
+
+def _watch_ray_shutdown() -> None:
+    """Ray unmaps its object store in ``ray.shutdown()``, and at the process's exit (an ``atexit`` hook of
+    its own, registered when ray is imported). Every registration must end before: ``ray.shutdown`` is
+    wrapped to unregister first, and an ``atexit`` hook registered after Ray's runs before it."""
+    global _WATCHING
+    if _WATCHING:
+        return
+    import atexit
+
+    import ray
+    from ray._private import worker
+
+    original = worker.shutdown
+
+    @functools.wraps(original)
+    def shutdown(*args, **kwargs):
+        _unregister_every_store()
+        return original(*args, **kwargs)
+
+    ray.shutdown = worker.shutdown = shutdown
+    atexit.register(_unregister_every_store)
+    _WATCHING = True
 
 
 class RemoteDelivery:
@@ -51,9 +104,9 @@ class RemoteDelivery:
         self.batch_size = batch_size
         self.slots = None  # made with the first batch, which gives the sample size
         self.sample_shape: tuple[int, ...] = ()
-        self._private: list[tuple[int, int]] = []  # private mappings seen: not looked up again
-        self._refused: set[int] = set()  # mappings the device would not register: staged
+        self._refused: set[tuple[int, str]] = set()  # mappings the device would not register: staged
         self.registered_bytes = 0
+        self._stale_warned = 0
 
     @property
     def prefetch(self) -> int:
@@ -76,6 +129,24 @@ class RemoteDelivery:
         for array in (images, labels):
             self._register(array.ctypes.data, array.nbytes)
         self.slots.issue(images.reshape(-1), labels, (images, labels))
+        if self.slots.stale_ranges > self._stale_warned:
+            self._stale_warned = self.slots.stale_ranges
+            warnings.warn(
+                "chute.ray: object-store memory registered with the device was unmapped or replaced before "
+                "chute could unregister it; that window was unregistered and its batches are staged",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+
+    @property
+    def stale_ranges(self) -> int:
+        """Registered windows found unmapped or replaced before they were unregistered."""
+        return 0 if self.slots is None else self.slots.stale_ranges
+
+    def unregister_store(self) -> None:
+        """Ends every registration, after the copies in flight: before Ray unmaps the store."""
+        if self.slots is not None:
+            self.slots.unregister_host(0, 2**64 - 1)
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The oldest issued batch, on the device, in the requested dtype and memory format."""
@@ -99,14 +170,11 @@ class RemoteDelivery:
     def _register(self, address: int, nbytes: int) -> None:
         if nbytes == 0 or self.slots.registered(address, nbytes):
             return
-        if any(lo <= address < hi for lo, hi in self._private):
-            return  # staged by the native side
-        mapping = mapping_of(address)
-        if mapping is None or not mapping[2]:
-            self._private.append(mapping[:2] if mapping else (address, address + nbytes))
-            return
-        start, end, _ = mapping
-        if start in self._refused:
+        mapping = _native.mapping_of(address)
+        if mapping is None or not _primary_store(mapping):
+            return  # staged by the native side (module docstring)
+        start, end, _, _, path = mapping
+        if (start, path) in self._refused:
             return
         first = (address - start) // _WINDOW
         last = (address + nbytes - 1 - start) // _WINDOW
@@ -118,7 +186,7 @@ class RemoteDelivery:
                 self.slots.register_host(lo, hi - lo)
                 self.registered_bytes += hi - lo
             except (RuntimeError, ValueError) as e:
-                self._refused.add(start)
+                self._refused.add((start, path))
                 warnings.warn(
                     f"chute.ray: {self.device.name} would not register Ray's object store for direct copies "
                     f"({e}); batches go through a pinned staging buffer instead",
@@ -126,3 +194,5 @@ class RemoteDelivery:
                     stacklevel=3,
                 )
                 return
+            _watch_ray_shutdown()
+            _LIVE.add(self)

@@ -1,14 +1,17 @@
 """chute.ray.RemoteLoader: chute.Loader's batches, made by Ray actors on other CPUs (or machines).
 
-The driver (the trainer's process) owns the epoch: it computes the epoch's order exactly as chute.Loader
-does (``chute._native.epoch_order``: the same permutation and the same rank sharding), cuts it into batches
-``[b*B, (b+1)*B)`` and hands each batch's source indices to an actor. Batches come back through Ray's
-object store as numpy arrays and are yielded in batch order. Nothing in a batch depends on which actor made
-it (augmentation is keyed by seed, epoch and source index), which gives:
+The driver (the trainer's process) owns the epoch. It is built from the same description of the engine as
+chute.Loader (``chute._options.build``: one ``LoaderOptions``, checked once), computes the epoch's order from
+it exactly as chute.Loader does (``chute._native.epoch_order(source, options, epoch)``: the same permutation
+or shard-window order, the same rank sharding), cuts it into batches ``[b*B, (b+1)*B)`` and hands each
+batch's source indices to an actor, whose engine is built from that same options object, pickled.
+Batches come back through Ray's object store as numpy arrays and are yielded in batch order. Nothing in a
+batch depends on which actor made it (augmentation is keyed by seed, epoch and source index), which gives:
 
-- same bytes: the batches equal chute.Loader's on one machine, for the same arguments;
+- same bytes: the batches equal chute.Loader's on one machine, for the same arguments (``on_error='skip'``
+  included: the actors' batches, short of their bad samples, are re-packed in order, repack.py);
 - fault tolerance: a batch whose actor died is sent again, to a survivor or to the restarted actor;
-  each batch id is yielded once, in order, so nothing is lost and nothing duplicated;
+  each batch id is yielded once, in order, so nothing is lost and nothing duplicated (schedule.py);
 - bounded memory: at most ``max_inflight`` batches are requested and not yet yielded; a slow trainer
   leaves the actors idle rather than filling the object store.
 
@@ -19,43 +22,43 @@ to the device through chute's DeviceSlots, copied from the object-store buffer (
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import sys
-import time
-from collections import deque
+import warnings
 from collections.abc import Iterator
 
-import numpy as np
 import ray
 import torch
-from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError
 
-from chute import _native, _resume_state, _validate
+from chute import _native, _options, _resume_state, _validate
 from chute import delivery as _delivery
+from chute._options import DEFAULTS
 from chute.errors import SampleError
-from chute.loader import _DECODE, _DELIVERY, _resolve_distributed
-from chute.ray.actor import BatchActor, from_wire, source_spec
+from chute.ray.actor import BatchActor, open_source, source_spec
+from chute.ray.schedule import ActorPool, RemoteEpoch
 
-_ACTOR_LOST = (ActorDiedError, ActorUnavailableError)
-_SLICE_S = 0.1  # waits run in slices so that Ctrl-C is handled
 # stats()'s counters, which stats_since() differences; max_outstanding is a maximum, kept as now
-_COUNTERS = ("batches", "samples", "actor_busy_s", "transfer_s", "wait_s", "consumer_s", "resubmitted")
+_COUNTERS = ("batches", "samples", "actor_busy_s", "transfer_s", "wait_s", "consumer_s", "resubmitted", "repacked")
 
 
 class RemoteLoader:
     """Iterates over ``(images, labels)`` batches like :class:`chute.Loader`, with the decoding and
-    augmentation done by ``num_actors`` Ray actors that each reserve ``num_cpus_per_actor`` CPUs and run
-    ``threads_per_actor`` decode threads (default: as many as the CPUs).
+    augmentation done by ``num_actors`` Ray actors that each reserve ``num_cpus_per_actor`` CPUs.
 
-    Same arguments and semantics as chute.Loader where they apply (``shuffle``, ``seed``, ``drop_last``,
-    ``transforms``, ``dtype``, ``memory_format``, ``rank``/``world_size``/``even_split``, ``max_pixels``,
-    ``apply_exif_orientation``, ``decode``, ``reducing_gap``, ``validate``, ``max_file_bytes``), and the same
-    protocol: ``len``, ``iter`` (one epoch), ``set_epoch``, ``state_dict``/``load_state_dict`` (the same
-    dict format as chute.Loader's), ``stats``, ``close`` / ``with``. ``on_error='raise'`` only: a bad
-    sample raises :class:`chute.SampleError` in place of its batch, and ``next()`` goes on with the next
-    batch, as locally. (``'skip'`` would fill a batch from the next samples, which moves every later
-    batch: it is refused rather than giving batches that differ from chute.Loader's.)
+    Every engine argument is chute.Loader's, with its default and meaning (``shuffle``, ``seed``,
+    ``drop_last``, ``transforms``, ``dtype``, ``memory_format``, ``order``/``shard_window``,
+    ``rank``/``world_size``/``even_split``, ``on_error``, ``max_pixels``, ``validate``, ...), applied in each
+    actor: ``num_threads``, ``max_threads``, ``prefetch``, ``max_memory`` and ``max_ring_bytes`` are each
+    actor's (``max_threads=None`` is the actor's ``num_cpus_per_actor``, at least 1, rather than the node's
+    cores; ``prefetch`` is the batches its engine makes ahead of the driver's calls). The protocol is
+    chute.Loader's: ``len``, ``iter`` (one epoch), ``set_epoch``, ``state_dict``/``load_state_dict`` (the
+    same dict as chute.Loader's: either resumes the other), ``errors``, ``stats``, ``close`` / ``with``.
+    ``order='shards'`` reads remote shards in the shard-window order, each actor its batches' shards.
+    ``on_error='raise'`` raises :class:`chute.SampleError` (index, path, reason) in place of a bad sample's
+    batch, and ``next()`` goes on with the next batch; ``'skip'`` leaves the sample out, fills the batch from
+    the next samples and lists it in :meth:`errors`: the same batches as chute.Loader's, either way.
 
     ``source`` is a path or a chute source; each actor opens it again on its own node, so the path must
     be readable there. ``actor_options`` goes to Ray's ``.options()`` (e.g. ``{"resources":
@@ -64,7 +67,9 @@ class RemoteLoader:
     any one batch (an error, never a hang).
 
     Batches are CPU tensors whose memory is the object store's (read-only shared memory on the trainer's
-    node, no copy): ``.clone()`` a batch you want to modify in place; ``.to('cuda')`` copies from it.
+    node, no copy): ``.clone()`` a batch you want to modify in place; ``.to('cuda')`` copies from it. (After
+    a sample skipped under ``'skip'``, the epoch's later batches are joined from two actors' batches: a copy
+    in the trainer's memory.)
 
     ``device='cuda'`` (or ``'cuda:N'``) yields batches on that GPU, as chute.Loader's ``device=`` does:
     the actors make uint8 batches, the copy to the GPU reads the object-store buffer itself (registered
@@ -79,42 +84,45 @@ class RemoteLoader:
     def __init__(
         self,
         source,
-        batch_size: int = 1,
+        batch_size: int = DEFAULTS.batch_size,
         *,
-        shuffle: bool = False,
-        seed: int = 0,
-        drop_last: bool = False,
+        shuffle: bool = DEFAULTS.shuffle,
+        seed: int = DEFAULTS.seed,
+        drop_last: bool = DEFAULTS.drop_last,
         transforms=(),
-        dtype: torch.dtype = torch.uint8,
-        memory_format: torch.memory_format = torch.contiguous_format,
+        dtype: torch.dtype = DEFAULTS.dtype,
+        memory_format: torch.memory_format = DEFAULTS.memory_format,
+        num_threads: int | str = DEFAULTS.num_threads,
+        prefetch: int | str = DEFAULTS.prefetch,
+        max_threads: int | None = DEFAULTS.max_threads,
+        max_memory: int = DEFAULTS.max_memory,
+        on_error: str = DEFAULTS.on_error,
+        max_pixels: int = DEFAULTS.max_pixels,
+        apply_exif_orientation: bool = DEFAULTS.apply_exif_orientation,
+        decode: str = DEFAULTS.decode,
+        reducing_gap: float = DEFAULTS.reducing_gap,
+        validate: str = DEFAULTS.validate,
+        accept_truncated: bool = DEFAULTS.accept_truncated,
+        rank: int | None = DEFAULTS.rank,
+        world_size: int | None = DEFAULTS.world_size,
+        even_split: bool = DEFAULTS.even_split,
+        order: str = DEFAULTS.order,
+        shard_window: int = DEFAULTS.shard_window,
+        device="cpu",
+        device_prefetch: int = DEFAULTS.device_prefetch,
+        max_device_memory: int = DEFAULTS.max_device_memory,
+        max_file_bytes: int = DEFAULTS.max_file_bytes,
+        max_ring_bytes: int = DEFAULTS.max_ring_bytes,
         num_actors: int = 1,
         num_cpus_per_actor: float = 1,
-        threads_per_actor: int | None = None,
         max_inflight: int | None = None,
         max_restarts: int = 3,
         actor_options: dict | None = None,
-        rank: int | None = None,
-        world_size: int | None = None,
-        even_split: bool = True,
-        on_error: str = "raise",
-        max_pixels: int = 200_000_000,
-        apply_exif_orientation: bool = False,
-        decode: str = _DECODE.decode,
-        reducing_gap: float = _DECODE.reducing_gap,
-        validate: str = "window",
-        max_file_bytes: int = 1 << 30,
         timeout_s: float = 300.0,
-        device="cpu",
-        device_prefetch: int = _DELIVERY.device_prefetch,
-        max_device_memory: int = _DELIVERY.max_device_memory,
         _actor_hook=None,
     ):
-        if on_error != "raise":
-            raise ValueError(
-                f"RemoteLoader supports on_error='raise' only, got {on_error!r}: 'skip' fills a "
-                "batch from the next samples, which moves every later batch"
-            )
-        self.batch_size = _validate.integer("batch_size", batch_size, 1, _validate.INT64_MAX)
+        spec = _options.build_from(locals())  # the engine keywords above, by name: checked here
+        options = self._options = spec.loader
         self.num_actors = _validate.integer("num_actors", num_actors, 1, 1 << 20)
         self.max_inflight = _validate.integer(
             "max_inflight", 2 * self.num_actors if max_inflight is None else max_inflight, 1, 1 << 20
@@ -122,57 +130,39 @@ class RemoteLoader:
         self.max_restarts = _validate.integer("max_restarts", max_restarts, 0, 1 << 20)
         if not (isinstance(num_cpus_per_actor, (int, float)) and num_cpus_per_actor > 0):
             raise ValueError(f"num_cpus_per_actor must be positive, got {num_cpus_per_actor!r}")
-        threads = threads_per_actor or max(1, int(num_cpus_per_actor))
+        if options.max_threads == 0 and options.num_threads == 0:  # None: the actor's CPUs, not the node's
+            options.max_threads = max(1, int(num_cpus_per_actor))
         self.num_cpus_per_actor = num_cpus_per_actor
         self.timeout_s = float(timeout_s)
-        self.seed = _validate.integer("seed", seed, 0, _validate.UINT64_MAX)
-        self.shuffle, self.drop_last, self.even_split = bool(shuffle), bool(drop_last), bool(even_split)
-        self.dtype, self._channels_last = dtype, memory_format == torch.channels_last
-        self.rank, self.world_size = _resolve_distributed(rank, world_size)
+        self.batch_size, self.seed, self.shuffle = options.batch_size, options.seed, options.shuffle
+        self.drop_last, self.even_split, self.on_error = options.drop_last, options.even_split, options.on_error
+        self.order, self.shard_window = options.order, options.shard_window
+        self.rank, self.world_size = options.rank, options.world_size
+        self.dtype, self._channels_last = spec.dtype, options.channels_last
         device_kind, _ = _delivery.parse_device(device)
         normalize = None
         if device_kind != "cpu":  # uint8 crosses to the device; Normalize and the dtype are applied there
             transforms, normalize = _delivery.split_normalize(transforms)
-        spec = source_spec(source)
-        from chute.ray.actor import open_source
-
-        self.source = open_source(spec) if isinstance(source, (str, os.PathLike)) else source
-        self._dataset_size = len(self.source)
-        # Checks the shard (rank, world_size against the dataset) and gives this rank's epoch size.
-        self.num_samples = int(
-            _native.epoch_order(
-                self._dataset_size,
-                shuffle=False,
-                seed=0,
-                epoch=0,
-                rank=self.rank,
-                world_size=self.world_size,
-                even_split=self.even_split,
-            ).shape[0]
-        )
-        # dtype and memory_format travel as names: torch's memory_format objects do not unpickle everywhere
-        # (by reference to a name in the pickling module, which fails when that is a script's __main__).
-        loader_kwargs = {
-            "seed": self.seed,
-            "transforms": transforms,
-            "dtype": "uint8" if device_kind != "cpu" else str(dtype).removeprefix("torch."),
-            "memory_format": "channels_last" if self._channels_last else "contiguous_format",
-            "num_threads": threads,
-            "max_pixels": max_pixels,
-            "apply_exif_orientation": apply_exif_orientation,
-            "decode": decode,
-            "reducing_gap": reducing_gap,
-            "validate": validate,
-            "max_file_bytes": max_file_bytes,
-        }
+            options.dtype = "uint8"
+        where = source_spec(source)
+        self.source = open_source(where) if isinstance(source, (str, os.PathLike)) else source
+        # Checks the shard (rank, world_size against the dataset) and, for order='shards', the source's
+        # shards, as chute.Loader does; gives this rank's epoch size.
+        self.num_samples = len(_native.epoch_order(self.source._native, options, 0))
+        self._epoch, self._resume_position, self._running, self._iteration = 0, 0, None, 0
+        self._resume_splits, self._running_splits, self._running_size = [], [], 0  # as chute.Loader's
+        self._position = 0  # samples the consumer received in the running epoch
+        self._errors: list[SampleError] = []  # skipped samples (on_error='skip'), as the batches arrived
+        self._closed = False
         self._delivery = None
         self.device = torch.device("cpu")
         if device_kind != "cpu":
             from chute.ray.device import RemoteDelivery
 
+            delivery = spec.delivery
             self._delivery = RemoteDelivery(
-                device, dtype, normalize, self._channels_last, self.batch_size, self.seed, device_prefetch,
-                max_device_memory,
+                device, spec.dtype, normalize, self._channels_last, self.batch_size, self.seed,
+                delivery.device_prefetch, delivery.max_device_memory,
             )  # fmt: skip
             self.device = "sim" if device_kind == "sim" else self._delivery.torch_device
         if not ray.is_initialized():
@@ -180,26 +170,33 @@ class RemoteLoader:
         actor_class = ray.remote(BatchActor).options(
             num_cpus=num_cpus_per_actor, max_restarts=self.max_restarts, max_task_retries=0, **(actor_options or {})
         )
-        self._actors = [
-            actor_class.remote(spec, self.batch_size, loader_kwargs, _actor_hook) for _ in range(self.num_actors)
-        ]
-        self._dead = [False] * self.num_actors  # gone for good
-        self._suspect: dict[int, ray.ObjectRef] = {}  # a batch failed with the actor: its pid() probe
-        self._closed = False
-        # The actors' constructors run now: a source they cannot open fails here, naming it.
-        self._pids = ray.get([a.pid.remote() for a in self._actors], timeout=self.timeout_s)
-        self._epoch, self._resume_position, self._running, self._iteration = 0, 0, None, 0
-        self._position = 0  # samples the consumer received in the running epoch
+        # The actors make every batch they are asked for, a short last one too: dropping it is the driver's
+        # (under 'skip' its samples may fill the batches before it).
+        shipped = copy.copy(options)
+        shipped.drop_last = False
+        actors = [actor_class.remote(where, shipped, transforms, _actor_hook) for _ in range(self.num_actors)]
+        self._pool = ActorPool(actors, self.max_restarts, self.timeout_s)
+        # The actors' engines are built now: a source they cannot open, or options the engine refuses
+        # (a max_memory that does not hold one batch's buffers, ...), fail here, as themselves, naming it.
+        try:
+            started = ray.get([a.start.remote() for a in actors], timeout=self.timeout_s)
+        except BaseException:
+            self.close()
+            raise
+        self._pids = [pid for pid, _ in started]
+        for notice in started[0][1]:  # the same in every actor: e.g. a prefetch lowered to fit max_memory
+            warnings.warn(f"chute.ray.RemoteLoader actors: {notice}", stacklevel=2)
         self.reset_stats()
 
     # --- the protocol chute.Loader has -------------------------------------------------------------------
     def __len__(self) -> int:
-        """This rank's batches per epoch."""
+        """This rank's batches per epoch (with ``on_error='skip'``, an epoch with bad samples may yield fewer)."""
         full, rest = divmod(self.num_samples, self.batch_size)
         return full + (1 if rest and not self.drop_last else 0)
 
     def set_epoch(self, epoch: int) -> None:
         self._epoch, self._resume_position = _validate.integer("epoch", epoch, 0, _validate.INT64_MAX), 0
+        self._resume_splits = []
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         if self._closed:
@@ -207,55 +204,46 @@ class RemoteLoader:
         self._iteration += 1
         if self._delivery is not None:
             self._delivery.drain()  # batches copied ahead for an iteration that was left
-        epoch, start = self._epoch, self._resume_position
+        epoch, start, splits = self._epoch, self._resume_position, self._resume_splits
         self._epoch, self._resume_position, self._running, self._position = epoch + 1, 0, epoch, start
-        order = _native.epoch_order(
-            self._dataset_size,
-            shuffle=self.shuffle,
-            seed=self.seed,
-            epoch=epoch,
-            rank=self.rank,
-            world_size=self.world_size,
-            even_split=self.even_split,
-        )
+        self._resume_splits, self._running_splits = [], splits
+        order = _native.epoch_order(self.source._native, self._options, epoch, splits)
+        self._running_size = len(order)
         bounds = [(lo, min(lo + self.batch_size, len(order))) for lo in range(start, len(order), self.batch_size)]
-        if self.drop_last and bounds and bounds[-1][1] - bounds[-1][0] < self.batch_size:
+        # A last short batch that drop_last drops is not made, unless 'skip' may need its samples to fill
+        # the batches before it.
+        if self.drop_last and self.on_error == "raise" and bounds and bounds[-1][1] - bounds[-1][0] < self.batch_size:
             bounds.pop()
-        return _RemoteEpoch(self, self._iteration, epoch, order, bounds)
+        return RemoteEpoch(self, self._iteration, epoch, order, bounds)
 
     def state_dict(self) -> dict:
         """As chute.Loader's: the position counts samples this rank's consumer received."""
-        epoch, position = self._epoch, self._resume_position
+        resume = _resume_state.Resume(self._epoch, self._resume_position, self._resume_splits)
         if self._running is not None:
-            epoch, position = _resume_state.received(self._running, self._position, self.num_samples)
-        return _resume_state.make(self, epoch, position)
+            epoch, position = _resume_state.received(self._running, self._position, self._running_size)
+            resume = _resume_state.Resume(epoch, position, self._running_splits if epoch == self._running else [])
+        return _resume_state.make(self, resume)
 
-    def load_state_dict(self, state: dict) -> None:
-        """As chute.Loader's; a state taken in chute.Loader's shard order is refused (this visits the sample order)."""
-        self._epoch, self._resume_position = _resume_state.check(state, self)
+    def load_state_dict(self, state: dict | list[dict]) -> None:
+        """As chute.Loader's: a state either loader took resumes the other, in the same order, and every
+        rank's states resume any world size."""
+        self._epoch, self._resume_position, self._resume_splits = _resume_state.check(state, self)
         self._iteration += 1  # an iteration in progress is superseded
         self._running = None
+
+    def errors(self) -> list[SampleError]:
+        """Samples skipped so far (``on_error='skip'``), oldest first, as their batches reached this trainer."""
+        return list(self._errors)
 
     def actor_pids(self) -> list[int]:
         """The live actors' process ids (a restarting actor answers once it is up), for diagnostics and
         fault tests."""
-        pids = []
-        for i in range(self.num_actors):
-            while not self._dead[i]:
-                try:
-                    pids.append(ray.get(self._actors[i].pid.remote(), timeout=self.timeout_s))
-                    self._suspect.pop(i, None)
-                    break
-                except ActorDiedError:
-                    self._dead[i] = True  # gone for good: killed with no_restart, or out of restarts
-                except ActorUnavailableError:
-                    time.sleep(_SLICE_S)  # restarting
-        return pids
+        return self._pool.pids()
 
     def actor_stats(self) -> list[dict]:
-        """Each live actor's chute.Loader statistics (its decode threads' stage and CPU times, since the
-        actor started). An actor answers after the batches already queued on it."""
-        refs = [self._actors[i].engine_stats.remote() for i in range(self.num_actors) if not self._dead[i]]
+        """Each live actor's engine statistics (its decode threads' stage and CPU times, since the actor
+        started; chute.Loader.stats()'s figures). An actor answers after the batches already queued on it."""
+        refs = [self._pool.actors[i].engine_stats.remote() for i in self._pool.alive()]
         return ray.get(refs, timeout=self.timeout_s)
 
     def stats(self) -> dict:
@@ -265,7 +253,9 @@ class RemoteLoader:
         not), ``transfer_s`` (``ray.get`` of ready batches:
         object-store transfer and deserialisation), ``wait_s`` (the trainer blocked in ``next()``, transfer
         included), ``consumer_s`` (the trainer's own time between batches), ``resubmitted`` (batches sent
-        again after an actor died), ``max_outstanding`` (most batches requested and not yet yielded); each
+        again after an actor died), ``repacked`` (batches joined, a copy, from two actors' batches after a
+        sample skipped under ``on_error='skip'``), ``max_outstanding`` (most batches requested and not yet
+        yielded); each
         time also per batch (``actor_s_per_batch``, ``transfer_s_per_batch``, ``wait_s_per_batch``,
         ``consumer_s_per_batch``), the ``stall_fraction``, docs/SCALE.md's model on these figures
         (``actors_needed``, ``actor_gain``: :func:`scale_model`) and a ``verdict`` in words."""
@@ -284,7 +274,7 @@ class RemoteLoader:
 
     def _figures(self, s: dict) -> dict:
         n = max(s["batches"], 1)
-        s["actors"] = self.num_actors - sum(self._dead)
+        s["actors"] = len(self._pool.alive())
         s["num_cpus_per_actor"], s["max_inflight"] = self.num_cpus_per_actor, self.max_inflight
         for key in ("actor", "transfer", "wait", "consumer"):
             s[f"{key}_s_per_batch"] = s["actor_busy_s" if key == "actor" else f"{key}_s"] / n
@@ -303,6 +293,7 @@ class RemoteLoader:
             "wait_s": 0.0,
             "consumer_s": 0.0,
             "resubmitted": 0,
+            "repacked": 0,
             "max_outstanding": 0,
         }
         self._last_return: float | None = None
@@ -315,11 +306,8 @@ class RemoteLoader:
         self._iteration += 1
         if getattr(self, "_delivery", None) is not None:
             self._delivery.close()
-        for a in getattr(self, "_actors", []):
-            try:
-                ray.kill(a, no_restart=True)
-            except Exception:  # the cluster may be gone already
-                pass
+        if getattr(self, "_pool", None) is not None:
+            self._pool.kill()
 
     def __enter__(self) -> RemoteLoader:
         return self
@@ -339,47 +327,6 @@ class RemoteLoader:
             f"chute.ray.RemoteLoader({self.source!r}, batch_size={self.batch_size}, "
             f"num_actors={self.num_actors}, max_inflight={self.max_inflight})"
         )
-
-    # --- actors ------------------------------------------------------------------------------------------
-    def _check_suspects(self) -> None:
-        """Settles the actors whose batch failed: a probe that answers means alive (restarted, or it was
-        a transient loss), ActorDiedError means gone for good."""
-        if not self._suspect:
-            return
-        ready, _ = ray.wait(list(self._suspect.values()), num_returns=len(self._suspect), timeout=0)
-        for i, probe in list(self._suspect.items()):
-            if probe not in ready:
-                continue
-            try:
-                ray.get(probe, timeout=self.timeout_s)
-                del self._suspect[i]
-            except ActorDiedError:
-                self._dead[i] = True
-                del self._suspect[i]
-            except ActorUnavailableError:
-                self._suspect[i] = self._actors[i].pid.remote()  # still restarting: ask again
-
-    def _pick_actor(self, load: list[int], avoid: int | None, home: int | None = None) -> int:
-        """The batch's home actor when it is live, trusted and not ``avoid``; else the live actor with the
-        fewest outstanding batches: one not suspect and not ``avoid`` when there is one; else a suspect one
-        (a restarting actor queues the batch until it is up)."""
-        self._check_suspects()
-        alive = [i for i in range(self.num_actors) if not self._dead[i]]
-        if not alive:
-            raise RuntimeError(
-                f"all {self.num_actors} RemoteLoader actors are dead (each died more than "
-                f"max_restarts={self.max_restarts} times, or was killed with no_restart)"
-            )
-        trusted = [i for i in alive if i not in self._suspect]
-        if home is not None and home != avoid and home in trusted:
-            return home
-        choice = [i for i in trusted if i != avoid] or trusted or alive
-        return min(choice, key=lambda i: load[i])
-
-    def _actor_lost(self, i: int) -> None:
-        """A batch sent to actor i failed because the actor died or became unreachable."""
-        if i not in self._suspect and not self._dead[i]:
-            self._suspect[i] = self._actors[i].pid.remote()
 
 
 def scale_model(s: dict) -> tuple[int | None, float]:
@@ -417,170 +364,6 @@ def _verdict(s: dict) -> str:
         f"{head}; about {needed} actors would keep it busy (x{gain:.1f} the batches it receives with the "
         f"{s['actors']} now; model: docs/SCALE.md)"
     )
-
-
-class _RemoteEpoch(Iterator):
-    """One epoch of a RemoteLoader: submits batches up to max_inflight ahead, yields them in order.
-
-    Batch b's home is the b-th live actor, round-robin. The first batch sent to its home actor carries the
-    actor's plan (its home batches from there on), so that its engine works ahead of the calls (actor.py).
-    A batch whose home is dead or suspect, or that failed with its actor, goes to the least-loaded other
-    actor; an actor that failed gets a new plan with its next home batch (a restarted actor has none)."""
-
-    def __init__(self, loader: RemoteLoader, iteration: int, epoch: int, order: np.ndarray, bounds: list):
-        self._loader, self._iteration, self._epoch = loader, iteration, epoch
-        self._order, self._bounds = order, bounds
-        self._next_submit = 0
-        self._next_receive = 0  # the next batch to take from the object store, in order
-        self._staged: deque[tuple[int, tuple]] = deque()  # device delivery: received, copy issued, not yielded
-        self._pending: dict[int, tuple[ray.ObjectRef, int]] = {}  # batch -> (ref, actor)
-        self._attempts: dict[int, int] = {}
-        self._load = [0] * loader.num_actors
-        self._done = False
-        alive = [i for i in range(loader.num_actors) if not loader._dead[i]] or [0]
-        self._homes = [alive[b % len(alive)] for b in range(len(bounds))]
-        self._planned: set[int] = set()  # actors whose engine runs this epoch's plan
-
-    def _plan(self, actor: int, b: int) -> np.ndarray:
-        """Actor's home batches from batch b on, as one array of source indices."""
-        batches = [self._bounds[c] for c in range(b, len(self._bounds)) if self._homes[c] == actor]
-        return np.concatenate([self._order[lo:hi] for lo, hi in batches])
-
-    def _submit(self, b: int, avoid: int | None = None) -> None:
-        loader = self._loader
-        home = self._homes[b]
-        i = loader._pick_actor(self._load, avoid, home)
-        lo, hi = self._bounds[b]
-        plan = None
-        if i == home and i not in self._planned:
-            plan = self._plan(i, b)
-            self._planned.add(i)
-        ref = loader._actors[i].batch.remote(self._epoch, self._order[lo:hi], plan)
-        self._pending[b] = (ref, i)
-        self._load[i] += 1
-
-    def _fill(self) -> None:
-        loader = self._loader
-        while self._next_submit < len(self._bounds) and len(self._pending) < loader.max_inflight:
-            self._submit(self._next_submit)
-            self._next_submit += 1
-        loader._stats["max_outstanding"] = max(loader._stats["max_outstanding"], len(self._pending))
-
-    def __next__(self) -> tuple[torch.Tensor, torch.Tensor]:
-        loader = self._loader
-        if self._iteration != loader._iteration:
-            if loader._closed:
-                raise RuntimeError("the loader was closed during iteration")
-            raise RuntimeError("this iterator was superseded: a newer iter(loader) restarted the loader")
-        if self._done:
-            raise StopIteration
-        entered = time.perf_counter()
-        if loader._last_return is not None:
-            loader._stats["consumer_s"] += entered - loader._last_return
-        try:
-            return self._next_batch(entered)
-        finally:
-            loader._last_return = time.perf_counter()
-            loader._stats["wait_s"] += loader._last_return - entered
-
-    def _next_batch(self, entered: float):
-        loader = self._loader
-        delivery = loader._delivery
-        deadline = entered + loader.timeout_s
-        if delivery is None:
-            if self._next_receive >= len(self._bounds):
-                self._end()
-            return self._yield(*self._receive(deadline))
-        # Device delivery: copies run ahead of the consumer, up to the device prefetch, for batches that are
-        # already here (the wait is for the batch the consumer asks for, never for one ahead of it).
-        while (
-            self._next_receive < len(self._bounds)
-            and len(self._staged) < delivery.prefetch
-            and delivery.can_issue()
-            and (not self._staged or self._arrived(self._next_receive))
-        ):
-            b, result = self._receive(deadline)
-            if result[0] == "ok":
-                delivery.issue(result[1], result[2])  # holds the arrays until their copy completed
-                result = ("ok", None, None, result[3])
-            self._staged.append((b, result))
-        if not self._staged:
-            if self._next_receive >= len(self._bounds):
-                self._end()
-            raise RuntimeError(
-                f"all {delivery.slots.num_slots} device batch buffers are held by batches the consumer still "
-                "references (e.g. stored in a list); release them, keep copies (tensor.clone()), or raise "
-                "device_prefetch"
-            )
-        return self._yield(*self._staged.popleft())
-
-    def _end(self):
-        self._done, self._loader._running = True, None
-        raise StopIteration
-
-    def _arrived(self, b: int) -> bool:
-        self._fill()
-        if b not in self._pending:
-            return False
-        ready, _ = ray.wait([self._pending[b][0]], timeout=0)
-        return bool(ready)
-
-    def _receive(self, deadline: float) -> tuple[int, tuple]:
-        """The next batch in order from its actor (resent when the actor died): (b, the actor's result)."""
-        loader = self._loader
-        b = self._next_receive
-        self._fill()
-        while True:
-            ref, actor = self._pending[b]
-            ready, _ = ray.wait([ref], timeout=_SLICE_S)
-            if not ready:
-                if time.perf_counter() > deadline:
-                    raise TimeoutError(
-                        f"RemoteLoader: batch {b} of epoch {self._epoch} not ready after "
-                        f"{loader.timeout_s:.0f} s (actor {actor}; timeout_s= raises the limit)"
-                    )
-                continue
-            got = time.perf_counter()
-            try:
-                result = ray.get(ref, timeout=loader.timeout_s)
-            except _ACTOR_LOST as lost:
-                # The actor died with this batch (or before it): send it again, to a survivor if any.
-                self._load[actor] -= 1
-                loader._actor_lost(actor)
-                self._planned.discard(actor)  # restarted, it has no plan: its next home batch brings one
-                loader._stats["resubmitted"] += 1
-                self._attempts[b] = self._attempts.get(b, 1) + 1
-                if self._attempts[b] > (loader.max_restarts + 1) * loader.num_actors + 1:
-                    raise RuntimeError(
-                        f"RemoteLoader: batch {b} of epoch {self._epoch} was lost with its actor "
-                        f"{self._attempts[b] - 1} times; giving up"
-                    ) from lost
-                self._submit(b, avoid=actor)
-                continue
-            except GetTimeoutError:
-                continue
-            loader._stats["transfer_s"] += time.perf_counter() - got
-            break
-        del self._pending[b]
-        self._load[actor] -= 1
-        self._next_receive += 1
-        self._fill()  # the freed place goes to the next batch at once
-        return b, result
-
-    def _yield(self, b: int, result: tuple):
-        loader = self._loader
-        lo, hi = self._bounds[b]
-        loader._position = hi
-        if result[0] == "error":
-            raise SampleError(*result[1])
-        _, images, labels, busy = result
-        loader._stats["batches"] += 1
-        loader._stats["samples"] += hi - lo
-        loader._stats["actor_busy_s"] += busy
-        if loader._delivery is not None:
-            return loader._delivery.next()
-        # labels: a copy of their own (as chute.Loader), so that keeping them holds no object-store memory
-        return from_wire(images, loader.dtype, loader._channels_last), torch.from_numpy(labels.copy())
 
 
 # `chute doctor script.py` / CHUTE_DOCTOR=1 installed its hook before this import (the hook does not import

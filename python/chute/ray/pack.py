@@ -25,6 +25,7 @@ import time
 import ray
 
 from chute import packed as _packed
+from chute.resolve import native_source
 
 _POLL_S = 0.25
 
@@ -118,7 +119,7 @@ def pack(
     src = os.fspath(src)
     out = os.path.abspath(os.fspath(out))
     if parts is None:
-        parts = _default_parts(len(_packed._source_for(src)[0]), num_cpus)
+        parts = _default_parts(len(native_source(src)[0]), num_cpus)
     if not isinstance(parts, int) or isinstance(parts, bool) or parts < 1:
         raise ValueError(f"parts must be a positive int, got {parts!r}")
     if os.path.exists(os.path.join(out, _packed.INDEX_FILE)):

@@ -14,14 +14,19 @@
 //   workload settles within a few windows and stays put, rather than oscillating around the edge.
 // - Prefetch. It starts at enough batches to keep every thread busy (at least 2), and grows by one per
 //   window while the consumer stalls and the active workers were idle over kIdleGrow of their time:
-//   then the window, not a stage, held them back. It never exceeds what max_memory holds (prefetch + 2
-//   batch buffers) and never shrinks (buffers already allocated are reused).
+//   then the window, not a stage, held them back. It never exceeds what max_memory holds (prefetch + the
+//   reserved buffers) and never shrinks (buffers already allocated are reused).
+// - Memory. The ring holds prefetch + reserved_buffers batch buffers (2: the one filling and the one the
+//   consumer holds, plus a DeviceLoader's host batches in flight), all within max_memory: max_prefetch()
+//   is that rule for auto and explicit prefetch alike, and check_memory() refuses settings under which
+//   not even prefetch 1 fits.
 // - A fixed setting (threads or prefetch given by the user) is never changed.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "chute/base/status.h"
 #include "chute/engine/stats.h"
 
 namespace chute {
@@ -44,8 +49,9 @@ struct TunerSettings {
   bool tune_prefetch = true;  // false: prefetch stays at `prefetch`
   int prefetch = 2;           // initial (or fixed)
   int64_t batch_size = 1;
-  size_t slot_bytes = 0;  // one batch buffer
-  size_t max_memory = 0;  // budget for the batch buffers of the prefetch window
+  size_t slot_bytes = 0;     // one batch buffer
+  size_t max_memory = 0;     // budget for every batch buffer of the ring
+  int reserved_buffers = 2;  // buffers besides the prefetch window (LoaderOptions::extra_buffers adds to 2)
 };
 
 class Autotuner {
@@ -60,9 +66,12 @@ class Autotuner {
 
   explicit Autotuner(const TunerSettings& settings);
 
-  // The prefetch a tuned loader starts with for these settings, and the most max_memory allows.
+  // The prefetch a tuned loader starts with for these settings, and the most max_memory allows (at least 1).
   static int initial_prefetch(const TunerSettings& settings);
   static int max_prefetch(const TunerSettings& settings);
+  // Ok when max_memory holds prefetch 1's ring (1 + reserved_buffers buffers); else kInvalidArgument
+  // naming max_memory, the buffer size and the count.
+  static Status check_memory(const TunerSettings& settings);
 
   // Feeds one observation; returns true when threads() or prefetch() changed.
   bool observe(const TunerObservation& now);

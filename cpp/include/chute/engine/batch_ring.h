@@ -100,16 +100,18 @@ class BatchRing {
   int64_t batch_size() const { return batch_size_; }
   int num_slots() const { return static_cast<int>(slots_.size()); }  // with or without memory
   int slots_with_memory() const;
-  int max_slots() const { return static_cast<int>(max_bytes_ / slot_bytes()); }  // what the budget allows
+  int max_slots() const { return static_cast<int>(max_bytes_ / slot_footprint()); }  // what the budget allows
   int num_free() const { return static_cast<int>(free_.size()); }
   size_t labels_offset() const { return (sample_bytes_ * batch_size_ + 63) / 64 * 64; }
   size_t slot_bytes() const { return labels_offset() + sizeof(int64_t) * batch_size_; }
+  // The memory one slot's buffer really holds (HostAllocator::footprint): what the byte budget counts.
+  size_t slot_footprint() const { return allocator_->footprint(slot_bytes()); }
 
  private:
   struct Slot {
     Buffer memory;  // empty: a slot whose memory was handed over, or of a closed ring
   };
-  bool can_grow() const { return !growth_failed_ && (slots_.size() + 1) * slot_bytes() <= max_bytes_; }
+  bool can_grow() const { return !growth_failed_ && (slots_.size() + 1) * slot_footprint() <= max_bytes_; }
   bool can_allocate() const { return allocator_->can_allocate(slot_bytes()); }
   int free_with_memory() const;  // the index in free_ of the most recently freed slot with memory, or -1
   int grow();                    // a new slot, with memory if the allocator has some

@@ -26,6 +26,9 @@ class HostAllocator {
   // Whether allocate() returns page-locked memory (a DMA source).
   virtual bool pinned() const = 0;
   virtual std::string name() const = 0;
+  // The memory an allocation of `bytes` really holds, which is what max_memory counts: more than `bytes`
+  // where the memory comes in rounded blocks (a BlockPool of torch's pinned blocks).
+  virtual size_t footprint(size_t bytes) const { return bytes; }
 
   // Hand-over allocators (BlockPool): memory delivered to the consumer becomes the consumer's, and the
   // ring takes a new block for the slot. The others are asked for memory only when the ring grows.
@@ -49,9 +52,14 @@ std::shared_ptr<HostAllocator> heap_allocator();
 //
 // The lender keeps the pool stocked (donate()), and drops its reference to each block the ring gave back
 // unused (take_returned()): at close(), or when the ring is destroyed.
+//
+// `power_of_two_blocks`: the lender's blocks are rounded up to a power of two, as torch's caching host
+// allocator rounds every request (so that a freed block serves any request of its size class): a batch
+// buffer of 19.3 MB then holds a 32 MiB block, and footprint() says so.
 class BlockPool final : public HostAllocator {
  public:
-  explicit BlockPool(std::string name = "consumer pinned blocks") : name_(std::move(name)) {}
+  explicit BlockPool(std::string name = "consumer pinned blocks", bool power_of_two_blocks = false)
+      : name_(std::move(name)), power_of_two_(power_of_two_blocks) {}
   void donate(void* p, size_t bytes);
   std::vector<void*> take_returned();
 
@@ -60,6 +68,7 @@ class BlockPool final : public HostAllocator {
   bool pinned() const override { return true; }
   std::string name() const override { return name_; }
   bool hands_over() const override { return true; }
+  size_t footprint(size_t bytes) const override;
   bool can_allocate(size_t bytes) const override { return available(bytes) > 0; }
   size_t available(size_t bytes) const override;
   void handed_over(void* p, size_t bytes) noexcept override;
@@ -67,6 +76,7 @@ class BlockPool final : public HostAllocator {
 
  private:
   const std::string name_;
+  const bool power_of_two_;
   mutable std::mutex mu_;
   std::vector<std::pair<void*, size_t>> ready_;  // donated, not yet in the ring
   std::vector<void*> returned_;                  // given back by the ring, unused

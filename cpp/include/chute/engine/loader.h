@@ -39,6 +39,7 @@
 #include "chute/base/option_range.h"
 #include "chute/engine/autotune.h"
 #include "chute/engine/host_allocator.h"
+#include "chute/engine/loader_order.h"
 #include "chute/engine/processor.h"
 #include "chute/engine/stats.h"
 #include "chute/io/source.h"
@@ -65,8 +66,10 @@ struct LoaderOptions {
   int num_threads = 0;  // threads that work; 0: auto, chosen by the Autotuner between 1 and max_threads
   int max_threads = 0;  // the pool, a CPU budget; 0: one per core this process may run on
   int prefetch = 0;     // batches prepared ahead of the consumer; 0: auto, within max_memory
-  // Bytes of batch buffers (prefetch + 2; auto prefetch grows within it, an explicit prefetch is lowered to
-  // fit), shared with the scratch of large decodes, which wait for room (decode_budget.h).
+  // Bytes of batch buffers, shared with the scratch of large decodes, which wait for room (decode_budget.h).
+  // The ring holds prefetch + 2 buffers (+ extra_buffers): auto prefetch grows within max_memory, an
+  // explicit prefetch is lowered to fit (Loader::notices() says so), and a max_memory that does not hold
+  // prefetch 1's ring is refused, whatever the prefetch.
   size_t max_memory = size_t{2} << 30;
   Shard shard;  // this process's rank and share of each epoch (sampler.h)
   // The epoch's order (sampler.h): kSample, a permutation of every sample (or sequential without shuffle),
@@ -92,7 +95,7 @@ struct LoaderOptions {
   // CPUs the worker threads are pinned to (e.g. the GPU's NUMA node, numa.h); none: not pinned.
   std::optional<std::vector<int>> cpu_affinity;
   // Buffers added to the ring for batches the consumer holds beyond the usual one: a DeviceLoader holds
-  // each host batch until its copy to the device has completed.
+  // each host batch until its copy to the device has completed. They count against max_memory too.
   int extra_buffers = 0;
 
   static constexpr OptionRange kBatchSize{"batch_size", 1, kInt64Max};
@@ -164,10 +167,18 @@ class Loader {
   int out_height() const { return pipeline_.out_height(); }
   int out_width() const { return pipeline_.out_width(); }
   const LoaderOptions& options() const { return options_; }
+  // What create() changed from the options, in words, for the caller to show once (Python warns): an
+  // explicit prefetch lowered to fit max_memory. Empty when the options were taken as given.
+  const std::vector<std::string>& notices() const { return notices_; }
 
   // Starts (or restarts) an epoch; an epoch in flight is cancelled first. `start` resumes at that epoch
   // position (a value of position()): the batches are those an uninterrupted run would deliver next.
   Status start_epoch(uint64_t epoch, int64_t start = 0);
+  // The rest of an interrupted epoch, maybe interrupted on other numbers of ranks (order/remainder.h): this
+  // rank's share of the positions the ranks of `splits` did not receive, split as options().shard splits a
+  // whole epoch, from `start` (a position() of this share) on. With no splits, start_epoch(). A split that
+  // cannot be (a count outside its rank's share) is kInvalidArgument naming it.
+  Status resume_epoch(uint64_t epoch, const std::vector<EpochSplit>& splits, int64_t start = 0);
   // The same with an explicit order: these source indices, in this order, batched by batch_size (a short
   // last batch unless drop_last), instead of the order the options describe (shuffle, order, shard). Augmentation
   // stays keyed by (seed, epoch, source index), where seed is `seed` when given (a torch DataLoader draws a
@@ -211,7 +222,8 @@ class Loader {
   void host_blocks_added();
 
  private:
-  Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWriter writer, LoaderOptions options);
+  Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWriter writer, LoaderOptions options,
+         LoaderOrder order);
   struct Task;
   Status start_workers();
   Status begin_epoch(EpochKey key, int64_t start, std::unique_ptr<EpochOrder> order);
@@ -227,10 +239,11 @@ class Loader {
   void cancel_epoch(std::unique_lock<std::mutex>& lock);
 
   std::shared_ptr<const Source> source_;
-  ShardWindows shard_windows_;  // order kShards: the source's shard sizes and the window
+  LoaderOrder order_;  // the epochs start_epoch(epoch) visits
   Pipeline pipeline_;
   OutputWriter writer_;
   LoaderOptions options_;
+  std::vector<std::string> notices_;
   std::shared_ptr<SharedState> shared_;
   std::vector<std::thread> threads_;
   ForkMark fork_mark_;

@@ -1,6 +1,7 @@
 // Reference measurements that benchmarks compare against, kept in the core so that they run the same
-// libjpeg-turbo build as the loader does.
-// Thread-safety: each call is independent and single-threaded.
+// libjpeg-turbo build and the same sources as the loader does.
+// Thread-safety: each call is independent; decode_rate() runs on the calling thread, read_rate() on threads
+// of its own.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "chute/decode/jpeg_decoder.h"
+#include "chute/io/source.h"
 #include "chute/transform/transforms.h"
 
 namespace chute {
@@ -36,5 +38,17 @@ struct DecodeRate {
   int64_t failures = 0;
 };
 DecodeRate decode_rate(const std::vector<std::vector<uint8_t>>& files, const ReferenceWindow& keep, double min_seconds);
+
+// Every sample's bytes read once by `source` (no decode) on `threads` threads named "chute-read": the
+// storage layer alone (`chute bench --source`'s "read:" rows, bench/cold_read.py). With `shuffle`, in the
+// order a shuffled epoch reads them (the sample order of seed 0, epoch 0: order/sampler.h), else in index
+// order. A sample whose read fails is counted, not an error. Runs with the threads the kernel gave (an
+// error, naming the limits, only when it gave none).
+struct ReadRate {
+  double seconds = 0;
+  int64_t bytes = 0;
+  int64_t failures = 0;
+};
+Result<ReadRate> read_rate(const Source& source, int threads, bool shuffle);
 
 }  // namespace chute

@@ -49,8 +49,9 @@ struct LoaderStats {
   int max_prefetch = 0;    // the most auto prefetch may grow to within max_memory (= prefetch when set by hand)
   bool auto_threads = false;
   bool auto_prefetch = false;
-  size_t slot_bytes = 0;  // one batch buffer
-  int ring_slots = 0;     // batch buffers allocated
+  size_t slot_bytes = 0;      // one batch buffer
+  size_t slot_footprint = 0;  // the memory one buffer holds: more where blocks are rounded (torch's pinned)
+  int ring_slots = 0;         // batch buffers allocated
   // The machine, for the verdict: the cores this process may use, and the CPU time the whole process
   // (workers, consumer, anything else in it) used over elapsed_s. 0 where unknown.
   int cores = 0;

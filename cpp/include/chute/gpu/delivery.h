@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "chute/engine/loader.h"
 #include "chute/gpu/device.h"
@@ -49,7 +50,8 @@ class DeviceLoader {
   DeviceLoader(const DeviceLoader&) = delete;
   DeviceLoader& operator=(const DeviceLoader&) = delete;
 
-  Status start_epoch(uint64_t epoch, int64_t start = 0);
+  // `splits`: the rest of an interrupted epoch (Loader::resume_epoch).
+  Status start_epoch(uint64_t epoch, int64_t start = 0, const std::vector<EpochSplit>& splits = {});
   // The next device batch, ready for work issued to `consumer` from now on; nullptr after the epoch's
   // last; or the Loader's error, after every batch before it. kDeadlineExceeded as Loader::next().
   Result<std::shared_ptr<DeviceBatch>> next(StreamHandle consumer,

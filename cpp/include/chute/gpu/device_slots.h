@@ -10,8 +10,18 @@
 // A host batch's owner (`keep`) is held until its copy has completed (reap() looks at each take()),
 // so its memory is neither freed nor reused under the copy. The copy reads the host memory itself when
 // that is pinned: the device's own (a Loader ring built with DeviceLoader::prepare()) or ranges
-// registered with register_host() (cudaHostRegister, kept until close()). Other memory is first copied
-// into a pinned staging buffer of the slot's own, so a pageable source never makes a synchronous copy.
+// registered with register_host() (cudaHostRegister). Other memory is first copied into a pinned
+// staging buffer of the slot's own, so a pageable source never makes a synchronous copy.
+//
+// A registration pins the pages mapped at that moment and lasts until it is unregistered, whatever
+// happens to the mapping: if the range is unmapped and other memory is mapped at the same address, a
+// copy from there would still read the old pages (wrong bytes, no error). So a registered range is tied
+// to its mapping (chute/base/memory_map.h): issue() checks before each copy that the memory it reads is
+// still the memory registered, and a range that was unmapped or replaced is unregistered (after the
+// copies in flight) and that batch staged; stale_ranges() counts them. The owner of the memory
+// unregisters a range before the memory goes (unregister_host(), close()): the check is the guard for
+// memory that went without notice, and until it runs, the stale registration also misleads other code's
+// copies from that address (docs/GPU.md, "Registered memory").
 //
 // Thread-safety: one consumer thread calls everything but DeviceBatch's destructor, which may run on any
 // thread, also after the DeviceSlots are gone.
@@ -23,6 +33,7 @@
 #include <memory>
 #include <utility>
 
+#include "chute/base/memory_map.h"
 #include "chute/base/option_range.h"
 #include "chute/base/status.h"
 #include "chute/gpu/device.h"
@@ -83,10 +94,16 @@ class DeviceSlots {
   DeviceSlots(const DeviceSlots&) = delete;
   DeviceSlots& operator=(const DeviceSlots&) = delete;
 
-  // Makes [p, p + bytes) a source the copies read directly, until close(). Registered ranges must not
-  // overlap; adjacent ones may, and a copy across them is split at the boundary.
+  // Makes [p, p + bytes) a source the copies read directly, until unregister_host() or close(). The range
+  // lies in one mapping of the process (kInvalidArgument otherwise). Registered ranges must not overlap;
+  // adjacent ones may, and a copy across them is split at the boundary.
   Status register_host(void* p, size_t bytes);
+  // Waits for the copies in flight, then unregisters every range that meets [p, p + bytes): call it
+  // before that memory is unmapped.
+  void unregister_host(const void* p, size_t bytes);
   bool registered(const void* p, size_t bytes) const;  // wholly inside registered ranges
+  // Registered ranges found unmapped or replaced by issue() before they were unregistered.
+  int64_t stale_ranges() const { return stale_ranges_; }
 
   // Whether issue() can start a copy now: a free slot, and fewer than device_prefetch batches issued and
   // not yet taken.
@@ -114,6 +131,12 @@ class DeviceSlots {
               DeliveryOptions options);
   // One copy_async, or (`whole` false: registered memory) one per registered range it spans.
   Status copy(void* dst, const void* src, size_t bytes, bool whole);
+  // When the memory of a registered range that meets [p, p + bytes) is no longer the memory registered
+  // (unmapped, or another mapping in its place): unregisters, after the copies in flight, every range
+  // found so.
+  Status forget_stale(const void* p, size_t bytes);
+  bool wait_for_copies();  // every slot's last copy has completed; false when the device failed
+  void unregister_where(uintptr_t lo, uintptr_t hi);  // the ranges that meet [lo, hi), copies done
 
   std::shared_ptr<Device> device_;
   std::shared_ptr<DeviceRing> ring_;
@@ -124,8 +147,13 @@ class DeviceSlots {
     int64_t count;
     int64_t tag;
   };
-  std::deque<Ready> ready_;                 // issued, not yet taken
-  std::map<uintptr_t, size_t> registered_;  // start -> bytes
+  std::deque<Ready> ready_;  // issued, not yet taken
+  struct Registered {
+    size_t bytes;
+    Mapping mapping;  // what was mapped there when it was registered
+  };
+  std::map<uintptr_t, Registered> registered_;  // start -> range
+  int64_t stale_ranges_ = 0;
   bool closed_ = false;
 };
 

@@ -4,6 +4,10 @@
 //   - a copy's source must lie in live pinned memory of this device (allocated or registered), and must
 //     not change between copy_async() and the copy's completion (a host buffer reused before its copy
 //     completed); unregistering memory a queued copy reads is a breach too;
+//   - registered memory must still be the memory that was registered: a copy from a registered range
+//     that was unmapped, with other memory mapped at its address since, is a breach (CUDA would read the
+//     pages pinned at registration, not the memory there now). A registration that outlived its memory
+//     (unregistered only after the range was unmapped or replaced) is counted in outlived_registrations();
 //   - a copy's destination must lie in live device memory of this device;
 //   - memory is poisoned (0xDB) when freed, so a read after free shows;
 //   - frees must match allocations.
@@ -16,8 +20,9 @@
 // It also plays the consumer's side of pinned CPU batches (pin_memory, the BlockPool hand-over), as torch
 // does it on a GPU: consumer streams of their own, each a thread whose copies lag (a GPU with a backlog);
 // copy_to_device() like tensor.to("cuda", non_blocking=True), which records its stream on the source's
-// block; and a caching host allocator like torch's (allocate_block/free_block): a freed block gets an event
-// on every stream that copied from it and is lent again only once those events have completed.
+// block; and a caching host allocator like torch's (allocate_block/free_block): every request is rounded up
+// to a power of two, and a freed block gets an event on every stream that copied from it and is lent again
+// only once those events have completed.
 //
 // Test-only: never a production backend (Python's device='sim' exists for the tests).
 #pragma once
@@ -34,6 +39,7 @@
 #include <vector>
 
 #include "chute/base/fork.h"
+#include "chute/base/memory_map.h"
 #include "chute/gpu/device.h"
 
 namespace chute {
@@ -74,8 +80,9 @@ class SimulatedDevice final : public Device, public std::enable_shared_from_this
 
   int64_t violations() const;
   std::string first_violation() const;
-  int64_t copies() const;          // completed
-  size_t live_host_bytes() const;  // allocated and not yet freed
+  int64_t outlived_registrations() const;  // unregistered after their memory was unmapped or replaced
+  int64_t copies() const;                  // completed
+  size_t live_host_bytes() const;          // allocated and not yet freed
   size_t live_device_bytes() const;
 
   struct EventState;
@@ -85,10 +92,16 @@ class SimulatedDevice final : public Device, public std::enable_shared_from_this
   struct Op;
   struct Stream;
   struct Block;
+  struct Registration {
+    size_t bytes;
+    Mapping mapping;  // what was mapped there at register_host()
+  };
   void run(Stream& stream);
   Status start_stream(int min_delay_us, int max_delay_us);  // with mu_ held; a refused thread is its Status
   void violation(std::string what);                         // with mu_ held
   bool live(const std::map<uintptr_t, size_t>& allocations, const void* p, size_t bytes) const;
+  // With mu_ held: the registration holding [p, p + bytes), or null.
+  const Registration* registration(const void* p, size_t bytes) const;
   bool pinned(const void* p, size_t bytes) const;  // with mu_ held: allocated or registered host memory
   Result<void*> allocate(std::map<uintptr_t, size_t>& allocations, size_t bytes);
   void release(std::map<uintptr_t, size_t>& allocations, void* p, size_t bytes, const char* what) noexcept;
@@ -100,8 +113,9 @@ class SimulatedDevice final : public Device, public std::enable_shared_from_this
   bool stop_ = false;
   const uint64_t seed_;
   std::map<uintptr_t, size_t> host_, device_;
-  std::map<uintptr_t, size_t> registered_;  // the caller's host memory (register_host), never freed here
-  std::map<uintptr_t, Block> blocks_;       // the consumer's caching host allocator
+  std::map<uintptr_t, Registration> registered_;  // the caller's host memory (register_host), never freed here
+  int64_t outlived_ = 0;
+  std::map<uintptr_t, Block> blocks_;  // the consumer's caching host allocator
   int64_t violations_ = 0;
   std::string first_violation_;
   int64_t copies_ = 0;

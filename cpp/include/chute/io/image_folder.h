@@ -29,6 +29,7 @@ class ImageFolder final : public Source {
   int64_t size() const override { return static_cast<int64_t>(paths_.size()); }
   int64_t label(int64_t index) const override { return labels_[index]; }
   std::string name(int64_t index) const override { return paths_[index]; }
+  std::string key(int64_t index) const override { return path_below(root_, paths_[index]); }
   Status read(int64_t index, std::vector<uint8_t>& out) const override;
   Status read_capped(int64_t index, std::vector<uint8_t>& out, uint64_t max_bytes) const override;
 

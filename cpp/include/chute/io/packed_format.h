@@ -39,8 +39,9 @@ inline constexpr size_t kAlignment = 8;
 inline constexpr const char* kIndexFileName = "index.chidx";
 inline constexpr const char* kShardExtension = ".chute";
 
-// What an index describes: chute's own shards, or members of plain tar files.
-enum class IndexKind : uint32_t { kPacked = 1, kTar = 2 };
+// What an index describes: chute's own shards, members of plain tar files, or spans of another format's
+// file or memory (span_source.h: TFRecord records, the images inside an LMDB's values, ...).
+enum class IndexKind : uint32_t { kPacked = 1, kTar = 2, kSpan = 3 };
 
 // XXH3-64 (libxxhash) of `bytes`: the record, header and index checksum.
 uint64_t checksum(std::span<const uint8_t> bytes);
@@ -123,8 +124,8 @@ Result<std::span<const uint8_t>> parse_record(std::span<const uint8_t> shard, co
 Result<std::span<const uint8_t>> parse_record_copy(std::span<const uint8_t> record, uint64_t shard_size,
                                                    const IndexEntry& entry, bool verify);
 
-// Kind tar: what identifies the indexed tar beyond its shard entry's name, size and mtime (header bytes
-// 96-119; 0 in packed indexes).
+// Kinds tar and span: what identifies the indexed file beyond its shard entry's name, size and mtime
+// (header bytes 96-119; 0 in packed indexes and in an index of memory).
 struct TarIdentity {
   uint64_t inode = 0;
   int64_t ctime_ns = 0;

@@ -27,6 +27,10 @@ class Source {
   virtual int64_t label(int64_t index) const = 0;
   // The sample's path or key, for error messages and inspection.
   virtual std::string name(int64_t index) const = 0;
+  // The key a packed record stores for the sample (`chute pack`): what names it inside the dataset,
+  // wherever the dataset lies. A file's path relative to the source's root (an image tree, a file list),
+  // a tar member's path; by default name() (a packed dataset's stored key).
+  virtual std::string key(int64_t index) const { return name(index); }
   // Replaces `out` with the sample's encoded bytes. `out` is reused across calls to avoid allocation.
   virtual Status read(int64_t index, std::vector<uint8_t>& out) const = 0;
   // Like read(), but a sample of more than `max_bytes` bytes is a kResourceExhausted error. Sources that
@@ -47,5 +51,7 @@ class Source {
 
 // The source's class name for messages: "ImageFolder", "PackedSource", "TarSource", ...
 std::string source_kind(const Source& source);
+// `path` relative to the directory `root` when it lies below it, else `path` unchanged: a file's key.
+std::string path_below(const std::string& root, const std::string& path);
 
 }  // namespace chute

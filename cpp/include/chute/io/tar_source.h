@@ -53,6 +53,7 @@ class TarSource final : public Source {
   int64_t label(int64_t index) const override;
   // "<tar path>:<member>"
   std::string name(int64_t index) const override;
+  std::string key(int64_t index) const override { return member(index); }
   Status read(int64_t index, std::vector<uint8_t>& out) const override;
   Status read_capped(int64_t index, std::vector<uint8_t>& out, uint64_t max_bytes) const override;
   // One tar is one shard: its samples, in the order of `paths` (a tar's samples are numbered together).

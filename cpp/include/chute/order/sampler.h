@@ -32,6 +32,11 @@
 // epoch's order holds O(S) memory (the shard sequence, prefix sums of its sizes, a key per window), never
 // a table of N.
 //
+// The rest of an interrupted epoch (`rest`, remainder.h): the sample or shard-window order's epoch, of
+// which earlier ranks (maybe of another world size) received part. The positions left are split among this
+// world's ranks exactly as a whole epoch's positions are (interleaved, or contiguous blocks; even_split
+// as above), each rank's k-th place mapped to its position through `rest`, then to its source index.
+//
 // An explicit order (the last constructor) is a given list of source indices instead: the order a
 // caller's own sampler chose (chute.DataLoader's fast paths feed torch's samplers through it). It is
 // visited as given, by this process alone: sharding is the caller's sampler's business then.
@@ -45,6 +50,7 @@
 #include <vector>
 
 #include "chute/base/status.h"
+#include "chute/order/remainder.h"
 
 namespace chute {
 
@@ -122,9 +128,12 @@ struct ShardWindows {
 
 class EpochOrder {
  public:
-  EpochOrder(int64_t dataset_size, bool shuffle, uint64_t seed, uint64_t epoch, Shard shard = {});
+  // `rest`: the rest of an interrupted epoch (above), made for this epoch's size and kind of split.
+  EpochOrder(int64_t dataset_size, bool shuffle, uint64_t seed, uint64_t epoch, Shard shard = {},
+             std::shared_ptr<const EpochRemainder> rest = nullptr);
   // The shard-window order (above); window >= 1.
-  EpochOrder(const ShardWindows& shards, bool shuffle, uint64_t seed, uint64_t epoch, Shard shard = {});
+  EpochOrder(const ShardWindows& shards, bool shuffle, uint64_t seed, uint64_t epoch, Shard shard = {},
+             std::shared_ptr<const EpochRemainder> rest = nullptr);
   // Exactly these source indices, in this order (the caller checks they are inside the source).
   explicit EpochOrder(std::vector<int64_t> indices);
   // Samples this rank visits this epoch.
@@ -132,9 +141,11 @@ class EpochOrder {
   // The source index of this rank's k-th sample.
   int64_t operator[](int64_t k) const {
     if (explicit_) return (*explicit_)[static_cast<size_t>(k)];
-    if (windows_) return (*windows_)(first_ + k);
-    const uint64_t global = static_cast<uint64_t>(k) * shard_.world_size + shard_.rank;
-    return static_cast<int64_t>(shuffle_ ? permutation_(global) : global);
+    // The rank's k-th place in the epoch's global order, or in what `rest` left of it.
+    int64_t place = windows_ ? first_ + k : k * shard_.world_size + shard_.rank;
+    if (rest_) place = (*rest_)(place);
+    if (windows_) return (*windows_)(place);
+    return shuffle_ ? static_cast<int64_t>(permutation_(static_cast<uint64_t>(place))) : place;
   }
   // Samples a rank visits, for a dataset of n samples.
   static int64_t rank_size(int64_t n, const Shard& shard);
@@ -152,7 +163,8 @@ class EpochOrder {
   Permutation permutation_;
   std::shared_ptr<const std::vector<int64_t>> explicit_;  // set: an explicit order
   std::shared_ptr<const ShardWindowOrder> windows_;       // set: the shard-window order
-  int64_t first_ = 0;                                     // with windows_: this rank's first global position
+  std::shared_ptr<const EpochRemainder> rest_;            // set: the rest of an interrupted epoch
+  int64_t first_ = 0;                                     // with windows_: this rank's first place
 };
 
 }  // namespace chute

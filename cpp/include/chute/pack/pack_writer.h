@@ -6,6 +6,9 @@
 // is written, the index last: a pack killed halfway leaves no index, so nothing that opens as a dataset.
 // With `parts` > 1, part `part` writes the samples [part*N/parts, (part+1)*N/parts) and a part index;
 // merge_parts() then writes the dataset's index from all the part indexes.
+// The destination is locked for the run (a second whole pack into it is refused, naming the first; parts
+// and merge_parts() share the lock), and a whole pack first removes what killed runs left there: their
+// temporaries and the shards no index lists (pack/detail/pack_destination.h, docs/FORMAT.md).
 // Thread-safety: pack() may run concurrently for different destinations or parts.
 #pragma once
 
@@ -78,8 +81,11 @@ Result<PackSummary> pack(const Source& source, const std::vector<std::string>& c
 // shards; the part indexes are removed afterwards.
 Result<PackSummary> merge_parts(const std::string& dst);
 
-// The shard and part-index file names pack() uses.
+// The shard and part-index file names pack() uses, and whether a name is one of them (exactly as these
+// functions write it).
 std::string shard_file_name(int part, int parts, int number);
 std::string part_index_name(int part, int parts);
+bool is_shard_file_name(const std::string& name);
+bool parse_part_index_name(const std::string& name, int& part, int& parts);
 
 }  // namespace chute

@@ -1,8 +1,8 @@
 // An object fetched whole into the node's ShardCache, one version of it: what a dataset reads whole before
 // it opens (a packed dataset's index, tar shards).
 //
-// The object is stat()ed, and its entry keyed by that version: URL (without credentials), ETag and size,
-// so an object replaced at the same URL is never served from an old entry. Its download is pinned to that
+// The object is stat()ed, and its entry keyed by that version (cache_key.h: URL without credentials, ETag
+// and size), so an object replaced at the same URL is never served from an old entry. Its download is pinned to that
 // ETag (ObjectStore::download): an object replaced before its last byte arrived is stat()ed again and
 // fetched anew under its new key, up to the engine's retry budget, then fails naming its URL. The entry
 // never holds a mix of versions, nor one version under another's key.

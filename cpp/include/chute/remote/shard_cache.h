@@ -10,7 +10,7 @@
 //   .limit                      the limit_bytes of the last open() that set one (for `chute cache ls`)
 // <name> is a readable tail of the key ([A-Za-z0-9_-], other characters as '_') and the XXH3-64 hex of
 // the whole key. Keys appear in errors and in list(): a key must not hold credentials (a URL's signed
-// query, say); a URL plus its ETag is the intended key.
+// query, say); a URL plus its ETag is the intended key (cache_key.h writes every key chute uses).
 //
 // Guarantees:
 // - Never a torn entry: an entry appears only by rename() of a temp file that fill() wrote completely,

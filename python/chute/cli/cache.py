@@ -7,8 +7,6 @@ import argparse
 import os
 import time
 
-COMMANDS = ("cache",)
-
 
 def add_parsers(sub) -> None:
     p = sub.add_parser(
@@ -24,6 +22,7 @@ def add_parsers(sub) -> None:
     for a in (ls, clear):
         a.add_argument("--cache-dir", metavar="DIR", help="chute's cache directory (the shards are in DIR/shards)")
     ls.add_argument("--json", action="store_true", help="print the entries as JSON")
+    p.set_defaults(run=run)
 
 
 def human_bytes(n: int) -> str:

@@ -28,7 +28,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from chute.testing.loopback import free_port
+from chute.bench.loopback import free_port
 
 _START_TIMEOUT_S = 30.0
 _STOP_TIMEOUT_S = 10.0

@@ -1,1 +1,0 @@
-"""Loopback servers for chute's tests and benchmarks of remote I/O (HTTP, faults, latency)."""
