@@ -19,7 +19,7 @@ import urllib.parse
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 
-from object_server import QuietServer
+from support.object_server import QuietServer
 
 
 @dataclass
