@@ -64,6 +64,9 @@ HttpRequest s3_abort_multipart_upload(const S3Bucket& bucket, std::string_view k
 // Decodes the five XML entities and numeric character references (as UTF-8). kCorruptData is never used:
 // a bad document is the server's failure, kIoError naming `what`.
 Result<std::string> xml_unescape(std::string_view text, std::string_view what);
+// Appends the code point `cp` to `out` as UTF-8 (XML character references; the \u escapes of the JSON
+// that credential services answer, remote/credentials/credential_sources.cc).
+void append_utf8(std::string& out, uint32_t cp);
 
 // The text of every <tag>...</tag> (or <tag/>) directly found in `xml`, in order, still escaped. kIoError
 // naming `what` when an element is opened and never closed (a truncated response).
