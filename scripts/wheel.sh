@@ -11,7 +11,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
-CHUTE_SKIP_INSTALL=1 bash scripts/setup.sh --dev
+# Only what building the wheel needs (setup.sh --wheel): not the developer tools of --dev.
+bash scripts/setup.sh --wheel
 export PATH="${CHUTE_VENV:-$here/.venv}/bin:$PATH"
 unset LD_LIBRARY_PATH
 

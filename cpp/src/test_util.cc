@@ -134,6 +134,32 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
+void add_tar_member(std::vector<uint8_t>& tar, const std::string& name, const std::string& data, char type,
+                    const std::string& link) {
+  std::vector<uint8_t> h(512, 0);
+  std::memcpy(h.data(), name.data(), std::min<size_t>(name.size(), 100));
+  std::memcpy(h.data() + 157, link.data(), std::min<size_t>(link.size(), 100));
+  std::snprintf(reinterpret_cast<char*>(h.data()) + 100, 8, "%07o", 0644);
+  std::snprintf(reinterpret_cast<char*>(h.data()) + 108, 8, "%07o", 0);
+  std::snprintf(reinterpret_cast<char*>(h.data()) + 116, 8, "%07o", 0);
+  std::snprintf(reinterpret_cast<char*>(h.data()) + 124, 12, "%011lo", static_cast<unsigned long>(data.size()));
+  std::snprintf(reinterpret_cast<char*>(h.data()) + 136, 12, "%011o", 0);
+  std::memset(h.data() + 148, ' ', 8);
+  h[156] = static_cast<uint8_t>(type);
+  std::memcpy(h.data() + 257,
+              "ustar\0"
+              "00",
+              8);
+  unsigned sum = 0;
+  for (uint8_t c : h) sum += c;
+  std::snprintf(reinterpret_cast<char*>(h.data()) + 148, 8, "%06o", sum);
+  tar.insert(tar.end(), h.begin(), h.end());
+  tar.insert(tar.end(), data.begin(), data.end());
+  tar.resize((tar.size() + 511) / 512 * 512, 0);
+}
+
+void end_tar(std::vector<uint8_t>& tar) { tar.resize(tar.size() + 1024, 0); }
+
 void TempDir::write(const std::string& relative, const std::vector<uint8_t>& bytes) const {
   const auto p = path_ / relative;
   std::filesystem::create_directories(p.parent_path());

@@ -33,6 +33,13 @@ std::vector<uint8_t> encode_jpeg_cmyk(const std::vector<uint8_t>& cmyk, int widt
 // Full decode with plain libjpeg settings (RGB output, ISLOW IDCT), as the reference.
 std::vector<uint8_t> reference_decode(const std::vector<uint8_t>& jpeg, int* width, int* height);
 
+// A ustar member (header, data padded to 512 bytes) appended to `tar`; `type` '0' a file, '1' a hard link,
+// '2' a symbolic link (to `link`), 'x' a pax header...
+void add_tar_member(std::vector<uint8_t>& tar, const std::string& name, const std::string& data, char type = '0',
+                    const std::string& link = "");
+// The two zero blocks that end a tar.
+void end_tar(std::vector<uint8_t>& tar);
+
 class TempDir {
  public:
   TempDir();

@@ -15,6 +15,11 @@ from chute import _native
 
 REMOTE_SCHEMES = ("s3://", "gs://", "http://", "https://")
 DEFAULT_CACHE_LIMIT = 50 * 10**9  # bytes; a size string such as "200GB" overrides it
+# Where a remote dataset's shards are kept between uses (docs/REMOTE.md, "The cache"): "disk" also in the
+# node's disk cache, so that later epochs (and the other ranks and jobs of the node) read them locally;
+# "none" in memory only, nothing written to disk.
+CACHE_POLICIES = ("disk", "none")
+DEFAULT_CACHE = "disk"
 
 _lock = threading.Lock()
 _store = None
@@ -69,11 +74,21 @@ def store():
         return _store[1]
 
 
-def cache(cache_dir=None, cache_limit=None):
+def check_cache_policy(cache) -> str:
+    """``cache=`` as given, when it is one of :data:`CACHE_POLICIES`; else a ValueError naming them."""
+    if cache not in CACHE_POLICIES:
+        raise ValueError(f"cache must be one of {', '.join(map(repr, CACHE_POLICIES))}, got {cache!r}")
+    return cache
+
+
+def cache(cache_dir=None, cache_limit=None, policy: str = DEFAULT_CACHE):
     """The node's shard cache under ``cache_dir`` (:func:`chute.cache.shard_cache_dir`), with a byte limit
-    (an int or a size string such as ``"200GB"``; default 50 GB)."""
+    (an int or a size string such as ``"200GB"``; default 50 GB); None for ``policy="none"`` (nothing on
+    disk)."""
     from chute.cache import open_shard_cache
 
+    if check_cache_policy(policy) == "none":
+        return None
     limit = DEFAULT_CACHE_LIMIT if cache_limit is None else cache_limit
     return open_shard_cache(cache_dir, limit)
 

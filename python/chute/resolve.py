@@ -40,6 +40,9 @@ def open(
     image_key: str | None = None,
     label_key: str | None = None,
     labels=None,
+    cache: str = "disk",
+    transform=None,
+    target_transform=None,
 ) -> PackedDataset | TarDataset:
     """Opens a packed dataset (its directory, or its ``index.chidx``), or tar / WebDataset shards (a
     ``.tar`` file, a glob such as ``"shards/train-*.tar"``, or a directory of tars), or a dataset in a
@@ -49,17 +52,33 @@ def open(
 
     URLs work too: ``s3://bucket/train/`` or ``https://host/data/train/`` (a packed dataset's prefix),
     ``https://host/data/train-{0000..0127}.tar`` or ``s3://bucket/shards/*.tar`` (tar shards: braces,
-    and globs listed for s3:// and gs://), ``file:///data/train``. ``cache_dir``: where tar indexes and
-    remote shards are cached (default :func:`resolve_cache_dir`); ``cache_limit``: the shard cache's size
-    (default 50 GB; least recently used shards are evicted). docs/REMOTE.md."""
+    and globs listed for s3:// and gs://; a URL whose path ends in ``.tar`` is a tar whatever its query
+    string, so presigned URLs work), ``file:///data/train``. Remote shards are streamed into memory ahead of
+    the loader's order; ``cache``: ``"disk"`` (default) also keeps them in the node's disk cache for later
+    epochs, ``"none"`` writes nothing to disk. ``cache_dir``: where tar indexes and remote shards are cached
+    (default :func:`resolve_cache_dir`); ``cache_limit``: the shard cache's size (default 50 GB; least
+    recently used shards are evicted). docs/REMOTE.md.
+
+    ``transform`` / ``target_transform``: torchvision's; ``dataset[i]`` is then ``(transform(PIL image),
+    target_transform(label))`` (without them, the record's bytes as stored and its label), so the dataset
+    replaces a torchvision ImageFolder under torch's DataLoader, and chute.DataLoader runs the pipeline natively.
+    """
+    dataset = _open(path_or_glob, verify, cache_dir, cache_limit, image_key, label_key, labels, cache)
+    reopen = dict(verify=verify, cache_dir=cache_dir, cache_limit=cache_limit, image_key=image_key, cache=cache)
+    dataset._reopen = (open, dict(path_or_glob=path_or_glob, label_key=label_key, labels=labels, **reopen))
+    return dataset.with_transforms(transform, target_transform)
+
+
+def _open(path_or_glob, verify, cache_dir, cache_limit, image_key, label_key, labels, cache):
     from chute import remote
 
     if isinstance(path_or_glob, str) and path_or_glob.startswith("file://"):
         path_or_glob = remote.local_path(path_or_glob)
+    remote.check_cache_policy(cache)
     if remote.is_url(path_or_glob):
         if _names_tars(path_or_glob):
-            return TarDataset.from_urls(path_or_glob, cache_dir=cache_dir, cache_limit=cache_limit)
-        return PackedDataset(path_or_glob, verify=verify, cache_dir=cache_dir, cache_limit=cache_limit)
+            return TarDataset.from_urls(path_or_glob, cache_dir=cache_dir, cache_limit=cache_limit, cache=cache)
+        return PackedDataset(path_or_glob, verify=verify, cache_dir=cache_dir, cache_limit=cache_limit, cache=cache)
     path = os.fsdecode(_validate.path("path_or_glob", path_or_glob))
     from chute import formats
 
@@ -124,7 +143,11 @@ def native_source(src) -> tuple[_native.Source, list[str]]:
 
 
 def _names_tars(url: str) -> bool:
-    """Whether a URL (or URL pattern) names tar files rather than a packed dataset's prefix."""
+    """Whether a URL (or URL pattern) names tar files rather than a packed dataset's prefix: its path ends in
+    ``.tar`` (or a brace group of them). An http(s) URL's query string is not its path (a presigned URL's
+    signature follows the ``?``); an s3:// or gs:// key is taken literally, ``?`` being a glob there."""
+    if url.startswith(("http://", "https://")):
+        url = url.split("#", 1)[0].split("?", 1)[0]
     last = url.rstrip("/").rsplit("/", 1)[-1]
     return not url.endswith("/") and (last.endswith(".tar") or ".tar}" in last or ".tar," in last)
 

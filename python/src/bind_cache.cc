@@ -1,6 +1,5 @@
-// chute._native.ShardCache: the node-local shard cache (shard_cache.h), and cache_objects(): objects fetched
-// whole into it (object_fetch.h). Every call releases the GIL; fill and verify callbacks from Python take it
-// back while they run (tests drive the cache through them).
+// chute._native.ShardCache: the node-local shard cache (shard_cache.h). Every call releases the GIL; a fill
+// callback from Python takes it back while it runs (tests drive the cache through it).
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
@@ -9,22 +8,19 @@
 #include <optional>
 
 #include "bindings.h"
-#include "chute/remote/object_fetch.h"
+#include "chute/base/buffer_pool.h"
 #include "chute/remote/shard_cache.h"
 #include "fs_path.h"
 
 namespace chute::py {
 namespace {
 
-// An entry as get() or peek() returned it: its mapping stays valid (and readable) even after eviction.
+// An object as get() returned it: its bytes in memory of its own.
 struct PyCachedShard {
-  std::shared_ptr<const MappedFile> file;
+  std::shared_ptr<const PageBuffer> buffer;
+  uint64_t size = 0;
+  bool from_cache = false;
 };
-
-nb::object cached_shard(std::shared_ptr<const MappedFile> file) {
-  if (!file) return nb::none();
-  return nb::cast(PyCachedShard{std::move(file)});
-}
 
 // "ValueError: boom", for the Status that carries a Python callback's exception through the core.
 std::string describe(const nb::python_error& e) {
@@ -32,38 +28,29 @@ std::string describe(const nb::python_error& e) {
          nb::str(e.value()).c_str();
 }
 
-nb::object get(PyShardCache& self, const std::string& key, uint64_t size, nb::callable fill,
-               std::optional<nb::callable> verify) {
-  std::optional<nb::python_error> raised;  // the last exception a callback raised; freed with the GIL held
-  const ShardCache::Fill fill_fn = [&](int fd) -> Status {
+PyCachedShard get(PyShardCache& self, const std::string& key, uint64_t size, nb::callable fill) {
+  auto buffer = std::make_shared<PageBuffer>(unwrap(PageBuffer::allocate(size)));
+  std::optional<nb::python_error> raised;  // the exception the callback raised; freed with the GIL held
+  const ShardCache::Fill fill_fn = [&](std::span<uint8_t> dst) -> Status {
     nb::gil_scoped_acquire gil;
+    // A writable view of the memory, released when the callback returns (the memory is not Python's).
+    nb::object view = nb::steal(
+        PyMemoryView_FromMemory(reinterpret_cast<char*>(dst.data()), static_cast<Py_ssize_t>(dst.size()), PyBUF_WRITE));
     try {
-      fill(fd);
+      fill(view);
+      view.attr("release")();
       return Status::ok();
     } catch (nb::python_error& e) {
+      view.attr("release")();
       raised.emplace(std::move(e));
       return io_error(describe(*raised));
     }
   };
-  ShardCache::Verify verify_fn;
-  if (verify) {
-    verify_fn = [&](const MappedFile& file) -> Status {
-      nb::gil_scoped_acquire gil;
-      try {
-        // A copy: a view of the mapping could outlive it in Python.
-        (*verify)(nb::bytes(reinterpret_cast<const char*>(file.bytes().data()), file.bytes().size()));
-        return Status::ok();
-      } catch (nb::python_error& e) {
-        raised.emplace(std::move(e));
-        return corrupt_data(describe(*raised));
-      }
-    };
-  }
-  Result<std::shared_ptr<const MappedFile>> result = [&] {
+  Result<ShardCache::Got> result = [&] {
     nb::gil_scoped_release release;
-    return self.impl->get(key, size, fill_fn, verify_fn);
+    return self.impl->get(key, buffer->span().first(size), fill_fn);
   }();
-  if (result.is_ok()) return cached_shard(std::move(result).value());
+  if (result.is_ok()) return PyCachedShard{std::move(buffer), size, *result == ShardCache::Got::kHit};
   if (raised) {
     // Ctrl-C and SystemExit inside a callback stay what they are; other exceptions become the cache's
     // error (naming the key, typed as throw_status() types it), raised from them.
@@ -94,22 +81,14 @@ nb::dict entry_dict(const CacheEntry& e) {
 
 void register_cache(nb::module_& m) {
   nb::class_<PyCachedShard>(m, "CachedShard")
-      .def_prop_ro("path", [](const PyCachedShard& s) { return fs_str(s.file->path()); })
-      .def("__len__", [](const PyCachedShard& s) { return s.file->bytes().size(); })
+      .def_prop_ro("from_cache", [](const PyCachedShard& s) { return s.from_cache; })
+      .def("__len__", [](const PyCachedShard& s) { return s.size; })
       .def(
           "read",
           [](const PyCachedShard& s, uint64_t offset, std::optional<uint64_t> size) {
-            const uint64_t total = s.file->bytes().size();
-            if (offset > total) throw nb::value_error("offset past the end of the cached shard");
-            const uint64_t n = size ? std::min(*size, total - offset) : total - offset;
-            std::string out(n, '\0');
-            Status st;
-            {
-              nb::gil_scoped_release release;
-              st = s.file->copy(offset, n, reinterpret_cast<uint8_t*>(out.data()));
-            }
-            if (!st.is_ok()) throw_status(st);
-            return nb::bytes(out.data(), out.size());
+            if (offset > s.size) throw nb::value_error("offset past the end of the cached shard");
+            const uint64_t n = size ? std::min(*size, s.size - offset) : s.size - offset;
+            return nb::bytes(reinterpret_cast<const char*>(s.buffer->data()) + offset, n);
           },
           nb::arg("offset") = 0, nb::arg("size") = nb::none(),
           "The bytes at [offset, offset + size) (default: to the end).");
@@ -125,19 +104,14 @@ void register_cache(nb::module_& m) {
           nb::arg("dir"), nb::arg("limit_bytes") = 0)
       .def_prop_ro("dir", [](const PyShardCache& c) { return fs_str(c.impl->options().dir); })
       .def_prop_ro("limit_bytes", [](const PyShardCache& c) { return c.impl->options().limit_bytes; })
-      .def("get", &get, nb::arg("key"), nb::arg("size"), nb::arg("fill"), nb::arg("verify") = nb::none(),
-           "The cached shard for `key` (`size` bytes); on a miss fill(fd) writes it (once across processes). "
-           "verify(bytes) raises when the bytes are bad.")
+      .def("get", &get, nb::arg("key"), nb::arg("size"), nb::arg("fill"),
+           "The object for `key` (`size` bytes), read from its entry (checked) or, on a miss, filled by "
+           "fill(view) writing all of the writable memoryview `view` (once across processes), then written.")
       .def(
-          "peek",
-          [](PyShardCache& c, const std::string& key, uint64_t size) {
-            Result<std::shared_ptr<const MappedFile>> r = [&] {
-              nb::gil_scoped_release release;
-              return c.impl->peek(key, size);
-            }();
-            return cached_shard(unwrap(std::move(r)));
-          },
-          nb::arg("key"), nb::arg("size"))
+          "entry_path", [](const PyShardCache& c, const std::string& key) { return fs_str(c.impl->entry_path(key)); },
+          nb::arg("key"))
+      .def_static("entry_bytes", &ShardCache::entry_bytes, nb::arg("size"),
+                  "Bytes an entry of `size` bytes takes on disk (its checksum trailer included).")
       .def("list",
            [](const PyShardCache& c) {
              std::vector<CacheEntry> entries;
@@ -172,30 +146,13 @@ void register_cache(nb::module_& m) {
              d["evictions"] = s.evictions;
              d["bytes_fetched"] = s.bytes_fetched;
              d["waits"] = s.waits;
+             d["damaged"] = s.damaged;
+             d["write_errors"] = s.write_errors;
              return d;
            })
       .def_static(
           "recorded_limit", [](const FsPath& dir) { return ShardCache::recorded_limit(dir.value); }, nb::arg("dir"),
           "The limit_bytes recorded in `dir` by the last cache opened with one; 0 when none.");
-
-  m.def(
-      "cache_objects",
-      [](const PyObjectStore& store, const PyShardCache& cache, std::vector<std::string> urls) {
-        std::unique_ptr<ObjectFetch> fetch =
-            unwrap(ObjectFetch::start(store.impl, cache.impl, std::move(urls), ObjectFetch::Options{}));
-        // However the wait ends (Ctrl-C included), the fetch is cancelled and its downloads in flight are
-        // waited for without the GIL.
-        struct Cancel {
-          std::unique_ptr<ObjectFetch>& fetch;
-          ~Cancel() {
-            nb::gil_scoped_release release;
-            fetch.reset();
-          }
-        } cancel{fetch};
-        return unwrap(wait_interruptibly([&](std::chrono::milliseconds slice) { return fetch->wait(slice); }));
-      },
-      nb::arg("store"), nb::arg("cache"), nb::arg("urls"),
-      "Each object whole in the shard cache (ObjectFetch): their local paths, in order. Ctrl-C cancels.");
 }
 
 }  // namespace chute::py

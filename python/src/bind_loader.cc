@@ -117,15 +117,20 @@ void register_loader(nb::module_& m) {
   nb::class_<PyLoader>(m, "Loader")
       .def(
           "__init__",
-          [](PyLoader* self, std::shared_ptr<Source> source, const nb::list& transforms, const LoaderOptions& options) {
+          [](PyLoader* self, std::shared_ptr<Source> source, const nb::list& transforms, const LoaderOptions& options,
+             std::optional<BatchMix> batch_mix) {
             Pipeline pipeline = make_pipeline(transforms);
             std::optional<Result<std::unique_ptr<Loader>>> made;
             // Built on the CPUs its workers will use, so that its pinned buffers are allocated on their node.
-            run_on_cpus(options.cpu_affinity.value_or(std::vector<int>{}),
-                        [&] { made.emplace(Loader::create(std::move(source), std::move(pipeline), options)); });
+            run_on_cpus(options.cpu_affinity.value_or(std::vector<int>{}), [&] {
+              made.emplace(Loader::create(std::move(source), std::move(pipeline), options, std::move(batch_mix)));
+            });
             new (self) PyLoader{unwrap(std::move(*made))};
           },
-          nb::arg("source"), nb::arg("transforms"), nb::arg("options"))
+          nb::arg("source"), nb::arg("transforms"), nb::arg("options"), nb::kw_only(),
+          nb::arg("batch_mix").none() = nb::none(),
+          "batch_mix: a BatchMix run on each finished batch; next() then returns (images, labels, "
+          "(kind, lam, label_lam, box)), the labels still the dataset's.")
       .def("__len__", [](const PyLoader& l) { return l.impl->num_batches(); })
       .def_prop_ro("num_threads", [](const PyLoader& l) { return l.impl->num_threads(); })
       .def_prop_ro("active_threads", [](const PyLoader& l) { return l.impl->active_threads(); })
@@ -176,7 +181,9 @@ void register_loader(nb::module_& m) {
             if (!next.is_ok()) throw_next_error(next.status(), loader);  // chute.SampleError for a bad sample
             if (!*next) return nb::none();
             if (hand_over) (*next)->hand_over();
-            return to_tensors(*next, loader);
+            nb::tuple tensors = to_tensors(*next, loader);
+            if (!loader.batch_mix()) return tensors;
+            return nb::make_tuple(tensors[0], tensors[1], mix_tuple((*next)->mix()));
           },
           nb::arg("hand_over") = false)
       .def("host_blocks_wanted", [](const PyLoader& l) { return l.impl->host_blocks_wanted(); })

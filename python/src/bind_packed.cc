@@ -3,6 +3,7 @@
 #include <optional>
 
 #include <nanobind/stl/function.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
@@ -73,6 +74,23 @@ StoreOptions store_options(int max_side, int max_shorter_side, int quality, cons
   return o;
 }
 
+// A remote source's stream figures (shard_stream.h), or None for a local source.
+nb::object remote_stats_dict(const ShardStream* stream) {
+  if (stream == nullptr) return nb::none();
+  const RemoteStats r = stream->stats();
+  nb::dict d;
+  d["shard_fetches"] = r.shard_fetches;
+  d["cache_hits"] = r.cache_hits;
+  d["reader_waits"] = r.reader_waits;
+  d["reader_wait_s"] = r.reader_wait_s;
+  d["bytes_received"] = r.bytes_received;
+  d["buffers"] = r.buffers;
+  d["memory_limit"] = r.memory_limit;
+  d["damaged"] = r.damaged;
+  d["cache"] = cache_policy_name(stream->cache_policy());
+  return d;
+}
+
 }  // namespace
 
 void register_packed(nb::module_& m) {
@@ -99,29 +117,18 @@ void register_packed(nb::module_& m) {
           nb::arg("path"), nb::arg("verify") = true)
       .def_static(
           "open_remote",
-          [](const std::string& url, const PyObjectStore& store, const PyShardCache& cache, bool verify, int lookahead,
+          [](const std::string& url, const PyObjectStore& store, std::optional<PyShardCache> cache, bool verify,
              int fetch_threads) {
             // The index is fetched here: Ctrl-C cancels it.
             return unwrap(call_interruptibly([&] {
-              return PackedSource::open_remote(url, store.impl, cache.impl,
-                                               {.lookahead = lookahead, .fetch_threads = fetch_threads},
-                                               {.verify_checksums = verify});
+              return PackedSource::open_remote(url, store.impl, cache ? cache->impl : nullptr,
+                                               {.fetch_threads = fetch_threads}, {.verify_checksums = verify});
             }));
           },
-          nb::arg("url"), nb::arg("store"), nb::arg("cache"), nb::arg("verify") = true,
-          nb::arg("lookahead") = RemoteShards::Options{}.lookahead,
-          nb::arg("fetch_threads") = RemoteShards::Options{}.fetch_threads)
-      .def("remote_stats",
-           [](const PackedSource& p) -> nb::object {
-             if (!p.remote()) return nb::none();
-             const RemoteStats r = p.remote()->stats();
-             nb::dict d;
-             d["shard_fetches"] = r.shard_fetches;
-             d["cache_hits"] = r.cache_hits;
-             d["reader_waits"] = r.reader_waits;
-             d["reader_wait_s"] = r.reader_wait_s;
-             return d;
-           })
+          nb::arg("url"), nb::arg("store"), nb::arg("cache").none(), nb::arg("verify") = true,
+          nb::arg("fetch_threads") = ShardStream::Options{}.fetch_threads,
+          "A packed dataset in object storage; `cache` None: nothing on disk (cache='none').")
+      .def("remote_stats", [](const PackedSource& p) { return remote_stats_dict(p.remote()); })
       .def_prop_ro("classes", [](const PackedSource& p) { return fs_list(p.classes()); })
       .def_prop_ro("directory", [](const PackedSource& p) { return fs_str(p.directory()); })
       .def("payload_sizes", &payload_sizes_of<PackedSource>)
@@ -170,6 +177,27 @@ void register_packed(nb::module_& m) {
                 [&] { return TarSource::open(fs_values(paths), {.cache_dir = cache_dir.value}); });
           },
           nb::arg("paths"), nb::arg("cache_dir"))
+      .def_static(
+          "open_remote",
+          [](const PyObjectStore& store, std::vector<std::string> urls, std::optional<PyShardCache> cache,
+             const FsPath& cache_dir, int fetch_threads) {
+            // Expanded and opened interruptibly: Ctrl-C cancels the listing, and the streams of tars without an
+            // index.
+            return unwrap(call_interruptibly([&]() -> Result<std::shared_ptr<TarSource>> {
+              std::vector<ObjectInfo> tars;
+              for (const std::string& url : urls) {
+                CHUTE_ASSIGN_OR_RETURN(std::vector<ObjectInfo> found, store.impl->expand(url));
+                tars.insert(tars.end(), found.begin(), found.end());
+              }
+              return TarSource::open_remote(tars, store.impl, cache ? cache->impl : nullptr,
+                                            {.cache_dir = cache_dir.value}, {.fetch_threads = fetch_threads});
+            }));
+          },
+          nb::arg("store"), nb::arg("urls"), nb::arg("cache").none(), nb::arg("cache_dir"),
+          nb::arg("fetch_threads") = ShardStream::Options{}.fetch_threads,
+          "Tar shards in object storage (URL patterns, expanded in order); `cache` None: nothing on disk, and "
+          "`cache_dir` '' keeps learned indexes in memory.")
+      .def("remote_stats", [](const TarSource& t) { return remote_stats_dict(t.remote()); })
       .def_prop_ro("classes", [](const TarSource& t) { return fs_list(t.classes()); })
       .def("payload_sizes", &payload_sizes_of<TarSource>)
       .def(

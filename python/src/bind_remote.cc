@@ -10,6 +10,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
+#include "chute/base/buffer_pool.h"
 #include "chute/remote/http_engine.h"
 #include "fs_path.h"
 
@@ -42,6 +43,17 @@ std::optional<SigV4> sigv4_from(const std::optional<nb::dict>& d) {
     }
   }
   return s;
+}
+
+// A GET of a whole object (its ranges are the engine's to choose).
+HttpRequest object_get(std::string url, std::vector<std::string> headers, const std::optional<nb::dict>& sigv4) {
+  return HttpRequest{.method = "GET",
+                     .url = std::move(url),
+                     .headers = std::move(headers),
+                     .offset = 0,
+                     .length = 0,
+                     .body = {},
+                     .sigv4 = sigv4_from(sigv4)};
 }
 
 }  // namespace
@@ -111,13 +123,7 @@ void register_remote(nb::module_& m) {
           "download",
           [](PyHttpEngine& e, std::string url, uint64_t size, const FsPath& path, uint64_t chunk_bytes,
              std::vector<std::string> headers, std::optional<nb::dict> sigv4, std::string etag) {
-            HttpRequest r{.method = "GET",
-                          .url = std::move(url),
-                          .headers = std::move(headers),
-                          .offset = 0,
-                          .length = 0,
-                          .body = {},
-                          .sigv4 = sigv4_from(sigv4)};
+            const HttpRequest r = object_get(std::move(url), std::move(headers), sigv4);
             DownloadVersion version{.etag = std::move(etag)};
             Status status = call_interruptibly([&] {
               int fd = ::open(path.value.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -135,6 +141,22 @@ void register_remote(nb::module_& m) {
           "The object's bytes [0, size) into the file at `path`, by parallel ranged GETs of chunk_bytes, all of "
           "one version: `etag`'s (an error when it changed), or the first answer's (read again from the start "
           "when it changes meanwhile). Returns the ETag read ('' when the server sends none).")
+      .def(
+          "receive",
+          [](PyHttpEngine& e, std::string url, uint64_t size, uint64_t chunk_bytes, std::vector<std::string> headers,
+             std::optional<nb::dict> sigv4, std::string etag) {
+            const HttpRequest r = object_get(std::move(url), std::move(headers), sigv4);
+            PageBuffer buffer = unwrap(PageBuffer::allocate(size));
+            DownloadVersion version{.etag = std::move(etag)};
+            Status status =
+                call_interruptibly([&] { return e.impl->receive(r, buffer.span().first(size), version, chunk_bytes); });
+            if (!status.is_ok()) throw_status(status);
+            return nb::bytes(reinterpret_cast<const char*>(buffer.data()), size);
+          },
+          nb::arg("url"), nb::arg("size"), nb::arg("chunk_bytes") = uint64_t{8} << 20,
+          nb::arg("headers") = std::vector<std::string>{}, nb::arg("sigv4") = nb::none(), nb::arg("etag") = "",
+          "The object's bytes [0, size), received in place by parallel ranged GETs of chunk_bytes, all of one "
+          "version (as download()).")
       .def("stats", [](const PyHttpEngine& e) { return http_stats_dict(e.impl->stats()); });
   m.def(
       "redact_url", [](const std::string& url) { return redact_url(url); }, nb::arg("url"),

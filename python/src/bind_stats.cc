@@ -89,6 +89,7 @@ void register_stats(nb::module_& m) {
         return d;
       },
       nb::arg("figures"), "chute's verdict (chute/stats.h: diagnose) on figures given as loader.stats() names them.");
+  m.attr("MIN_VERDICT_BATCHES") = kMinVerdictBatches;
   m.attr("INPUT_BOUND_STALL") = kInputBoundStall;
   m.attr("STORAGE_SHARE") = kStorageShare;
   m.attr("PREFETCH_IDLE") = kPrefetchIdle;

@@ -193,6 +193,9 @@ nb::tuple batch_tensors(void* images, int64_t* labels, int64_t size, const Loade
                         const std::function<nb::capsule()>& owner, int device_type, int device_id,
                         bool copy_labels = false);
 
+// A batch transform's draws as (kind, lam, label_lam, (x1, y1, x2, y2)) (bind_batch_mix.cc).
+nb::tuple mix_tuple(const MixParams& params);
+
 // A loader's statistics as a flat dict of plain numbers, with the verdict (bind_stats.cc);
 // chute.LoaderStats presents them.
 nb::dict stats_dict(const LoaderStats& s);
@@ -200,6 +203,7 @@ nb::dict stats_dict(const LoaderStats& s);
 void register_options(nb::module_& m);
 void register_sources(nb::module_& m);
 void register_transforms(nb::module_& m);
+void register_batch_mix(nb::module_& m);
 void register_loader(nb::module_& m);
 void register_reference(nb::module_& m);
 void register_packed(nb::module_& m);

@@ -65,6 +65,7 @@ NB_MODULE(_native, m) {
   chute::py::register_options(m);
   chute::py::register_sources(m);
   chute::py::register_transforms(m);
+  chute::py::register_batch_mix(m);
   chute::py::register_loader(m);
   chute::py::register_reference(m);
   chute::py::register_packed(m);

@@ -34,6 +34,22 @@ def natural_image(rng: np.random.Generator, width: int, height: int) -> Image.Im
     return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8))
 
 
+def chute_threads() -> list[str]:
+    """Names of this process's native chute threads (all are named ``chute*``), the main thread aside."""
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        if int(tid) == os.getpid():
+            continue  # the main thread is named after the program
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            continue  # the thread ended meanwhile
+        if comm.startswith("chute"):
+            names.append(comm)
+    return names
+
+
 def jpeg_bytes(img: Image.Image, quality: int = 92, subsampling: int = 0, progressive: bool = False) -> bytes:
     buf = io.BytesIO()
     img.save(buf, format="JPEG", quality=quality, subsampling=subsampling, progressive=progressive)
@@ -65,8 +81,8 @@ def _drop_process_object_store():
     """After a test that opened remote data, the process's object store (and its chute-http thread) goes.
 
     The store is process-wide on purpose (one engine, one set of connections per process), so it outlives
-    the datasets that used it; left up, its thread makes a later test's ``chute.DataLoader`` start workers
-    with 'forkserver' instead of 'fork', as it should in a real process. Tests must not depend on order.
+    the datasets that used it; left up, its thread and connections would be in every later test's process
+    (thread counts, descriptors). Tests must not depend on order.
     """
     yield
     remote = sys.modules.get("chute.remote")

@@ -229,17 +229,30 @@ def test_chute_bench_remote_rows_and_cpu_accounting(folder, capsys):
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     names = [r["name"] for r in out["rows"]]
-    assert names[:4] == [
-        "chute, local shards",
-        "chute, remote, cold cache",
-        "chute, remote, cold cache, after its first batch",
-        "chute, remote, warm cache",
-    ]
+    assert names[:9] == (
+        [
+            "chute, local shards",
+            "chute, remote shards, cold",
+            "chute, remote shards, cold, after its first batch",
+            "chute, remote shards, cold, cache='none'",
+            "chute, remote shards, cold, cache='none', after its first batch",
+            "chute, remote shards, warm disk cache",
+            "chute, local tars",
+            "chute, remote tars, cold",
+            "chute, remote tars, cold, after its first batch",
+        ]
+    )
+    assert names[9:] in ([], ["WebDataset + DataLoader, remote"])  # that row needs webdataset
     for r in out["rows"]:
         assert len(r["rates"]) == 2 and all(x > 0 for x in r["rates"]), r
     assert out["images"] == 36 and out["latency_ms"] == 5
-    for key in ("first_batch_s", "io_threads_cpu_s", "servers_cpu_s", "writeback_cpu_s"):
-        assert len(out[key]) == 2 and all(v >= 0 for v in out[key]), (key, out[key])
+    for kind in ("shards", "tars", "shards, cache=none"):
+        for key in ("first_batch_s", "first_batch_fetched", "servers_cpu_s", "writeback_cpu_s"):
+            assert len(out[key][kind]) == 2 and all(v >= 0 for v in out[key][kind]), (key, out[key])
+        # All the bytes received, the indexes' too: here one batch needs every shard, so a little over 1.
+        assert all(0 < f < 1.1 for f in out["first_batch_fetched"][kind]), (kind, out["first_batch_fetched"])
+        assert len(out["thread_cpu_s"][kind]) == 2 and "chute-worker" in out["thread_cpu_s"][kind][0]
+        assert out["same_batches"][kind.split(",")[0]] is True
     assert out["io"]["requests"] > 0 and out["io"]["retries"] == 0
 
 

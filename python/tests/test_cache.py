@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cache_child import payload, verifier, write_all
+from cache_child import payload
 
 import chute
 from chute import _native, cli
@@ -125,7 +125,7 @@ def test_two_processes_asking_for_one_key_run_exactly_one_fill(tmp_path, childre
     a.expect("filling")  # a holds the key's lock, half its bytes written
     b = children("one", d, 0, KEY, SIZE, fills)
     wait_until_blocked_on_a_lock(b.pid)  # b waits for a's fill
-    assert _native.ShardCache(d).peek(KEY, SIZE) is None  # nothing is served before the fill is complete
+    assert files(d, "*.shard") == []  # nothing is served before the fill is complete
     a.send("go")
     ra, rb = a.result(), b.result()
     assert fills.read_text().split() == [str(a.pid)]
@@ -152,9 +152,10 @@ def test_two_processes_filling_different_keys_keep_the_limit(tmp_path, children)
     cache = _native.ShardCache(d)
     entries = cache.list()
     assert cache.bytes() == sum(e["size"] for e in entries) <= limit
-    assert len(entries) == limit // size  # each insert evicts down to the limit, under the cache-wide lock
+    # Each insert evicts down to the limit, under the cache-wide lock; an entry is its bytes and a checksum.
+    assert len(entries) == limit // _native.ShardCache.entry_bytes(size)
     for e in entries:
-        assert Path(e["path"]).read_bytes() == payload(e["key"], size)
+        assert Path(e["path"]).read_bytes()[:size] == payload(e["key"], size)
     # Each of the 16 distinct shards was fetched once; all but the survivors were evicted once.
     assert ra["stats"]["misses"] + rb["stats"]["misses"] == 2 * count
     assert ra["stats"]["evictions"] + rb["stats"]["evictions"] == 2 * count - len(entries)
@@ -171,7 +172,7 @@ def test_processes_sharing_keys_under_eviction_are_only_ever_served_whole_shards
     cache = _native.ShardCache(d)
     assert cache.bytes() <= limit
     for e in cache.list():
-        assert Path(e["path"]).read_bytes() == payload(e["key"], size)
+        assert Path(e["path"]).read_bytes()[:size] == payload(e["key"], size)
     assert sum(r["stats"]["hits"] + r["stats"]["misses"] for r in results) == 3 * count
     assert files(d, "*.tmp") == [] and files(d, "*.lock") == []
 
@@ -184,11 +185,8 @@ def recorded_limit_of(d: Path) -> int:
 def test_kill_9_mid_fill_leaves_no_entry_and_the_waiter_fills_cleanly(tmp_path, children):
     d, fills = tmp_path / "cache", tmp_path / "fills"
     a = children("one", d, 0, KEY, SIZE, fills, "--block")
-    a.expect("filling")
-    cache = _native.ShardCache(d)
-    assert cache.peek(KEY, SIZE) is None
-    [temp] = files(d, "*.tmp")
-    assert f".{a.pid}-" in temp and (d / temp).stat().st_size == SIZE // 2
+    a.expect("filling")  # half its bytes received, in memory: nothing of them on disk
+    assert files(d, "*.shard") == [] and files(d, "*.tmp") == []
     b = children("one", d, 0, KEY, SIZE, fills)
     wait_until_blocked_on_a_lock(b.pid)
     a.kill9()  # mid-fill: the kernel drops a's lock, b takes the key over
@@ -196,26 +194,24 @@ def test_kill_9_mid_fill_leaves_no_entry_and_the_waiter_fills_cleanly(tmp_path, 
     assert fills.read_text().split() == [str(a.pid), str(b.pid)]
     assert rb["complete"] and rb["sha256"] == hashlib.sha256(payload(KEY, SIZE)).hexdigest()
     assert (rb["stats"]["misses"], rb["stats"]["waits"], rb["stats"]["bytes_fetched"]) == (1, 1, SIZE)
-    assert files(d, "*.tmp") == [] and files(d, "*.lock") == []  # a's partial temp was swept by b's fill
-    assert cache.peek(KEY, SIZE).read() == payload(KEY, SIZE)
+    assert files(d, "*.tmp") == [] and files(d, "*.lock") == []
+    assert _native.ShardCache(d).get(KEY, SIZE, lambda view: None).read() == payload(KEY, SIZE)  # a hit
 
 
-def test_kill_9_mid_fill_with_no_waiter_is_swept_by_the_next_open(tmp_path, children):
+def test_kill_9_mid_fill_with_no_waiter_leaves_nothing_the_next_fill_trips_on(tmp_path, children):
     d, fills = tmp_path / "cache", tmp_path / "fills"
     a = children("one", d, 0, KEY, SIZE, fills, "--block")
     a.expect("filling")
     a.kill9()
-    assert len(files(d, "*.tmp")) == 1
-    cache = _native.ShardCache(d)  # open() sweeps temps whose key no one is filling
-    assert files(d, "*.tmp") == []
-    assert cache.peek(KEY, SIZE) is None and cache.list() == []
+    cache = _native.ShardCache(d)
+    assert files(d, "*.tmp") == [] and cache.list() == []
     calls = []
 
-    def fill(fd):
-        calls.append(fd)
-        write_all(fd, payload(KEY, SIZE))
+    def fill(view):
+        calls.append(1)
+        view[:] = payload(KEY, SIZE)
 
-    assert cache.get(KEY, SIZE, fill, verifier(KEY)).read() == payload(KEY, SIZE)
+    assert cache.get(KEY, SIZE, fill).read() == payload(KEY, SIZE)
     assert len(calls) == 1
     assert cache.stats()["misses"] == 1
 
@@ -223,17 +219,13 @@ def test_kill_9_mid_fill_with_no_waiter_is_swept_by_the_next_open(tmp_path, chil
 def test_a_python_fill_error_names_the_key_and_leaves_nothing(tmp_path):
     cache = _native.ShardCache(tmp_path / "c")
 
-    def fill(fd):
-        os.write(fd, b"partial")
+    def fill(view):
+        view[:7] = b"partial"
         raise ConnectionResetError("reset by peer")
 
     with pytest.raises(OSError, match=r"cache fill of 'k1' failed: ConnectionResetError: reset by peer") as info:
         cache.get("k1", 100, fill)
     assert isinstance(info.value.__cause__, ConnectionResetError)
-    with pytest.raises(OSError, match=r"cache fill of 'k1' wrote 3 bytes, expected 100"):
-        cache.get("k1", 100, lambda fd: os.write(fd, b"abc"))
-    with pytest.raises(RuntimeError, match=r"CorruptData: cache fill of 'k1': the fetched bytes fail verification"):
-        cache.get("k1", 100, lambda fd: os.write(fd, b"x" * 100), verifier("k1"))
     assert files(tmp_path / "c", "*") == []
     assert cache.stats()["bytes_fetched"] == 0
 
@@ -241,7 +233,7 @@ def test_a_python_fill_error_names_the_key_and_leaves_nothing(tmp_path):
 def test_ctrl_c_inside_a_fill_stays_a_keyboard_interrupt(tmp_path):
     cache = _native.ShardCache(tmp_path)
 
-    def fill(fd):
+    def fill(view):
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
@@ -249,36 +241,40 @@ def test_ctrl_c_inside_a_fill_stays_a_keyboard_interrupt(tmp_path):
     assert cache.list() == []
 
 
-def test_an_entry_failing_verify_is_refetched(tmp_path):
+def test_an_entry_damaged_on_disk_is_named_and_fetched_again(tmp_path, capfd):
     cache = _native.ShardCache(tmp_path)
     good = payload("k", 5000)
-    cache.get("k", 5000, lambda fd: write_all(fd, good))
-    path = Path(cache.list()[0]["path"])
-    rotten = tmp_path / "rotten"
-    rotten.write_bytes(bytes(5000))
-    os.replace(rotten, path)  # the entry rots on disk
+
+    def fill(view):
+        calls.append(1)
+        view[:] = good
+
     calls = []
-
-    def fill(fd):
-        calls.append(fd)
-        write_all(fd, good)
-
-    assert cache.get("k", 5000, fill, verifier("k")).read() == good
-    assert len(calls) == 1
-    assert cache.get("k", 5000, fill, verifier("k")).read(10, 5) == good[10:15]  # now a hit
-    assert len(calls) == 1 and cache.stats()["hits"] == 1
+    assert not cache.get("k", 5000, fill).from_cache
+    path = Path(cache.list()[0]["path"])
+    with open(path, "r+b") as f:  # the entry rots on disk: same size, one byte changed
+        f.seek(1234)
+        f.write(bytes([good[1234] ^ 0xFF]))
+    again = cache.get("k", 5000, fill)
+    assert again.read() == good and not again.from_cache
+    assert len(calls) == 2 and cache.stats()["damaged"] == 1
+    err = capfd.readouterr().err
+    assert f"the cache entry {path} fails its checksum" in err and "'k'" in err
+    hit = cache.get("k", 5000, fill)
+    assert hit.from_cache and hit.read(10, 5) == good[10:15]  # written again, good: a hit
+    assert len(calls) == 2 and cache.stats()["hits"] == 1
 
 
 def test_python_threads_asking_for_one_key_share_one_fill(tmp_path):
     cache = _native.ShardCache(tmp_path)
     calls, results = [], []
 
-    def fill(fd):
+    def fill(view):
         calls.append(threading.get_ident())
-        write_all(fd, payload("shared", 2**20))
+        view[:] = payload("shared", 2**20)
 
     def ask():
-        results.append(cache.get("shared", 2**20, fill, verifier("shared")).read())
+        results.append(cache.get("shared", 2**20, fill).read())
 
     threads = [threading.Thread(target=ask) for _ in range(6)]
     for t in threads:
@@ -311,21 +307,21 @@ def test_chute_cache_ls_and_clear(tmp_path, monkeypatch, capsys):
     assert f"nothing cached yet: {tmp_path / 'shards'} does not exist" in capsys.readouterr().out
     assert not (tmp_path / "shards").exists()  # ls created nothing
     cache = open_shard_cache(tmp_path, limit="1MiB")
-    cache.get("s3://bucket/a.tar", 1536, lambda fd: write_all(fd, payload("a", 1536)))
-    cache.get("https://host/b.tar", 100, lambda fd: write_all(fd, payload("b", 100)))
+    cache.get("s3://bucket/a.tar", 1536, lambda view: view.__setitem__(slice(None), payload("a", 1536)))
+    cache.get("https://host/b.tar", 100, lambda view: view.__setitem__(slice(None), payload("b", 100)))
     assert cli.main(["cache", "ls", "--cache-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "s3://bucket/a.tar" in out and "https://host/b.tar" in out
-    assert "1.5 kB" in out and "100 B" in out
-    assert "total: 1.6 kB in 2 entries; limit: 1.0 MB" in out
+    assert "1.6 kB" in out and "116 B" in out  # each with its 16-byte checksum
+    assert "total: 1.7 kB in 2 entries; limit: 1.0 MB" in out
     assert str(tmp_path / "shards") in out
     assert cli.main(["cache", "ls", "--cache-dir", str(tmp_path), "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert {e["key"] for e in listed["entries"]} == {"s3://bucket/a.tar", "https://host/b.tar"}
-    assert (listed["total_bytes"], listed["limit_bytes"]) == (1636, 2**20)
+    assert (listed["total_bytes"], listed["limit_bytes"]) == (1668, 2**20)
     monkeypatch.setenv("CHUTE_CACHE_DIR", str(tmp_path))  # the default directory, as chute.open's
     assert cli.main(["cache", "clear"]) == 0
-    assert "removed 2 entries (1.6 kB)" in capsys.readouterr().out
+    assert "removed 2 entries (1.7 kB)" in capsys.readouterr().out
     assert cache.list() == [] and cache.bytes() == 0
     assert cli.main(["cache", "ls"]) == 0
     assert "total: 0 B in 0 entries" in capsys.readouterr().out

@@ -5,7 +5,6 @@ torch parity lives in test_dataloader_torch.py.
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import logging
 import os
@@ -308,31 +307,6 @@ def test_worker_killed_raises_instead_of_hanging():
         it._shutdown_workers()
 
 
-@pytest.mark.parametrize("explicit_fork", [False, True])
-def test_fork_is_avoided_while_native_chute_threads_run(explicit_fork):
-    libc = ctypes.CDLL(None)
-    ready, stop = threading.Event(), threading.Event()
-
-    def fake_native_thread():
-        libc.prctl(15, b"chute-worker", 0, 0, 0)  # PR_SET_NAME, as chute's C++ threads name themselves
-        ready.set()
-        stop.wait()
-
-    t = threading.Thread(target=fake_native_thread, daemon=True)
-    t.start()
-    ready.wait()
-    try:
-        ctx = "fork" if explicit_fork else None
-        expected = "'fork' was asked for, so it is kept" if explicit_fork else "workers start with 'forkserver'"
-        with pytest.warns(UserWarning, match=expected):
-            it = iter(DataLoader(list(range(8)), batch_size=4, num_workers=1, multiprocessing_context=ctx))
-        assert type(it._workers[0]).__name__ == ("ForkProcess" if explicit_fork else "ForkServerProcess")
-        assert [b.tolist() for b in it] == [[0, 1, 2, 3], [4, 5, 6, 7]]
-    finally:
-        stop.set()
-        t.join()
-
-
 # ---------------------------------------------------------------------------------------------- pin_memory
 
 
@@ -365,7 +339,7 @@ def test_stats_and_log_line(caplog):
     records = [r for r in caplog.records if r.name == "chute.dataloader"]
     reason = (
         "test_dataloader.Arange has no native fast path (TensorDataset, chute_columns, torchvision "
-        "ImageFolder/DatasetFolder have)"
+        "ImageFolder/DatasetFolder, chute's datasets have)"
     )
     # Once per loader, as a WARNING (issue 18: at INFO nobody saw it), with the reason and what to change.
     assert [r.levelno for r in records] == [logging.WARNING]

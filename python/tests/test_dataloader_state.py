@@ -18,6 +18,7 @@ import random
 import numpy as np
 import pytest
 import torch
+from conftest import chute_threads
 from torch.utils.data import Dataset, IterableDataset, RandomSampler, TensorDataset
 
 import chute
@@ -267,18 +268,16 @@ def test_the_global_rng_is_left_as_the_caller_has_it():
 def test_a_dropped_dataloader_goes_at_once(folder):
     """Its resume tracker makes no reference cycle: an ImageFolder path's engine threads end when the last
     reference to the DataLoader goes, not at a later garbage collection (a later fork would find them)."""
-    from chute.dataloader.iterator import _chute_threads
-
     gc.collect()
-    assert not _chute_threads()
+    assert not chute_threads()
     gc.disable()
     try:
         loader = folder_loader(folder, 0)
         next(iter(loader))
-        assert _chute_threads()
+        assert chute_threads()
         loader.state_dict()
         del loader
-        assert not _chute_threads()
+        assert not chute_threads()
     finally:
         gc.enable()
 

@@ -82,7 +82,8 @@ def test_tensor_dataset_without_cuda(tmp_path):
     d = chute.doctor(loader, steps=3, warmup=1, device="cuda", report=tmp_path / "r.html")
     assert not d.device.available and d.device.reason.startswith("no CUDA device")
     assert d.storage is None and any("names no files" in n for n in d.notes)
-    assert any("TensorDataset: chute.DataLoader gathers it natively" in n for n in d.notes)
+    # chute.DataLoader gathers it natively: the drop-in is measured (chute.Loader reads images only)
+    assert [r.label for r in d.comparisons][-1] == "chute.DataLoader drop-in (fast:tensor)"
     assert d.verdict is not None and d.run.samples == 48
     assert (tmp_path / "r.html").stat().st_size > 10_000
     d.to_json()  # plain data throughout
@@ -419,7 +420,7 @@ import chute
 loader = chute.Loader(chute.ImageFolder(sys.argv[1]), batch_size=4, transforms=[chute.CenterCrop(16)])
 for epoch in range(2):
     for images, labels in loader:
-        time.sleep(0.04)
+        time.sleep(0.15)  # a consumer-bound job even on a machine loaded many times over
 print("script done", sys.argv[2])
 """
 

@@ -91,3 +91,52 @@ def test_load_truncated_images_as_torchvision_loads_them(tmp_path, monkeypatch):
             (d / f"{i}.jpg").write_bytes(data[: int(len(data) * frac)])
         dataset = datasets.ImageFolder(d.parent, transform=T1.Compose([T1.CenterCrop((80, 96)), T1.PILToTensor()]))
         assert_same(*fast_and_torch(dataset, batch_size=4))
+
+
+def _reference_mixup_cutmix(num_classes):
+    """references/classification/transforms.py's get_mixup_cutmix(mixup_alpha=0.2, cutmix_alpha=1.0,
+    use_v2=True), as train.py builds it."""
+    return v2.RandomChoice(
+        [v2.MixUp(alpha=0.2, num_classes=num_classes), v2.CutMix(alpha=1.0, num_classes=num_classes)]
+    )
+
+
+def test_reference_train_py_mixup_cutmix_collate_takes_the_fast_path(folder):
+    """torchvision's reference train.py: ImageFolder with the v1 training transforms, and its collate_fn
+    `def collate_fn(batch): return mixup_cutmix(*default_collate(batch))` in a closure. chute runs it natively;
+    each batch is torchvision's own MixUp / CutMix applied with the engine's draws to the unmixed batch."""
+    from torch.utils.data.dataloader import default_collate
+
+    ds = datasets.ImageFolder(
+        folder,
+        T1.Compose([T1.RandomResizedCrop(48), T1.RandomHorizontalFlip(), T1.ToTensor(), T1.Normalize(MEAN, STD)]),
+    )
+    mixup_cutmix = _reference_mixup_cutmix(len(ds.classes))
+
+    def collate_fn(batch):
+        return mixup_cutmix(*default_collate(batch))
+
+    def loader(collate):
+        generator = torch.Generator().manual_seed(9)
+        return chute.DataLoader(ds, batch_size=8, shuffle=True, collate_fn=collate, generator=generator)
+
+    mixed_loader = loader(collate_fn)
+    assert mixed_loader.stats()["path"] == "fast:imagefolder", mixed_loader.stats()["fallback_reason"]
+    mixed, plain = list(mixed_loader), list(loader(default_collate))
+    base_seed = torch.empty((), dtype=torch.int64).random_(generator=torch.Generator().manual_seed(9)).item()
+    native, end, kinds = mixed_loader._plan()._batch_transform.native, 0, set()
+    for (images, soft), (unmixed, labels) in zip(mixed, plain):
+        end += len(labels)
+        kind, lam, label_lam, box = chute._native.draw_batch_mix(native, base_seed & (2**64 - 1), 0, end, 48, 48)
+        kinds.add(kind)
+        t = mixup_cutmix.transforms[0 if kind == "mixup" else 1]
+        params = {"labels": labels, "batch_size": len(labels)}
+        params |= {"lam": lam} if kind == "mixup" else {"box": box, "lam_adjusted": label_lam}
+        assert torch.equal(images, t.transform(unmixed, params))  # torchvision's arithmetic, bit for bit
+        assert torch.equal(soft, t.transform(labels, params))
+        assert soft.dtype == torch.float32 and soft.shape == (len(labels), len(ds.classes))
+    assert kinds == {"mixup", "cutmix"}
+    # torch's DataLoader with the same collate_fn: the same structure (its own draws).
+    ref = next(iter(DataLoader(ds, batch_size=8, shuffle=True, collate_fn=collate_fn)))
+    assert type(ref) is type(mixed[0]) is tuple
+    assert [(x.dtype, x.shape) for x in ref] == [(x.dtype, x.shape) for x in mixed[0]]

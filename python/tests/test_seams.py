@@ -343,7 +343,9 @@ def test_the_dataloaders_folder_path_builds_through_the_builder(folder, monkeypa
     monkeypatch.setattr(_options, "build", spy)
     samples = [(str(p), 0) for p in sorted(Path(folder).rglob("*.jpg"))[:4]]
     dataset = SimpleNamespace(transform=None, target_transform=None, loader=None, samples=samples)
-    plan = folder_path.FolderPlan(dataset, samples, [chute.CenterCrop(16)], torch.uint8, batch_size=2)
+    plan = folder_path.FolderPlan(
+        dataset, folder_path.file_list(samples), [chute.CenterCrop(16)], torch.uint8, batch_size=2
+    )
     try:
         assert len(calls) == 1 and calls[0]["batch_size"] == 2
         (native,) = plan._loaders.values()
@@ -376,7 +378,9 @@ def test_the_prefetch_notice_is_the_engines(folder, tmp_path):
     dataset = SimpleNamespace(transform=None, target_transform=None, loader=None, samples=samples)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        plan = folder_path.FolderPlan(dataset, samples, [chute.CenterCrop(16)], torch.uint8, 2, prefetch=10**6)
+        plan = folder_path.FolderPlan(
+            dataset, folder_path.file_list(samples), [chute.CenterCrop(16)], torch.uint8, 2, prefetch=10**6
+        )
     said = [str(w.message) for w in caught if "prefetch" in str(w.message)]
     (native,) = plan._loaders.values()
     assert len(said) == 1 and said[0].endswith(native.notices[0]) and "prefetch_factor" in said[0], said

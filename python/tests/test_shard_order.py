@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 from shard_tars import write_tars
+from support.remote_data import run
 
 import chute
 from chute import _native
@@ -40,14 +41,6 @@ def uneven(tmp_path_factory) -> dict:
         "tar": lambda: chute.TarDataset(tars, cache_dir=cache),
         "packed": lambda: chute.open(root / "packed"),
     }
-
-
-def run(loader, epochs=(0,)) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    out = []
-    for epoch in epochs:
-        loader.set_epoch(epoch)
-        out += [(x.clone(), y.clone()) for x, y in loader]
-    return out
 
 
 def labels_of(batches) -> list[int]:

@@ -123,7 +123,8 @@ def test_v2_pipelines_on_pil_images_match_torchs_dataloader(folder, name):
     assert mx <= max_levels
 
 
-# v2 geometry on tensors: torch's uint8 antialiased resize, within one level of PIL's (and so of chute's).
+# v2 geometry on tensors: torch's uint8 antialiased resize, within one level of PIL's (and so of chute's) on
+# these images; over whole datasets bench/v2_tolerance.py measures it (README: one or two levels).
 V2_ON_TENSORS = {
     "ToImage-first-eval": lambda: v2.Compose([v2.ToImage(), v2.Resize(64), v2.CenterCrop(56), *to_float()]),
     "ToImage-first-uint8": lambda: v2.Compose([v2.ToImage(), v2.Resize((48, 64)), v2.RandomHorizontalFlip(p=1.0)]),

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "chute/base/fork_gate.h"
+
 namespace chute {
 
 DecodeBudget::Lease& DecodeBudget::Lease::operator=(Lease&& other) noexcept {
@@ -26,6 +28,7 @@ DecodeBudget::Lease DecodeBudget::acquire(size_t bytes) {
   auto fits = [&] { return holders_ == 0 || (reserved_ <= capacity_ && used_ + bytes <= capacity_ - reserved_); };
   if (!fits()) {
     ++waits_;
+    const ForkGate::Pause pause;  // waits for other decodes to end: a fork need not wait for this one
     cv_.wait(lock, fits);
   }
   used_ += bytes;

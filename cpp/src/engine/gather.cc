@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string>
 
+#include "chute/base/fork_gate.h"
 #include "chute/base/thread.h"
 
 namespace chute {
@@ -241,6 +242,7 @@ void Gatherer::run_chunk(Job& job, int64_t chunk, std::unique_lock<std::mutex>& 
   lock.unlock();
   const int64_t begin = chunk * job.chunk_rows;
   const int64_t end = std::min<int64_t>(begin + job.chunk_rows, static_cast<int64_t>(job.indices.size()));
+  const ForkGate::Work work;  // a fork waits for the chunk's copies (fork_gate.h)
   for (size_t c = 0; c < columns_.size(); ++c) {
     const size_t rb = static_cast<size_t>(columns_[c].row_bytes);
     const uint8_t* src = static_cast<const uint8_t*>(columns_[c].data);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <new>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "chute/base/cores.h"
 #include "chute/base/environment.h"
 #include "chute/base/fork.h"
+#include "chute/base/fork_gate.h"
 #include "chute/base/thread.h"
 #include "chute/engine/batch_ring.h"
 #include "chute/engine/processor.h"
@@ -27,12 +29,13 @@ namespace chute {
 using detail::now_s;
 
 // Called with shared->mu held: the ring's slot table may grow on other threads.
-Batch::Batch(std::shared_ptr<SharedState> shared, int slot, int64_t size)
+Batch::Batch(std::shared_ptr<SharedState> shared, int slot, int64_t size, MixParams mix)
     : shared_(std::move(shared)),
       slot_(slot),
       size_(size),
       images_(shared_->ring.images(slot)),
-      labels_(shared_->ring.labels(slot)) {}
+      labels_(shared_->ring.labels(slot)),
+      mix_(mix) {}
 
 Batch::~Batch() {
   std::vector<BatchRing::Buffer> retired;     // a closed ring's memory, freed after the lock (cudaFreeHost syncs)
@@ -68,7 +71,8 @@ size_t slot_bytes_for(int64_t batch_size, size_t sample_bytes) {
   return static_cast<size_t>(batch_size) * (sample_bytes + sizeof(int64_t));
 }
 
-TunerSettings tuner_settings(const LoaderOptions& o, size_t sample_bytes) {
+// `source_memory`: the share of max_memory the source keeps (source_share); the ring gets the rest.
+TunerSettings tuner_settings(const LoaderOptions& o, size_t sample_bytes, size_t source_memory) {
   TunerSettings t;
   t.max_threads = o.max_threads;
   t.tune_threads = o.num_threads == 0;
@@ -77,7 +81,7 @@ TunerSettings tuner_settings(const LoaderOptions& o, size_t sample_bytes) {
   t.prefetch = o.prefetch;
   t.batch_size = o.batch_size;
   t.slot_bytes = o.host_allocator->footprint(slot_bytes_for(o.batch_size, sample_bytes));
-  t.max_memory = o.max_memory;
+  t.max_memory = o.max_memory - source_memory;
   t.reserved_buffers = 2 + o.extra_buffers;
   return t;
 }
@@ -92,6 +96,30 @@ LoaderStats minus(LoaderStats a, const LoaderStats& b) {
   a.wait_s -= b.wait_s, a.fill_wait_s -= b.fill_wait_s, a.consumer_s -= b.consumer_s;
   a.next_calls -= b.next_calls, a.ready_sum -= b.ready_sum;
   return a;
+}
+
+// The share of max_memory a source keeps for its own reads (a remote dataset's shards in memory:
+// Source::memory_wanted): between what it needs at least and what it wants, at most half of what prefetch
+// 1's ring leaves unless it needs more; 0 for a source that keeps none.
+Result<size_t> source_share(const Source& source, const LoaderOptions& o, size_t sample_bytes) {
+  const int64_t window = o.order == SampleOrder::kShards ? o.shard_window : 0;
+  const SourceMemory m = source.memory_wanted(window);
+  if (m.wanted == 0) return size_t{0};
+  const size_t slot = o.host_allocator->footprint(slot_bytes_for(o.batch_size, sample_bytes));
+  const size_t ring = static_cast<size_t>(3 + o.extra_buffers) * slot;
+  const size_t rest = o.max_memory > ring ? o.max_memory - ring : 0;
+  if (m.least > rest) {
+    const double mib = 1 << 20;
+    char text[512];
+    std::snprintf(text, sizeof text,
+                  "max_memory of %.0f MiB (%zu bytes) does not hold both prefetch 1's batch buffers (%.0f MiB) and "
+                  "the %.0f MiB the %s keeps in memory to read %s (docs/REMOTE.md): raise max_memory, or lower "
+                  "%s or batch_size",
+                  o.max_memory / mib, o.max_memory, ring / mib, m.least / mib, source_kind(source).c_str(),
+                  window > 0 ? "two windows of its shards" : "its shards", window > 0 ? "shard_window" : "prefetch");
+    return invalid_argument(text);
+  }
+  return std::min<size_t>(m.wanted, std::max<size_t>(m.least, rest / 2));
 }
 
 // An explicit prefetch whose ring does not fit max_memory is lowered to what fits (Autotuner::max_prefetch,
@@ -114,9 +142,10 @@ std::optional<std::string> fit_prefetch(LoaderOptions& o, const TunerSettings& t
 }  // namespace
 
 Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Source> source, Pipeline pipeline,
-                                               LoaderOptions options) {
+                                               LoaderOptions options, std::optional<BatchMix> mix) {
   if (source == nullptr) return invalid_argument("source is null");
   CHUTE_RETURN_IF_ERROR(options.validate());
+  if (mix) CHUTE_RETURN_IF_ERROR(mix->check_format(options.output));
   CHUTE_ASSIGN_OR_RETURN(LoaderOrder order, LoaderOrder::create(*source, options));
   // A pool of tens of thousands of threads would start (the kernel allows it), then crawl: not a budget.
   if (std::max(options.num_threads, options.max_threads) > kMaxThreads)
@@ -131,27 +160,34 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Source> sou
                                               int64_t{std::max(options.prefetch, 1)} + 2 + options.extra_buffers));
   // Every buffer of the ring lies within max_memory, whatever the prefetch: prefetch 1's ring must fit,
   // and an explicit prefetch is lowered to what fits, as auto prefetch never goes beyond it.
-  const TunerSettings budget = tuner_settings(options, writer.sample_bytes());
+  // A remote dataset's shards in memory come out of max_memory first.
+  CHUTE_ASSIGN_OR_RETURN(const size_t source_memory, source_share(*source, options, writer.sample_bytes()));
+  const TunerSettings budget = tuner_settings(options, writer.sample_bytes(), source_memory);
   CHUTE_RETURN_IF_ERROR(Autotuner::check_memory(budget));
   std::optional<std::string> lowered = fit_prefetch(options, budget);
   // Large decodes share max_memory with the batch buffers (decode_budget.h).
-  if (!options.decode.budget) options.decode.budget = std::make_shared<DecodeBudget>(options.max_memory);
-  std::unique_ptr<Loader> loader(
-      new Loader(std::move(source), std::move(pipeline), std::move(writer), options, std::move(order)));
+  if (!options.decode.budget)
+    options.decode.budget = std::make_shared<DecodeBudget>(options.max_memory - source_memory);
+  if (source_memory > 0)
+    source->set_memory(source_memory, options.order == SampleOrder::kShards ? options.shard_window : 0);
+  std::unique_ptr<Loader> loader(new Loader(std::move(source), std::move(pipeline), std::move(writer), options,
+                                            std::move(order), std::move(mix), source_memory));
   if (lowered) loader->notices_.push_back(std::move(*lowered));
   CHUTE_RETURN_IF_ERROR(loader->start_workers());
   return loader;
 }
 
 Loader::Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWriter writer, LoaderOptions options,
-               LoaderOrder order)
+               LoaderOrder order, std::optional<BatchMix> mix, size_t source_memory)
     : source_(std::move(source)),
       order_(std::move(order)),
       pipeline_(std::move(pipeline)),
       writer_(std::move(writer)),
       options_(options),
+      mix_(std::move(mix)),
+      source_memory_(source_memory),
       epoch_(std::make_unique<EpochState>()),
-      tuner_(tuner_settings(options_, writer_.sample_bytes())) {
+      tuner_(tuner_settings(options_, writer_.sample_bytes(), source_memory_)) {
   shared_ = std::make_shared<SharedState>(options_.batch_size, writer_.sample_bytes(),
                                           tuner_.prefetch() + 2 + options_.extra_buffers, options_.max_ring_bytes,
                                           options_.host_allocator);
@@ -174,7 +210,7 @@ Status Loader::start_workers() {
   std::lock_guard<std::mutex> lock(shared_->mu);
   options_.max_threads = got;
   if (options_.num_threads > got) options_.num_threads = got;
-  tuner_ = Autotuner(tuner_settings(options_, writer_.sample_bytes()));
+  tuner_ = Autotuner(tuner_settings(options_, writer_.sample_bytes(), source_memory_));
   shared_->work_cv.notify_all();
   return Status::ok();
 }
@@ -287,9 +323,14 @@ void Loader::worker_main(int id) {
     // Idle time counts while this thread is active in a running epoch and waits for what it may start.
     const bool counted = timed && id < tuner_.threads() && e.active && !e.finished;
     const double idle_from = counted ? now_s() : 0;
-    shared_->work_cv.wait(lock, [&] { return e.stop || (id < tuner_.threads() && can_dispatch()); });
+    shared_->work_cv.wait(lock,
+                          [&] { return e.stop || (id < tuner_.threads() && (!e.mixing.empty() || can_dispatch())); });
     if (e.stop) return;
     if (counted) e.totals.worker_idle_s += now_s() - idle_from;
+    if (!e.mixing.empty()) {  // a finished batch's transform first: the consumer may be waiting for it
+      run_mix(lock);
+      continue;
+    }
     if (needs_new_slot() && shared_->ring.wants_growth()) {
       grow_ring(lock);  // then look again: the new slot may have gone to another thread
       continue;
@@ -327,6 +368,33 @@ void Loader::worker_main(int id) {
     }
     if (wake || e.in_flight == 0) shared_->consumer_cv.notify_all();
   }
+}
+
+void Loader::run_mix(std::unique_lock<std::mutex>& lock) {
+  EpochState& e = *epoch_;
+  const MixTask task = e.mixing.front();
+  e.mixing.pop_front();
+  ++e.in_flight;  // an epoch cancelled meanwhile waits for this part before it returns the slot
+  uint8_t* images = shared_->ring.images(task.slot);
+  lock.unlock();
+  const auto start = std::chrono::steady_clock::now();
+  {
+    const ForkGate::Work work;
+    apply_batch_mix(task.params,
+                    {.batch = task.count, .height = out_height(), .width = out_width(), .format = options_.output},
+                    images, task.part, task.parts);
+  }
+  const int64_t ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+  lock.lock();
+  --e.in_flight;
+  e.totals.stages.transform_ns += ns;  // a batch transform is transform time, as a sample's is
+  if (task.generation == e.generation) {
+    for (EpochState::Ready& r : e.ready) {
+      if (r.slot == task.slot && r.mix_parts_left > 0 && --r.mix_parts_left == 0) shared_->consumer_cv.notify_all();
+    }
+  }
+  if (e.in_flight == 0) shared_->consumer_cv.notify_all();  // a cancel may wait for it
 }
 
 void Loader::tune(double now) {

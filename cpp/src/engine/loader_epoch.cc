@@ -33,6 +33,7 @@ void Loader::cancel_epoch(std::unique_lock<std::mutex>& lock) {
   for (auto& r : e.ready) shared_->ring.release(r.slot);
   e.batch_slot.clear();
   e.ready.clear();
+  e.mixing.clear();
   e.tasks.clear();
   e.batch_errors.clear();
   shared_->work_cv.notify_all();
@@ -196,8 +197,21 @@ void Loader::push_ready(int64_t batch, int64_t count, int64_t next_position) {
     error = std::move(failed->second);
     e.batch_errors.erase(failed);
   }
-  e.ready.push_back({it->second, count, next_position, std::move(error)});
+  EpochState::Ready& r = e.ready.emplace_back(EpochState::Ready{it->second, count, next_position, std::move(error)});
   e.batch_slot.erase(it);
+  if (mix_ && !r.error) {
+    // The batch transform's draws are keyed by the batch's end position in the epoch order: the same
+    // batch gets the same draws whatever the threads, and after a resume (batch_mix.h).
+    r.mix =
+        mix_->draw({.seed = e.seed, .epoch = e.epoch}, static_cast<uint64_t>(next_position), out_height(), out_width());
+    // Parts for the threads that can work (at most 8: a part of a 256-image batch is still 5 MB of values).
+    const int parts = std::clamp(tuner_.threads(), 1, 8);
+    r.mix_parts_left = parts;
+    for (int part = 0; part < parts; ++part)
+      e.mixing.push_back(
+          {.generation = e.generation, .slot = r.slot, .count = count, .params = r.mix, .part = part, .parts = parts});
+    shared_->work_cv.notify_all();
+  }
 }
 
 void Loader::finish_epoch() {
@@ -253,7 +267,8 @@ Result<std::shared_ptr<Batch>> Loader::next(std::optional<std::chrono::milliseco
       shared_->work_cv.notify_all();  // the prefetch window moved
       return Status(e.failed->status.code(), e.failed->to_string());
     }
-    if (!e.ready.empty()) {
+    const bool mixing = !e.ready.empty() && e.ready.front().mix_parts_left > 0;  // its transform still runs
+    if (!e.ready.empty() && !mixing) {
       const EpochState::Ready r = e.ready.front();
       e.totals.ready_sum += static_cast<int64_t>(e.ready.size());
       ++e.totals.next_calls;
@@ -262,7 +277,7 @@ Result<std::shared_ptr<Batch>> Loader::next(std::optional<std::chrono::milliseco
       ++e.totals.batches;
       e.totals.samples_delivered += r.count;
       e.consumed = r.next_position;
-      auto batch = std::make_shared<Batch>(shared_, r.slot, r.count);
+      auto batch = std::make_shared<Batch>(shared_, r.slot, r.count, r.mix);
       on_return.armed = false;
       if (timed) {
         e.last_delivery_s = waited();
@@ -272,12 +287,12 @@ Result<std::shared_ptr<Batch>> Loader::next(std::optional<std::chrono::milliseco
       shared_->work_cv.notify_all();  // the prefetch window moved
       return batch;
     }
-    if (e.finished) {
+    if (e.finished && !mixing) {
       e.active = false;
       return std::shared_ptr<Batch>();
     }
     // Nothing ready, nothing running, and no buffer to start on: every buffer is held by the consumer.
-    if (e.in_flight == 0 && !can_dispatch() && !shared_->ring.can_acquire() && !shared_->ring.growing() &&
+    if (!mixing && e.in_flight == 0 && !can_dispatch() && !shared_->ring.can_acquire() && !shared_->ring.growing() &&
         e.frontier == e.next) {
       const int held = shared_->ring.num_slots() - shared_->ring.num_free() - static_cast<int>(e.batch_slot.size());
       cancel_epoch(lock);

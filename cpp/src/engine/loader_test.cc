@@ -342,6 +342,63 @@ TEST(LoaderTest, EmptySourceAndBadOptions) {
   EXPECT_FALSE(Loader::create(empty, *normalized, {.batch_size = 1}).is_ok());  // uint8 + Normalize
 }
 
+// A source that keeps shards in memory (a remote dataset's stream, say): it wants `per_shard` bytes a
+// shard of two windows at least and of three at most, and records what a loader gives it.
+class MemoryKeepingSource final : public Source {
+ public:
+  explicit MemoryKeepingSource(size_t per_shard) : per_shard_(per_shard) {}
+  int64_t size() const override { return 8; }
+  int64_t label(int64_t) const override { return 0; }
+  std::string name(int64_t i) const override { return "kept://" + std::to_string(i); }
+  Status read(int64_t, std::vector<uint8_t>& out) const override {
+    out = testing::encode_jpeg(testing::synthetic_rgb(32, 32, 1), 32, 32);
+    return Status::ok();
+  }
+  std::vector<int64_t> shard_sizes() const override { return {2, 2, 2, 2}; }
+  SourceMemory memory_wanted(int64_t window) const override {
+    return {.least = 2 * static_cast<uint64_t>(window) * per_shard_,
+            .wanted = 3 * static_cast<uint64_t>(window) * per_shard_};
+  }
+  void set_memory(uint64_t bytes, int64_t window) const override {
+    given = bytes;
+    given_window = window;
+  }
+  mutable uint64_t given = 0;
+  mutable int64_t given_window = -1;
+
+ private:
+  size_t per_shard_;
+};
+
+TEST(LoaderTest, ASourceKeepingShardsInMemoryTakesItsShareOfMaxMemoryFirst) {
+  auto pipeline = Pipeline::create({CenterCrop{32, 32}});
+  constexpr size_t kBuffer = 2 * (3072 + 8);  // batch 2 of 32 x 32 x 3 bytes and their labels
+  constexpr size_t kShard = 10000;
+  const LoaderOptions shards{
+      .batch_size = 2, .max_memory = 3 * kBuffer + 100 * kShard, .order = SampleOrder::kShards, .shard_window = 2};
+  // Room to spare: it gets what it wants (three windows), the ring and decodes the rest.
+  auto source = std::make_shared<MemoryKeepingSource>(kShard);
+  auto loader = Loader::create(source, *pipeline, shards);
+  ASSERT_TRUE(loader.is_ok()) << loader.status().to_string();
+  EXPECT_EQ(source->given, 6 * kShard);
+  EXPECT_EQ(source->given_window, 2);
+  // Little room: half of what prefetch 1's ring leaves, but never less than two windows.
+  auto tight = std::make_shared<MemoryKeepingSource>(kShard);
+  LoaderOptions o = shards;
+  o.max_memory = 3 * kBuffer + 5 * kShard;
+  ASSERT_TRUE(Loader::create(tight, *pipeline, o).is_ok());
+  EXPECT_EQ(tight->given, 4 * kShard);
+  // Too little: refused, saying what to change.
+  o.max_memory = 3 * kBuffer + 4 * kShard - 1;
+  auto refused = Loader::create(std::make_shared<MemoryKeepingSource>(kShard), *pipeline, o);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("lower shard_window or batch_size"), std::string::npos)
+      << refused.status().message();
+  // What it keeps is not the ring's: auto prefetch stays within what max_memory leaves.
+  EXPECT_LE((*loader)->stats().ring_slots * (*loader)->stats().slot_bytes + source->given, shards.max_memory);
+}
+
 TEST(LoaderTest, MaxMemoryBoundsTheRingWhateverThePrefetch) {
   auto empty = std::make_shared<MemorySource>(std::vector<std::vector<uint8_t>>{}, kClasses);
   auto pipeline = Pipeline::create({CenterCrop{32, 32}});

@@ -6,6 +6,7 @@
 #include <new>
 
 #include "chute/base/environment.h"
+#include "chute/base/fork_gate.h"
 #include "chute/decode/exif.h"
 
 namespace chute {
@@ -65,6 +66,7 @@ void SampleProcessor::release_scratch() {
 
 Status SampleProcessor::process(int64_t index, EpochKey key, void* dst, StageTimes* times) {
   return retry_environment([&] {
+    const ForkGate::Work work;  // each attempt; the back-off between attempts sleeps outside (fork_gate.h)
     try {
       return process_once(index, key, dst, times);
     } catch (const std::bad_alloc&) {

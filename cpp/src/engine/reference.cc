@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include "chute/base/fork_gate.h"
 #include "chute/base/thread.h"
 #include "chute/order/sampler.h"
 
@@ -55,6 +56,7 @@ Result<ReadRate> read_rate(const Source& source, int threads, bool shuffle) {
         [&](int) {
           std::vector<uint8_t> out;
           for (int64_t k; (k = next.fetch_add(1)) < order.size();) {
+            const ForkGate::Work work;
             if (source.read(order[k], out).is_ok())
               bytes += static_cast<int64_t>(out.size());
             else

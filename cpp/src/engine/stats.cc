@@ -21,7 +21,7 @@ std::string printf_string(const char* format, auto... args) {
 
 Verdict diagnose(const LoaderStats& s) {
   Verdict v;
-  if (s.batches < 2 || s.wait_s + s.consumer_s <= 0 || s.samples == 0) {
+  if (s.batches < kMinVerdictBatches || s.wait_s + s.consumer_s <= 0 || s.samples == 0) {
     v.bound = "unknown";
     v.summary = "not enough batches yet to tell what limits the loader";
     return v;

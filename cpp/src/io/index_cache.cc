@@ -13,10 +13,6 @@ namespace {
 constexpr size_t kFingerprintEdge = 64 << 10;
 constexpr size_t kFingerprintHeaders = 64;
 
-TarIdentity identity_of(const MappedFile& file, uint64_t fingerprint) {
-  return {.inode = file.inode(), .ctime_ns = file.ctime_ns(), .fingerprint = fingerprint};
-}
-
 std::string file_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
 
 // The index at `path` when it is one and describes `file` as it is now.
@@ -31,10 +27,10 @@ std::optional<CachedIndex> matching_index(const MappedFile& file, const std::str
       shard.name != file_name(file.path()))
     return std::nullopt;
   if (request.matches && !request.matches(*parsed)) return std::nullopt;
-  std::vector<uint64_t> offsets(parsed->size());
-  for (uint64_t i = 0; i < parsed->size(); ++i) offsets[i] = parsed->entry(i).offset;
-  if (!(parsed->tar_identity() == identity_of(file, content_fingerprint(file.bytes(), offsets, request.header))))
-    return std::nullopt;
+  const TarIdentity now{.inode = file.inode(),
+                        .ctime_ns = file.ctime_ns(),
+                        .fingerprint = index_fingerprint(*parsed, file.bytes(), request.header)};
+  if (!(parsed->tar_identity() == now)) return std::nullopt;
   return CachedIndex{std::move(mapped).value(), std::move(parsed).value(), path};
 }
 
@@ -64,19 +60,35 @@ uint64_t content_fingerprint(std::span<const uint8_t> file, const std::vector<ui
   return checksum(bytes);
 }
 
-std::vector<uint8_t> encode_file_index(IndexKind kind, const MappedFile& file, const std::vector<IndexEntry>& entries,
+IndexedFile indexed_file(const MappedFile& file) {
+  return {.name = file_name(file.path()),
+          .bytes = file.bytes(),
+          .mtime_ns = file.mtime_ns(),
+          .inode = file.inode(),
+          .ctime_ns = file.ctime_ns()};
+}
+
+uint64_t index_fingerprint(const IndexView& view, std::span<const uint8_t> file, size_t header) {
+  std::vector<uint64_t> offsets(view.size());
+  for (uint64_t i = 0; i < view.size(); ++i) offsets[i] = view.entry(i).offset;
+  return content_fingerprint(file, offsets, header);
+}
+
+std::vector<uint8_t> encode_file_index(IndexKind kind, const IndexedFile& file, const std::vector<IndexEntry>& entries,
                                        std::string_view keys, const std::vector<std::string>& notes, size_t header) {
   std::vector<uint64_t> offsets;
   offsets.reserve(entries.size());
   for (const IndexEntry& e : entries) offsets.push_back(e.offset);
-  const ShardInfo info{.name = file_name(file.path()),
+  const ShardInfo info{.name = file.name,
                        .shard_id = 0,
-                       .file_size = file.bytes().size(),
+                       .file_size = file.bytes.size(),
                        .record_count = entries.size(),
                        .first_sample = 0,
-                       .mtime_ns = file.mtime_ns()};
+                       .mtime_ns = file.mtime_ns};
   return encode_index(kind, {info}, entries, keys, notes,
-                      identity_of(file, content_fingerprint(file.bytes(), offsets, header)));
+                      {.inode = file.inode,
+                       .ctime_ns = file.ctime_ns,
+                       .fingerprint = content_fingerprint(file.bytes, offsets, header)});
 }
 
 Result<CachedIndex> load_file_index(const MappedFile& file, const IndexRequest& request,

@@ -6,7 +6,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "chute/remote/cached_object.h"
+#include "chute/remote/cache_key.h"
+#include "chute/remote/object_fetch.h"
 
 namespace chute {
 
@@ -51,13 +52,13 @@ Result<std::shared_ptr<PackedSource>> PackedSource::open(const std::string& path
                       " is missing: not a complete chute dataset (an interrupted `chute pack` writes no index; "
                       "a pack split with --parts needs its merge step, `chute merge DIR`)");
   }
-  src->index_file_ = std::move(mapped).value();
-  CHUTE_ASSIGN_OR_RETURN(src->index_, IndexView::parse(src->index_file_->bytes(), index_path));
+  CHUTE_ASSIGN_OR_RETURN(src->index_, IndexView::parse((*mapped)->bytes(), index_path));
+  src->index_owner_ = std::move(mapped).value();
   if (src->index_.kind() != IndexKind::kPacked)
     return invalid_argument(index_path + " indexes tar files, not chute shards: open the tar files instead");
   for (const ShardInfo& info : src->index_.shards()) {
     CHUTE_ASSIGN_OR_RETURN(auto shard, open_shard(src->dir_, info, index_path));
-    src->shard_files_.push_back(std::move(shard));
+    src->shard_files_.push_back(std::make_shared<const ShardBytes>(std::move(shard)));
   }
   return src;
 }
@@ -65,18 +66,19 @@ Result<std::shared_ptr<PackedSource>> PackedSource::open(const std::string& path
 Result<std::shared_ptr<PackedSource>> PackedSource::open_remote(const std::string& url,
                                                                 std::shared_ptr<ObjectStore> store,
                                                                 std::shared_ptr<ShardCache> cache,
-                                                                RemoteShards::Options remote, PackedOptions options) {
+                                                                ShardStream::Options remote, PackedOptions options) {
+  if (url.find_first_of("?#") != std::string::npos)
+    return invalid_argument(redact_url(url) +
+                            " has a query string: it names one object (a presigned URL names one tar, say), not a "
+                            "packed dataset's prefix, under which the index and each shard are objects of their own");
   std::string base = url;
   if (base.size() >= std::strlen(kIndexFileName) && base.ends_with(kIndexFileName))
     base.resize(base.size() - std::strlen(kIndexFileName));
   if (!base.ends_with('/')) base += '/';
   const std::string index_url = base + kIndexFileName;
-  // The index entry's key carries its ETag and size: a dataset repacked at the same URL is refetched.
-  auto index = cache_object(*store, *cache, index_url, [&](const MappedFile& f) {
-    return IndexView::parse(f.bytes(), redact_url(index_url)).status();
-  });
-  if (!index.is_ok()) {
-    if (index.status().code() != StatusCode::kNotFound) return index.status();
+  auto info = store->stat(index_url);
+  if (!info.is_ok()) {
+    if (info.status().code() != StatusCode::kNotFound) return info.status();
     return Status(StatusCode::kNotFound, redact_url(index_url) +
                                              " is missing: not a chute dataset, or an incomplete one (`chute pack` "
                                              "writes the index last)");
@@ -84,16 +86,43 @@ Result<std::shared_ptr<PackedSource>> PackedSource::open_remote(const std::strin
   auto src = std::shared_ptr<PackedSource>(new PackedSource());
   src->options_ = options;
   src->dir_ = base;
-  src->index_file_ = std::move(index->file);
-  CHUTE_ASSIGN_OR_RETURN(src->index_, IndexView::parse(src->index_file_->bytes(), redact_url(index_url)));
+  // The index entry's key carries its ETag and size: a dataset repacked at the same URL is refetched.
+  // In one version: an index replaced while it arrives is fetched again under its new key (object_fetch.h).
+  CHUTE_ASSIGN_OR_RETURN(FetchedObject index,
+                         fetch_object(*store, cache.get(), *info, cache_key(*info), [&](std::span<const uint8_t> b) {
+                           return IndexView::parse(b, redact_url(index_url)).status();
+                         }));
+  const uint64_t index_size = index.version.size;
+  auto owner = std::make_shared<const PageBuffer>(std::move(index.buffer));
+  CHUTE_ASSIGN_OR_RETURN(src->index_,
+                         IndexView::parse(std::span<const uint8_t>(owner->data(), index_size), redact_url(index_url)));
+  src->index_owner_ = std::move(owner);
   if (src->index_.kind() != IndexKind::kPacked)
     return invalid_argument(redact_url(index_url) + " indexes tar files, not chute shards");
+  // Each shard's key names its content (its id is the hash of its record headers), so a repacked dataset at
+  // the same URL is never served from an old entry; a shard is checked against the index (its header: id,
+  // record count, size) as it arrives, and every record's XXH3 on every read.
+  std::vector<StreamedShard> shards;
+  for (const ShardInfo& s : src->index_.shards()) {
+    const std::string shard_url = base + s.name;
+    shards.push_back(
+        {.object = {.url = shard_url, .size = s.file_size, .etag = {}}, .key = cache_key(shard_url, s.shard_id)});
+  }
+  const PackedSource* self = src.get();
+  auto check = [self](uint32_t i, std::span<const uint8_t> bytes) -> Status {
+    const ShardInfo& want = self->index_.shards()[i];
+    CHUTE_ASSIGN_OR_RETURN(ShardHeader header, parse_shard_header(bytes, want.name));
+    if (header.shard_id != want.shard_id || header.record_count != want.record_count ||
+        header.file_size != want.file_size)
+      return corrupt_data("shard " + want.name + " is not the one its index lists (another pack's shard?)");
+    return Status::ok();
+  };
   CHUTE_ASSIGN_OR_RETURN(src->remote_,
-                         RemoteShards::create(std::move(store), std::move(cache), base, src->index_.shards(), remote));
+                         ShardStream::create(std::move(store), std::move(cache), std::move(shards), check, remote));
   return src;
 }
 
-Result<std::shared_ptr<const MappedFile>> PackedSource::shard_file(uint32_t shard) const {
+Result<std::shared_ptr<const ShardBytes>> PackedSource::shard_bytes(uint32_t shard) const {
   if (remote_) return remote_->get(shard);
   return shard_files_[shard];
 }
@@ -103,17 +132,26 @@ void PackedSource::will_read(const EpochOrder& order, int64_t start) const {
   remote_->plan(order, start, [this](int64_t i) { return index_.entry(static_cast<uint64_t>(i)).shard; });
 }
 
+SourceMemory PackedSource::memory_wanted(int64_t shard_window) const {
+  return remote_ ? remote_->memory_wanted(shard_window) : SourceMemory{};
+}
+
+void PackedSource::set_memory(uint64_t bytes, int64_t shard_window) const {
+  if (remote_) remote_->set_memory(bytes, shard_window);
+}
+
 std::string PackedSource::name(int64_t index) const { return std::string(index_.key(index_.entry(index))); }
 
 Status PackedSource::check_record(int64_t index, bool verify, std::vector<uint8_t>& record,
                                   std::span<const uint8_t>* payload) const {
   if (index < 0 || index >= size()) return invalid_argument("record " + std::to_string(index) + " out of range");
   const IndexEntry e = index_.entry(static_cast<uint64_t>(index));
-  CHUTE_ASSIGN_OR_RETURN(const auto shard_ptr, shard_file(e.shard));
-  const MappedFile& shard = *shard_ptr;
+  CHUTE_ASSIGN_OR_RETURN(const auto shard_ptr, shard_bytes(e.shard));
+  const ShardBytes& shard = *shard_ptr;
   const uint64_t shard_size = shard.bytes().size();
   auto fail = [&](const Status& st) {
-    const std::string where = remote_ ? redact_url(remote_->shard_url(e.shard)) : shard.path();
+    const std::string where =
+        remote_ ? redact_url(remote_->shard(e.shard).object.url) : dir_ + "/" + index_.shards()[e.shard].name;
     return Status(st.code(),
                   "shard " + where + ", record " + std::to_string(index) + " (" + name(index) + "): " + st.message());
   };

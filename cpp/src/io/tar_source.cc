@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
+#include <mutex>
 
 #include "chute/base/atomic_file.h"
 #include "chute/io/index_cache.h"
+#include "chute/io/remote_tars.h"
+#include "chute/remote/cache_key.h"
 
 namespace chute {
 namespace {
@@ -45,7 +49,7 @@ uint64_t tar_fingerprint(std::span<const uint8_t> tar, const std::vector<uint64_
   return content_fingerprint(tar, offsets, kHeaderBlock);
 }
 
-std::vector<uint8_t> encode_tar_index(const MappedFile& file, const TarScan& scan) {
+std::vector<uint8_t> encode_tar_index(const IndexedFile& file, const TarScan& scan) {
   std::vector<IndexEntry> entries;
   entries.reserve(scan.samples.size());
   std::string keys;
@@ -62,12 +66,40 @@ std::vector<uint8_t> encode_tar_index(const MappedFile& file, const TarScan& sca
   return encode_file_index(IndexKind::kTar, file, entries, keys, encode_skipped(scan.skipped), kHeaderBlock);
 }
 
+void TarSource::add(Tar t) {
+  for (TarSkipped& s : decode_skipped(t.index.classes())) {
+    for (std::string& e : s.examples) e = t.name + ":" + e;
+    auto it = std::find_if(skipped_.begin(), skipped_.end(), [&](const TarSkipped& o) { return o.reason == s.reason; });
+    if (it == skipped_.end()) {
+      skipped_.push_back(std::move(s));
+      continue;
+    }
+    it->count += s.count;
+    for (std::string& e : s.examples)
+      if (it->examples.size() < kMaxSkipExamples) it->examples.push_back(std::move(e));
+  }
+  t.first = total_;
+  total_ += static_cast<int64_t>(t.index.size());
+  tars_.push_back(std::move(t));
+}
+
+Status TarSource::finish(const std::string& first_name) {
+  if (total_ == 0) {
+    std::string why;
+    for (const TarSkipped& s : skipped_)
+      why += (why.empty() ? "; skipped: " : ", ") + std::to_string(s.count) + " " + s.reason +
+             (s.examples.empty() ? "" : " (" + s.examples[0] + ")");
+    return invalid_argument("no image sample in " + first_name + (tars_.size() > 1 ? " and the other tars" : "") + why);
+  }
+  label_by_folder();
+  return Status::ok();
+}
+
 Result<std::shared_ptr<TarSource>> TarSource::open(const std::vector<std::string>& paths, TarOptions options) {
   if (paths.empty()) return invalid_argument("no tar file to open");
   auto src = std::shared_ptr<TarSource>(new TarSource());
   for (const std::string& path : paths) {
-    Tar t;
-    CHUTE_ASSIGN_OR_RETURN(t.file, MappedFile::open(path));
+    CHUTE_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> file, MappedFile::open(path));
     const IndexRequest request{.kind = IndexKind::kTar,
                                .cache_dir = options.cache_dir,
                                .subdir = "tar-index",
@@ -75,38 +107,79 @@ Result<std::shared_ptr<TarSource>> TarSource::open(const std::vector<std::string
                                .header = kHeaderBlock,
                                .beside = {path + ".chidx"},
                                .matches = {}};
-    CHUTE_ASSIGN_OR_RETURN(CachedIndex index, load_file_index(*t.file, request, [&]() -> Result<std::vector<uint8_t>> {
-                             CHUTE_ASSIGN_OR_RETURN(TarScan scan, scan_tar(t.file->bytes(), path));
-                             return encode_tar_index(*t.file, scan);
+    CHUTE_ASSIGN_OR_RETURN(CachedIndex index, load_file_index(*file, request, [&]() -> Result<std::vector<uint8_t>> {
+                             CHUTE_ASSIGN_OR_RETURN(TarScan scan, scan_tar(file->bytes(), path));
+                             return encode_tar_index(indexed_file(*file), scan);
                            }));
-    t.index_owner = std::move(index.owner);
-    t.index = std::move(index.view);
-    t.index_path = std::move(index.path);
-    for (TarSkipped& s : decode_skipped(t.index.classes())) {
-      for (std::string& e : s.examples) e = path + ":" + e;
-      auto it = std::find_if(src->skipped_.begin(), src->skipped_.end(),
-                             [&](const TarSkipped& o) { return o.reason == s.reason; });
-      if (it == src->skipped_.end()) {
-        src->skipped_.push_back(std::move(s));
-        continue;
-      }
-      it->count += s.count;
-      for (std::string& e : s.examples)
-        if (it->examples.size() < kMaxSkipExamples) it->examples.push_back(std::move(e));
+    src->add(Tar{.name = path,
+                 .file = std::make_shared<const ShardBytes>(std::move(file)),
+                 .index_owner = std::move(index.owner),
+                 .index = std::move(index.view),
+                 .index_path = std::move(index.path)});
+  }
+  CHUTE_RETURN_IF_ERROR(src->finish(paths.front()));
+  return src;
+}
+
+Result<std::shared_ptr<TarSource>> TarSource::open_remote(std::vector<ObjectInfo> tars,
+                                                          std::shared_ptr<ObjectStore> store,
+                                                          std::shared_ptr<ShardCache> cache, TarOptions options,
+                                                          ShardStream::Options stream) {
+  if (tars.empty()) return invalid_argument("no tar file to open");
+  CHUTE_ASSIGN_OR_RETURN(std::vector<std::optional<CachedIndex>> found,
+                         find_tar_indexes(*store, tars, options.cache_dir));
+  // The indexes the stream checks each tar's bytes against as they arrive: a tar rewritten since it was
+  // indexed (its content fingerprint differs) is never read through an index of its old members. A tar
+  // being indexed from its bytes has none yet.
+  struct Known {
+    std::mutex mu;
+    std::vector<std::shared_ptr<const CachedIndex>> index;
+  };
+  auto known = std::make_shared<Known>();
+  known->index.resize(tars.size());
+  for (size_t t = 0; t < tars.size(); ++t)
+    if (found[t]) known->index[t] = std::make_shared<const CachedIndex>(*found[t]);
+  auto check = [known](uint32_t t, std::span<const uint8_t> bytes) -> Status {
+    std::shared_ptr<const CachedIndex> index;
+    {
+      std::lock_guard<std::mutex> lock(known->mu);
+      index = known->index[t];
     }
-    t.first = src->total_;
-    src->total_ += static_cast<int64_t>(t.index.size());
-    src->tars_.push_back(std::move(t));
+    if (!index || index_fingerprint(index->view, bytes, kHeaderBlock) == index->view.tar_identity().fingerprint)
+      return Status::ok();
+    return corrupt_data("its index (" + (index->path.empty() ? std::string("learned at open") : index->path) +
+                        ") does not describe these bytes: the tar was rewritten since it was indexed (run `chute "
+                        "index` on it again, or empty the node's cache: `chute cache clear`)");
+  };
+  std::vector<StreamedShard> shards;
+  for (const ObjectInfo& tar : tars) shards.push_back({.object = tar, .key = cache_key(tar)});
+  auto src = std::shared_ptr<TarSource>(new TarSource());
+  CHUTE_ASSIGN_OR_RETURN(src->stream_, ShardStream::create(store, cache, std::move(shards), check, stream));
+  std::vector<uint32_t> missing;
+  for (size_t t = 0; t < tars.size(); ++t)
+    if (!found[t]) missing.push_back(static_cast<uint32_t>(t));
+  if (!missing.empty()) {
+    std::fprintf(stderr,
+                 "chute: %zu of the %zu tars have no index (a <tar>.chidx beside it, or one this node learned): "
+                 "streaming them once to count their samples (`chute index` writes the sidecars; docs/REMOTE.md)\n",
+                 missing.size(), tars.size());
+    src->stream_->plan_shards(missing);  // fetched ahead, in this order, while each is indexed
+    for (uint32_t t : missing) {
+      // Cancelled with this thread's scope (Ctrl-C): the read, or its wait for the prefetch, ends kCancelled.
+      CHUTE_ASSIGN_OR_RETURN(std::shared_ptr<const ShardBytes> bytes, src->stream_->get(t));
+      // Keyed by the version that arrived (a tar replaced meanwhile is fetched anew: object_fetch.h).
+      CHUTE_ASSIGN_OR_RETURN(found[t], index_streamed_tar(src->stream_->version(t), bytes->bytes(), options.cache_dir));
+      std::lock_guard<std::mutex> lock(known->mu);
+      known->index[t] = std::make_shared<const CachedIndex>(*found[t]);
+    }
   }
-  if (src->total_ == 0) {
-    std::string why;
-    for (const TarSkipped& s : src->skipped_)
-      why += (why.empty() ? "; skipped: " : ", ") + std::to_string(s.count) + " " + s.reason +
-             (s.examples.empty() ? "" : " (" + s.examples[0] + ")");
-    return invalid_argument("no image sample in " + paths.front() + (paths.size() > 1 ? " and the other tars" : "") +
-                            why);
-  }
-  src->label_by_folder();
+  for (size_t t = 0; t < tars.size(); ++t)
+    src->add(Tar{.name = object_display_name(tars[t].url),
+                 .file = nullptr,
+                 .index_owner = std::move(found[t]->owner),
+                 .index = std::move(found[t]->view),
+                 .index_path = std::move(found[t]->path)});
+  CHUTE_RETURN_IF_ERROR(src->finish(src->tars_.front().name));
   return src;
 }
 
@@ -173,7 +246,7 @@ std::string TarSource::member(int64_t index) const {
 std::string TarSource::name(int64_t index) const {
   uint64_t i;
   const Tar& t = locate(index, &i);
-  return t.file->path() + ":" + std::string(t.index.key(t.index.entry(i)));
+  return t.name + ":" + std::string(t.index.key(t.index.entry(i)));
 }
 
 uint64_t TarSource::payload_size(int64_t index) const {
@@ -187,10 +260,33 @@ Status TarSource::read(int64_t index, std::vector<uint8_t>& out) const {
   uint64_t i;
   const Tar& t = locate(index, &i);
   const IndexEntry e = t.index.entry(i);
-  // IndexView::parse checked offset + length against the indexed size, which equals the mapping's. Copied
-  // under the mapping's SIGBUS guard: a tar truncated while open is this sample's error, not a crash.
+  CHUTE_ASSIGN_OR_RETURN(std::shared_ptr<const ShardBytes> bytes, tar_bytes(t, static_cast<size_t>(&t - tars_.data())));
+  // IndexView::parse checked offset + length against the indexed size, which equals the tar's (a mapping's,
+  // or a stream's object's). Copied under a mapping's SIGBUS guard: a local tar truncated while open is
+  // this sample's error, not a crash.
   out.resize(e.payload_len);
-  return t.file->copy(e.offset, e.payload_len, out.data());
+  return bytes->copy(e.offset, e.payload_len, out.data());
+}
+
+Result<std::shared_ptr<const ShardBytes>> TarSource::tar_bytes(const Tar& t, size_t i) const {
+  if (t.file) return t.file;
+  return stream_->get(static_cast<uint32_t>(i));
+}
+
+void TarSource::will_read(const EpochOrder& order, int64_t start) const {
+  if (!stream_) return;
+  stream_->plan(order, start, [this](int64_t index) {
+    uint64_t local;
+    return static_cast<uint32_t>(&locate(index, &local) - tars_.data());
+  });
+}
+
+SourceMemory TarSource::memory_wanted(int64_t shard_window) const {
+  return stream_ ? stream_->memory_wanted(shard_window) : SourceMemory{};
+}
+
+void TarSource::set_memory(uint64_t bytes, int64_t shard_window) const {
+  if (stream_) stream_->set_memory(bytes, shard_window);
 }
 
 Status TarSource::read_capped(int64_t index, std::vector<uint8_t>& out, uint64_t max_bytes) const {
@@ -206,7 +302,7 @@ Status write_tar_indexes(const std::vector<std::string>& paths) {
   for (const std::string& path : paths) {
     CHUTE_ASSIGN_OR_RETURN(auto tar, MappedFile::open(path));
     CHUTE_ASSIGN_OR_RETURN(TarScan scan, scan_tar(tar->bytes(), path));
-    CHUTE_RETURN_IF_ERROR(write_file_atomically(path + ".chidx", encode_tar_index(*tar, scan)));
+    CHUTE_RETURN_IF_ERROR(write_file_atomically(path + ".chidx", encode_tar_index(indexed_file(*tar), scan)));
   }
   return Status::ok();
 }

@@ -13,37 +13,12 @@
 namespace chute {
 namespace {
 
+using testing::add_tar_member;
+using testing::end_tar;
 using testing::TempDir;
 namespace fs = std::filesystem;
 
 std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
-
-// A ustar member header and its data, padded to 512 bytes.
-void add(std::vector<uint8_t>& tar, const std::string& name, const std::string& data, char type = '0',
-         const std::string& link = "") {
-  std::vector<uint8_t> h(512, 0);
-  std::memcpy(h.data(), name.data(), std::min<size_t>(name.size(), 100));
-  std::memcpy(h.data() + 157, link.data(), std::min<size_t>(link.size(), 100));
-  std::snprintf(reinterpret_cast<char*>(h.data()) + 100, 8, "%07o", 0644);
-  std::snprintf(reinterpret_cast<char*>(h.data()) + 108, 8, "%07o", 0);
-  std::snprintf(reinterpret_cast<char*>(h.data()) + 116, 8, "%07o", 0);
-  std::snprintf(reinterpret_cast<char*>(h.data()) + 124, 12, "%011lo", static_cast<unsigned long>(data.size()));
-  std::snprintf(reinterpret_cast<char*>(h.data()) + 136, 12, "%011o", 0);
-  std::memset(h.data() + 148, ' ', 8);
-  h[156] = static_cast<uint8_t>(type);
-  std::memcpy(h.data() + 257,
-              "ustar\0"
-              "00",
-              8);
-  unsigned sum = 0;
-  for (uint8_t c : h) sum += c;
-  std::snprintf(reinterpret_cast<char*>(h.data()) + 148, 8, "%06o", sum);
-  tar.insert(tar.end(), h.begin(), h.end());
-  tar.insert(tar.end(), data.begin(), data.end());
-  tar.resize((tar.size() + 511) / 512 * 512, 0);
-}
-
-void end(std::vector<uint8_t>& tar) { tar.resize(tar.size() + 1024, 0); }
 
 std::string pax(const std::string& key, const std::string& value) {
   std::string body = " " + key + "=" + value + "\n";
@@ -54,20 +29,20 @@ std::string pax(const std::string& key, const std::string& value) {
 
 TEST(TarSourceTest, GroupsMembersLikeWebDataset) {
   std::vector<uint8_t> tar;
-  add(tar, "000.jpg", "JPEG0");
-  add(tar, "000.cls", "3\n");
-  add(tar, "./001.cls", " 7 ");  // label before the image; "./" dropped
-  add(tar, "001.png", "PNG1");
-  add(tar, "001.json", "{}");
-  add(tar, "metadata.json", "{}");  // no image: not a sample
-  add(tar, "dir", "", '5');
-  add(tar, "dir/002.seg.png", "SEG");                 // extension "seg.png" is not an image extension
-  add(tar, "dir/002.jpeg", "JPEG2");                  // no .cls: label -1
-  add(tar, "", std::string(150, 'L') + ".jpg", 'L');  // GNU long name for the next member
-  add(tar, "ignored", "LONG");
-  add(tar, "", pax("path", "pax/name.webp"), 'x');
-  add(tar, "short.txt", "PAX");
-  end(tar);
+  add_tar_member(tar, "000.jpg", "JPEG0");
+  add_tar_member(tar, "000.cls", "3\n");
+  add_tar_member(tar, "./001.cls", " 7 ");  // label before the image; "./" dropped
+  add_tar_member(tar, "001.png", "PNG1");
+  add_tar_member(tar, "001.json", "{}");
+  add_tar_member(tar, "metadata.json", "{}");  // no image: not a sample
+  add_tar_member(tar, "dir", "", '5');
+  add_tar_member(tar, "dir/002.seg.png", "SEG");                 // extension "seg.png" is not an image extension
+  add_tar_member(tar, "dir/002.jpeg", "JPEG2");                  // no .cls: label -1
+  add_tar_member(tar, "", std::string(150, 'L') + ".jpg", 'L');  // GNU long name for the next member
+  add_tar_member(tar, "ignored", "LONG");
+  add_tar_member(tar, "", pax("path", "pax/name.webp"), 'x');
+  add_tar_member(tar, "short.txt", "PAX");
+  end_tar(tar);
   auto scan = scan_tar(tar, "t.tar");
   ASSERT_TRUE(scan.is_ok()) << scan.status().to_string();
   const std::vector<TarSample>* samples = &scan->samples;
@@ -88,8 +63,8 @@ TEST(TarSourceTest, GroupsMembersLikeWebDataset) {
 
 TEST(TarSourceTest, BadTarsGiveErrorsNamingTheMember) {
   std::vector<uint8_t> tar;
-  add(tar, "a.jpg", std::string(1000, 'x'));
-  end(tar);
+  add_tar_member(tar, "a.jpg", std::string(1000, 'x'));
+  end_tar(tar);
   auto cut = scan_tar(std::span(tar).first(700), "t.tar");
   ASSERT_FALSE(cut.is_ok());
   EXPECT_NE(cut.status().message().find("t.tar: member a.jpg at offset 0: size 1000 runs past the end"),
@@ -101,8 +76,8 @@ TEST(TarSourceTest, BadTarsGiveErrorsNamingTheMember) {
   flipped[10] ^= 1;
   EXPECT_NE(scan_tar(flipped, "t.tar").status().message().find("bad header checksum"), std::string::npos);
   std::vector<uint8_t> bad_label;
-  add(bad_label, "a.jpg", "x");
-  add(bad_label, "a.cls", "dog");
+  add_tar_member(bad_label, "a.jpg", "x");
+  add_tar_member(bad_label, "a.cls", "dog");
   EXPECT_NE(scan_tar(bad_label, "t.tar").status().message().find("member a.cls: label is not an integer"),
             std::string::npos);
   EXPECT_FALSE(scan_tar(bytes_of(std::string(512, 'z')), "t.tar").is_ok());
@@ -111,13 +86,13 @@ TEST(TarSourceTest, BadTarsGiveErrorsNamingTheMember) {
 TEST(TarSourceTest, OpensTarsCachesTheIndexOutsideTheDatasetAndRebuildsItWhenTheTarChanges) {
   TempDir dir, cache;
   std::vector<uint8_t> a, b;
-  add(a, "x/0.jpg", "A0");
-  add(a, "x/0.cls", "1");
-  add(a, "x/1.jpg", "A1");
-  end(a);
-  add(b, "y/0.png", "B0");
-  add(b, "y/0.cls", "2");
-  end(b);
+  add_tar_member(a, "x/0.jpg", "A0");
+  add_tar_member(a, "x/0.cls", "1");
+  add_tar_member(a, "x/1.jpg", "A1");
+  end_tar(a);
+  add_tar_member(b, "y/0.png", "B0");
+  add_tar_member(b, "y/0.cls", "2");
+  end_tar(b);
   dir.write("a.tar", a);
   dir.write("b.tar", b);
   const std::string pa = (dir.path() / "a.tar").string(), pb = (dir.path() / "b.tar").string();
@@ -149,10 +124,10 @@ TEST(TarSourceTest, OpensTarsCachesTheIndexOutsideTheDatasetAndRebuildsItWhenThe
 
   // The tar grows: its index is stale and is rebuilt on open.
   b.clear();
-  add(b, "y/0.png", "B0");
-  add(b, "y/0.cls", "2");
-  add(b, "y/1.jpg", "B1");
-  end(b);
+  add_tar_member(b, "y/0.png", "B0");
+  add_tar_member(b, "y/0.cls", "2");
+  add_tar_member(b, "y/1.jpg", "B1");
+  end_tar(b);
   dir.write("b.tar", b);
   auto again = TarSource::open({pa, pb}, options);
   ASSERT_TRUE(again.is_ok());
@@ -171,13 +146,13 @@ TEST(TarSourceTest, OpensTarsCachesTheIndexOutsideTheDatasetAndRebuildsItWhenThe
 TEST(TarSourceTest, OneTarIsOneShardInPathOrder) {
   TempDir dir;
   std::vector<uint8_t> a, none, b;
-  add(a, "0.jpg", "A0");
-  add(a, "1.jpg", "A1");
-  end(a);
-  add(none, "metadata.json", "{}");  // no image: a shard of no sample
-  end(none);
-  add(b, "0.png", "B0");
-  end(b);
+  add_tar_member(a, "0.jpg", "A0");
+  add_tar_member(a, "1.jpg", "A1");
+  end_tar(a);
+  add_tar_member(none, "metadata.json", "{}");  // no image: a shard of no sample
+  end_tar(none);
+  add_tar_member(b, "0.png", "B0");
+  end_tar(b);
   dir.write("a.tar", a);
   dir.write("none.tar", none);
   dir.write("b.tar", b);
@@ -195,11 +170,11 @@ TEST(TarSourceTest, ATarRewrittenWithTheSameSizeAndMtimeIsReindexed) {
   TempDir dir, cache;
   auto tar_with_labels = [](const std::string& first, const std::string& second) {
     std::vector<uint8_t> t;
-    add(t, "0.jpg", "IMG0");
-    add(t, "0.cls", first);
-    add(t, "1.jpg", "IMG1");
-    add(t, "1.cls", second);
-    end(t);
+    add_tar_member(t, "0.jpg", "IMG0");
+    add_tar_member(t, "0.cls", first);
+    add_tar_member(t, "1.jpg", "IMG1");
+    add_tar_member(t, "1.cls", second);
+    end_tar(t);
     return t;
   };
   dir.write("t.tar", tar_with_labels("3", "4"));
@@ -252,18 +227,18 @@ TEST(TarSourceTest, WebDatasetKeyFollowsItsRegularExpression) {
 
 TEST(TarSourceTest, LinksReadTheirTargetsAndSkippedMembersAreReported) {
   std::vector<uint8_t> tar;
-  add(tar, "root/a", "", '5');
-  add(tar, "root/a/img.0.jpg", "A0");
-  add(tar, "root/a/img.1.jpg", "A1");
-  add(tar, "root/a/hard.jpg", "", '1', "root/a/img.0.jpg");   // hard link: A0
-  add(tar, "root/a/soft.jpg", "", '2', "img.1.jpg");          // symbolic link to a file: A1
-  add(tar, "root/b", "", '2', "a");                           // a directory link: a's 4 images again
-  add(tar, "root/a/gone.jpg", "", '2', "missing.jpg");        // dangling
-  add(tar, "root/a/out.jpg", "", '2', "../../../etc/x.jpg");  // leaves the archive
-  add(tar, "root/a/loop", "", '2', ".");                      // a directory holding its own link
-  add(tar, "root/a/notes.txt", "text");                       // not an image
-  add(tar, "root/fifo", "", '6');
-  end(tar);
+  add_tar_member(tar, "root/a", "", '5');
+  add_tar_member(tar, "root/a/img.0.jpg", "A0");
+  add_tar_member(tar, "root/a/img.1.jpg", "A1");
+  add_tar_member(tar, "root/a/hard.jpg", "", '1', "root/a/img.0.jpg");   // hard link: A0
+  add_tar_member(tar, "root/a/soft.jpg", "", '2', "img.1.jpg");          // symbolic link to a file: A1
+  add_tar_member(tar, "root/b", "", '2', "a");                           // a directory link: a's 4 images again
+  add_tar_member(tar, "root/a/gone.jpg", "", '2', "missing.jpg");        // dangling
+  add_tar_member(tar, "root/a/out.jpg", "", '2', "../../../etc/x.jpg");  // leaves the archive
+  add_tar_member(tar, "root/a/loop", "", '2', ".");                      // a directory holding its own link
+  add_tar_member(tar, "root/a/notes.txt", "text");                       // not an image
+  add_tar_member(tar, "root/fifo", "", '6');
+  end_tar(tar);
   auto scan = scan_tar(tar, "t.tar");
   ASSERT_TRUE(scan.is_ok()) << scan.status().to_string();
   std::vector<std::pair<std::string, std::string>> got;
@@ -289,15 +264,15 @@ TEST(TarSourceTest, LinksReadTheirTargetsAndSkippedMembersAreReported) {
 
 TEST(TarSourceTest, WebDatasetSamplesKeepGroupingByKeyWithSeveralDots) {
   std::vector<uint8_t> tar;
-  add(tar, "s/000.0.jpg", "IMG0");  // key "s/000", extension "0.jpg": the image by its last extension
-  add(tar, "s/000.cls", "4");
-  add(tar, "s/001.seg.png", "MASK");
-  add(tar, "s/001.jpg", "IMG1");  // an exact image extension wins over "seg.png"
-  add(tar, "s/001.cls", "5");
-  add(tar, "s/001.CLS", "6");  // WebDataset lower-cases extensions: a repeat
-  add(tar, "__meta__/info.json", "{}");
-  add(tar, "README", "no dot");
-  end(tar);
+  add_tar_member(tar, "s/000.0.jpg", "IMG0");  // key "s/000", extension "0.jpg": the image by its last extension
+  add_tar_member(tar, "s/000.cls", "4");
+  add_tar_member(tar, "s/001.seg.png", "MASK");
+  add_tar_member(tar, "s/001.jpg", "IMG1");  // an exact image extension wins over "seg.png"
+  add_tar_member(tar, "s/001.cls", "5");
+  add_tar_member(tar, "s/001.CLS", "6");  // WebDataset lower-cases extensions: a repeat
+  add_tar_member(tar, "__meta__/info.json", "{}");
+  add_tar_member(tar, "README", "no dot");
+  end_tar(tar);
   auto scan = scan_tar(tar, "t.tar");
   ASSERT_TRUE(scan.is_ok()) << scan.status().to_string();
   ASSERT_EQ(scan->samples.size(), 2u);
@@ -315,11 +290,11 @@ TEST(TarSourceTest, WebDatasetSamplesKeepGroupingByKeyWithSeveralDots) {
 TEST(TarSourceTest, PlainTarOfAnImageFolderIsLabelledByClassDirectory) {
   TempDir dir;
   std::vector<uint8_t> tar;
-  add(tar, "train/dog/b.jpg", "B");
-  add(tar, "train/cat/a.jpg", "A");
-  add(tar, "train/dog/sub/c.png", "C");
-  add(tar, "train/bird/d.jpg", "D");
-  end(tar);
+  add_tar_member(tar, "train/dog/b.jpg", "B");
+  add_tar_member(tar, "train/cat/a.jpg", "A");
+  add_tar_member(tar, "train/dog/sub/c.png", "C");
+  add_tar_member(tar, "train/bird/d.jpg", "D");
+  end_tar(tar);
   dir.write("plain.tar", tar);
   auto src = TarSource::open({(dir.path() / "plain.tar").string()});
   ASSERT_TRUE(src.is_ok()) << src.status().to_string();
@@ -331,9 +306,9 @@ TEST(TarSourceTest, PlainTarOfAnImageFolderIsLabelledByClassDirectory) {
 
   // An image outside any class directory: no layout, so no labels.
   std::vector<uint8_t> flat;
-  add(flat, "train/dog/b.jpg", "B");
-  add(flat, "train/top.jpg", "T");
-  end(flat);
+  add_tar_member(flat, "train/dog/b.jpg", "B");
+  add_tar_member(flat, "train/top.jpg", "T");
+  end_tar(flat);
   dir.write("flat.tar", flat);
   auto unlabelled = TarSource::open({(dir.path() / "flat.tar").string()});
   ASSERT_TRUE(unlabelled.is_ok());

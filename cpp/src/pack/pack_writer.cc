@@ -19,6 +19,7 @@
 
 #include "chute/base/atomic_file.h"
 #include "chute/base/environment.h"
+#include "chute/base/fork_gate.h"
 #include "chute/base/thread.h"
 #include "chute/io/packed_format.h"
 #include "chute/io/packed_source.h"
@@ -176,6 +177,7 @@ Result<PackSummary> pack_or_throw(const Source& source, const std::vector<std::s
       Slot& s = slots[static_cast<size_t>((i - begin) % window)];  // ours until marked ready
       s.rejected = false;
       s.status = retry_environment([&] {
+        const ForkGate::Work work;  // each attempt (fork_gate.h)
         try {
           s.rejected = false;
           Status st = source.read_capped(i, s.payload, o.max_file_bytes);

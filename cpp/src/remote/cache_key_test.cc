@@ -1,24 +1,22 @@
-// The shard cache's one key format (cache_key.h) and its three writers: a remote packed dataset's index
-// and shards (io/packed_source.cc, io/remote_shards.cc) and objects fetched whole (object_fetch.cc). Each
-// writer's entries are found in the cache under exactly the key cache_key() gives.
+// The shard cache's one key format (cache_key.h) and its writers: a remote packed dataset's index and shards
+// (io/packed_source.cc) and remote tars (io/tar_source.cc), all fetched through io/shard_stream.cc and
+// remote/object_fetch.cc. Each writer's entries are found in the cache under exactly the key cache_key() gives.
 #include "chute/remote/cache_key.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <set>
 
 #include "chute/io/packed_format.h"
 #include "chute/io/packed_source.h"
+#include "chute/io/tar_source.h"
 #include "chute/pack/pack_writer.h"
-#include "chute/remote/object_fetch.h"
 #include "test_util.h"
 
 namespace chute {
 namespace {
 
-using namespace std::chrono_literals;
 using testing::MemorySource;
 using testing::TempDir;
 
@@ -45,7 +43,11 @@ TEST(CacheKeyTest, EveryWriterFilesItsEntriesUnderTheOneFormat) {
   o.num_threads = 1;
   o.check = ImageCheck::kNone;
   ASSERT_TRUE(pack(src, {}, o).is_ok());
-  dir.write("tars/a.tar", std::vector<uint8_t>(1000, 7));
+  std::vector<uint8_t> tar_bytes;
+  testing::add_tar_member(tar_bytes, "0.jpg", "JPEG");
+  testing::add_tar_member(tar_bytes, "0.cls", "1");
+  testing::end_tar(tar_bytes);
+  dir.write("tars/a.tar", tar_bytes);
 
   auto store = ObjectStore::create(nullptr, {}, [](const std::string&) -> Result<std::optional<std::string>> {
     return std::optional<std::string>();
@@ -57,14 +59,16 @@ TEST(CacheKeyTest, EveryWriterFilesItsEntriesUnderTheOneFormat) {
   // The packed dataset through the remote path (local paths are objects too): its index, then each shard
   // as a read needs it.
   const std::string base = o.dst + "/";
-  auto packed = PackedSource::open_remote(base, *store, *cache, {.lookahead = 1, .fetch_threads = 1});
+  auto packed = PackedSource::open_remote(base, *store, *cache, {.fetch_threads = 1});
   ASSERT_TRUE(packed.is_ok()) << packed.status().to_string();
   std::vector<uint8_t> out;
   for (int64_t i = 0; i < (*packed)->size(); ++i) ASSERT_TRUE((*packed)->read(i, out).is_ok()) << i;
-  // A tar fetched whole.
-  auto fetch = ObjectFetch::start(*store, *cache, {(dir.path() / "tars/a.tar").string()}, {});
-  ASSERT_TRUE(fetch.is_ok());
-  ASSERT_TRUE((*fetch)->wait(60s).is_ok());
+  // A tar, streamed (to index it) and read.
+  auto tars = (*store)->expand((dir.path() / "tars/a.tar").string());
+  ASSERT_TRUE(tars.is_ok());
+  auto tar_source = TarSource::open_remote(*tars, *store, *cache, {}, {.fetch_threads = 1});
+  ASSERT_TRUE(tar_source.is_ok()) << tar_source.status().to_string();
+  ASSERT_TRUE((*tar_source)->read(0, out).is_ok());
 
   std::set<std::string> want;
   auto index = (*store)->stat(base + kIndexFileName);
@@ -74,10 +78,13 @@ TEST(CacheKeyTest, EveryWriterFilesItsEntriesUnderTheOneFormat) {
   auto tar = (*store)->stat((dir.path() / "tars/a.tar").string());
   ASSERT_TRUE(tar.is_ok());
   want.insert(cache_key(*tar));
+  EXPECT_GT((*packed)->shards().size(), 2u);
 
+  // A shard's cache write follows its readers (off their path): closing the sources lets the writes end.
+  packed->reset();
+  tar_source->reset();
   std::set<std::string> keys;
   for (const CacheEntry& e : (*cache)->list()) keys.insert(e.key);
-  EXPECT_GT((*packed)->shards().size(), 2u);
   EXPECT_EQ(keys, want);
 }
 

@@ -1,5 +1,5 @@
-// HttpEngine::download: an object into a file by parallel ranged GETs, every range from one version of it
-// (the engine itself: http_engine.cc).
+// HttpEngine::download and HttpEngine::receive: an object into a file, or into the caller's memory in
+// place, by parallel ranged GETs, every range from one version of it (the engine itself: http_engine.cc).
 
 #include <algorithm>
 #include <condition_variable>
@@ -39,6 +39,16 @@ std::string check_version(const HttpResponse& r, uint64_t size, DownloadVersion&
 
 Status HttpEngine::download(const HttpRequest& object, uint64_t size, int fd, DownloadVersion& version,
                             uint64_t chunk_bytes) {
+  return read_ranges(object, size, fd, nullptr, chunk_bytes, version);
+}
+
+Status HttpEngine::receive(const HttpRequest& object, std::span<uint8_t> dst, DownloadVersion& version,
+                           uint64_t chunk_bytes) {
+  return read_ranges(object, dst.size(), -1, dst.data(), chunk_bytes, version);
+}
+
+Status HttpEngine::read_ranges(const HttpRequest& object, uint64_t size, int fd, uint8_t* dst, uint64_t chunk_bytes,
+                               DownloadVersion& version) {
   if (chunk_bytes == 0) return invalid_argument("download: chunk_bytes must be > 0");
   version.changed = false;
   if (size == 0) return Status::ok();
@@ -47,7 +57,7 @@ Status HttpEngine::download(const HttpRequest& object, uint64_t size, int fd, Do
   std::string changes;  // the versions seen, for the error
   for (int pass = 0;; ++pass) {
     std::string restart;
-    const Status st = download_pass(object, size, fd, chunk_bytes, version, !wanted.empty(), &restart);
+    const Status st = read_pass(object, size, fd, dst, chunk_bytes, version, !wanted.empty(), &restart);
     if (!st.is_ok() || restart.empty()) return st;
     changes += (changes.empty() ? "" : "; ") + restart;
     if (!wanted.empty()) {
@@ -63,13 +73,13 @@ Status HttpEngine::download(const HttpRequest& object, uint64_t size, int fd, Do
   }
 }
 
-Status HttpEngine::download_pass(const HttpRequest& object, uint64_t size, int fd, uint64_t chunk_bytes,
-                                 DownloadVersion& version, bool pinned, std::string* restart) {
-  // Each chunk is written into `fd` by the engine as it arrives (HttpRequest::sink_fd), in pieces of at
-  // most 512 KiB, so a download holds no chunk-sized buffers: with 32 requests of 8 MiB in flight, and a
-  // download per fetch thread, those would be up to a gigabyte beside the loader's own memory.
-  // Completions come back to this thread, which keeps the requests in flight and checks each answer's
-  // version: the ranges submitted once the version is known carry If-Match on its ETag.
+Status HttpEngine::read_pass(const HttpRequest& object, uint64_t size, int fd, uint8_t* dst, uint64_t chunk_bytes,
+                             DownloadVersion& version, bool pinned, std::string* restart) {
+  // Each chunk is written by the engine as it arrives: into `dst` in place (HttpRequest::sink_buffer), or
+  // into `fd` in pieces of at most 512 KiB (sink_fd), so a pass holds no chunk-sized buffers: with 32
+  // requests of 8 MiB in flight, and a download per fetch thread, those would be up to a gigabyte beside the
+  // loader's own memory. Completions come back to this thread, which keeps the requests in flight and checks
+  // each answer's version: the ranges submitted once the version is known carry If-Match on its ETag.
   struct Completed {
     std::mutex mu;
     std::condition_variable cv;
@@ -80,8 +90,9 @@ Status HttpEngine::download_pass(const HttpRequest& object, uint64_t size, int f
   auto cancel = CancelToken::make(CancelScope::current());
   std::string if_match = pinned && !version.etag.starts_with("W/") ? "\"" + version.etag + "\"" : std::string();
   const uint64_t count = (size + chunk_bytes - 1) / chunk_bytes;
-  // Chunks submitted and not yet written: the bodies held stay within the memory budget.
-  const uint64_t window = std::clamp<uint64_t>(options().max_memory / chunk_bytes, 2, count);
+  // Into a file: chunks submitted and not yet written stay within the memory budget (each stages up to
+  // 512 KiB). Into memory nothing is held but `dst`: every range at once, paced by the in-flight limit.
+  const uint64_t window = dst != nullptr ? count : std::clamp<uint64_t>(options().max_memory / chunk_bytes, 2, count);
   uint64_t submitted = 0, outstanding = 0;
   Status first_error;
   const auto stop = [&](Status why) {
@@ -95,8 +106,12 @@ Status HttpEngine::download_pass(const HttpRequest& object, uint64_t size, int f
       r.method = "GET";
       r.offset = submitted * chunk_bytes;
       r.length = std::min(chunk_bytes, size - r.offset);
-      r.sink_fd = fd;  // the engine writes the bytes as they arrive: no chunk-sized buffers
-      r.sink_offset = r.offset;
+      if (dst != nullptr) {
+        r.sink_buffer = dst + r.offset;
+      } else {
+        r.sink_fd = fd;
+        r.sink_offset = r.offset;
+      }
       if (!if_match.empty()) r.headers.push_back("If-Match: " + if_match);
       submit(
           std::move(r),
@@ -121,8 +136,8 @@ Status HttpEngine::download_pass(const HttpRequest& object, uint64_t size, int f
       stop(result.status());
       continue;
     }
-    // A range's bytes are in the file once its answer is complete; a range of another version means
-    // the file holds a mix: the pass stops, and the object is read again from the start.
+    // A range's bytes are in place once its answer is complete; a range of another version means the
+    // destination holds a mix: the pass stops, and the object is read again from the start.
     if (std::string why = check_version(result.value(), size, version, if_match); !why.empty()) {
       *restart = std::move(why);
       cancel->cancel();

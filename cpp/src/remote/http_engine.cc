@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "chute/base/fork.h"
+#include "chute/base/fork_gate.h"
 #include "chute/base/thread.h"
 #include "remote/detail/curl_api.h"
 #include "remote/detail/http_policy.h"
@@ -251,6 +252,8 @@ struct HttpEngine::Impl {
         for (auto& t : incoming) queue.push_back(std::move(t));
         incoming.clear();
       }
+      // A turn of libcurl (and its TLS library) is work a fork waits for; the poll below is not.
+      std::optional<ForkGate::Work> work(std::in_place);
       Clock::time_point now = Clock::now();
       if (sweep_now.exchange(false, std::memory_order_acq_rel) || now - last_sweep >= kCancelSweep) {
         sweep_cancelled();
@@ -284,6 +287,7 @@ struct HttpEngine::Impl {
         auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(backing_off.begin()->first - now).count();
         timeout_ms = static_cast<int>(std::clamp<int64_t>(wait + 1, 0, timeout_ms));
       }
+      work.reset();
       api.curl_multi_poll(multi, nullptr, 0, timeout_ms, nullptr);
     }
     // Stopping: every outstanding request ends kCancelled.

@@ -45,7 +45,9 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
   const uint64_t begin = t->status_line == 200 ? t->request.offset : 0;
   const uint64_t end = begin + t->request.length;
   const uint64_t from = std::max(t->received, begin), to = std::min(t->received + bytes, end);
-  if (from < to) {
+  if (from < to && t->request.sink_buffer != nullptr) {  // in place, as it arrives: the caller's memory
+    std::memcpy(t->request.sink_buffer + (from - begin), data + (from - t->received), to - from);
+  } else if (from < to) {
     const uint64_t at = t->request.sink_offset + (from - begin);
     if (t->staged.empty()) {
       t->staged_at = at;
@@ -93,7 +95,8 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
 }  // namespace
 
 bool Transfer::sinks() const {
-  return request.sink_fd >= 0 && request.length > 0 && status_line >= 200 && status_line < 300;
+  return (request.sink_fd >= 0 || request.sink_buffer != nullptr) && request.length > 0 && status_line >= 200 &&
+         status_line < 300;
 }
 
 Status Transfer::begin_attempt(const CurlApi& api, const HttpOptions& options) {
@@ -145,7 +148,7 @@ Status Transfer::begin_attempt(const CurlApi& api, const HttpOptions& options) {
   if (r.length > 0) {
     range = std::to_string(r.offset) + "-" + std::to_string(r.offset + r.length - 1);
     api.curl_easy_setopt(e, CURLOPT_RANGE, range.c_str());
-    if (r.sink_fd < 0) response.body.reserve(r.length);
+    if (r.sink_fd < 0 && r.sink_buffer == nullptr) response.body.reserve(r.length);
   }
   if (!r.sigv4) {
     // Plain HTTP(S) follows redirects (the Hugging Face Hub answers a file's URL with a 302 to its
@@ -191,7 +194,8 @@ AttemptCheck Transfer::check_attempt(const CurlApi& api, CURLcode code) {
   response.status = status;
   end_attempt(api);
   const auto sink_failed = [this] { return AttemptCheck{Verdict::kFail, StatusCode::kIoError, sink_error}; };
-  if (code == CURLE_OK && sinks() && !flush_sink(*this)) return sink_failed();  // the body's last bytes
+  if (code == CURLE_OK && sinks() && request.sink_buffer == nullptr && !flush_sink(*this))
+    return sink_failed();  // the body's last bytes
   if (code != CURLE_OK) {
     if (!sink_error.empty()) return sink_failed();
     return check_transport(code, error[0] != '\0' ? std::string(error) : api.curl_easy_strerror(code));

@@ -32,29 +32,28 @@ Result<ObjectInfo> stat_local(const std::string& path) {
   return ObjectInfo{path, static_cast<uint64_t>(st.st_size), ""};
 }
 
-Result<std::vector<uint8_t>> read_local(const std::string& path, uint64_t offset, uint64_t length) {
+// Bytes [offset, offset + dst.size()) of the file into dst.
+Status read_local(const std::string& path, uint64_t offset, std::span<uint8_t> dst) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return errno_status(errno, "cannot open '" + path + "'");
-  std::vector<uint8_t> out(length);
   uint64_t done = 0;
   Status st;
-  while (done < length) {
-    const ssize_t n = ::pread(fd, out.data() + done, length - done, static_cast<off_t>(offset + done));
+  while (done < dst.size()) {
+    const ssize_t n = ::pread(fd, dst.data() + done, dst.size() - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       st = errno_status(errno, "cannot read '" + path + "'");
       break;
     }
     if (n == 0) {
-      st = io_error("'" + path + "': bytes [" + std::to_string(offset) + ", " + std::to_string(offset + length) +
+      st = io_error("'" + path + "': bytes [" + std::to_string(offset) + ", " + std::to_string(offset + dst.size()) +
                     ") run past the end of the file");
       break;
     }
     done += static_cast<uint64_t>(n);
   }
   ::close(fd);
-  if (!st.is_ok()) return st;
-  return out;
+  return st;
 }
 
 Status copy_local(const ObjectInfo& info, int fd) {
@@ -222,7 +221,11 @@ Result<ObjectInfo> ObjectStore::stat_by_get(std::string_view url) const {
 Result<std::vector<uint8_t>> ObjectStore::read(std::string_view url, uint64_t offset, uint64_t length) const {
   CHUTE_ASSIGN_OR_RETURN(ObjectUrl parsed, parse_object_url(url));
   if (length == 0) return std::vector<uint8_t>();
-  if (!parsed.remote()) return read_local(parsed.path, offset, length);
+  if (!parsed.remote()) {
+    std::vector<uint8_t> out(length);
+    CHUTE_RETURN_IF_ERROR(read_local(parsed.path, offset, out));
+    return out;
+  }
   CHUTE_ASSIGN_OR_RETURN(HttpRequest request, request_for(url));
   request.offset = offset;
   request.length = length;
@@ -231,12 +234,35 @@ Result<std::vector<uint8_t>> ObjectStore::read(std::string_view url, uint64_t of
 }
 
 Status ObjectStore::download(const ObjectInfo& info, int fd, bool* changed) const {
+  if (changed != nullptr) *changed = false;
   CHUTE_ASSIGN_OR_RETURN(ObjectUrl parsed, parse_object_url(info.url));
   if (!parsed.remote()) return copy_local(ObjectInfo{parsed.path, info.size, info.etag}, fd);
   CHUTE_ASSIGN_OR_RETURN(HttpRequest request, request_for(info.url));
   if (engine_ == nullptr) return fetch(request, object_display_name(info.url)).status();
   DownloadVersion version{.etag = info.etag};
   const Status st = engine_->download(request, info.size, fd, version);
+  if (changed != nullptr) *changed = version.changed;
+  return st.is_ok() ? st : named(st, object_display_name(info.url));
+}
+
+Status ObjectStore::receive(const ObjectInfo& info, std::span<uint8_t> dst, bool* changed) const {
+  if (changed != nullptr) *changed = false;
+  if (dst.size() != info.size)
+    return invalid_argument("receive: a buffer of " + std::to_string(dst.size()) + " bytes for " +
+                            object_display_name(info.url) + ", which has " + std::to_string(info.size));
+  CHUTE_ASSIGN_OR_RETURN(ObjectUrl parsed, parse_object_url(info.url));
+  if (!parsed.remote()) {
+    CHUTE_RETURN_IF_ERROR(read_local(parsed.path, 0, dst));
+    Result<ObjectInfo> now = stat_local(parsed.path);  // a file that grew is not the one listed either
+    if (now.is_ok() && now->size != info.size)
+      return io_error("'" + parsed.path + "' has " + std::to_string(now->size) + " bytes, not the " +
+                      std::to_string(info.size) + " it had when listed (changed meanwhile?)");
+    return Status::ok();
+  }
+  CHUTE_ASSIGN_OR_RETURN(HttpRequest request, request_for(info.url));
+  if (engine_ == nullptr) return fetch(request, object_display_name(info.url)).status();
+  DownloadVersion version{.etag = info.etag};
+  const Status st = engine_->receive(request, dst, version);
   if (changed != nullptr) *changed = version.changed;
   return st.is_ok() ? st : named(st, object_display_name(info.url));
 }

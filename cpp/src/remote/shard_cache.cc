@@ -9,6 +9,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include <utility>
 
 #include "base/detail/file_lock.h"
+#include "chute/base/direct_file.h"
 #include "chute/base/environment.h"
 
 namespace chute {
@@ -130,35 +132,15 @@ class TempFile {
   std::string path_;
 };
 
-// A descriptor closed on every way out (an exception's included) unless released.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int release() { return std::exchange(fd_, -1); }
+constexpr char kTrailerMagic[8] = {'c', 'h', 'u', 't', 'e', '-', 'x', '3'};
+constexpr size_t kTrailer = 16;  // the magic and the XXH3-64 of the bytes, little-endian
 
- private:
-  int fd_;
-};
-
-// What an existing entry turned out to be.
-struct Found {
-  std::shared_ptr<const MappedFile> file;  // null: absent
-  bool right_size = false;
-};
-
-Result<Found> open_entry(const std::string& path, uint64_t size) {
-  Result<std::shared_ptr<const MappedFile>> file = MappedFile::open(path);
-  if (!file.is_ok()) {
-    if (file.status().code() == StatusCode::kNotFound) return Found{};
-    return file.status();
-  }
-  const bool right_size = (*file)->bytes().size() == size;
-  return Found{std::move(file).value(), right_size};
+std::array<uint8_t, kTrailer> trailer_of(std::span<const uint8_t> bytes) {
+  std::array<uint8_t, kTrailer> t{};
+  std::memcpy(t.data(), kTrailerMagic, sizeof kTrailerMagic);
+  const uint64_t sum = XXH3_64bits(bytes.data(), bytes.size());
+  for (int i = 0; i < 8; ++i) t[8 + i] = static_cast<uint8_t>(sum >> (8 * i));
+  return t;
 }
 
 }  // namespace
@@ -225,69 +207,80 @@ uint64_t ShardCache::recorded_limit(const std::string& dir) {
 
 std::string ShardCache::entry_path(const std::string& key) const { return names_for(options_.dir, key).entry; }
 
-Result<std::shared_ptr<const MappedFile>> ShardCache::get(const std::string& key, uint64_t size, const Fill& fill,
-                                                          const Verify& verify) {
-  const Names n = names_for(options_.dir, key);
-  uint64_t bad_inode = 0;  // an entry seen failing verify(): not verified again
-  // Without the key's lock first: a hit costs an open, a mapping and verify().
-  CHUTE_ASSIGN_OR_RETURN(Found found, open_entry(n.entry, size));
-  if (found.file && found.right_size) {
-    if (!verify || verify(*found.file).is_ok()) {
-      touch(n.entry);
-      ++hits_;
-      return found.file;
-    }
-    bad_inode = found.file->inode();
+uint64_t ShardCache::entry_bytes(uint64_t size) { return size + kTrailer; }
+
+Result<bool> ShardCache::load(const Names& n, std::span<uint8_t> dst) const {
+  std::array<uint8_t, kTrailer> trailer;
+  CHUTE_ASSIGN_OR_RETURN(bool found, read_file_direct(n.entry, dst, trailer));
+  if (!found) return false;
+  if (trailer != trailer_of(dst)) {
+    if (std::memcmp(trailer.data(), kTrailerMagic, sizeof kTrailerMagic) != 0) return false;  // not an entry of ours
+    return corrupt_data("the cache entry " + n.entry + " fails its checksum (damaged on disk)");
   }
-  found = {};
-  // A miss, or a bad entry: under the key's lock (waiting while another thread or process fills it).
+  return true;
+}
+
+Status ShardCache::drop_damaged(const Names& n, const std::string& key, const Status& why) {
+  ++damaged_;
+  std::fprintf(stderr, "chute: %s, for '%s': removed, and fetched again\n", why.message().c_str(), key.c_str());
+  CHUTE_ASSIGN_OR_RETURN(FileLock cache_lock, FileLock::acquire(options_.dir + "/" + kCacheLock, true));
+  CHUTE_RETURN_IF_ERROR(remove_file(n.entry));
+  return remove_file(n.key);
+}
+
+Result<ShardCache::Got> ShardCache::get(const std::string& key, std::span<uint8_t> dst, const Fill& fill,
+                                        const std::function<void()>& ready) {
+  const Names n = names_for(options_.dir, key);
+  // Without the key's lock first: a hit costs a read and its checksum.
+  Result<bool> found = load(n, dst);
+  if (found.is_ok() && *found) {
+    touch(n.entry);
+    ++hits_;
+    return Got::kHit;
+  }
+  if (!found.is_ok() && found.status().code() != StatusCode::kCorruptData) return found.status();
+  // A miss, or a damaged entry: under the key's lock (waiting while another thread or process fills it).
   bool waited = false;
   CHUTE_ASSIGN_OR_RETURN(FileLock lock, FileLock::acquire(n.lock, /*wait=*/true, &waited));
   lock.remove_on_release();  // lock files do not pile up: one exists only while its key is being filled
   if (waited) ++waits_;
-  CHUTE_ASSIGN_OR_RETURN(found, open_entry(n.entry, size));
-  if (found.file && found.right_size && found.file->inode() != bad_inode && (!verify || verify(*found.file).is_ok())) {
+  found = load(n, dst);
+  if (found.is_ok() && *found) {
     touch(n.entry);
     ++hits_;
-    return found.file;
+    return Got::kHit;
+  }
+  if (!found.is_ok()) {
+    if (found.status().code() != StatusCode::kCorruptData) return found.status();
+    CHUTE_RETURN_IF_ERROR(drop_damaged(n, key, found.status()));
   }
   ++misses_;
-  const bool bad = found.file != nullptr;
-  found = {};
-  if (bad) {  // removed first, so that a failing fill leaves nothing behind
-    CHUTE_ASSIGN_OR_RETURN(FileLock cache_lock, FileLock::acquire(options_.dir + "/" + kCacheLock, true));
-    CHUTE_RETURN_IF_ERROR(remove_file(n.entry));
-    CHUTE_RETURN_IF_ERROR(remove_file(n.key));
-  }
-  return fill_locked(n, key, size, fill, verify);
+  CHUTE_RETURN_IF_ERROR(fill_locked(n, key, dst, fill, ready));
+  return Got::kFilled;
 }
 
-Result<std::shared_ptr<const MappedFile>> ShardCache::fill_locked(const Names& n, const std::string& key, uint64_t size,
-                                                                  const Fill& fill, const Verify& verify) {
+Status ShardCache::fill_locked(const Names& n, const std::string& key, std::span<uint8_t> dst, const Fill& fill,
+                               const std::function<void()>& ready) {
   remove_temps(n.name);  // we hold the key's lock: any temp of this key is a dead filler's
-  const std::string failed = "cache fill of '" + key + "'";
+  if (Status st = fill(dst); !st.is_ok())
+    return Status(st.code(), "cache fill of '" + key + "' failed: " + st.message());
+  bytes_fetched_ += dst.size();
+  if (ready) ready();
+  // The bytes are good and in use: an entry that cannot be written costs this cache, not the caller.
+  if (Status st = write_entry(n, key, dst); !st.is_ok()) {
+    if (write_errors_++ == 0)
+      std::fprintf(stderr, "chute: cannot write the cache entry for '%s' (%s): the cache keeps no copy of it\n",
+                   key.c_str(), st.message().c_str());
+  }
+  return Status::ok();
+}
+
+Status ShardCache::write_entry(const Names& n, const std::string& key, std::span<const uint8_t> bytes) {
+  const std::string failed = "cache entry of '" + key + "'";
   TempFile tmp(n.base + temp_suffix());
-  {
-    const int fd = ::open(tmp.path().c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) {
-      const Status st = errno_status(errno, "cannot create " + tmp.path());
-      tmp.release();  // not ours: O_EXCL refused it, or nothing was created
-      return Status(st.code(), failed + " failed: " + st.message());
-    }
-    Fd guard(fd);  // closed if fill() throws
-    Status st = fill(fd);
-    struct stat sb;
-    if (st.is_ok() && ::fstat(fd, &sb) != 0) st = errno_status(errno, "cannot stat " + tmp.path());
-    if (::close(guard.release()) != 0 && st.is_ok()) st = errno_status(errno, "cannot write " + tmp.path());
-    if (!st.is_ok()) return Status(st.code(), failed + " failed: " + st.message());
-    if (static_cast<uint64_t>(sb.st_size) != size)
-      return io_error(failed + " wrote " + std::to_string(sb.st_size) + " bytes, expected " + std::to_string(size));
-  }
-  if (verify) {
-    CHUTE_ASSIGN_OR_RETURN(auto written, MappedFile::open(tmp.path()));
-    const Status st = verify(*written);
-    if (!st.is_ok()) return Status(st.code(), failed + ": the fetched bytes fail verification: " + st.message());
-  }
+  const std::array<uint8_t, kTrailer> trailer = trailer_of(bytes);
+  if (Status st = write_file_direct(tmp.path(), bytes, trailer); !st.is_ok())
+    return Status(st.code(), failed + ": " + st.message());  // the partial temp file is removed
   TempFile key_tmp(n.base + temp_suffix());
   CHUTE_RETURN_IF_ERROR(write_new_file(key_tmp.path(), key));
   // Into place under the cache-wide lock: the set of entries changes only under it.
@@ -301,18 +294,8 @@ Result<std::shared_ptr<const MappedFile>> ShardCache::fill_locked(const Names& n
     return st;
   }
   tmp.release();
-  bytes_fetched_ += size;
-  CHUTE_ASSIGN_OR_RETURN(auto file, MappedFile::open(n.entry));  // no one can remove it while we hold the lock
   if (options_.limit_bytes > 0) evict_locked(n.name);
-  return file;
-}
-
-Result<std::shared_ptr<const MappedFile>> ShardCache::peek(const std::string& key, uint64_t size) {
-  const Names n = names_for(options_.dir, key);
-  CHUTE_ASSIGN_OR_RETURN(Found found, open_entry(n.entry, size));
-  if (!found.file || !found.right_size) return std::shared_ptr<const MappedFile>();
-  touch(n.entry);
-  return found.file;
+  return Status::ok();
 }
 
 namespace {
@@ -430,7 +413,9 @@ CacheStats ShardCache::stats() const {
           .misses = misses_.load(),
           .evictions = evictions_.load(),
           .bytes_fetched = bytes_fetched_.load(),
-          .waits = waits_.load()};
+          .waits = waits_.load(),
+          .damaged = damaged_.load(),
+          .write_errors = write_errors_.load()};
 }
 
 }  // namespace chute

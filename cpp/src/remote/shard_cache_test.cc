@@ -10,12 +10,14 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <set>
 #include <stdexcept>
 #include <thread>
 
 #include "base/detail/file_lock.h"
+#include "chute/base/buffer_pool.h"
 #include "test_util.h"
 
 namespace chute {
@@ -29,33 +31,28 @@ std::vector<uint8_t> pattern(size_t size, uint8_t seed) {
   return out;
 }
 
-Status write_all(int fd, const std::vector<uint8_t>& data) {
-  for (size_t done = 0; done < data.size();) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return io_error("write failed");
-    done += static_cast<size_t>(n);
-  }
-  return Status::ok();
-}
-
 // A fill writing `data`, counting its calls.
 ShardCache::Fill fill_with(std::vector<uint8_t> data, std::atomic<int>* calls) {
-  return [data = std::move(data), calls](int fd) {
+  return [data = std::move(data), calls](std::span<uint8_t> dst) {
     ++*calls;
-    return write_all(fd, data);
+    if (dst.size() != data.size()) return io_error("a fill of the wrong size");
+    std::copy(data.begin(), data.end(), dst.begin());
+    return Status::ok();
   };
 }
 
-// The format's check, as a test sees it: the bytes must be `pattern(size, seed)`.
-ShardCache::Verify expect_pattern(uint8_t seed) {
-  return [seed](const MappedFile& f) {
-    const auto want = pattern(f.bytes().size(), seed);
-    return std::equal(want.begin(), want.end(), f.bytes().begin()) ? Status::ok() : corrupt_data("bad checksum");
-  };
-}
+// What get() gave, and the bytes it left in the caller's buffer.
+struct Got {
+  Result<ShardCache::Got> got;
+  std::vector<uint8_t> bytes;
+};
 
-std::vector<uint8_t> bytes_of(const MappedFile& f) { return {f.bytes().begin(), f.bytes().end()}; }
+Got get(ShardCache& cache, const std::string& key, size_t size, const ShardCache::Fill& fill,
+        const std::function<void()>& ready = {}) {
+  PageBuffer buffer = PageBuffer::allocate(size).value();
+  Result<ShardCache::Got> got = cache.get(key, buffer.span().first(size), fill, ready);
+  return {std::move(got), std::vector<uint8_t>(buffer.data(), buffer.data() + size)};
+}
 
 // The files in the cache directory other than the cache-wide ones (lock and recorded limit).
 std::set<std::string> data_files(const fs::path& dir) {
@@ -82,179 +79,168 @@ TEST(ShardCacheTest, AMissFillsOnceThenHits) {
   testing::TempDir dir;
   auto cache = open_cache(dir.path() / "c");
   std::atomic<int> calls = 0;
-  auto first = cache->get("https://h/d/train-0001.tar", 5000, fill_with(pattern(5000, 1), &calls), expect_pattern(1));
-  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
-  EXPECT_EQ(bytes_of(**first), pattern(5000, 1));
-  auto second = cache->get("https://h/d/train-0001.tar", 5000, fill_with(pattern(5000, 2), &calls), expect_pattern(1));
-  ASSERT_TRUE(second.is_ok()) << second.status().to_string();
-  EXPECT_EQ(bytes_of(**second), pattern(5000, 1));
+  Got first = get(*cache, "https://h/d/train-0001.tar", 5000, fill_with(pattern(5000, 1), &calls));
+  ASSERT_TRUE(first.got.is_ok()) << first.got.status().to_string();
+  EXPECT_EQ(*first.got, ShardCache::Got::kFilled);
+  EXPECT_EQ(first.bytes, pattern(5000, 1));
+  Got second = get(*cache, "https://h/d/train-0001.tar", 5000, fill_with(pattern(5000, 2), &calls));
+  ASSERT_TRUE(second.got.is_ok()) << second.got.status().to_string();
+  EXPECT_EQ(*second.got, ShardCache::Got::kHit);
+  EXPECT_EQ(second.bytes, pattern(5000, 1));
   EXPECT_EQ(calls, 1);
   const CacheStats s = cache->stats();
   EXPECT_EQ(s.misses, 1u);
   EXPECT_EQ(s.hits, 1u);
   EXPECT_EQ(s.bytes_fetched, 5000u);
   EXPECT_EQ(s.evictions, 0u);
-  EXPECT_EQ(cache->bytes(), 5000u);
+  EXPECT_EQ(cache->bytes(), ShardCache::entry_bytes(5000));
+  EXPECT_EQ(ShardCache::entry_bytes(5000), 5016u);  // the bytes and their checksum trailer
   // The entry's name: a readable tail of the key and its hash; no temp file is left.
   const std::string path = cache->entry_path("https://h/d/train-0001.tar");
-  EXPECT_EQ((*second)->path(), path);
   EXPECT_NE(path.find("h_d_train-0001_tar-"), std::string::npos) << path;
   EXPECT_EQ(data_files(dir.path() / "c"),
             (std::set<std::string>{fs::path(path).filename().string(), fs::path(path).stem().string() + ".key"}));
 }
 
-TEST(ShardCacheTest, PeekReturnsOnlyAnEntryOfThatSize) {
+TEST(ShardCacheTest, ReadyRunsOnceTheBytesAreGoodBeforeTheEntryIsWritten) {
   testing::TempDir dir;
   auto cache = open_cache(dir.path());
-  auto absent = cache->peek("k", 10);
-  ASSERT_TRUE(absent.is_ok());
-  EXPECT_EQ(*absent, nullptr);
   std::atomic<int> calls = 0;
-  ASSERT_TRUE(cache->get("k", 10, fill_with(pattern(10, 3), &calls), nullptr).is_ok());
-  auto present = cache->peek("k", 10);
-  ASSERT_TRUE(present.is_ok());
-  ASSERT_NE(*present, nullptr);
-  EXPECT_EQ(bytes_of(**present), pattern(10, 3));
-  auto other_size = cache->peek("k", 11);
-  ASSERT_TRUE(other_size.is_ok());
-  EXPECT_EQ(*other_size, nullptr);
-  EXPECT_EQ(cache->stats().hits, 0u);  // peek counts neither
+  bool entry_at_ready = true;
+  Got got = get(*cache, "k", 100, fill_with(pattern(100, 1), &calls),
+                [&] { entry_at_ready = fs::exists(cache->entry_path("k")); });
+  ASSERT_TRUE(got.got.is_ok());
+  EXPECT_FALSE(entry_at_ready);
+  EXPECT_TRUE(fs::exists(cache->entry_path("k")));
 }
 
 TEST(ShardCacheTest, AnEntryOfAnotherSizeIsRefetched) {
   testing::TempDir dir;
   auto cache = open_cache(dir.path());
   std::atomic<int> calls = 0;
-  ASSERT_TRUE(cache->get("k", 100, fill_with(pattern(100, 1), &calls), nullptr).is_ok());
-  auto again = cache->get("k", 200, fill_with(pattern(200, 2), &calls), nullptr);
-  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
-  EXPECT_EQ(bytes_of(**again), pattern(200, 2));
+  ASSERT_TRUE(get(*cache, "k", 100, fill_with(pattern(100, 1), &calls)).got.is_ok());
+  Got again = get(*cache, "k", 200, fill_with(pattern(200, 2), &calls));
+  ASSERT_TRUE(again.got.is_ok()) << again.got.status().to_string();
+  EXPECT_EQ(again.bytes, pattern(200, 2));
   EXPECT_EQ(calls, 2);
-  EXPECT_EQ(cache->bytes(), 200u);
+  EXPECT_EQ(cache->bytes(), ShardCache::entry_bytes(200));
   EXPECT_EQ(cache->list().size(), 1u);
 }
 
-TEST(ShardCacheTest, AnEntryFailingVerifyIsRemovedAndRefetched) {
+TEST(ShardCacheTest, AnEntryDamagedOnDiskIsReportedRemovedAndFilledAgain) {
   testing::TempDir dir;
   auto cache = open_cache(dir.path());
   std::atomic<int> calls = 0;
-  auto first = cache->get("k", 4096, fill_with(pattern(4096, 5), &calls), expect_pattern(5));
-  ASSERT_TRUE(first.is_ok());
-  // The entry rots on disk (same size, other bytes), replaced by rename as chute itself would.
-  const std::string path = cache->entry_path("k");
-  dir.write("rotten", pattern(4096, 9));
-  ASSERT_EQ(::rename((dir.path() / "rotten").c_str(), path.c_str()), 0);
-  EXPECT_EQ(bytes_of(**first), pattern(4096, 5));  // the earlier mapping still reads the old bytes
-  auto again = cache->get("k", 4096, fill_with(pattern(4096, 5), &calls), expect_pattern(5));
-  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
-  EXPECT_EQ(bytes_of(**again), pattern(4096, 5));
+  ASSERT_TRUE(get(*cache, "https://h/t.tar#e#8192", 8192, fill_with(pattern(8192, 5), &calls)).got.is_ok());
+  // One byte flips on disk: same size, other bytes.
+  const std::string path = cache->entry_path("https://h/t.tar#e#8192");
+  {
+    const int fd = ::open(path.c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    const uint8_t x = 0xAB;
+    ASSERT_EQ(::pwrite(fd, &x, 1, 4000), 1);
+    ::close(fd);
+  }
+  ::testing::internal::CaptureStderr();
+  Got again = get(*cache, "https://h/t.tar#e#8192", 8192, fill_with(pattern(8192, 5), &calls));
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(again.got.is_ok()) << again.got.status().to_string();
+  EXPECT_EQ(*again.got, ShardCache::Got::kFilled);
+  EXPECT_EQ(again.bytes, pattern(8192, 5));  // never the damaged bytes
   EXPECT_EQ(calls, 2);
-  EXPECT_EQ(cache->stats().misses, 2u);
-  EXPECT_EQ(cache->stats().hits, 0u);
+  EXPECT_EQ(cache->stats().damaged, 1u);
+  EXPECT_NE(said.find("the cache entry " + path + " fails its checksum"), std::string::npos) << said;
+  EXPECT_NE(said.find("https://h/t.tar#e#8192"), std::string::npos) << said;
+  // The entry written again is good: a hit.
+  Got hit = get(*cache, "https://h/t.tar#e#8192", 8192, fill_with(pattern(8192, 6), &calls));
+  ASSERT_TRUE(hit.got.is_ok());
+  EXPECT_EQ(*hit.got, ShardCache::Got::kHit);
+  EXPECT_EQ(hit.bytes, pattern(8192, 5));
 }
 
-TEST(ShardCacheTest, ABadEntryWhoseRefetchFailsLeavesNothing) {
+TEST(ShardCacheTest, AFileWithoutAChecksumIsNotAnEntry) {
   testing::TempDir dir;
-  auto cache = open_cache(dir.path() / "c");
+  auto cache = open_cache(dir.path());
+  // An older chute's entry (the bytes alone), or one of the right total size and no trailer.
+  dir.write(fs::path(cache->entry_path("k")).filename().string(), pattern(100 + 16, 1));
   std::atomic<int> calls = 0;
-  ASSERT_TRUE(cache->get("k", 64, fill_with(pattern(64, 5), &calls), nullptr).is_ok());
-  // The entry fails the check, and so do the bytes fetched again.
-  auto failed = cache->get("k", 64, fill_with(pattern(64, 7), &calls), expect_pattern(6));
-  ASSERT_FALSE(failed.is_ok());
-  EXPECT_EQ(failed.status().code(), StatusCode::kCorruptData);
-  EXPECT_NE(failed.status().message().find("cache fill of 'k': the fetched bytes fail verification: bad checksum"),
-            std::string::npos)
-      << failed.status().message();
-  EXPECT_EQ(calls, 2);
-  EXPECT_TRUE(data_files(dir.path() / "c").empty());
-  EXPECT_EQ(cache->list().size(), 0u);
+  Got got = get(*cache, "k", 100, fill_with(pattern(100, 2), &calls));
+  ASSERT_TRUE(got.got.is_ok()) << got.got.status().to_string();
+  EXPECT_EQ(*got.got, ShardCache::Got::kFilled);
+  EXPECT_EQ(got.bytes, pattern(100, 2));
+  EXPECT_EQ(cache->stats().damaged, 0u);
 }
 
 TEST(ShardCacheTest, AFillErrorNamesTheKeyAndLeavesNothing) {
   testing::TempDir dir;
   auto cache = open_cache(dir.path() / "c");
   const std::string key = "s3://bucket/shard-7.tar@etag\"x\"";
-  // The fill fails after writing part of the shard.
-  auto failed = cache->get(
-      key, 100,
-      [](int fd) {
-        EXPECT_TRUE(write_all(fd, pattern(40, 1)).is_ok());
-        return io_error("connection reset after 40 bytes");
-      },
-      nullptr);
-  ASSERT_FALSE(failed.is_ok());
-  EXPECT_EQ(failed.status().code(), StatusCode::kIoError);
-  EXPECT_EQ(failed.status().message(), "cache fill of '" + key + "' failed: connection reset after 40 bytes");
+  // The fill fails after writing part of the object.
+  Got failed = get(*cache, key, 100, [](std::span<uint8_t> dst) {
+    std::fill(dst.begin(), dst.begin() + 40, 1);
+    return io_error("connection reset after 40 bytes");
+  });
+  ASSERT_FALSE(failed.got.is_ok());
+  EXPECT_EQ(failed.got.status().code(), StatusCode::kIoError);
+  EXPECT_EQ(failed.got.status().message(), "cache fill of '" + key + "' failed: connection reset after 40 bytes");
   EXPECT_TRUE(data_files(dir.path() / "c").empty());
-  // A fill that writes the wrong number of bytes.
-  std::atomic<int> calls = 0;
-  failed = cache->get(key, 100, fill_with(pattern(99, 1), &calls), nullptr);
-  ASSERT_FALSE(failed.is_ok());
-  EXPECT_NE(failed.status().message().find("cache fill of '" + key + "' wrote 99 bytes, expected 100"),
-            std::string::npos)
-      << failed.status().message();
-  EXPECT_TRUE(data_files(dir.path() / "c").empty());
-  // A fill that throws: its temp file, its descriptor and the key's lock go with the stack.
-  int thrown_fd = -1;
-  const ShardCache::Fill throws = [&](int fd) -> Status {
-    thrown_fd = fd;
-    throw std::runtime_error("boom");
-  };
-  EXPECT_THROW(cache->get(key, 100, throws, nullptr), std::runtime_error);
-  ASSERT_GE(thrown_fd, 0);
-  EXPECT_EQ(::fcntl(thrown_fd, F_GETFD), -1);  // closed
+  // A fill that throws: the key's lock goes with the stack.
+  const ShardCache::Fill throws = [&](std::span<uint8_t>) -> Status { throw std::runtime_error("boom"); };
+  EXPECT_THROW(get(*cache, key, 100, throws), std::runtime_error);
   EXPECT_TRUE(data_files(dir.path() / "c").empty());
   // The key is not stuck: the next get fills it.
-  auto ok = cache->get(key, 100, fill_with(pattern(100, 4), &calls), nullptr);
-  ASSERT_TRUE(ok.is_ok()) << ok.status().to_string();
+  std::atomic<int> calls = 0;
+  Got ok = get(*cache, key, 100, fill_with(pattern(100, 4), &calls));
+  ASSERT_TRUE(ok.got.is_ok()) << ok.got.status().to_string();
   EXPECT_EQ(cache->list().at(0).key, key);
   EXPECT_EQ(cache->stats().bytes_fetched, 100u);
 }
 
 TEST(ShardCacheTest, TheLimitEvictsLeastRecentlyUsedFirst) {
   testing::TempDir dir;
-  auto cache = open_cache(dir.path(), 300);
+  const uint64_t entry = ShardCache::entry_bytes(100);
+  auto cache = open_cache(dir.path(), 3 * entry);
   std::atomic<int> calls = 0;
   for (const char* key : {"a", "b", "c"})
-    ASSERT_TRUE(cache->get(key, 100, fill_with(pattern(100, key[0]), &calls), nullptr).is_ok());
-  EXPECT_EQ(cache->bytes(), 300u);
+    ASSERT_TRUE(get(*cache, key, 100, fill_with(pattern(100, key[0]), &calls)).got.is_ok());
+  EXPECT_EQ(cache->bytes(), 3 * entry);
   set_last_used(cache->entry_path("a"), 1000);
   set_last_used(cache->entry_path("b"), 2000);
   set_last_used(cache->entry_path("c"), 3000);
   // A hit makes "a" the most recently used: "b" is now the oldest.
-  ASSERT_TRUE(cache->get("a", 100, fill_with(pattern(100, 'a'), &calls), nullptr).is_ok());
-  ASSERT_TRUE(cache->get("d", 100, fill_with(pattern(100, 'd'), &calls), nullptr).is_ok());
+  ASSERT_TRUE(get(*cache, "a", 100, fill_with(pattern(100, 'a'), &calls)).got.is_ok());
+  ASSERT_TRUE(get(*cache, "d", 100, fill_with(pattern(100, 'd'), &calls)).got.is_ok());
   std::vector<std::string> keys;
   for (const CacheEntry& e : cache->list()) keys.push_back(e.key);
   std::sort(keys.begin(), keys.end());
   EXPECT_EQ(keys, (std::vector<std::string>{"a", "c", "d"}));
-  EXPECT_EQ(cache->bytes(), 300u);
+  EXPECT_EQ(cache->bytes(), 3 * entry);
   EXPECT_EQ(cache->stats().evictions, 1u);
-  // Two entries must go for one of 200 bytes: the two least recently used, "c" (3000 s) and "d" (4000 s).
+  // Two entries must go for one twice as large: the two least recently used, "c" (3000 s) and "d" (4000 s).
   set_last_used(cache->entry_path("a"), 5000);
   set_last_used(cache->entry_path("d"), 4000);
-  ASSERT_TRUE(cache->get("e", 200, fill_with(pattern(200, 'e'), &calls), nullptr).is_ok());
+  ASSERT_TRUE(get(*cache, "e", 216, fill_with(pattern(216, 'e'), &calls)).got.is_ok());
   keys.clear();
   for (const CacheEntry& e : cache->list()) keys.push_back(e.key);
   EXPECT_EQ(keys, (std::vector<std::string>{"e", "a"}));  // most recently used first
-  EXPECT_EQ(cache->bytes(), 300u);
+  EXPECT_EQ(cache->bytes(), 3 * entry);
   EXPECT_EQ(cache->stats().evictions, 3u);
-  EXPECT_EQ(ShardCache::recorded_limit(dir.path().string()), 300u);
+  EXPECT_EQ(ShardCache::recorded_limit(dir.path().string()), 3 * entry);
 }
 
 TEST(ShardCacheTest, AnEntryLargerThanTheLimitIsKeptAlone) {
   testing::TempDir dir;
   auto cache = open_cache(dir.path(), 100);
   std::atomic<int> calls = 0;
-  ASSERT_TRUE(cache->get("small", 60, fill_with(pattern(60, 1), &calls), nullptr).is_ok());
-  auto big = cache->get("big", 500, fill_with(pattern(500, 2), &calls), nullptr);
-  ASSERT_TRUE(big.is_ok());
-  EXPECT_EQ(bytes_of(**big), pattern(500, 2));
+  ASSERT_TRUE(get(*cache, "small", 60, fill_with(pattern(60, 1), &calls)).got.is_ok());
+  Got big = get(*cache, "big", 500, fill_with(pattern(500, 2), &calls));
+  ASSERT_TRUE(big.got.is_ok());
+  EXPECT_EQ(big.bytes, pattern(500, 2));
   ASSERT_EQ(cache->list().size(), 1u);
   EXPECT_EQ(cache->list()[0].key, "big");
-  EXPECT_EQ(cache->bytes(), 500u);
+  EXPECT_EQ(cache->bytes(), ShardCache::entry_bytes(500));
   // The next insert evicts it.
-  ASSERT_TRUE(cache->get("next", 50, fill_with(pattern(50, 3), &calls), nullptr).is_ok());
+  ASSERT_TRUE(get(*cache, "next", 50, fill_with(pattern(50, 3), &calls)).got.is_ok());
   ASSERT_EQ(cache->list().size(), 1u);
   EXPECT_EQ(cache->list()[0].key, "next");
 }
@@ -266,7 +252,7 @@ TEST(ShardCacheTest, ListShowsKeysVerbatimAndClearRemovesEverything) {
                                          "."};
   std::atomic<int> calls = 0;
   for (size_t i = 0; i < keys.size(); ++i)
-    ASSERT_TRUE(cache->get(keys[i], 10 + i, fill_with(pattern(10 + i, 1), &calls), nullptr).is_ok());
+    ASSERT_TRUE(get(*cache, keys[i], 10 + i, fill_with(pattern(10 + i, 1), &calls)).got.is_ok());
   std::vector<CacheEntry> entries = cache->list();
   ASSERT_EQ(entries.size(), keys.size());
   std::set<std::string> listed, paths;
@@ -291,38 +277,19 @@ TEST(ShardCacheTest, ListShowsKeysVerbatimAndClearRemovesEverything) {
   EXPECT_EQ(left, std::vector<std::string>{".cache.lock"});
 }
 
-TEST(ShardCacheTest, AnEntryRemovedWhileMappedStaysReadable) {
-  testing::TempDir dir;
-  auto cache = open_cache(dir.path(), 1000);
-  std::atomic<int> calls = 0;
-  auto held = cache->get("held", 800, fill_with(pattern(800, 1), &calls), nullptr);
-  ASSERT_TRUE(held.is_ok());
-  ASSERT_TRUE(cache->get("next", 800, fill_with(pattern(800, 2), &calls), nullptr).is_ok());  // evicts "held"
-  EXPECT_FALSE(fs::exists(cache->entry_path("held")));
-  EXPECT_EQ(bytes_of(**held), pattern(800, 1));
-  auto next = cache->peek("next", 800);
-  ASSERT_TRUE(next.is_ok() && *next != nullptr);
-  ASSERT_TRUE(cache->clear().is_ok());
-  EXPECT_EQ(bytes_of(**next), pattern(800, 2));
-  std::vector<uint8_t> copy(800);
-  ASSERT_TRUE((*next)->copy(0, 800, copy.data()).is_ok());
-  EXPECT_EQ(copy, pattern(800, 2));
-}
-
 TEST(ShardCacheTest, ThreadsAskingForOneKeyShareOneFill) {
   testing::TempDir dir;
   auto cache = open_cache(dir.path());
   std::atomic<int> calls = 0;
-  std::vector<std::future<Result<std::shared_ptr<const MappedFile>>>> results;
+  std::vector<std::future<Got>> results;
   for (int t = 0; t < 8; ++t)
-    results.push_back(std::async(std::launch::async, [&] {
-      return cache->get("one", 1 << 20, fill_with(pattern(1 << 20, 7), &calls), expect_pattern(7));
-    }));
+    results.push_back(std::async(std::launch::async,
+                                 [&] { return get(*cache, "one", 1 << 20, fill_with(pattern(1 << 20, 7), &calls)); }));
   for (auto& r : results) {
     ASSERT_EQ(r.wait_for(std::chrono::seconds(120)), std::future_status::ready);
-    auto file = r.get();
-    ASSERT_TRUE(file.is_ok()) << file.status().to_string();
-    EXPECT_EQ(bytes_of(**file), pattern(1 << 20, 7));
+    Got got = r.get();
+    ASSERT_TRUE(got.got.is_ok()) << got.got.status().to_string();
+    EXPECT_EQ(got.bytes, pattern(1 << 20, 7));
   }
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(cache->stats().misses, 1u);
@@ -336,30 +303,28 @@ TEST(ShardCacheTest, ClearSparesAKeyBeingFilledAndAWaiterThenHits) {
   std::shared_future<void> go_future = go.get_future().share();
   std::atomic<int> calls = 0;
   auto filler = std::async(std::launch::async, [&] {
-    return cache->get(
-        "slow", 64,
-        [&](int fd) {
-          ++calls;
-          started.set_value();
-          if (go_future.wait_for(std::chrono::seconds(120)) != std::future_status::ready)
-            return io_error("the test never released the fill");
-          return write_all(fd, pattern(64, 1));
-        },
-        nullptr);
+    return get(*cache, "slow", 64, [&](std::span<uint8_t> dst) {
+      ++calls;
+      started.set_value();
+      if (go_future.wait_for(std::chrono::seconds(120)) != std::future_status::ready)
+        return io_error("the test never released the fill");
+      const auto bytes = pattern(64, 1);
+      std::copy(bytes.begin(), bytes.end(), dst.begin());
+      return Status::ok();
+    });
   });
   ASSERT_EQ(started.get_future().wait_for(std::chrono::seconds(120)), std::future_status::ready);
   ASSERT_TRUE(cache->clear().is_ok());
-  // The fill's temp file survives clear().
-  bool temp = false;
-  for (const std::string& f : data_files(dir.path() / "c")) temp |= f.ends_with(".tmp");
-  EXPECT_TRUE(temp);
+  bool lock = false;  // the fill's lock survives clear()
+  for (const std::string& f : data_files(dir.path() / "c")) lock |= f.ends_with(".lock");
+  EXPECT_TRUE(lock);
   go.set_value();
   ASSERT_EQ(filler.wait_for(std::chrono::seconds(120)), std::future_status::ready);
-  auto filled = filler.get();
-  ASSERT_TRUE(filled.is_ok()) << filled.status().to_string();
-  auto hit = cache->get("slow", 64, fill_with(pattern(64, 2), &calls), nullptr);
-  ASSERT_TRUE(hit.is_ok());
-  EXPECT_EQ(bytes_of(**hit), pattern(64, 1));
+  Got filled = filler.get();
+  ASSERT_TRUE(filled.got.is_ok()) << filled.got.status().to_string();
+  Got hit = get(*cache, "slow", 64, fill_with(pattern(64, 2), &calls));
+  ASSERT_TRUE(hit.got.is_ok());
+  EXPECT_EQ(hit.bytes, pattern(64, 1));
   EXPECT_EQ(calls, 1);
 }
 
@@ -377,8 +342,8 @@ TEST(ShardCacheTest, StaleTempFilesOfDeadFillersAreSwept) {
   EXPECT_FALSE(fs::exists(c / ".limit.999999999-00000000deadbeef.tmp"));
   dir.write("c/" + fs::path(base).filename().string() + ".999999999-00000000deadbeef.tmp", pattern(30, 1));
   std::atomic<int> calls = 0;
-  ASSERT_TRUE(cache->get("k", 50, fill_with(pattern(50, 1), &calls), nullptr).is_ok());  // so does a fill
-  EXPECT_EQ(data_files(c).size(), 2u);                                                   // the entry and its key
+  ASSERT_TRUE(get(*cache, "k", 50, fill_with(pattern(50, 1), &calls)).got.is_ok());  // so does a fill
+  EXPECT_EQ(data_files(c).size(), 2u);                                               // the entry and its key
   dir.write("c/" + fs::path(base).filename().string() + ".999999999-00000000deadbeef.tmp", pattern(30, 1));
   ASSERT_TRUE(cache->clear().is_ok());  // and clear()
   EXPECT_TRUE(data_files(c).empty());

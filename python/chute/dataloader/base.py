@@ -84,6 +84,9 @@ class Plan:
     # path gives it to its engine (the native Loader's on_error).
     on_error = "raise"
     _dataset = None
+    # How torch's DataLoader would collate an epoch this path cannot run natively (the dataset changed): its
+    # collate_fn, which a path runs natively only when it is default_collate or the MixUp/CutMix recipe's.
+    collate = staticmethod(default_collate)
 
     def batches(self, index_batches: Iterable[list[int]], base_seed: int | None = None, epoch: int = 0) -> Iterator:
         """Yields the collated batch of each index list, in order, exactly as torch's DataLoader would.
@@ -106,7 +109,7 @@ class Plan:
                     "qualifies (%s); this epoch runs torch's fetch and collate in-process",
                     new,
                 )
-                return (yield from in_process(self._dataset, index_batches))
+                return (yield from in_process(self._dataset, index_batches, self.collate))
         return (yield from self._batches(index_batches, base_seed, epoch))
 
     def close(self) -> None:
@@ -139,11 +142,11 @@ def same_objects(a: tuple, b: tuple) -> bool:
     return len(a) == len(b) and all(x is y or (isinstance(x, int) and x == y) for x, y in zip(a, b))
 
 
-def in_process(dataset, index_batches):
+def in_process(dataset, index_batches, collate=default_collate):
     """torch's fetch and collate (num_workers=0), for an epoch no native path can run."""
     for indices in index_batches:
         try:
-            batch = default_collate([dataset[i] for i in indices])
+            batch = collate([dataset[i] for i in indices])
         except Exception as e:  # as torch's iterator: this batch raises, the next call goes on
             yield RaiseInPlace(e)
             continue

@@ -23,6 +23,10 @@ A ``torchvision.datasets.ImageFolder`` (or ``DatasetFolder``) qualifies when:
   pipeline gives after ``default_collate`` (a plain tensor, also for ``tv_tensors.Image`` samples), and
   labels are int64.
 
+With the reference recipe's ``collate_fn`` (MixUp / CutMix after default_collate, mixing.py), the engine mixes
+each finished batch natively and the batch is torchvision's ``(images, soft labels)`` tuple; MixUp needs float32
+images (torchvision's raises on uint8), CutMix takes either.
+
 Anything else returns a :class:`~chute.dataloader.base.Fallback` with a one-line reason naming the
 transform (or attribute) in the way. Detection is by class name and module (``torchvision.transforms.
 transforms``, ``torchvision.transforms.v2.*``, ``torchvision.datasets.folder``, ``torchvision.io.image``),
@@ -76,10 +80,10 @@ import sys
 
 import numpy as np
 import torch
-from torch.utils.data import default_collate
 
 from chute import _native, _options
 from chute._options import DEFAULTS
+from chute.dataloader import mixing
 from chute.dataloader.base import Fallback, Plan, RaiseInPlace
 from chute.dataloader.translate import translate
 from chute.errors import SampleError
@@ -110,12 +114,12 @@ def _fingerprint(dataset) -> tuple:
     """What a plan is made from, compared by identity each epoch (Plan.batches), and PIL's
     LOAD_TRUNCATED_IMAGES flag and MAX_IMAGE_PIXELS (so an epoch after the user sets them follows them)."""
     return tuple(getattr(dataset, a, None) for a in ("transform", "target_transform", "loader", "samples")) + (
-        _load_truncated_images(),
-        _max_pixels(),
+        pil_load_truncated_images(),
+        pil_max_pixels(),
     )
 
 
-def _max_pixels() -> int:
+def pil_max_pixels() -> int:
     """PIL's decompression-bomb limit, which torchvision's loader meets in ``Image.open``: an error above
     twice ``PIL.Image.MAX_IMAGE_PIXELS``, none when it is None. The fast path applies the same one."""
     image = sys.modules.get("PIL.Image")
@@ -123,17 +127,20 @@ def _max_pixels() -> int:
     return 2**63 - 1 if limit is None else 2 * int(limit)
 
 
-def _load_truncated_images() -> bool:
+def pil_load_truncated_images() -> bool:
     """``PIL.ImageFile.LOAD_TRUNCATED_IMAGES``: with it, PIL decodes a JPEG whose data ends early (the rest
     gray), and so does chute. PIL is not imported for this: if it is not loaded, nobody set the flag."""
     image_file = sys.modules.get("PIL.ImageFile")
     return bool(getattr(image_file, "LOAD_TRUNCATED_IMAGES", False))
 
 
-def plan_dataset(dataset, batch_size: int, prefetch: int = 0) -> Plan | Fallback | None:
+def plan_dataset(
+    dataset, batch_size: int, prefetch: int = 0, batch_transform: mixing.BatchTransform | None = None
+) -> Plan | Fallback | None:
     """The ``"imagefolder"`` plan for ``dataset`` (e.g. the dataset of a ``Subset``); None when it is no
     torchvision folder dataset. ``prefetch``: the engine's batches ahead (``prefetch_factor * num_workers``
-    when the DataLoader was given a prefetch_factor), 0 for automatic prefetch."""
+    when the DataLoader was given a prefetch_factor), 0 for automatic prefetch. ``batch_transform``: the
+    collate_fn's MixUp / CutMix (mixing.py), run on each finished batch."""
     base = _torchvision_base(dataset)
     if base is None:
         return None
@@ -143,14 +150,10 @@ def plan_dataset(dataset, batch_size: int, prefetch: int = 0) -> Plan | Fallback
     source = _file_loader(name, getattr(dataset, "loader", None))
     if isinstance(source, Fallback):
         return source
-    if getattr(dataset, "target_transform", None) is not None:
-        return Fallback(
-            f"{name} has a target_transform ({type(dataset.target_transform).__name__}): labels are made natively"
-        )
-    translated = translate(getattr(dataset, "transform", None), "pil" if source == "pil" else "tensor")
-    if isinstance(translated, Fallback):
-        return translated
-    transforms, dtype = translated
+    pipeline = native_pipeline(dataset, "pil" if source == "pil" else "tensor", batch_transform)
+    if isinstance(pipeline, Fallback):
+        return pipeline
+    transforms, dtype = pipeline
     samples = dataset.samples
     if len(samples) != len(dataset):
         return Fallback(f"len({name}) is {len(dataset)} but it has {len(samples)} samples")
@@ -165,7 +168,7 @@ def plan_dataset(dataset, batch_size: int, prefetch: int = 0) -> Plan | Fallback
             )
         if isinstance(target, bool) or not isinstance(target, (int, np.integer)):
             return Fallback(f"sample {path!r} has a label of type {type(target).__name__}, not an integer")
-    if source == "pil" and _load_truncated_images():
+    if source == "pil" and pil_load_truncated_images():
         # chute decodes a truncated JPEG as PIL does under this flag, not yet a truncated PNG or WebP: such a
         # dataset runs torch's path, which never fails where PIL would load the file.
         other = next((path for path, _ in samples if os.fsdecode(path).lower().endswith((".png", ".webp"))), None)
@@ -184,9 +187,49 @@ def plan_dataset(dataset, batch_size: int, prefetch: int = 0) -> Plan | Fallback
                 "chute makes RGB; pass loader=functools.partial(decode_image, mode=ImageReadMode.RGB)"
             )
     try:
-        return FolderPlan(dataset, samples, transforms, dtype, batch_size, pil=source == "pil", prefetch=prefetch)
+        return FolderPlan(
+            dataset,
+            file_list(samples),
+            transforms,
+            dtype,
+            batch_size,
+            pil=source == "pil",
+            prefetch=prefetch,
+            batch_transform=batch_transform,
+        )
     except ValueError as e:  # a pipeline chute's engine refuses (e.g. no fixed output size)
         return Fallback(f"the transforms do not make a native pipeline: {e}")
+
+
+def file_list(samples):
+    """The samples as a chute FileList, in memory: absolute paths, the dataset's own labels, in its own order. A
+    name that is not UTF-8 (os.fsdecode'd by os.scandir, or bytes) crosses as its bytes. None when empty."""
+    if not samples:
+        return None
+    return _native.FileList.from_entries(
+        [os.path.abspath(path) for path, _ in samples], [int(target) for _, target in samples], os.getcwd()
+    )
+
+
+def native_pipeline(dataset, source: str, batch_transform: mixing.BatchTransform | None):
+    """(chute transforms, output dtype) for a dataset's ``transform`` and ``target_transform`` (torchvision's
+    attributes) on images from ``source`` ("pil" or "tensor", as translate() takes it), with the
+    collate_fn's MixUp / CutMix; or a Fallback naming what is in the way."""
+    name = type(dataset).__name__
+    if getattr(dataset, "target_transform", None) is not None:
+        return Fallback(
+            f"{name} has a target_transform ({type(dataset.target_transform).__name__}): labels are made natively"
+        )
+    translated = translate(getattr(dataset, "transform", None), source)
+    if isinstance(translated, Fallback):
+        return translated
+    if batch_transform is not None and batch_transform.has_mixup and translated[1] != torch.float32:
+        return Fallback(
+            f"MixUp after default_collate on {translated[1]} images: torchvision's MixUp multiplies them in place, "
+            "which raises for integer images (so does this DataLoader's generic path)",
+            "convert to float32 in the transform (ToDtype(torch.float32, scale=True) or ToTensor)",
+        )
+    return translated
 
 
 def _file_loader(name: str, file_loader) -> str | Fallback:
@@ -249,34 +292,32 @@ class FolderPlan(Plan):
     def __init__(
         self,
         dataset,
-        samples,
+        source,
         transforms,
         dtype: torch.dtype,
         batch_size: int = 1,
         pil: bool = True,
         prefetch: int = 0,
+        batch_transform: mixing.BatchTransform | None = None,
     ):
         self._dataset = dataset
         self._batch_size = batch_size
+        self._batch_transform = batch_transform  # the collate_fn's MixUp / CutMix, or None
+        if batch_transform is not None:
+            self.collate = functools.partial(mixing.collate, batch_transform.transform)
         self._prefetch = prefetch  # batches ahead, 0: automatic (the engine's LoaderOptions.prefetch)
-        self._made_from = _fingerprint(dataset)
+        self._made_from = self._fingerprint()
         # PIL's LOAD_TRUNCATED_IMAGES and decompression-bomb limit where the dataset reads files with PIL;
         # torchvision.io.decode_image has neither (chute's default guard then).
         self._accept_truncated, self._max_pixels = (
-            self._made_from[-2:] if pil else (DEFAULTS.accept_truncated, DEFAULTS.max_pixels)
+            (pil_load_truncated_images(), pil_max_pixels()) if pil else (DEFAULTS.accept_truncated, DEFAULTS.max_pixels)
         )
-        self._n = len(samples)
+        # The native source the engine reads (a FileList of the dataset's samples, or a chute dataset's own
+        # source), in the dataset's order; None for an empty dataset.
+        self._source = source
+        self._n = len(source) if source is not None else 0
         self.dtype = dtype
         self.transforms = transforms
-        # The samples as a chute FileList, in memory: absolute paths, the dataset's own labels, in its own
-        # order. A name that is not UTF-8 (os.fsdecode'd by os.scandir, or bytes) crosses as its bytes.
-        self._source = (
-            _native.FileList.from_entries(
-                [os.path.abspath(path) for path, _ in samples], [int(target) for _, target in samples], os.getcwd()
-            )
-            if self._n
-            else None
-        )
         self._native_transforms = _options.native_transforms(transforms)
         self._loaders: dict[int, object] = {}  # batch size -> native loader
         self._warned_copy = False
@@ -298,7 +339,8 @@ class FolderPlan(Plan):
             ).loader
             options.max_ring_bytes = _ring_bytes(options)
             self._ring_mib = options.max_ring_bytes >> 20
-            loader = _native.Loader(self._source, self._native_transforms, options)
+            mix = self._batch_transform.native if self._batch_transform is not None else None
+            loader = _native.Loader(self._source, self._native_transforms, options, batch_mix=mix)
             # e.g. prefetch_factor * num_workers batches ahead, lowered to what max_memory holds
             _options.warn_notices(loader, stacklevel=3, prefix="chute.DataLoader (prefetch_factor * num_workers): ")
             self._loaders[batch_size] = loader
@@ -308,7 +350,7 @@ class FolderPlan(Plan):
         return _fingerprint(self._dataset)
 
     def _replan(self) -> Plan | Fallback:
-        new = plan_dataset(self._dataset, self._batch_size, self._prefetch)
+        new = plan_dataset(self._dataset, self._batch_size, self._prefetch, self._batch_transform)
         return Fallback("it is no longer a torchvision folder dataset") if new is None else new
 
     def _closed(self) -> bool:
@@ -329,7 +371,7 @@ class FolderPlan(Plan):
                 "torchvision pipeline in-process instead of natively"
             )
             for b in batches:
-                yield default_collate([self._dataset[i] for i in b])
+                yield self.collate([self._dataset[i] for i in b])
             return
         flat = np.fromiter((i for b in batches for i in b), dtype=np.int64, count=sum(map(len, batches)))
         bad = np.flatnonzero((flat < -self._n) | (flat >= self._n))
@@ -352,10 +394,19 @@ class FolderPlan(Plan):
                     continue
                 if batch is None:
                     break
-                images, labels = batch
+                images, labels, *mix = batch
                 del batch
                 images = self._own_if_ring_full(native, images)
-                yield [images, labels]
+                if mix:  # (kind, lam, label_lam, box): the engine mixed the images; the labels follow
+                    try:
+                        soft = mixing.mix_labels(labels, self._batch_transform.num_classes, mix[0][2])
+                    except Exception as e:  # a label outside num_classes: one_hot raises, as in torchvision
+                        yield RaiseInPlace(e)
+                        continue
+                    yield images, soft  # torchvision's MixUp / CutMix return a tuple
+                    del soft
+                else:
+                    yield [images, labels]
                 del images, labels
         if bad.size:
             index = int(_flat_at(batches, int(bad[0])))

@@ -23,7 +23,6 @@ import itertools
 import os
 import pickle
 import threading
-import warnings
 
 import torch
 from torch._utils import ExceptionWrapper
@@ -128,56 +127,6 @@ def drop_received(next_batch, count: int) -> None:
             pass
 
 
-def _chute_threads() -> list[str]:
-    """Names of this process's native chute threads (all are named ``chute*``), the main thread aside."""
-    names = []
-    try:
-        tids = os.listdir("/proc/self/task")
-    except OSError:
-        return names
-    for tid in tids:
-        if int(tid) == os.getpid():
-            continue  # the main thread is named after the program (``chute`` for the CLI)
-        try:
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                comm = f.read().strip()
-        except OSError:
-            continue
-        if comm.startswith("chute"):
-            names.append(comm)
-    return names
-
-
-def _start_context(loader):
-    """The workers' multiprocessing context: fork stays fork unless chute's own native threads are running.
-
-    fork() copies the parent's memory but only the calling thread: a lock another thread held stays locked in
-    the child forever. With the default context, workers then start with 'forkserver' (which pickles the
-    dataset to each worker); an explicit multiprocessing_context='fork' is kept, with the warning.
-    """
-    ctx = loader.multiprocessing_context or torch.multiprocessing
-    if ctx.get_start_method() != "fork":
-        return ctx
-    threads = _chute_threads()
-    if not threads:
-        return ctx
-    running = f"{len(threads)} native chute thread(s) are running ({', '.join(sorted(set(threads)))})"
-    if loader.multiprocessing_context is not None:
-        warnings.warn(
-            f"chute.DataLoader: {running}; forking workers now copies their locks but not the threads "
-            "(multiprocessing_context='fork' was asked for, so it is kept).",
-            stacklevel=4,
-        )
-        return ctx
-    warnings.warn(
-        f"chute.DataLoader: {running}; fork() would copy their locks but not the threads, so workers "
-        "start with 'forkserver' instead (the dataset is pickled to each worker). Start iterating this "
-        "DataLoader before chute loaders, or pass multiprocessing_context.",
-        stacklevel=4,
-    )
-    return torch.multiprocessing.get_context("forkserver")
-
-
 def _descriptor_hint(num_workers: int, torch_sharing: bool = False) -> str:
     """What ran out and what to change. ``torch_sharing``: the failure was torch's per-tensor shared memory
     (a batch that did not fit the arena), where torch's 'file_system' sharing strategy needs no descriptor."""
@@ -238,7 +187,11 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
         self._stats = loader._chute_stats
         if self._num_workers <= 0 or self._prefetch_factor <= 0:
             raise AssertionError("MultiProcessIter needs num_workers > 0 and prefetch_factor > 0")
-        ctx = _start_context(loader)
+        # Workers start as torch starts them: the context asked for, else torch's default (fork on Linux),
+        # whatever chute threads run. chute's native threads stand still across each fork (ForkGate,
+        # cpp/include/chute/base/fork_gate.h) and its engines are inert in the child (fork.h), so a fork is
+        # safe, and a script without a main guard never re-runs in a forkserver worker.
+        ctx = loader.multiprocessing_context or torch.multiprocessing
 
         self._worker_init_fn = loader.worker_init_fn
         if isinstance(self._dataset, (IterDataPipe, MapDataPipe)):

@@ -11,10 +11,13 @@ The paths:
 * ``"tensor"`` (tensor_path.py): a ``TensorDataset`` or a dataset with ``chute_columns``, gathered natively;
 * ``"imagefolder"`` (folder_path.py): a torchvision ``ImageFolder`` / ``DatasetFolder`` with the default PIL
   loader (or ``decode_image``) and a ``Compose`` of supported transforms (translate.py), on chute's engine;
+* ``"chute"`` (source_path.py): chute's own datasets (``chute.ImageFolder``, ``chute.open``'s) with a
+  torchvision ``transform=``, on the same engine path, reading the dataset's native source;
 * a ``Subset`` of either: that path, with the subset's indices mapped first.
 
 Fast paths need automatic batching (``batch_size`` not None) with the default collate, and a map-style
-dataset. No worker process is started: ``num_workers`` and ``persistent_workers`` are then only hints. A
+dataset. One custom collate_fn is run natively too, on the ImageFolder path: torchvision's reference recipe,
+``lambda batch: mixup_cutmix(*default_collate(batch))`` with a v2 MixUp / CutMix / RandomChoice (mixing.py). No worker process is started: ``num_workers`` and ``persistent_workers`` are then only hints. A
 ``prefetch_factor`` given explicitly keeps torch's meaning on the ImageFolder path: ``prefetch_factor *
 num_workers`` batches are prepared ahead of the consumer (the engine's prefetch, ``stats()["prefetch"]``);
 left unset (torch's default, 2 per worker) prefetch is chute's automatic one, which grows while workers
@@ -36,7 +39,7 @@ import os
 import numpy as np
 from torch.utils.data import IterableDataset, Subset, default_collate
 
-from chute.dataloader import folder_path, tensor_path
+from chute.dataloader import folder_path, mixing, source_path, tensor_path
 from chute.dataloader.base import Fallback, Plan, RaiseInPlace
 
 __all__ = ["Fallback", "Plan", "RaiseInPlace", "SubsetPlan", "choose", "plan_dataset"]
@@ -53,12 +56,18 @@ def choose(loader) -> Plan | Fallback:
             "batch_size=None (no automatic batching): samples are converted one by one, not collated",
             "pass a batch_size",
         )
+    batch_transform = None
     if loader.collate_fn is not default_collate:  # chute.dataloader.default_collate is torch's own
-        name = getattr(loader.collate_fn, "__qualname__", type(loader.collate_fn).__name__)
-        return Fallback(
-            f"custom collate_fn {name}: only default_collate batches are made natively",
-            "leave collate_fn unset and post-process each batch in the loop",
-        )
+        batch_transform = mixing.recognise(loader.collate_fn)  # never calls it
+        if isinstance(batch_transform, Fallback):
+            return batch_transform
+        if batch_transform is None:
+            name = getattr(loader.collate_fn, "__qualname__", type(loader.collate_fn).__name__)
+            return Fallback(
+                f"custom collate_fn {name}: only default_collate batches, and the reference recipe's "
+                f"MixUp/CutMix ({mixing.REFERENCE_SHAPE}), are made natively",
+                "leave collate_fn unset and post-process each batch in the loop",
+            )
     if loader.worker_init_fn is not None and loader.num_workers > 0:
         return Fallback(
             "worker_init_fn is set: torch calls it in each worker process, and a fast path starts none",
@@ -71,14 +80,17 @@ def choose(loader) -> Plan | Fallback:
             "leave prefetch_factor unset (automatic prefetch) or give it a positive value",
         )
     prefetch = factor * loader.num_workers if factor is not None else 0
-    return plan_dataset(loader.dataset, loader.batch_size or 1, prefetch)
+    return plan_dataset(loader.dataset, loader.batch_size or 1, prefetch, batch_transform)
 
 
-def plan_dataset(dataset, batch_size: int, prefetch: int = 0) -> Plan | Fallback:
+def plan_dataset(
+    dataset, batch_size: int, prefetch: int = 0, batch_transform: mixing.BatchTransform | None = None
+) -> Plan | Fallback:
     """The fast path for ``dataset`` batched by ``batch_size``, or why there is none. ``prefetch``: batches
-    prepared ahead on an engine path (ImageFolder), 0 for automatic; the tensor path gathers on demand."""
+    prepared ahead on an engine path (ImageFolder), 0 for automatic; the tensor path gathers on demand.
+    ``batch_transform``: a MixUp / CutMix collate recognised by mixing.py, run on the ImageFolder path."""
     if _is_subset(dataset):
-        return SubsetPlan.create(dataset, batch_size, prefetch)
+        return SubsetPlan.create(dataset, batch_size, prefetch, batch_transform)
     if isinstance(dataset, IterableDataset):
         return Fallback("iterable-style dataset: its samples come from its own iterator, not from indices")
     if getattr(dataset, "__getitems__", None):
@@ -86,14 +98,17 @@ def plan_dataset(dataset, batch_size: int, prefetch: int = 0) -> Plan | Fallback
             f"{type(dataset).__name__} defines __getitems__, which torch's fetcher calls instead of __getitem__"
         )
     tensor = tensor_path.plan_dataset(dataset)
+    if tensor is not None and batch_transform is not None:
+        return Fallback("MixUp/CutMix in collate_fn run natively on the ImageFolder path only, not on tensor datasets")
     if tensor is not None:
         return tensor
-    folder = folder_path.plan_dataset(dataset, batch_size, prefetch)
-    if folder is not None:
-        return folder
+    for path in (source_path, folder_path):
+        plan = path.plan_dataset(dataset, batch_size, prefetch, batch_transform)
+        if plan is not None:
+            return plan
     return Fallback(
         f"{type(dataset).__module__}.{type(dataset).__qualname__} has no native fast path "
-        "(TensorDataset, chute_columns, torchvision ImageFolder/DatasetFolder have)",
+        "(TensorDataset, chute_columns, torchvision ImageFolder/DatasetFolder, chute's datasets have)",
         "give the dataset a chute_columns attribute if its samples are rows of tensors",
     )
 
@@ -116,7 +131,7 @@ class SubsetPlan(Plan):
     mapped through ``indices`` first (what ``Subset.__getitem__`` does, sample by sample)."""
 
     @classmethod
-    def create(cls, subset, batch_size: int, prefetch: int = 0) -> Plan | Fallback:
+    def create(cls, subset, batch_size: int, prefetch: int = 0, batch_transform=None) -> Plan | Fallback:
         try:
             indices = np.asarray(subset.indices)
         except Exception as e:  # e.g. a list of mixed types
@@ -125,17 +140,20 @@ class SubsetPlan(Plan):
             return Fallback(
                 f"Subset.indices is not a 1-d list of integers (dtype {indices.dtype}, shape {indices.shape})"
             )
-        inner = plan_dataset(subset.dataset, batch_size, prefetch)
+        inner = plan_dataset(subset.dataset, batch_size, prefetch, batch_transform)
         if isinstance(inner, Fallback):
             return Fallback(f"Subset of a dataset without a fast path: {inner}", inner.hint)
-        return cls(subset, inner, indices.astype(np.int64).tolist(), batch_size, prefetch)
+        return cls(subset, inner, indices.astype(np.int64).tolist(), batch_size, prefetch, batch_transform)
 
-    def __init__(self, subset, inner: Plan, indices: list[int], batch_size: int, prefetch: int = 0):
+    def __init__(
+        self, subset, inner: Plan, indices: list[int], batch_size: int, prefetch: int = 0, batch_transform=None
+    ):
         self._dataset = subset
         self._inner = inner
         self._indices = indices
         self._batch_size = batch_size
         self._prefetch = prefetch
+        self._batch_transform = batch_transform
         self.kind = inner.kind
         self.held_batches = inner.held_batches
         self._made_from = self._fingerprint()
@@ -158,7 +176,7 @@ class SubsetPlan(Plan):
         return (self._dataset.dataset, self._dataset.indices)
 
     def _replan(self) -> Plan | Fallback:
-        return plan_dataset(self._dataset, self._batch_size, self._prefetch)
+        return plan_dataset(self._dataset, self._batch_size, self._prefetch, self._batch_transform)
 
     def stats(self) -> dict:
         return self._inner.stats()

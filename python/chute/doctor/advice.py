@@ -8,7 +8,8 @@ appends the changes of one layer; :func:`rank` keeps those that gain at least ``
 
 from __future__ import annotations
 
-from chute.doctor.findings import WORTH_IT, Findings, Recommendation
+from chute.doctor.compare import DROPIN_LABEL
+from chute.doctor.findings import MIN_VERDICT_BATCHES, WORTH_IT, Findings, Recommendation
 from chute.doctor.remote import RemoteReport
 
 
@@ -47,14 +48,20 @@ def remote(r: RemoteReport) -> list[Recommendation]:
 
 
 def comparisons(d: Findings, recs: list[Recommendation]) -> None:
-    """Each loader measured beside the user's (chute, more workers, torch's own DataLoader, fewer torch
-    threads): its measured gain."""
+    """Each loader measured beside the user's (the drop-in, chute, more workers, torch's own DataLoader, fewer
+    torch threads): its measured gain; for a loader measured alone beside a job measured with its step (the
+    drop-in while watching a script), an estimate from both."""
     base = d.run.rate
     for other in d.comparisons:
-        if base <= 0 or other.rate <= 0:
+        if base <= 0 or other.rate <= 0 or len(other.measured) < MIN_VERDICT_BATCHES:
+            continue
+        if other.with_step != d.run.with_step:
+            recs.append(_alone_beside_a_job(d.run, other))
             continue
         gain = other.rate / base
-        if other.label.startswith("chute"):
+        if other.label.startswith(DROPIN_LABEL):
+            action = _dropin_action(other.label)
+        elif other.label.startswith("chute"):
             action = "switch to chute (chute.Loader over the same ImageFolder and transforms)"
         elif other.label.startswith("torch DataLoader"):
             action = f"use torch's DataLoader ({other.label.removeprefix('torch DataLoader ')}) instead"
@@ -70,6 +77,31 @@ def comparisons(d: Findings, recs: list[Recommendation]) -> None:
                 True,
             )
         )
+
+
+def _dropin_action(label: str) -> str:
+    path = label.removeprefix(DROPIN_LABEL).strip(" ()")
+    return (
+        "change one import: from chute import DataLoader (the same arguments; chute.DataLoader runs this "
+        f"pipeline on its native fast path, {path})"
+    )
+
+
+def _alone_beside_a_job(job, alone) -> Recommendation:
+    """The job's gain from a loader measured alone (no step) while the job ran with its step: the time per
+    batch becomes at most the longer of the step and the loader's own time per batch (prefetch overlaps them),
+    an upper bound that assumes the step keeps its cores."""
+    n, m = max(len(job.measured), 1), max(len(alone.measured), 1)
+    now = (job.wait_s + job.step_s) / n
+    step, fetch = job.step_s / n, alone.wait_s / m
+    action = _dropin_action(alone.label) if alone.label.startswith(DROPIN_LABEL) else alone.label
+    return Recommendation(
+        action,
+        now / max(step, fetch, 1e-9),
+        f"measured alone at {alone.rate:,.0f} samples/s ({1e3 * fetch:.1f} ms per batch, {m} batches) against "
+        f"{1e3 * now:.1f} ms per batch in the job ({1e3 * step:.1f} ms of it the step)",
+        False,
+    )
 
 
 def storage(d: Findings, recs: list[Recommendation], share: float, ms: dict[str, float]) -> None:

@@ -12,7 +12,14 @@ import torch
 from torch.utils.data import DataLoader
 
 import chute
-from chute.doctor.compare import chute_equivalent, dataloader_info, torch_equivalent, with_workers
+from chute.doctor.compare import (
+    DROPIN_LABEL,
+    chute_equivalent,
+    dataloader_info,
+    dropin_equivalent,
+    torch_equivalent,
+    with_workers,
+)
 from chute.doctor.cpu import available_cores
 from chute.doctor.investigation import (
     MIN_MEASURE_S,
@@ -135,6 +142,13 @@ def _compare(d: Diagnosis, dl: DataLoader, step_fn, measure: dict) -> None:
             d.comparisons.append(
                 run_loader(other, step_fn, label=f"DataLoader num_workers={cores}", close_workers=True, **measure)
             )
+    # The drop-in first: where chute.DataLoader runs this pipeline natively, changing one import is the advice.
+    dropin, kind = dropin_equivalent(dl)
+    if dropin is not None:
+        d.comparisons.append(run_loader(dropin, step_fn, label=f"{DROPIN_LABEL} (fast:{kind})", **measure))
+        return
+    if not isinstance(dl, chute.DataLoader):
+        d.notes.append(f"comparison with the drop-in chute.DataLoader: not run ({kind})")
     loader, reason = chute_equivalent(dl)
     if loader is None:
         d.notes.append(f"comparison with chute: not run ({reason})")
@@ -226,7 +240,8 @@ class _AutoWatch:
 
     def install(self, **options) -> None:
         self.options, self.done, self.watches = options, False, []
-        classes = [DataLoader, chute.Loader]
+        # chute.DataLoader defines its own __iter__: patching torch's class alone would never see it.
+        classes = [DataLoader, chute.DataLoader, chute.Loader]
         remote = sys.modules.get("chute.ray.loader")
         if remote is not None:
             classes.append(remote.RemoteLoader)
@@ -241,11 +256,11 @@ class _AutoWatch:
         self.originals[cls] = original
 
         def patched(loader, _original=original):
-            iterator = _original(loader)
             if self.done:
-                return iterator
+                return _original(loader)
             self.done = True
-            self.uninstall()
+            self.uninstall()  # chute.DataLoader's generic path calls torch's __iter__: that one is the original now
+            iterator = _original(loader)
             w = Watch(loader, **self.options)
             self.watches.append(w)
             return w.wrap(iterator)

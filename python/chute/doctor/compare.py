@@ -1,6 +1,8 @@
 """What a DataLoader is set to, and the loaders the doctor measures beside it: the same DataLoader with a
-worker per core, and a chute loader over the same files with the same transforms, where the dataset is
-one chute can read (an ImageFolder of images with torchvision's standard transforms)."""
+worker per core; for a torch DataLoader whose pipeline chute.DataLoader runs on a native fast path, that
+drop-in (the same arguments, one import changed); else a chute loader over the same files with the same
+transforms, where the dataset is one chute can read (an ImageFolder of images with torchvision's standard
+transforms); and, for a chute.DataLoader on a fast path, torch's own DataLoader."""
 
 from __future__ import annotations
 
@@ -15,6 +17,9 @@ import chute
 from chute import _native
 from chute.dataloader.base import Fallback
 from chute.dataloader.translate import V1, translate
+
+# The label of the drop-in's run (dropin_equivalent), followed by its fast path: the advice names the change by it.
+DROPIN_LABEL = "chute.DataLoader drop-in"
 
 
 @dataclass
@@ -64,12 +69,13 @@ def dataloader_info(dl: DataLoader) -> DataLoaderInfo:
     )
 
 
-def with_workers(dl: DataLoader, num_workers: int) -> DataLoader | None:
-    """The same DataLoader (dataset, batch size, order, collate) with ``num_workers`` worker processes;
-    None when it was built from a custom batch sampler."""
+def rebuilt(dl: DataLoader, cls=DataLoader, *, num_workers: int, prefetch_factor: int | None) -> DataLoader | None:
+    """``dl``'s dataset, batch size, order kind, collate, pinning, drop_last and worker_init_fn in a new
+    ``cls`` (torch's DataLoader or chute's) with ``num_workers``; None when ``dl`` was built from a custom
+    batch sampler (its sampler cannot be rebuilt)."""
     if dl.batch_size is None:
         return None
-    return DataLoader(
+    return cls(
         dl.dataset,
         batch_size=dl.batch_size,
         shuffle=isinstance(dl.sampler, RandomSampler),
@@ -79,27 +85,37 @@ def with_workers(dl: DataLoader, num_workers: int) -> DataLoader | None:
         drop_last=dl.drop_last,
         worker_init_fn=dl.worker_init_fn,
         multiprocessing_context=dl.multiprocessing_context if num_workers else None,
-        prefetch_factor=2 if num_workers else None,
+        prefetch_factor=prefetch_factor if num_workers else None,
     )
+
+
+def with_workers(dl: DataLoader, num_workers: int) -> DataLoader | None:
+    """The same DataLoader with ``num_workers`` worker processes (torch's DataLoader)."""
+    return rebuilt(dl, num_workers=num_workers, prefetch_factor=2)
 
 
 def torch_equivalent(dl: DataLoader) -> DataLoader | None:
-    """torch's own DataLoader with ``dl``'s dataset, batch size, order kind, collate and workers (at least one
-    per core when ``dl`` asked for none: torch's best setting for an image pipeline); the alternative to a
-    chute.DataLoader fast path. None when it was built from a custom batch sampler."""
-    if dl.batch_size is None:
-        return None
-    workers = dl.num_workers or _native.available_cores()
-    return DataLoader(
-        dl.dataset,
-        batch_size=dl.batch_size,
-        shuffle=isinstance(dl.sampler, RandomSampler),
-        num_workers=workers,
-        collate_fn=dl.collate_fn,
-        pin_memory=dl.pin_memory,
-        drop_last=dl.drop_last,
-        prefetch_factor=dl.prefetch_factor or 2,
-    )
+    """torch's own DataLoader with ``dl``'s settings and workers (at least one per core when ``dl`` asked for
+    none: torch's best setting for an image pipeline); the alternative to a chute.DataLoader fast path."""
+    return rebuilt(dl, num_workers=dl.num_workers or _native.available_cores(), prefetch_factor=dl.prefetch_factor or 2)
+
+
+def dropin_equivalent(dl: DataLoader) -> tuple[DataLoader | None, str]:
+    """``chute.DataLoader`` with a torch DataLoader's arguments (the one-import change) and the fast path it
+    takes for them (its kind); else None and why not. Its prefetch is chute's automatic one (torch's
+    ``prefetch_factor`` of 2 per worker is its default, not a choice the user made)."""
+    if isinstance(dl, chute.DataLoader):
+        return None, "it is chute.DataLoader already"
+    dropin = rebuilt(dl, chute.DataLoader, num_workers=dl.num_workers, prefetch_factor=None)
+    if dropin is None:
+        return None, "the DataLoader uses a custom batch sampler"
+    from chute.dataloader import plan as seam  # the seam itself: no warning logged for a loader never used
+
+    plan = seam.choose(dropin)
+    if isinstance(plan, Fallback):
+        return None, f"chute.DataLoader would take its generic path: {plan}"
+    plan.close()  # the drop-in plans again when it is iterated
+    return dropin, plan.kind
 
 
 def torchvision_modules(dataset) -> tuple[str, ...] | None:
@@ -126,10 +142,7 @@ def chute_equivalent(dl: DataLoader, *, max_threads: int | None = None) -> tuple
     root = getattr(dataset, "root", None) if modules is not None else None
     if root is None:
         if isinstance(dataset, torch.utils.data.TensorDataset):
-            return (
-                None,
-                "a TensorDataset: chute.DataLoader gathers it natively (change the import), chute.Loader reads images",
-            )
+            return None, "a TensorDataset: chute.Loader reads images (chute.DataLoader gathers tensor datasets)"
         return None, f"chute does not recognise a {type(dataset).__name__} (it reads ImageFolder trees)"
     if dl.batch_size is None:
         return None, "the DataLoader uses a custom batch sampler"

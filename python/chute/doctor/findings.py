@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import torch
 
+from chute import _native
 from chute.doctor.compare import DataLoaderInfo
 from chute.doctor.cpu import CpuReport
 from chute.doctor.device import DeviceReport
@@ -22,6 +23,9 @@ from chute.doctor.remote import RemoteReport
 from chute.doctor.storage import StorageReport
 
 WORTH_IT = 1.10  # a change is recommended only when it gains at least 10%
+# Measured batches a verdict (or a comparison) needs: the engine's own count (chute/stats.h), under which
+# loader.stats() says "not enough batches yet", so the doctor never concludes from fewer.
+MIN_VERDICT_BATCHES = _native.MIN_VERDICT_BATCHES
 
 
 @dataclass
@@ -38,8 +42,8 @@ class Recommendation:
 
 @dataclass
 class Verdict:
-    bound: str  # "input", "consumer", "borderline" (the stall's interval straddles the threshold) or
-    # "loader" (measured alone, without a step)
+    bound: str  # "input", "consumer", "borderline" (the stall's interval straddles the threshold),
+    # "loader" (measured alone, without a step) or "unknown" (too few measured batches to tell)
     layer: str  # "storage", "cpu", "remote" (a chute.ray.RemoteLoader's actors) or "consumer"
     stage: str  # the stage within the layer: read, decode, transform, prefetch, cores, actors, transfer, step
     headline: str

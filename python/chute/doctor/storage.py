@@ -52,7 +52,7 @@ def dataset_files(obj) -> list[str] | None:
             return None  # remote: the loader's stats()["remote"] holds its I/O figures
         return [os.path.join(obj._native.directory, name) for name, *_ in obj._native.shards()]
     if isinstance(obj, chute.TarDataset):
-        return list(obj.paths)
+        return None if obj.remote_stats() is not None else list(obj.paths)
     dataset = getattr(obj, "dataset", obj)  # a DataLoader's dataset
     while hasattr(dataset, "indices") and hasattr(dataset, "dataset"):  # torch.utils.data.Subset
         dataset = dataset.dataset

@@ -8,7 +8,7 @@ from __future__ import annotations
 from chute import _native
 from chute.doctor import advice
 from chute.doctor.cpu import worker_figures
-from chute.doctor.findings import Findings, Recommendation, Verdict
+from chute.doctor.findings import MIN_VERDICT_BATCHES, Findings, Recommendation, Verdict
 
 # The thresholds are the engine's (chute/stats.h): the doctor's verdict and loader.stats() come from the one
 # verdict engine, chute::diagnose, so they cannot disagree.
@@ -102,9 +102,14 @@ def decide(d: Findings) -> Verdict:
             f"the stall's 95% confidence interval: {100 * lo:.0f}-{100 * hi:.0f}% over "
             f"{len(run.measured)} measured batches (threshold {100 * INPUT_BOUND_STALL:.0f}%)"
         )
+    if len(run.measured) < MIN_VERDICT_BATCHES:
+        return _too_few(d, evidence)
     if d.remote is not None:
         return _remote_verdict(d, evidence, lo, hi)
     engine = engine_verdict(d)
+    if engine.get("bound") == "unknown":  # the engine's own figures are too few (no batch counted in them)
+        evidence.append(f"chute's verdict: {engine.get('verdict')}")
+        return _too_few(d, evidence)
     io = (run.loader_stats or {}).get("remote")
     if isinstance(io, dict):
         evidence.append(
@@ -167,6 +172,18 @@ def decide(d: Findings) -> Verdict:
     advice.cpu(d, recs, layer, stage)
     advice.device(d, recs)
     return Verdict(bound, layer, stage, headline, evidence, advice.rank(recs))
+
+
+def _too_few(d: Findings, evidence: list[str]) -> Verdict:
+    """No verdict from fewer than MIN_VERDICT_BATCHES measured batches, as chute's engine gives none ("not
+    enough batches yet"); no change is recommended from them either."""
+    n = len(d.run.measured)
+    headline = (
+        f"too few batches to tell what limits the loader: {n} measured after {d.run.warmup} of warm-up (a verdict "
+        f"needs at least {MIN_VERDICT_BATCHES}, as chute's engine does). Measure more batches: fewer --warmup, "
+        "a smaller batch size, or a larger dataset"
+    )
+    return Verdict("unknown", "", "", headline, evidence, [])
 
 
 def _remote_verdict(d: Findings, evidence: list[str], lo: float, hi: float) -> Verdict:

@@ -6,11 +6,12 @@ import time
 
 from torch.utils.data import DataLoader
 
+import chute
 from chute._batches import batch_samples
-from chute.doctor.compare import dataloader_info
+from chute.doctor.compare import DROPIN_LABEL, dataloader_info, dropin_equivalent
 from chute.doctor.cpu import CpuSampler
 from chute.doctor.investigation import MORE_STEPS, DeviceLayer, analyse, check_args, describe_loader
-from chute.doctor.measure import LoaderSpan, Recorder, Run
+from chute.doctor.measure import LoaderSpan, Recorder, Run, run_loader
 from chute.doctor.report import Diagnosis
 from chute.doctor.verdict import INPUT_BOUND_STALL, decide
 
@@ -18,9 +19,10 @@ from chute.doctor.verdict import INPUT_BOUND_STALL, decide
 class Watch:
     """Wraps a loader so that iterating it measures the first ``warmup + steps`` batches as the script's
     own loop consumes them: the wait in ``next()`` is the data stall, the time until the loop asks again
-    is the step. Then it diagnoses (storage, CPU, the dataset profile; no comparison runs, since the job
-    is running), prints the report to stderr, writes ``report`` if given, and passes the rest of the
-    batches through untouched."""
+    is the step. Then it diagnoses (storage, CPU, the dataset profile; of the comparison runs only the
+    drop-in's, for a torch DataLoader whose pipeline chute.DataLoader runs natively: that loader alone, since
+    the step is the script's), prints the report to stderr, writes ``report`` if given, and passes the rest of
+    the batches through untouched."""
 
     def __init__(
         self,
@@ -117,7 +119,11 @@ class Watch:
         if isinstance(self.loader, DataLoader):
             d.dataloader = dataloader_info(self.loader)
         analyse(d, self.loader, storage=self.storage, profile=True)
-        d.notes.append("comparison: not run while watching a job (run chute.doctor(loader, step_fn) for it)")
+        self._compare_dropin(d)
+        d.notes.append(
+            "comparison: only the drop-in's, and the loader alone, while watching a job (the step is the script's; "
+            "run chute.doctor(loader, step_fn) to measure the others with it)"
+        )
         d.device = dev.finish(run)
         d.verdict = decide(d)
         from rich.console import Console
@@ -126,3 +132,17 @@ class Watch:
         if self.report is not None:
             d.save_html(self.report)
         return d
+
+    def _compare_dropin(self, d: Diagnosis) -> None:
+        """For a torch DataLoader whose pipeline chute.DataLoader runs on a native fast path: that drop-in,
+        measured alone for as many batches (the advice estimates the job's gain from it)."""
+        loader = self.loader
+        if not isinstance(loader, DataLoader) or isinstance(loader, chute.DataLoader):
+            return
+        dropin, kind = dropin_equivalent(loader)
+        if dropin is None:
+            d.notes.append(f"comparison with the drop-in chute.DataLoader: not run ({kind})")
+            return
+        d.comparisons.append(
+            run_loader(dropin, None, steps=self.steps, warmup=self.warmup, label=f"{DROPIN_LABEL} (fast:{kind})")
+        )

@@ -40,8 +40,8 @@ def source_spec(source):
         return (kind, source.root)
     if kind in ("PackedDataset", "FileList"):
         return (kind, source.path)
-    if kind == "TarDataset":
-        return (kind, list(source.paths))
+    if kind == "TarDataset":  # a remote one by its URL, opened again there
+        return ("path", source.url) if source.url is not None else (kind, list(source.paths))
     raise TypeError(
         f"RemoteLoader: source must be a path or a chute source (chute.ImageFolder, chute.open(...), "
         f"chute.FileList), got {type(source).__name__}"

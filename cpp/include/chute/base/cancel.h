@@ -1,8 +1,8 @@
 // Cancellation of blocking work: a CancelToken shared by whoever may cancel and the work it started.
 //
 // Who cancels: a Python binding when Ctrl-C arrives during a call (bindings.h, call_interruptibly), the
-// loader when it ends an epoch or closes (its reads of that epoch), RemoteShards when it is destroyed (its
-// prefetches), HttpEngine::download after its first failure (its other ranges).
+// loader when it ends an epoch or closes (its reads of that epoch), ShardStream when it is destroyed (its
+// prefetches), HttpEngine::download/receive after their first failure (their other ranges).
 // Who watches: the HTTP engine's requests (each ends kCancelled within ~0.1 s of its token being
 // cancelled, in flight, queued or backing off between retries), the shard cache's wait for another
 // filler's lock, and any loop that checks CancelScope::cancelled().

@@ -8,6 +8,11 @@
 // walks them in epoch order, so batches come out in order and a slow sample holds back only its own batch
 // while the other threads work ahead, up to `prefetch` batches past the consumer.
 //
+// A batch transform (MixUp / CutMix, batch_mix.h), when given, runs on the batch once its last sample is
+// in place: the workers take it, in parts, before further samples (so the consumer's next batch comes
+// first), while the other threads go on decoding later batches; next() hands out a batch only once it is
+// mixed, with the draws it used (Batch::mix()).
+//
 // Errors travel with their sample. With ErrorPolicy::kRaise, the consumer receives every batch before the
 // bad sample's batch, then the error in place of that batch (its other samples are dropped, as torch's
 // DataLoader drops a batch whose fetch raised); a next call goes on with the following batch. With kSkip, the sample is
@@ -44,6 +49,7 @@
 #include "chute/engine/stats.h"
 #include "chute/io/source.h"
 #include "chute/order/sampler.h"
+#include "chute/transform/batch_mix.h"
 #include "chute/transform/output.h"
 #include "chute/transform/transforms.h"
 
@@ -69,7 +75,9 @@ struct LoaderOptions {
   // Bytes of batch buffers, shared with the scratch of large decodes, which wait for room (decode_budget.h).
   // The ring holds prefetch + 2 buffers (+ extra_buffers): auto prefetch grows within max_memory, an
   // explicit prefetch is lowered to fit (Loader::notices() says so), and a max_memory that does not hold
-  // prefetch 1's ring is refused, whatever the prefetch.
+  // prefetch 1's ring is refused, whatever the prefetch. A source that keeps shards in memory (a remote
+  // dataset: Source::memory_wanted) takes its share first: at least what it needs, at most what it wants
+  // or half of what prefetch 1's ring leaves, whichever is less; one that cannot have its least is refused.
   size_t max_memory = size_t{2} << 30;
   Shard shard;  // this process's rank and share of each epoch (sampler.h)
   // The epoch's order (sampler.h): kSample, a permutation of every sample (or sequential without shuffle),
@@ -129,7 +137,7 @@ struct SharedState;
 // A delivered batch. Its buffers return to the ring when the last reference goes, on any thread.
 class Batch {
  public:
-  Batch(std::shared_ptr<SharedState> shared, int slot, int64_t size);
+  Batch(std::shared_ptr<SharedState> shared, int slot, int64_t size, MixParams mix = {});
   ~Batch();
   Batch(const Batch&) = delete;
   Batch& operator=(const Batch&) = delete;
@@ -137,6 +145,9 @@ class Batch {
   int64_t size() const { return size_; }  // samples in this batch (the last one may be short)
   void* images() const { return images_; }
   int64_t* labels() const { return labels_; }
+  // The batch transform's draws for this batch (kind kNone without one): the labels are the dataset's; the
+  // caller mixes them with mix().label_lam, as torchvision's MixUp / CutMix do.
+  const MixParams& mix() const { return mix_; }
   // With a hand-over allocator (BlockPool): the buffer becomes the consumer's when this Batch goes; its
   // slot takes a new block (batch_ring.h). Call on the consumer's thread, before the last reference goes.
   void hand_over() { handed_over_ = true; }
@@ -148,12 +159,14 @@ class Batch {
   int64_t size_;
   void* images_;
   int64_t* labels_;
+  MixParams mix_;
 };
 
 class Loader {
  public:
+  // `mix`: a batch transform applied to every batch (batch_mix.h); its ops must suit options.output.
   static Result<std::unique_ptr<Loader>> create(std::shared_ptr<const Source> source, Pipeline pipeline,
-                                                LoaderOptions options);
+                                                LoaderOptions options, std::optional<BatchMix> mix = std::nullopt);
   ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
@@ -167,6 +180,7 @@ class Loader {
   int out_height() const { return pipeline_.out_height(); }
   int out_width() const { return pipeline_.out_width(); }
   const LoaderOptions& options() const { return options_; }
+  const std::optional<BatchMix>& batch_mix() const { return mix_; }
   // What create() changed from the options, in words, for the caller to show once (Python warns): an
   // explicit prefetch lowered to fit max_memory. Empty when the options were taken as given.
   const std::vector<std::string>& notices() const { return notices_; }
@@ -223,8 +237,9 @@ class Loader {
 
  private:
   Loader(std::shared_ptr<const Source> source, Pipeline pipeline, OutputWriter writer, LoaderOptions options,
-         LoaderOrder order);
+         LoaderOrder order, std::optional<BatchMix> mix, size_t source_memory);
   struct Task;
+  struct MixTask;
   Status start_workers();
   Status begin_epoch(EpochKey key, int64_t start, std::unique_ptr<EpochOrder> order);
   void worker_main(int id);
@@ -236,6 +251,7 @@ class Loader {
   bool complete(Task& task, Status status);
   void finish_epoch();
   void push_ready(int64_t batch, int64_t count, int64_t next_position);
+  void run_mix(std::unique_lock<std::mutex>& lock);  // one part of a batch transform, taken from the queue
   void cancel_epoch(std::unique_lock<std::mutex>& lock);
 
   std::shared_ptr<const Source> source_;
@@ -243,6 +259,8 @@ class Loader {
   Pipeline pipeline_;
   OutputWriter writer_;
   LoaderOptions options_;
+  std::optional<BatchMix> mix_;
+  size_t source_memory_;  // the share of max_memory the source keeps (a remote dataset's shards in memory)
   std::vector<std::string> notices_;
   std::shared_ptr<SharedState> shared_;
   std::vector<std::thread> threads_;

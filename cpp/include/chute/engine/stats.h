@@ -65,7 +65,7 @@ struct LoaderStats {
 // binding `chute._native.diagnose`) all call it, so they cannot disagree.
 //
 // Contract (the rules, in order; the numbers are the constants below):
-// - "unknown" before 2 batches.
+// - "unknown" before kMinVerdictBatches batches.
 // - "consumer"-bound when the consumer waited under kInputBoundStall of its time (wait + own work).
 // - Otherwise "input"-bound, and `limit` says by what:
 //   1. "storage" when reads are at least kStorageShare of the workers' busy time.
@@ -91,6 +91,8 @@ struct Verdict {
   std::string summary;  // one paragraph with the numbers behind it
 };
 
+// Batches a verdict needs: fewer say "not enough batches yet" (the doctor honours the same count).
+inline constexpr int64_t kMinVerdictBatches = 2;
 inline constexpr double kInputBoundStall = 0.10;
 inline constexpr double kStorageShare = 0.5;
 inline constexpr double kPrefetchIdle = 0.20;  // the autotuner grows prefetch on the same evidence (kIdleGrow)

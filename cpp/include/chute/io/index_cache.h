@@ -29,11 +29,30 @@ namespace chute {
 // size and mtime still changes it.
 uint64_t content_fingerprint(std::span<const uint8_t> file, const std::vector<uint64_t>& offsets, size_t header);
 
+// What an index records of the file it indexes: its name (the shard's), bytes (for its size and content
+// fingerprint), and for a local file its mtime, inode and ctime (0 for a remote object, which has none).
+struct IndexedFile {
+  std::string name;
+  std::span<const uint8_t> bytes;
+  int64_t mtime_ns = 0;
+  uint64_t inode = 0;
+  int64_t ctime_ns = 0;
+};
+IndexedFile indexed_file(const MappedFile& file);
+
 // The index bytes of `kind` for `file`: one shard (its name, size, mtime), `entries` (shard 0, keys in
 // `keys`), `notes` in the class table, and the file's identity with the fingerprint over `header` bytes
 // before each entry.
-std::vector<uint8_t> encode_file_index(IndexKind kind, const MappedFile& file, const std::vector<IndexEntry>& entries,
+std::vector<uint8_t> encode_file_index(IndexKind kind, const IndexedFile& file, const std::vector<IndexEntry>& entries,
                                        std::string_view keys, const std::vector<std::string>& notes, size_t header);
+inline std::vector<uint8_t> encode_file_index(IndexKind kind, const MappedFile& file,
+                                              const std::vector<IndexEntry>& entries, std::string_view keys,
+                                              const std::vector<std::string>& notes, size_t header) {
+  return encode_file_index(kind, indexed_file(file), entries, keys, notes, header);
+}
+// The fingerprint an index of `view`'s entries records for the bytes `file` (content_fingerprint over its
+// entries' offsets): a file whose bytes give another is not the one the index describes.
+uint64_t index_fingerprint(const IndexView& view, std::span<const uint8_t> file, size_t header);
 
 struct CachedIndex {
   std::shared_ptr<const void> owner;  // the bytes `view` reads

@@ -12,7 +12,8 @@
 
 #include "chute/base/mapped_file.h"
 #include "chute/io/packed_format.h"
-#include "chute/io/remote_shards.h"
+#include "chute/io/shard_bytes.h"
+#include "chute/io/shard_stream.h"
 #include "chute/io/source.h"
 
 namespace chute {
@@ -26,12 +27,13 @@ class PackedSource final : public Source {
  public:
   // `path`: a dataset directory holding index.chidx, or the index file itself.
   static Result<std::shared_ptr<PackedSource>> open(const std::string& path, PackedOptions options = {});
-  // A dataset in object storage: `url` is its prefix (s3://bucket/train/, https://host/data/). The index is
-  // fetched (through the cache) at open; shards are fetched as the loader's order reaches them
-  // (remote_shards.h).
+  // A dataset in object storage: `url` is its prefix (s3://bucket/train/, https://host/data/; a URL with a
+  // query string, such as a presigned one, names one object and is refused). The index is fetched (through
+  // the cache, when there is one) at open; shards are streamed as the loader's order reaches them
+  // (shard_stream.h). `cache` null: CachePolicy::kNone.
   static Result<std::shared_ptr<PackedSource>> open_remote(const std::string& url, std::shared_ptr<ObjectStore> store,
                                                            std::shared_ptr<ShardCache> cache,
-                                                           RemoteShards::Options remote = {},
+                                                           ShardStream::Options remote = {},
                                                            PackedOptions options = {});
 
   int64_t size() const override { return static_cast<int64_t>(index_.size()); }
@@ -57,10 +59,12 @@ class PackedSource final : public Source {
   // stops the check early when it returns false.
   std::vector<std::pair<int64_t, Status>> verify(int64_t begin, int64_t end,
                                                  const std::function<bool(int64_t)>& progress = {}) const;
-  // Remote datasets: the order's shards are fetched ahead of the readers.
+  // Remote datasets: the order's shards are fetched ahead of the readers, into memory the loader counts.
   void will_read(const EpochOrder& order, int64_t start) const override;
+  SourceMemory memory_wanted(int64_t shard_window) const override;
+  void set_memory(uint64_t bytes, int64_t shard_window) const override;
   // Null for a local dataset.
-  const RemoteShards* remote() const { return remote_.get(); }
+  const ShardStream* remote() const { return remote_.get(); }
 
  private:
   // Copies record `index` into `record` (under the shard's SIGBUS guard) and checks it; `payload` then
@@ -70,13 +74,13 @@ class PackedSource final : public Source {
 
   std::string dir_;
   PackedOptions options_;
-  std::shared_ptr<const MappedFile> index_file_;
+  std::shared_ptr<const void> index_owner_;  // the bytes `index_` reads: a mapping, or the fetched index
   IndexView index_;
-  // The shard file of a record: mapped at open for a local dataset, fetched on demand for a remote one.
-  Result<std::shared_ptr<const MappedFile>> shard_file(uint32_t shard) const;
+  // The bytes of a record's shard: mapped at open for a local dataset, streamed for a remote one.
+  Result<std::shared_ptr<const ShardBytes>> shard_bytes(uint32_t shard) const;
 
-  std::vector<std::shared_ptr<const MappedFile>> shard_files_;  // local
-  std::shared_ptr<RemoteShards> remote_;                        // remote
+  std::vector<std::shared_ptr<const ShardBytes>> shard_files_;  // local
+  std::shared_ptr<ShardStream> remote_;                         // remote
 };
 
 // "<dir>/index.chidx" when `path` is a directory, else `path`.

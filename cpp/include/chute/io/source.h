@@ -14,6 +14,13 @@ namespace chute {
 
 class EpochOrder;
 
+// Memory a source keeps for its own reads (a remote dataset's shards, received into memory:
+// io/shard_stream.h), in bytes: what it needs at least to serve its readers, and what it would use.
+struct SourceMemory {
+  uint64_t least = 0;
+  uint64_t wanted = 0;
+};
+
 // The largest sample file read by default (max_file_bytes): like max_pixels, a guard against a file that
 // would exhaust memory when read whole.
 inline constexpr uint64_t kDefaultMaxFileBytes = uint64_t{1} << 30;
@@ -46,6 +53,18 @@ class Source {
   virtual void will_read(const EpochOrder& order, int64_t start) const {
     (void)order;
     (void)start;
+  }
+  // The memory the source keeps to read `shard_window` shards at a time (the shard-window order; 0: the
+  // sample order). A loader counts it in its max_memory: it gives the source a share (set_memory) at
+  // create(), between `least` and `wanted`, and its batch buffers and decodes the rest. Default: none.
+  virtual SourceMemory memory_wanted(int64_t shard_window) const {
+    (void)shard_window;
+    return {};
+  }
+  // The bytes the source may keep from now on (the last loader to say so wins).
+  virtual void set_memory(uint64_t bytes, int64_t shard_window) const {
+    (void)bytes;
+    (void)shard_window;
   }
 };
 

@@ -14,7 +14,7 @@
 // other 4xx are kIoError, not retried; after the retry budget kEnvironment "GET <url>: <last error> after N
 // attempts over X s". A remote failure is never kCorruptData. Messages and stats carry redact_url()'s URL:
 // credentials never appear in them. A conditional request (If-Match) answered 412 is not an error: the
-// response says the object is no longer that version (download() reads it again).
+// response says the object is no longer that version (download() and receive() read it again).
 //
 // Cancellation (chute/base/cancel.h): a request watches the CancelToken it was submitted with, by default
 // the submitting thread's CancelScope. Once that token is cancelled, the request ends kCancelled within
@@ -31,6 +31,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -70,6 +71,9 @@ struct HttpRequest {
   // What a 401/403 answer's error adds to "HTTP 403 <code>" (ObjectStore: whose credentials signed the
   // request, or which sources were tried when none did); empty: a plain "access denied".
   std::string denied_hint;
+  // A ranged GET's bytes written to sink_buffer[0, length) as they arrive (the caller's memory, which must
+  // outlive the request): no staging, no file, no buffer of the engine's. nullptr: none (see sink_fd).
+  uint8_t* sink_buffer = nullptr;
 };
 
 struct HttpResponse {
@@ -89,7 +93,7 @@ struct HttpOptions {
   double connect_timeout_s = 10, stall_timeout_s = 30;  // stall: no byte for this long (CURLOPT_LOW_SPEED_*)
 };
 
-// The version of an object that download() reads: every range of it comes from one version.
+// The version of an object that download() or receive() reads: every range of it comes from one version.
 struct DownloadVersion {
   // In: the ETag the bytes must have (unquoted, as ObjectStore::stat() gives it); empty: whichever version
   // the first response is of. Out: the ETag of the bytes written (empty when the server sends none).
@@ -127,10 +131,16 @@ class HttpEngine {
   //     version.changed set);
   //   - version.etag empty: the first answer's version is read; an object that changes meanwhile is read
   //     again from the start, up to the retry budget, then fails naming the versions seen.
-  // On error, the first chunk's error (the others are cancelled); the file's content is then unspecified.
-  // Cancelled with the calling thread's scope.
+  // On error, the first chunk's error (the others are cancelled and waited for: nothing is written after
+  // this returns); the file's content is then unspecified. Cancelled with the calling thread's scope.
   Status download(const HttpRequest& object, uint64_t size, int fd, DownloadVersion& version,
                   uint64_t chunk_bytes = 8ull << 20);
+  // The same into `dst` (the object's dst.size() bytes), each range written in place as it arrives
+  // (HttpRequest::sink_buffer): memory the caller reuses, nothing staged or written to a file
+  // (docs/REMOTE.md: a fresh page per byte is what a cold epoch cannot afford). Every range is submitted at
+  // once (the engine's in-flight limit paces them).
+  Status receive(const HttpRequest& object, std::span<uint8_t> dst, DownloadVersion& version,
+                 uint64_t chunk_bytes = 8ull << 20);
   HttpStats stats() const;
   const HttpOptions& options() const;
 
@@ -138,9 +148,13 @@ class HttpEngine {
 
  private:
   explicit HttpEngine(std::unique_ptr<Impl> impl);
-  // One pass of download() over the object; ok, or the reason it must start again (set in *restart).
-  Status download_pass(const HttpRequest& object, uint64_t size, int fd, uint64_t chunk_bytes, DownloadVersion& version,
-                       bool pinned, std::string* restart);
+  // download() (into `fd`) or receive() (into `dst`, when not null): passes over the object until one reads
+  // a single version.
+  Status read_ranges(const HttpRequest& object, uint64_t size, int fd, uint8_t* dst, uint64_t chunk_bytes,
+                     DownloadVersion& version);
+  // One pass; ok, or the reason it must start again (set in *restart).
+  Status read_pass(const HttpRequest& object, uint64_t size, int fd, uint8_t* dst, uint64_t chunk_bytes,
+                   DownloadVersion& version, bool pinned, std::string* restart);
   void wake_for_cancel();  // the engine thread looks for cancelled requests now, not at its next sweep
   std::unique_ptr<Impl> impl_;
 };

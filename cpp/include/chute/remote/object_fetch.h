@@ -1,70 +1,61 @@
-// ObjectFetch: remote objects fetched whole into the node's ShardCache, several at once, for a dataset
-// whose objects must all be local before it opens (tar shards: a tar's members are known only by reading
-// it). Each object is taken from the cache, or downloaded into it, in one version (cached_object.h: keyed
-// by URL, ETag and size; an object replaced at the same URL, even mid-download, is fetched anew).
+// fetch_object: one remote object, whole, into memory the caller owns (a reused buffer), through the node's
+// disk cache when there is one: the one fetch path of remote datasets (packed shards and their index, tar
+// shards and their indexes; io/shard_stream.h).
 //
-// Threads: up to `threads` (never more than the objects), named "chute-fetch", started by start(); a
-// thread the kernel refuses is an error only when none started. They take the objects in order and end
-// when every object is done, after the first failure, or after cancel().
-// Cancellation: after cancel() no further object starts and the downloads in flight end within ~0.1 s
-// (their threads watch this fetch's CancelToken, a child of the starting thread's CancelScope; cancel.h),
-// then wait() returns kCancelled. The destructor cancels and joins.
-// Thread-safety: cancel() from any thread; wait() from one thread at a time.
+// With a cache: a hit is read from its entry (checked against its checksum: shard_cache.h); a miss is
+// received from storage (ObjectStore::receive, in place), checked by the caller's `check`, handed to
+// `ready` (the bytes may be used from then on; it is told where they came from), and only then written to
+// the cache, by this thread. Without one: received, checked, ready. Either way no page-cache page is
+// allocated per byte (docs/REMOTE.md).
+//
+// One version: every range of an object comes from one version of it (HttpEngine::receive, If-Match).
+//   - An object listed with an ETag (a tar, a packed dataset's index) is pinned to that version, and its key
+//     is cache_key(object). One replaced before its last byte arrived is stat()ed again and fetched anew
+//     under the new version's key (`ready` and the result say which version came), up to the engine's
+//     retry budget, then fails naming its URL. A new version of another size fails into a buffer of the
+//     old size (the buffer-owning variant allocates one of the new size).
+//   - An object without an ETag (a packed shard, keyed by its content id, which `check` verifies) is read in
+//     whichever version answers first, and read again from the start when it changes meanwhile.
+// The cache never holds a mix of versions, nor one version under another's key.
+//
+// Cancellation: the calling thread's CancelScope (chute/base/cancel.h) ends the requests and the cache
+// lock's wait within ~0.1 s (kCancelled).
+// Thread-safety: plain functions; a key is filled once at a time across threads and processes (the cache's
+// lock).
 #pragma once
 
-#include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <memory>
-#include <mutex>
+#include <functional>
+#include <span>
 #include <string>
-#include <thread>
-#include <vector>
 
-#include "chute/base/cancel.h"
+#include "chute/base/buffer_pool.h"
 #include "chute/base/status.h"
 #include "chute/remote/object_store.h"
 #include "chute/remote/shard_cache.h"
 
 namespace chute {
 
-class ObjectFetch {
- public:
-  struct Options {
-    int threads = 8;  // objects fetched at once (each download is itself many ranged requests in flight)
-  };
-  static Result<std::unique_ptr<ObjectFetch>> start(std::shared_ptr<ObjectStore> store,
-                                                    std::shared_ptr<ShardCache> cache, std::vector<std::string> urls,
-                                                    Options options);
-  ~ObjectFetch();
-  ObjectFetch(const ObjectFetch&) = delete;
-  ObjectFetch& operator=(const ObjectFetch&) = delete;
+// The check of an object's bytes as received (against an index); an error keeps them out of the cache.
+using ObjectCheck = std::function<Status(std::span<const uint8_t> bytes)>;
 
-  // Once every thread has ended: the objects' local paths (their cache entries), in the order of the URLs;
-  // the first failure (naming its object); or kCancelled. kDeadlineExceeded while they run past `timeout`.
-  Result<std::vector<std::string>> wait(std::chrono::milliseconds timeout);
-  // No object starts from now on.
-  void cancel();
+// Whether the bytes came from the disk cache or from storage, and which version of the object they are.
+enum class FetchedFrom { kCache, kStorage };
+using ObjectReady = std::function<void(FetchedFrom from, const ObjectInfo& version)>;
 
- private:
-  ObjectFetch() = default;
-  void fetch_loop();
-  Result<std::string> fetch(const std::string& url) const;
+// `object` (object.size bytes) into `dst` (exactly that size; page-aligned for O_DIRECT), under cache key
+// `key`. `cache` may be null (no disk cache); `check` and `ready` may be empty. Errors name the object.
+Result<FetchedFrom> fetch_object(const ObjectStore& store, ShardCache* cache, const ObjectInfo& object,
+                                 const std::string& key, std::span<uint8_t> dst, const ObjectCheck& check,
+                                 const ObjectReady& ready = {});
 
-  std::shared_ptr<ObjectStore> store_;
-  std::shared_ptr<ShardCache> cache_;
-  std::vector<std::string> urls_;
-  std::vector<std::string> paths_;
-
-  std::mutex mu_;
-  std::condition_variable done_;
-  size_t next_ = 0;    // the next object to start
-  int running_ = 0;    // threads that have not ended
-  bool stop_ = false;  // cancel(), or a failure: start nothing more
-  bool cancelled_ = false;
-  std::shared_ptr<CancelToken> cancel_;  // the threads' scope
-  Status failed_;                        // the first failure
-  std::vector<std::thread> threads_;
+// The same into a buffer of its own (an index, say), with the version it holds (buffer.capacity() may exceed
+// version.size: whole pages).
+struct FetchedObject {
+  PageBuffer buffer;
+  ObjectInfo version;
 };
+Result<FetchedObject> fetch_object(const ObjectStore& store, ShardCache* cache, const ObjectInfo& object,
+                                   const std::string& key, const ObjectCheck& check);
 
 }  // namespace chute

@@ -86,6 +86,9 @@ class ObjectStore : public std::enable_shared_from_this<ObjectStore> {
   // that changes meanwhile is read again from the start). An object that no longer has info.etag fails
   // naming its URL, with *changed set (when given): stat() it again.
   Status download(const ObjectInfo& info, int fd, bool* changed = nullptr) const;
+  // The same into `dst` (info.size bytes): for a remote object, every range received in place
+  // (HttpEngine::receive); a local file is read.
+  Status receive(const ObjectInfo& info, std::span<uint8_t> dst, bool* changed = nullptr) const;
   // The object becomes `bytes` in one request (a local file: write to a temporary, then rename).
   Status put(std::string_view url, std::span<const uint8_t> bytes) const;
   Result<std::unique_ptr<Upload>> begin_upload(std::string_view url) const;

@@ -47,6 +47,15 @@ struct Loader::Task {
   Status status;
 };
 
+// One part of a finished batch's transform (batch_mix.h), waiting for a worker.
+struct Loader::MixTask {
+  uint64_t generation = 0;
+  int slot = 0;
+  int64_t count = 0;
+  MixParams params;
+  int part = 0, parts = 1;
+};
+
 struct Loader::EpochState {
   bool stop = false;
   uint64_t generation = 0;  // bumped when an epoch is cancelled: tasks of older ones are dropped
@@ -73,11 +82,14 @@ struct Loader::EpochState {
     int64_t count;
     int64_t next_position;              // the epoch position after the batch's last sample
     std::optional<FailedSample> error;  // kRaise: a sample of this batch failed; the error replaces it
+    MixParams mix;                      // the batch transform's draws
+    int mix_parts_left = 0;             // parts of the batch transform still to run: not deliverable before
   };
   // A sample's place in the output stream of this run: its position minus the resume point and the
   // skipped samples before it.
   int64_t output_position(int64_t position) const { return position - start - failures; }
   std::deque<Ready> ready;
+  std::deque<MixTask> mixing;                    // parts of batch transforms for the workers, before any new sample
   std::map<int64_t, FailedSample> batch_errors;  // kRaise: batch -> its first failed sample, until ready
   std::optional<FailedSample> failed;            // the error the last next() returned
   std::vector<FailedSample> errors;              // kSkip: every skipped sample

@@ -1,8 +1,8 @@
 // One request of the HTTP engine through its attempts, and what one attempt does with a libcurl easy
 // handle: its set-up (method, range, body, headers, SigV4 or redirects, timeouts), the body and header
-// callbacks (a ranged GET with a sink writes its bytes into the sink file as they arrive, in pieces of up to
-// kSinkStage), and what arrived, checked (detail/http_policy.h: done, retry or fail). The engine
-// (http_engine.cc) queues transfers, drives their attempts on its multi handle, and retries, fails or
+// callbacks (a ranged GET with a sink writes its bytes as they arrive: into the caller's memory in place, or
+// into the sink file in pieces of up to kSinkStage), and what arrived, checked (detail/http_policy.h: done, retry or
+// fail). The engine (http_engine.cc) queues transfers, drives their attempts on its multi handle, and retries, fails or
 // finishes them.
 // Thread-safety: a Transfer belongs to the engine thread (libcurl's callbacks run there too).
 #pragma once
