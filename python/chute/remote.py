@@ -58,11 +58,19 @@ def configure(*, max_retries: int | None = None) -> None:
 
 def store():
     """The process's object store (one HTTP engine and its connections, shared by every remote dataset);
-    a forked child makes its own (the parent's engine thread is not in the child)."""
+    a forked child makes its own (the parent's engine thread is not in the child). Its ``s3://``
+    credentials come from botocore when it is installed (:mod:`chute.credentials`), else from the native
+    chain (environment, profiles, web identity, container and instance roles)."""
     global _store
     with _lock:
         if _store is None or _store[0] != os.getpid():
-            _store = (os.getpid(), _native.ObjectStore(**_store_options))
+            from chute import credentials
+
+            botocore = credentials.botocore_installed()
+            objects = _native.ObjectStore(credential_feed=botocore, **_store_options)
+            if botocore:
+                credentials.serve(objects.credential_feed)
+            _store = (os.getpid(), objects)
         return _store[1]
 
 

@@ -119,10 +119,11 @@ void register_packed(nb::module_& m) {
           "open_remote",
           [](const std::string& url, const PyObjectStore& store, std::optional<PyShardCache> cache, bool verify,
              int fetch_threads) {
-            return open_without_gil<PackedSource>([&] {
+            // The index is fetched here: Ctrl-C cancels it.
+            return unwrap(call_interruptibly([&] {
               return PackedSource::open_remote(url, store.impl, cache ? cache->impl : nullptr,
                                                {.fetch_threads = fetch_threads}, {.verify_checksums = verify});
-            });
+            }));
           },
           nb::arg("url"), nb::arg("store"), nb::arg("cache").none(), nb::arg("verify") = true,
           nb::arg("fetch_threads") = ShardStream::Options{}.fetch_threads,
@@ -180,23 +181,17 @@ void register_packed(nb::module_& m) {
           "open_remote",
           [](const PyObjectStore& store, std::vector<std::string> urls, std::optional<PyShardCache> cache,
              const FsPath& cache_dir, int fetch_threads) {
-            // Expanded, then opened on a thread of its own: Ctrl-C stops an open that streams tars to index them.
-            std::vector<ObjectInfo> tars;
-            {
-              nb::gil_scoped_release release;
+            // Expanded and opened interruptibly: Ctrl-C cancels the listing, and the streams of tars without an
+            // index.
+            return unwrap(call_interruptibly([&]() -> Result<std::shared_ptr<TarSource>> {
+              std::vector<ObjectInfo> tars;
               for (const std::string& url : urls) {
-                Result<std::vector<ObjectInfo>> found = store.impl->expand(url);
-                if (!found.is_ok()) {
-                  nb::gil_scoped_acquire gil;
-                  throw_status(found.status());
-                }
-                tars.insert(tars.end(), found->begin(), found->end());
+                CHUTE_ASSIGN_OR_RETURN(std::vector<ObjectInfo> found, store.impl->expand(url));
+                tars.insert(tars.end(), found.begin(), found.end());
               }
-            }
-            return open_interruptibly<TarSource>([&](const std::atomic<bool>& cancel) {
               return TarSource::open_remote(tars, store.impl, cache ? cache->impl : nullptr,
-                                            {.cache_dir = cache_dir.value}, {.fetch_threads = fetch_threads}, &cancel);
-            });
+                                            {.cache_dir = cache_dir.value}, {.fetch_threads = fetch_threads});
+            }));
           },
           nb::arg("store"), nb::arg("urls"), nb::arg("cache").none(), nb::arg("cache_dir"),
           nb::arg("fetch_threads") = ShardStream::Options{}.fetch_threads,

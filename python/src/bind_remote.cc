@@ -109,10 +109,7 @@ void register_remote(nb::module_& m) {
                           .sigv4 = sigv4_from(sigv4)};
             const auto* data = static_cast<const uint8_t*>(body.data());
             r.body.assign(data, data + body.size());
-            Result<HttpResponse> result = [&] {
-              nb::gil_scoped_release release;
-              return e.impl->fetch(std::move(r));
-            }();
+            Result<HttpResponse> result = call_interruptibly([&] { return e.impl->fetch(std::move(r)); });
             HttpResponse response = unwrap(std::move(result));
             nb::dict header_dict;
             for (const auto& [name, value] : response.headers) header_dict[name.c_str()] = value;
@@ -125,38 +122,41 @@ void register_remote(nb::module_& m) {
       .def(
           "download",
           [](PyHttpEngine& e, std::string url, uint64_t size, const FsPath& path, uint64_t chunk_bytes,
-             std::vector<std::string> headers, std::optional<nb::dict> sigv4) {
+             std::vector<std::string> headers, std::optional<nb::dict> sigv4, std::string etag) {
             const HttpRequest r = object_get(std::move(url), std::move(headers), sigv4);
-            Status status = [&] {
-              nb::gil_scoped_release release;
+            DownloadVersion version{.etag = std::move(etag)};
+            Status status = call_interruptibly([&] {
               int fd = ::open(path.value.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
               if (fd < 0) return Status(StatusCode::kIoError, path.value + ": " + std::strerror(errno));
-              Status s = e.impl->download(r, size, fd, chunk_bytes);
+              Status s = e.impl->download(r, size, fd, version, chunk_bytes);
               if (::close(fd) != 0 && s.is_ok())
                 s = Status(StatusCode::kIoError, path.value + ": " + std::strerror(errno));
               return s;
-            }();
+            });
             if (!status.is_ok()) throw_status(status);
+            return version.etag;
           },
           nb::arg("url"), nb::arg("size"), nb::arg("path"), nb::arg("chunk_bytes") = uint64_t{8} << 20,
-          nb::arg("headers") = std::vector<std::string>{}, nb::arg("sigv4") = nb::none(),
-          "The object's bytes [0, size) into the file at `path`, by parallel ranged GETs of chunk_bytes.")
+          nb::arg("headers") = std::vector<std::string>{}, nb::arg("sigv4") = nb::none(), nb::arg("etag") = "",
+          "The object's bytes [0, size) into the file at `path`, by parallel ranged GETs of chunk_bytes, all of "
+          "one version: `etag`'s (an error when it changed), or the first answer's (read again from the start "
+          "when it changes meanwhile). Returns the ETag read ('' when the server sends none).")
       .def(
           "receive",
           [](PyHttpEngine& e, std::string url, uint64_t size, uint64_t chunk_bytes, std::vector<std::string> headers,
-             std::optional<nb::dict> sigv4) {
+             std::optional<nb::dict> sigv4, std::string etag) {
             const HttpRequest r = object_get(std::move(url), std::move(headers), sigv4);
             PageBuffer buffer = unwrap(PageBuffer::allocate(size));
-            Status status = [&] {
-              nb::gil_scoped_release release;
-              return e.impl->receive(r, buffer.span().first(size), chunk_bytes);
-            }();
+            DownloadVersion version{.etag = std::move(etag)};
+            Status status =
+                call_interruptibly([&] { return e.impl->receive(r, buffer.span().first(size), version, chunk_bytes); });
             if (!status.is_ok()) throw_status(status);
             return nb::bytes(reinterpret_cast<const char*>(buffer.data()), size);
           },
           nb::arg("url"), nb::arg("size"), nb::arg("chunk_bytes") = uint64_t{8} << 20,
-          nb::arg("headers") = std::vector<std::string>{}, nb::arg("sigv4") = nb::none(),
-          "The object's bytes [0, size), received in place by parallel ranged GETs of chunk_bytes.")
+          nb::arg("headers") = std::vector<std::string>{}, nb::arg("sigv4") = nb::none(), nb::arg("etag") = "",
+          "The object's bytes [0, size), received in place by parallel ranged GETs of chunk_bytes, all of one "
+          "version (as download()).")
       .def("stats", [](const PyHttpEngine& e) { return http_stats_dict(e.impl->stats()); });
   m.def(
       "redact_url", [](const std::string& url) { return redact_url(url); }, nb::arg("url"),

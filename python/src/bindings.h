@@ -4,16 +4,20 @@
 
 #include <nanobind/nanobind.h>
 
-#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <exception>
 #include <functional>
-#include <future>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "chute/base/cancel.h"
 #include "chute/base/status.h"
+#include "chute/base/thread.h"
 #include "chute/engine/loader.h"
 #include "chute/engine/stats.h"
 #include "chute/gpu/device.h"
@@ -67,6 +71,81 @@ auto wait_interruptibly(Wait&& wait) -> decltype(wait(std::chrono::milliseconds(
   }
 }
 
+// Whether the calling thread is Python's main thread: the one that runs signal handlers (and finalizes).
+inline bool on_main_thread() {
+  const nb::object main = nb::module_::import_("threading").attr("main_thread")();
+  return nb::cast<unsigned long>(main.attr("ident")) == PyThread_get_thread_ident();
+}
+
+// Runs `work()` (a Status, a Result or another value; it must not touch Python) without the GIL. On the
+// main thread it runs on a thread of its own in a CancelScope, while the main thread waits for it in
+// slices and handles signals between them: a Python exception from a signal handler (Ctrl-C's
+// KeyboardInterrupt) cancels the work's token (the HTTP engine then ends its requests, retries and backoff
+// within ~0.1 s; chute/base/cancel.h), waits for the work to end, and is raised. Other threads never see a
+// signal: the work runs on them directly, once, without the GIL (a daemon thread that took the GIL back
+// slice after slice could be ended inside that, at exit). Without a thread (the kernel refused one) the
+// work runs here, uninterruptible.
+template <typename Work>
+auto call_interruptibly(Work&& work) -> decltype(work()) {
+  if (!on_main_thread()) {
+    nb::gil_scoped_release release;
+    return work();
+  }
+  using R = decltype(work());
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::optional<R> result;
+    std::exception_ptr error;
+  };
+  auto shared = std::make_shared<Shared>();
+  auto token = CancelToken::make();
+  // The work may refer to this frame: it returns only once the thread has ended.
+  Result<std::thread> thread = start_thread("chute-call", [&work, shared, token] {
+    CancelScope scope(token);
+    std::optional<R> result;
+    std::exception_ptr error;
+    try {
+      result.emplace(work());
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(shared->mu);
+    shared->result = std::move(result);
+    shared->error = error;
+    shared->done = true;
+    shared->cv.notify_all();
+  });
+  if (!thread.is_ok()) {
+    nb::gil_scoped_release release;
+    return work();
+  }
+  constexpr std::chrono::milliseconds kSlice(50);
+  std::optional<nb::python_error> interrupted;
+  for (;;) {
+    bool done = false;
+    {
+      nb::gil_scoped_release release;
+      std::unique_lock<std::mutex> lock(shared->mu);
+      done = shared->cv.wait_for(lock, kSlice, [&] { return shared->done; });
+    }
+    if (done) break;
+    if (PyErr_CheckSignals() != 0) {
+      interrupted.emplace();  // takes the exception the handler raised
+      token->cancel();
+      break;
+    }
+  }
+  {
+    nb::gil_scoped_release release;
+    thread->join();
+  }
+  if (interrupted) throw std::move(*interrupted);
+  if (shared->error) std::rethrow_exception(shared->error);
+  return std::move(*shared->result);
+}
+
 template <typename T>
 T unwrap(Result<T> result) {
   if (!result.is_ok()) throw_status(result.status());
@@ -86,31 +165,6 @@ std::shared_ptr<T> open_without_gil(F&& open) {
     return open();
   }();
   return unwrap(std::move(result));
-}
-
-// Opens a source on a thread of its own (open(cancel) returns Result<shared_ptr<T>>) and waits without the
-// GIL, in slices: Ctrl-C sets `cancel`, waits for open to give up (it looks at `cancel` between its steps),
-// and raises KeyboardInterrupt. For opens that fetch (remote tars indexed by streaming them).
-template <typename T, typename F>
-std::shared_ptr<T> open_interruptibly(F&& open) {
-  auto cancel = std::make_shared<std::atomic<bool>>(false);
-  std::future<Result<std::shared_ptr<T>>> opened =
-      std::async(std::launch::async, [cancel, open = std::forward<F>(open)] { return open(*cancel); });
-  for (;;) {
-    bool ready;
-    {
-      nb::gil_scoped_release release;
-      ready = opened.wait_for(std::chrono::milliseconds(50)) == std::future_status::ready;
-    }
-    if (ready) return unwrap(opened.get());
-    if (PyErr_CheckSignals() != 0) {
-      cancel->store(true);
-      nb::gil_scoped_release release;
-      opened.wait();
-      break;
-    }
-  }
-  throw nb::python_error();
 }
 
 // The index, or IndexError when it is outside the source (bind_sources.cc).

@@ -12,6 +12,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
+# No test asks the real instance metadata service (169.254.169.254, off loopback): an s3:// store with no
+# credentials would, at its first request (botocore's chain too). Tests of that source point
+# AWS_EC2_METADATA_SERVICE_ENDPOINT at a loopback stand-in and clear this.
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+
 
 def natural_image(rng: np.random.Generator, width: int, height: int) -> Image.Image:
     """Smooth colour fields, an edge and mild noise: enough structure for resampling to matter."""

@@ -13,10 +13,13 @@
 #include <utility>
 #include <vector>
 
+#include "chute/base/cancel.h"
 #include "chute/base/environment.h"
 
 namespace chute::detail {
 namespace {
+
+constexpr int kPollMaxMs = 20;  // a cancellable wait's longest sleep between tries
 
 // The descriptors of the locks this process holds, for the fork handler.
 std::mutex g_held_mu;
@@ -124,7 +127,16 @@ Result<FileLock> FileLock::lock(const std::string& path, int operation, bool wai
       if (!names_file(path, fd)) continue;
       if (!wait) return FileLock();
       if (waited != nullptr) *waited = true;
-      while ((rc = ::flock(fd, operation)) != 0 && errno == EINTR) {
+      if (CancelScope::current() == nullptr) {
+        while ((rc = ::flock(fd, operation)) != 0 && errno == EINTR) {
+        }
+      } else {
+        // A cancellable wait: flock() itself cannot watch a token, so try again every few milliseconds.
+        for (int ms = 1; (rc = ::flock(fd, operation | LOCK_NB)) != 0 && (errno == EWOULDBLOCK || errno == EINTR);
+             ms = std::min(ms * 2, kPollMaxMs)) {
+          if (CancelScope::cancelled()) return cancelled_error("waiting for the lock " + path);
+          ::usleep(static_cast<useconds_t>(ms) * 1000);
+        }
       }
     }
     if (rc != 0 && (errno == ENOLCK || errno == EOPNOTSUPP || errno == ENOSYS))

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "chute/base/cancel.h"
 #include "chute/base/cores.h"
 #include "chute/base/environment.h"
 #include "chute/base/fork.h"
@@ -340,6 +341,7 @@ void Loader::worker_main(int id) {
     const int64_t index = task.index;
     void* dst = task.dst;
     ++e.in_flight;
+    CancelScope reads(e.reads);
     lock.unlock();
     const int64_t warnings_before = processor.benign_warnings();
     StageTimes times;

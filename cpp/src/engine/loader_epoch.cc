@@ -26,6 +26,8 @@ void Loader::cancel_epoch(std::unique_lock<std::mutex>& lock) {
   EpochState& e = *epoch_;
   e.active = false;
   ++e.generation;
+  e.reads->cancel();
+  e.reads = CancelToken::make();
   shared_->consumer_cv.wait(lock, [&] { return e.in_flight == 0; });
   for (auto& [batch, slot] : e.batch_slot) shared_->ring.release(slot);
   for (auto& r : e.ready) shared_->ring.release(r.slot);

@@ -87,13 +87,15 @@ Result<std::shared_ptr<PackedSource>> PackedSource::open_remote(const std::strin
   src->options_ = options;
   src->dir_ = base;
   // The index entry's key carries its ETag and size: a dataset repacked at the same URL is refetched.
-  CHUTE_ASSIGN_OR_RETURN(PageBuffer index,
+  // In one version: an index replaced while it arrives is fetched again under its new key (object_fetch.h).
+  CHUTE_ASSIGN_OR_RETURN(FetchedObject index,
                          fetch_object(*store, cache.get(), *info, cache_key(*info), [&](std::span<const uint8_t> b) {
                            return IndexView::parse(b, redact_url(index_url)).status();
                          }));
-  auto owner = std::make_shared<const PageBuffer>(std::move(index));
+  const uint64_t index_size = index.version.size;
+  auto owner = std::make_shared<const PageBuffer>(std::move(index.buffer));
   CHUTE_ASSIGN_OR_RETURN(src->index_,
-                         IndexView::parse(std::span<const uint8_t>(owner->data(), info->size), redact_url(index_url)));
+                         IndexView::parse(std::span<const uint8_t>(owner->data(), index_size), redact_url(index_url)));
   src->index_owner_ = std::move(owner);
   if (src->index_.kind() != IndexKind::kPacked)
     return invalid_argument(redact_url(index_url) + " indexes tar files, not chute shards");

@@ -5,7 +5,6 @@
 
 #include "chute/base/fork_gate.h"
 #include "chute/base/thread.h"
-#include "chute/remote/object_fetch.h"
 
 namespace chute {
 
@@ -37,6 +36,8 @@ Result<std::shared_ptr<ShardStream>> ShardStream::create(std::shared_ptr<ObjectS
   const size_t n = s->shards_.size();
   s->resident_.resize(n);
   s->fetching_.resize(n);
+  s->versions_.reserve(n);
+  for (const StreamedShard& shard : s->shards_) s->versions_.push_back(shard.object);
   s->last_use_.resize(n);
   s->touched_.resize(n);
   s->planned_.resize(n);
@@ -54,6 +55,7 @@ ShardStream::~ShardStream() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
+  prefetch_cancel_->cancel();  // downloads in flight end within ~0.1 s, whatever the server does
   cv_.notify_all();
   for (auto& t : threads_) t.join();
 }
@@ -91,7 +93,7 @@ Status ShardStream::failure(uint32_t i, const Status& fetch_status) const {
 std::shared_ptr<PageBuffer> ShardStream::take_buffer(std::unique_lock<std::mutex>& lock, uint32_t for_shard,
                                                      bool reader) const {
   for (;;) {
-    if (stop_) return nullptr;
+    if (stop_ || (reader && CancelScope::cancelled())) return nullptr;
     Result<std::shared_ptr<PageBuffer>> taken = pool_->try_take();
     if (taken.is_ok() && *taken) return std::move(taken).value();
     // Take one back: from the least recently used shard in memory that no reader holds now. The
@@ -118,7 +120,13 @@ std::shared_ptr<PageBuffer> ShardStream::take_buffer(std::unique_lock<std::mutex
   }
 }
 
-void ShardStream::publish(uint32_t i, const std::shared_ptr<PageBuffer>& buffer, bool from_storage) const {
+ObjectInfo ShardStream::version(uint32_t i) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return versions_[i];
+}
+
+void ShardStream::publish(uint32_t i, const std::shared_ptr<PageBuffer>& buffer, FetchedFrom from,
+                          const ObjectInfo& version) const {
   auto bytes =
       std::make_shared<const ShardBytes>(buffer, std::span<const uint8_t>(buffer->data(), shards_[i].object.size));
   {
@@ -126,7 +134,8 @@ void ShardStream::publish(uint32_t i, const std::shared_ptr<PageBuffer>& buffer,
     resident_[i] = std::move(bytes);
     fetching_[i] = 0;
     last_use_[i] = ++use_clock_;
-    if (from_storage) {
+    versions_[i] = version;
+    if (from == FetchedFrom::kStorage) {
       ++stats_.shard_fetches;
       stats_.bytes_received += shards_[i].object.size;
     } else {
@@ -143,7 +152,7 @@ Status ShardStream::fetch(uint32_t i, const std::shared_ptr<PageBuffer>& buffer)
   // Published as soon as the bytes are good: the cache's write (kDisk) follows on this thread, off the
   // readers' path, with this buffer held until it ends.
   return fetch_object(*store_, cache_.get(), shard.object, shard.key, buffer->span().first(shard.object.size), check,
-                      [&](FetchedFrom from) { publish(i, buffer, from == FetchedFrom::kStorage); })
+                      [&](FetchedFrom from, const ObjectInfo& version) { publish(i, buffer, from, version); })
       .status();
 }
 
@@ -174,6 +183,7 @@ Result<std::shared_ptr<const ShardBytes>> ShardStream::get(uint32_t i) const {
   const auto waited = [&] {
     stats_.reader_wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
+  const auto cancelled = [&] { return cancelled_error("reading shard " + object_display_name(shards_[i].object.url)); };
   for (;;) {
     if (resident_[i]) {
       waited();
@@ -185,12 +195,13 @@ Result<std::shared_ptr<const ShardBytes>> ShardStream::get(uint32_t i) const {
       return f->second;
     }
     if (stop_) return Status(StatusCode::kCancelled, "the shard stream is closing");
-    if (fetching_[i]) {  // a prefetch (or another reader) has it in flight
-      cv_.wait(lock);
+    if (CancelScope::cancelled()) return cancelled();
+    if (fetching_[i]) {  // a prefetch (or another reader) has it in flight; this reader's scope is watched
+      cv_.wait_for(lock, std::chrono::milliseconds(50));
       continue;
     }
     std::shared_ptr<PageBuffer> buffer = take_buffer(lock, i, /*reader=*/true);
-    if (!buffer) return Status(StatusCode::kCancelled, "the shard stream is closing");
+    if (!buffer) return stop_ ? Status(StatusCode::kCancelled, "the shard stream is closing") : cancelled();
     if (resident_[i] || fetching_[i]) continue;  // someone got there while this waited for a buffer
     fetching_[i] = 1;
     lock.unlock();
@@ -201,6 +212,8 @@ Result<std::shared_ptr<const ShardBytes>> ShardStream::get(uint32_t i) const {
     fetching_[i] = 0;
     cv_.notify_all();
     waited();
+    // A read cancelled by its own caller (the loader ending the epoch, Ctrl-C) says nothing about the shard.
+    if (st.code() == StatusCode::kCancelled) return st;
     // A shard that cannot be fetched is the storage's failure, never its samples': it must not be
     // skipped or quarantined as a bad sample (the loader retries kEnvironment, then raises it).
     Status failed = failure(i, st);
@@ -277,6 +290,7 @@ void ShardStream::walk_loop() {
 }
 
 void ShardStream::fetch_loop() {
+  CancelScope scope(prefetch_cancel_);
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || queue_head_ < queue_.size(); });
@@ -294,7 +308,8 @@ void ShardStream::fetch_loop() {
     lock.lock();
     if (st.is_ok()) continue;
     fetching_[s] = 0;
-    if (generation == generation_) failed_.try_emplace(s, failure(s, st));  // for its readers
+    if (generation == generation_ && st.code() != StatusCode::kCancelled)
+      failed_.try_emplace(s, failure(s, st));  // for its readers
     cv_.notify_all();
   }
 }

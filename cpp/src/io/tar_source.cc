@@ -124,8 +124,7 @@ Result<std::shared_ptr<TarSource>> TarSource::open(const std::vector<std::string
 Result<std::shared_ptr<TarSource>> TarSource::open_remote(std::vector<ObjectInfo> tars,
                                                           std::shared_ptr<ObjectStore> store,
                                                           std::shared_ptr<ShardCache> cache, TarOptions options,
-                                                          ShardStream::Options stream,
-                                                          const std::atomic<bool>* cancel) {
+                                                          ShardStream::Options stream) {
   if (tars.empty()) return invalid_argument("no tar file to open");
   CHUTE_ASSIGN_OR_RETURN(std::vector<std::optional<CachedIndex>> found,
                          find_tar_indexes(*store, tars, options.cache_dir));
@@ -166,9 +165,10 @@ Result<std::shared_ptr<TarSource>> TarSource::open_remote(std::vector<ObjectInfo
                  missing.size(), tars.size());
     src->stream_->plan_shards(missing);  // fetched ahead, in this order, while each is indexed
     for (uint32_t t : missing) {
-      if (cancel != nullptr && cancel->load()) return Status(StatusCode::kCancelled, "opening the tars: cancelled");
+      // Cancelled with this thread's scope (Ctrl-C): the read, or its wait for the prefetch, ends kCancelled.
       CHUTE_ASSIGN_OR_RETURN(std::shared_ptr<const ShardBytes> bytes, src->stream_->get(t));
-      CHUTE_ASSIGN_OR_RETURN(found[t], index_streamed_tar(tars[t], bytes->bytes(), options.cache_dir));
+      // Keyed by the version that arrived (a tar replaced meanwhile is fetched anew: object_fetch.h).
+      CHUTE_ASSIGN_OR_RETURN(found[t], index_streamed_tar(src->stream_->version(t), bytes->bytes(), options.cache_dir));
       std::lock_guard<std::mutex> lock(known->mu);
       known->index[t] = std::make_shared<const CachedIndex>(*found[t]);
     }

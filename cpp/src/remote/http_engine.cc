@@ -36,6 +36,9 @@ using namespace detail;
 constexpr size_t kLatencySamples = 1024;  // the recent successful attempts behind latency p50/p99
 constexpr double kWindowS = 0.25;         // the autotuner's measurement window
 constexpr int kWindowMinCompletions = 4;
+// How often the engine looks for cancelled requests while any are outstanding (and at once when woken for
+// it): the bound on how long a cancelled request can still hold its connection.
+constexpr auto kCancelSweep = std::chrono::milliseconds(100);
 
 }  // namespace
 
@@ -49,6 +52,7 @@ struct HttpEngine::Impl {
   mutable std::mutex mu;
   std::deque<std::unique_ptr<Transfer>> incoming;  // guarded by mu
   bool stopping = false;                           // guarded by mu
+  std::atomic<bool> sweep_now{false};              // a request was cancelled: look at once
 
   // Engine thread only.
   std::deque<std::unique_ptr<Transfer>> queue;
@@ -72,7 +76,7 @@ struct HttpEngine::Impl {
 
   Impl(const CurlApi& a, HttpOptions o) : api(a), options(std::move(o)) {}
 
-  void enqueue(HttpRequest request, HttpEngine::Callback done, std::shared_ptr<std::atomic<bool>> cancel) {
+  void enqueue(HttpRequest request, HttpEngine::Callback done, std::shared_ptr<const CancelToken> cancel) {
     if (fork_mark.in_child()) return done(fork_mark.child_error("HTTP engine"));
     auto t = std::make_unique<Transfer>();
     t->what = request.method + " " + redact_url(request.url);
@@ -137,7 +141,7 @@ struct HttpEngine::Impl {
     }
     if (check.verdict == Verdict::kFail) return fail(std::move(t), check.code, check.reason);
     if (t->cancelled()) return fail(std::move(t), StatusCode::kCancelled, "cancelled after: " + check.reason);
-    if (t->attempts > options.max_retries) {
+    if (t->attempts > (t->request.max_retries >= 0 ? t->request.max_retries : options.max_retries)) {
       char over[32];
       std::snprintf(over, sizeof(over), "%.2f", seconds(now - t->first_start));
       return fail(std::move(t), StatusCode::kEnvironment,
@@ -204,8 +208,43 @@ struct HttpEngine::Impl {
     window_queue_waited = false;
   }
 
+  // Ends every cancelled request, wherever it is: queued, backing off, or in flight (its handle removed
+  // from the multi handle, which drops its connection).
+  void sweep_cancelled() {
+    std::vector<std::unique_ptr<Transfer>> cancelled;
+    for (auto it = queue.begin(); it != queue.end();) {
+      if ((*it)->cancelled()) {
+        cancelled.push_back(std::move(*it));
+        it = queue.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = backing_off.begin(); it != backing_off.end();) {
+      if (it->second->cancelled()) {
+        cancelled.push_back(std::move(it->second));
+        it = backing_off.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = active.begin(); it != active.end();) {
+      if (it->second->cancelled()) {
+        api.curl_multi_remove_handle(multi, it->first);
+        it->second->end_attempt(api);
+        cancelled.push_back(std::move(it->second));
+        it = active.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    in_flight.store(static_cast<int>(active.size()), std::memory_order_relaxed);
+    for (auto& t : cancelled) fail(std::move(t), StatusCode::kCancelled, "cancelled");
+  }
+
   void run() {
     window_start = last_tick = Clock::now();
+    Clock::time_point last_sweep = window_start;
     for (;;) {
       {
         std::lock_guard<std::mutex> lock(mu);
@@ -216,6 +255,10 @@ struct HttpEngine::Impl {
       // A turn of libcurl (and its TLS library) is work a fork waits for; the poll below is not.
       std::optional<ForkGate::Work> work(std::in_place);
       Clock::time_point now = Clock::now();
+      if (sweep_now.exchange(false, std::memory_order_acq_rel) || now - last_sweep >= kCancelSweep) {
+        sweep_cancelled();
+        last_sweep = now;
+      }
       // Retries that are due go first: they have waited longest.
       std::vector<std::unique_ptr<Transfer>> due;
       while (!backing_off.empty() && backing_off.begin()->first <= now) {
@@ -237,7 +280,9 @@ struct HttpEngine::Impl {
       now = Clock::now();
       tick(now);
       if (!queue.empty() && static_cast<int>(active.size()) < limit) continue;
-      int timeout_ms = 1000;
+      // While requests are outstanding, wake at least every kCancelSweep to look for cancelled ones.
+      int timeout_ms =
+          active.empty() && backing_off.empty() && queue.empty() ? 1000 : static_cast<int>(kCancelSweep.count());
       if (!backing_off.empty()) {
         auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(backing_off.begin()->first - now).count();
         timeout_ms = static_cast<int>(std::clamp<int64_t>(wait + 1, 0, timeout_ms));
@@ -312,21 +357,24 @@ HttpEngine::~HttpEngine() {
   impl_->api.curl_multi_cleanup(impl_->multi);
 }
 
-void HttpEngine::submit(HttpRequest request, Callback done) {
-  impl_->enqueue(std::move(request), std::move(done), nullptr);
-}
-
-void HttpEngine::submit_cancellable(HttpRequest request, Callback done, std::shared_ptr<std::atomic<bool>> cancel) {
+void HttpEngine::submit(HttpRequest request, Callback done, std::shared_ptr<const CancelToken> cancel) {
   impl_->enqueue(std::move(request), std::move(done), std::move(cancel));
 }
 
-uint64_t HttpEngine::max_memory() const { return impl_->options.max_memory; }
+void HttpEngine::wake_for_cancel() {
+  if (impl_->fork_mark.in_child()) return;
+  impl_->sweep_now.store(true, std::memory_order_release);
+  impl_->api.curl_multi_wakeup(impl_->multi);
+}
+
+const HttpOptions& HttpEngine::options() const { return impl_->options; }
 
 Result<HttpResponse> HttpEngine::fetch(HttpRequest request) {
   std::promise<Result<HttpResponse>> promise;
   std::future<Result<HttpResponse>> future = promise.get_future();
   impl_->enqueue(
-      std::move(request), [&promise](Result<HttpResponse> r) { promise.set_value(std::move(r)); }, nullptr);
+      std::move(request), [&promise](Result<HttpResponse> r) { promise.set_value(std::move(r)); },
+      CancelScope::current());
   return future.get();
 }
 

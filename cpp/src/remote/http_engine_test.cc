@@ -96,6 +96,22 @@ TEST(HttpPolicyTest, ResponseOutcomes) {
   EXPECT_EQ(check_response(range_facts(200, 0, 0, 0)).reason, "");
 }
 
+TEST(HttpPolicyTest, A412IsAnAnswerOnlyToAConditionalRequest) {
+  ResponseFacts changed = range_facts(412, 0, 100, 0);
+  EXPECT_EQ(check_response(changed).verdict, Verdict::kFail);
+  changed.conditional = true;  // If-Match: the object is no longer that version (download() reads it again)
+  EXPECT_EQ(check_response(changed).verdict, Verdict::kDone);
+}
+
+TEST(HttpPolicyTest, AnAccessDeniedSaysWhatTheRequestsOwnerKnows) {
+  ResponseFacts denied = range_facts(403, 0, 0, 0);
+  denied.body = "<Error><Code>AccessDenied</Code></Error>";
+  EXPECT_EQ(check_response(denied).reason, "HTTP 403 AccessDenied (access denied)");
+  denied.denied_hint = "the request was unsigned: no credentials were found (tried: x)";
+  EXPECT_EQ(check_response(denied).reason,
+            "HTTP 403 AccessDenied (access denied: the request was unsigned: no credentials were found (tried: x))");
+}
+
 TEST(HttpPolicyTest, TruncatedBodiesAreRetried) {
   ResponseFacts short_of_length = range_facts(200, 0, 0, 50);
   short_of_length.content_length = 100;  // Content-Length said 100, 50 arrived
@@ -331,6 +347,66 @@ TEST(HttpEngineTest, DestructorCancelsRequestsInFlight) {
     ASSERT_FALSE(r.is_ok());
     EXPECT_EQ(r.status().code(), StatusCode::kCancelled) << r.status().message();
   }
+}
+
+// A request whose token is cancelled ends kCancelled within about a sweep, wherever it is: on the wire to a
+// server that never answers, or waiting out a long backoff; the others go on.
+TEST(HttpEngineTest, ACancelledRequestEndsPromptlyInFlightOrBackingOff) {
+  SilentServer server;
+  HttpOptions o;
+  o.backoff_base_s = 60;  // a retry would wait a minute
+  o.backoff_max_s = 60;
+  auto engine = engine_or_skip(o);
+  if (!engine) GTEST_SKIP() << "libcurl.so.4 is not loadable";
+  auto token = CancelToken::make();
+  const auto submit = [&](const std::string& url, std::shared_ptr<const CancelToken> cancel) {
+    auto p = std::make_shared<std::promise<Result<HttpResponse>>>();
+    HttpRequest r;
+    r.url = url;
+    engine->submit(
+        r, [p](Result<HttpResponse> res) { p->set_value(std::move(res)); }, std::move(cancel));
+    return p->get_future();
+  };
+  const std::string silent = "http://127.0.0.1:" + std::to_string(server.port());
+  auto on_the_wire = submit(silent + "/a", token);
+  auto backing_off = submit("http://127.0.0.1:1/refused", token);  // refused, then a minute's backoff
+  auto other = submit(silent + "/b", nullptr);
+  for (int i = 0; i < 1000 && (engine->stats().in_flight < 2 || engine->stats().retries < 1); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(engine->stats().retries, 1u);
+  const auto t0 = std::chrono::steady_clock::now();
+  token->cancel();
+  for (auto* f : {&on_the_wire, &backing_off}) {
+    ASSERT_EQ(f->wait_for(std::chrono::seconds(30)), std::future_status::ready);  // not a minute, not forever
+    Result<HttpResponse> r = f->get();
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kCancelled) << r.status().message();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
+  EXPECT_EQ(other.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);  // not cancelled
+  // fetch() watches the calling thread's scope.
+  auto scoped = std::async(std::launch::async, [&] {
+    CancelScope scope(token);
+    HttpRequest r;
+    r.url = silent + "/c";
+    return engine->fetch(r);
+  });
+  ASSERT_EQ(scoped.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_EQ(scoped.get().status().code(), StatusCode::kCancelled);
+}
+
+TEST(HttpEngineTest, ARequestMayHaveItsOwnTimeoutAndRetryBudget) {
+  SilentServer server;  // accepts, never answers: only the request's own time limit ends it
+  auto engine = engine_or_skip({});
+  if (!engine) GTEST_SKIP() << "libcurl.so.4 is not loadable";
+  HttpRequest r;
+  r.url = "http://127.0.0.1:" + std::to_string(server.port()) + "/metadata";
+  r.timeout_s = 0.2;
+  r.max_retries = 0;
+  Result<HttpResponse> result = engine->fetch(r);  // the engine's stall timeout (30 s) and 8 retries unused
+  ASSERT_FALSE(result.is_ok());
+  EXPECT_NE(result.status().message().find("after 1 attempts"), std::string::npos) << result.status().message();
+  EXPECT_EQ(engine->stats().retries, 0u);
 }
 
 TEST(HttpEngineTest, AStalledResponseIsRetriedThenNamed) {

@@ -121,12 +121,12 @@ AttemptCheck check_response(const ResponseFacts& f) {
                 std::to_string(f.range_offset + f.range_length) + ") is past the end of the object"};
   }
   if (f.status == 401 || f.status == 403) {
-    // A HEAD's answer has no body to name S3's reason (SignatureDoesNotMatch, AccessDenied): say it.
+    // A HEAD's answer has no body to name S3's reason (SignatureDoesNotMatch, AccessDenied): say it, and
+    // what the request's owner knows of its credentials.
     return {Verdict::kFail, StatusCode::kIoError,
-            http() +
-                " (access denied: check the credentials, e.g. AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or "
-                "AWS_PROFILE, and the permissions on this object)"};
+            http() + " (access denied" + (f.denied_hint.empty() ? "" : ": " + std::string(f.denied_hint)) + ")"};
   }
+  if (f.status == 412 && f.conditional) return {};
   if (f.status == 429 || f.status >= 500) return {Verdict::kRetry, StatusCode::kOk, http()};
   if (f.status < 200 || f.status >= 300) return {Verdict::kFail, StatusCode::kIoError, http()};
   if (f.head) return {};

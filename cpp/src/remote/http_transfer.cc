@@ -127,7 +127,10 @@ Status Transfer::begin_attempt(const CurlApi& api, const HttpOptions& options) {
   api.curl_easy_setopt(e, CURLOPT_WRITEDATA, this);
   api.curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &on_header);
   api.curl_easy_setopt(e, CURLOPT_HEADERDATA, this);
-  api.curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options.connect_timeout_s * 1000));
+  const double connect_s =
+      r.timeout_s > 0 ? std::min(r.timeout_s, options.connect_timeout_s) : options.connect_timeout_s;
+  api.curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(connect_s * 1000));
+  if (r.timeout_s > 0) api.curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(r.timeout_s * 1000));
   api.curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
   api.curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, std::max(1L, std::lround(std::ceil(options.stall_timeout_s))));
   std::vector<std::string> lines = r.headers;
@@ -203,6 +206,8 @@ AttemptCheck Transfer::check_attempt(const CurlApi& api, CURLcode code) {
   f.head = r.method == "HEAD";
   f.range_offset = r.offset;
   f.range_length = r.length;
+  f.conditional = has_header(r.headers, "if-match");
+  f.denied_hint = r.denied_hint;
   if (auto cl = response.header("content-length"); cl && !response.header("content-encoding")) {
     f.content_length = std::strtoull(cl->c_str(), nullptr, 10);
   }

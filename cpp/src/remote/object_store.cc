@@ -118,14 +118,54 @@ Result<std::shared_ptr<ObjectStore>> ObjectStore::create(std::shared_ptr<HttpEng
     return invalid_argument("ObjectStore list_max_keys must be in [0, 1000], not " +
                             std::to_string(options.list_max_keys));
   }
-  return std::shared_ptr<ObjectStore>(
-      new ObjectStore(std::move(engine), resolve_s3_config(env, read_file), resolve_gs_config(env), options));
+  Result<S3Config> s3 = resolve_s3_config(env, read_file);
+  std::shared_ptr<CredentialProvider> credentials;
+  if (s3.is_ok()) credentials = CredentialProvider::create(s3.value(), engine, read_file, options.credential_feed);
+  return std::shared_ptr<ObjectStore>(new ObjectStore(std::move(engine), std::move(s3), resolve_gs_config(env),
+                                                      std::move(options), std::move(credentials)));
 }
 
 Result<S3Bucket> ObjectStore::bucket(const ObjectUrl& url) const {
   const Result<S3Config>& config = this->config(url.scheme);
   if (!config.is_ok()) return named(config.status(), url.text);
-  return S3Bucket{bucket_base_url(config.value(), url.bucket), config.value().sigv4()};
+  S3Bucket b{bucket_base_url(config.value(), url.bucket), std::nullopt, {}};
+  if (url.scheme == UrlScheme::kGs) {
+    b.sigv4 = config.value().sigv4();
+    b.denied_hint = b.sigv4 ? "signed with the HMAC key from CHUTE_GS_ACCESS_KEY_ID: check it, and its "
+                              "permissions on this object"
+                            : "the request was unsigned: a private bucket needs CHUTE_GS_ACCESS_KEY_ID and "
+                              "CHUTE_GS_SECRET_ACCESS_KEY (HMAC keys)";
+    return b;
+  }
+  Result<std::optional<AwsCredentials>> credentials = s3_credentials_->current();
+  if (!credentials.is_ok()) return named(credentials.status(), url.text);
+  if (const std::optional<AwsCredentials>& c = credentials.value()) {
+    b.sigv4 = SigV4{c->access_key, c->secret_key, c->session_token, config.value().region, config.value().service};
+    b.denied_hint = "signed with the credentials from " + c->source +
+                    ": check them, and that they may read this object (s3:GetObject; s3:ListBucket to list)";
+  } else {
+    b.denied_hint = "the request was unsigned: no credentials were found (tried: " + s3_credentials_->tried() +
+                    "); set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or give the job a role "
+                    "(an instance profile, EKS IRSA or Pod Identity)";
+  }
+  return b;
+}
+
+std::string ObjectStore::describe(UrlScheme scheme) const {
+  const Result<S3Config>& c = config(scheme);
+  if (!c.is_ok()) return c.status().message();
+  if (scheme == UrlScheme::kGs) return c.value().to_string();
+  S3Config shown = c.value();  // the endpoint and region; the credentials as the provider holds them now
+  bool known = false;
+  const std::optional<AwsCredentials> now = s3_credentials_->peek(&known);
+  shown.access_key = now ? now->access_key : "";
+  shown.session_token = now ? now->session_token : "";
+  shown.source = now ? now->source : "";
+  if (known) return shown.to_string();
+  return shown.to_string() + " so far: " +
+         (options_.credential_feed ? "botocore's chain is asked"
+                                   : "web identity, container and instance role are tried") +
+         " at the first signed request";
 }
 
 Result<HttpResponse> ObjectStore::fetch(HttpRequest request, const std::string& what) const {
@@ -193,16 +233,20 @@ Result<std::vector<uint8_t>> ObjectStore::read(std::string_view url, uint64_t of
   return std::move(response.body);
 }
 
-Status ObjectStore::download(const ObjectInfo& info, int fd) const {
+Status ObjectStore::download(const ObjectInfo& info, int fd, bool* changed) const {
+  if (changed != nullptr) *changed = false;
   CHUTE_ASSIGN_OR_RETURN(ObjectUrl parsed, parse_object_url(info.url));
   if (!parsed.remote()) return copy_local(ObjectInfo{parsed.path, info.size, info.etag}, fd);
   CHUTE_ASSIGN_OR_RETURN(HttpRequest request, request_for(info.url));
   if (engine_ == nullptr) return fetch(request, object_display_name(info.url)).status();
-  const Status st = engine_->download(request, info.size, fd);
+  DownloadVersion version{.etag = info.etag};
+  const Status st = engine_->download(request, info.size, fd, version);
+  if (changed != nullptr) *changed = version.changed;
   return st.is_ok() ? st : named(st, object_display_name(info.url));
 }
 
-Status ObjectStore::receive(const ObjectInfo& info, std::span<uint8_t> dst) const {
+Status ObjectStore::receive(const ObjectInfo& info, std::span<uint8_t> dst, bool* changed) const {
+  if (changed != nullptr) *changed = false;
   if (dst.size() != info.size)
     return invalid_argument("receive: a buffer of " + std::to_string(dst.size()) + " bytes for " +
                             object_display_name(info.url) + ", which has " + std::to_string(info.size));
@@ -217,7 +261,9 @@ Status ObjectStore::receive(const ObjectInfo& info, std::span<uint8_t> dst) cons
   }
   CHUTE_ASSIGN_OR_RETURN(HttpRequest request, request_for(info.url));
   if (engine_ == nullptr) return fetch(request, object_display_name(info.url)).status();
-  const Status st = engine_->receive(request, dst);
+  DownloadVersion version{.etag = info.etag};
+  const Status st = engine_->receive(request, dst, version);
+  if (changed != nullptr) *changed = version.changed;
   return st.is_ok() ? st : named(st, object_display_name(info.url));
 }
 

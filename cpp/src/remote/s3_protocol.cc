@@ -51,6 +51,7 @@ HttpRequest make(const S3Bucket& bucket, std::string method, std::string url) {
   r.method = std::move(method);
   r.url = std::move(url);
   r.sigv4 = bucket.sigv4;
+  r.denied_hint = bucket.denied_hint;
   return r;
 }
 
@@ -100,24 +101,6 @@ std::optional<std::string> find_header(const HttpResponse& response, std::string
   return std::nullopt;
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
 // The first element's text, unescaped; std::nullopt when there is none.
 Result<std::optional<std::string>> first_text(std::string_view xml, std::string_view tag, std::string_view what) {
   CHUTE_ASSIGN_OR_RETURN(std::vector<std::string_view> found, xml_elements(xml, tag, what));
@@ -135,6 +118,24 @@ Result<uint64_t> parse_size(std::string_view text, std::string_view what) {
 }
 
 }  // namespace
+
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
 
 HttpRequest s3_get_object(const S3Bucket& bucket, std::string_view key, uint64_t offset, uint64_t length) {
   HttpRequest r = object_request(bucket, "GET", key, {});
@@ -379,9 +380,10 @@ Result<std::string> parse_part_etag(const HttpResponse& response, std::string_vi
 }
 
 std::string unquote_etag(std::string_view etag) {
-  if (etag.starts_with("W/")) etag.remove_prefix(2);
+  const bool weak = etag.starts_with("W/");
+  if (weak) etag.remove_prefix(2);
   if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') etag = etag.substr(1, etag.size() - 2);
-  return std::string(etag);
+  return (weak ? "W/" : "") + std::string(etag);
 }
 
 }  // namespace chute

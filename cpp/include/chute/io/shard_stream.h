@@ -31,6 +31,14 @@
 // loader's own retries of environment failures, get it at once instead of each spending the engine's whole
 // retry budget again.
 //
+// One version: every shard is received in one version of its object (object_fetch.h); a tar replaced
+// while it arrives is stat()ed again and fetched under its new version's key, which version() then gives.
+//
+// Cancellation (chute/base/cancel.h): a reader's fetch, and its wait for another's, watch the reader's
+// CancelScope (the loader's epoch, a Ctrl-C'd call) and end kCancelled within ~0.1 s, remembered as no
+// failure of the shard; the prefetches watch this stream's own token, cancelled by the destructor, so
+// destroying it takes about 0.1 s whatever the server does.
+//
 // Thread-safety: every method may be called from many threads.
 #pragma once
 
@@ -47,9 +55,11 @@
 #include <vector>
 
 #include "chute/base/buffer_pool.h"
+#include "chute/base/cancel.h"
 #include "chute/io/shard_bytes.h"
 #include "chute/io/source.h"
 #include "chute/order/sampler.h"
+#include "chute/remote/object_fetch.h"
 #include "chute/remote/object_store.h"
 #include "chute/remote/shard_cache.h"
 
@@ -117,6 +127,8 @@ class ShardStream {
   void set_memory(uint64_t bytes, int64_t shard_window) const;
   size_t size() const { return shards_.size(); }
   const StreamedShard& shard(uint32_t i) const { return shards_[i]; }
+  // The version of shard i's object last received (or read from the cache); shard(i).object until then.
+  ObjectInfo version(uint32_t i) const;
   CachePolicy cache_policy() const { return cache_ ? CachePolicy::kDisk : CachePolicy::kNone; }
   RemoteStats stats() const;
 
@@ -127,7 +139,8 @@ class ShardStream {
   std::shared_ptr<PageBuffer> take_buffer(std::unique_lock<std::mutex>& lock, uint32_t for_shard, bool reader) const;
   // Fetches shard i into `buffer` (mu_ not held); publishes it to readers as soon as its bytes are good.
   Status fetch(uint32_t i, const std::shared_ptr<PageBuffer>& buffer) const;
-  void publish(uint32_t i, const std::shared_ptr<PageBuffer>& buffer, bool from_storage) const;
+  void publish(uint32_t i, const std::shared_ptr<PageBuffer>& buffer, FetchedFrom from,
+               const ObjectInfo& version) const;
   int ahead_limit() const;  // with mu_ held
   void walk_loop();
   void fetch_loop();
@@ -146,7 +159,8 @@ class ShardStream {
   // Per shard: in memory, being fetched, touched by a reader since the plan, queued for the fetch threads.
   mutable std::vector<std::shared_ptr<const ShardBytes>> resident_;
   mutable std::vector<uint8_t> fetching_;
-  mutable std::vector<uint64_t> last_use_;  // a counter value per shard, for taking back the least recent
+  mutable std::vector<ObjectInfo> versions_;  // per shard, the version received (see version())
+  mutable std::vector<uint64_t> last_use_;    // a counter value per shard, for taking back the least recent
   mutable uint64_t use_clock_ = 0;
   mutable std::vector<uint8_t> touched_;
   mutable std::unordered_map<uint32_t, Status> failed_;  // shards whose fetch failed since the plan
@@ -161,6 +175,7 @@ class ShardStream {
   std::vector<uint32_t> queue_;  // shards for the fetch threads, in first-use order
   size_t queue_head_ = 0;
   bool stop_ = false;
+  const std::shared_ptr<CancelToken> prefetch_cancel_ = CancelToken::make();  // the fetch threads' scope
   mutable RemoteStats stats_;
   std::vector<std::thread> threads_;
 };

@@ -23,7 +23,6 @@
 // Thread-safety: immutable after open; every method may run on many threads.
 #pragma once
 
-#include <atomic>
 #include <memory>
 #include <span>
 #include <string>
@@ -60,13 +59,13 @@ class TarSource final : public Source {
   // are numbered. Opens without reading the tars when each has an index (remote_tars.h); the tars without
   // one are streamed once first (through the same stream, so that with a disk cache their bytes are kept)
   // and indexed. Samples are then read from the stream. `cache` null: CachePolicy::kNone (and indexes in
-  // memory only: pass an empty options.cache_dir). `cancel` (may be null), set from another thread, ends
-  // an open that is still streaming tars with kCancelled.
+  // memory only: pass an empty options.cache_dir). An open still streaming tars ends kCancelled once the
+  // calling thread's CancelScope is cancelled (chute/base/cancel.h). A tar replaced while it streams is
+  // indexed in the version that arrived (ShardStream::version).
   static Result<std::shared_ptr<TarSource>> open_remote(std::vector<ObjectInfo> tars,
                                                         std::shared_ptr<ObjectStore> store,
                                                         std::shared_ptr<ShardCache> cache, TarOptions options,
-                                                        ShardStream::Options stream,
-                                                        const std::atomic<bool>* cancel = nullptr);
+                                                        ShardStream::Options stream);
 
   int64_t size() const override { return total_; }
   int64_t label(int64_t index) const override;

@@ -1,5 +1,5 @@
 // The shard cache's keys for remote objects: one format, written here only. Its writers are the remote
-// packed dataset's index (packed_source.cc) and shards (remote_shards.cc), and objects fetched whole
+// packed dataset's index (packed_source.cc) and shards (shard_stream.cc), and objects fetched whole
 // (object_fetch.h: tar shards).
 //
 // A key is "<url>#<version>". The URL comes without credentials (keys show in errors and `chute cache ls`,

@@ -5,7 +5,11 @@
 // Remote requests go through a shared HttpEngine (retries, keep-alive, SigV4 signing by libcurl); S3 and
 // GCS requests are built by s3_protocol.h with the configuration of credentials.h, resolved once at
 // create(). An error there (a half-set key pair, a missing AWS_PROFILE) is reported by the first s3:// (or
-// gs://) call, so that local paths keep working.
+// gs://) call, so that local paths keep working. s3:// requests are signed with what the
+// CredentialProvider (credential_provider.h) has at the time: fixed keys, a cloud job's temporary
+// credentials (fetched at the first signed request, refreshed before they expire), or botocore's, through
+// a CredentialFeed. A 401/403 answer names whose credentials signed the request, or, for an unsigned one,
+// every source that was tried and how to set one.
 //
 // Errors name the object's URL (with credentials redacted), never the secret: kNotFound for a missing
 // bucket or key (and a pattern that matches nothing), kInvalidArgument for a bad URL or pattern, the
@@ -23,6 +27,7 @@
 #include <vector>
 
 #include "chute/base/status.h"
+#include "chute/remote/credential_provider.h"
 #include "chute/remote/credentials.h"
 #include "chute/remote/http_engine.h"
 #include "chute/remote/object_url.h"
@@ -41,6 +46,9 @@ struct ObjectStoreOptions {
   int list_max_keys = 0;             // ListObjectsV2 page size; 0: the server's (1000)
   uint64_t part_bytes = 8ull << 20;  // multipart part size; S3's minimum is 5 MiB (but the last part)
   int parts_in_flight = 4;           // parts uploading while the next one fills (memory: this many parts)
+  // Set: s3:// credentials come from this feed (botocore, fed by the Python package), not the native
+  // sources; the configuration still gives the region and endpoint.
+  std::shared_ptr<CredentialFeed> credential_feed;
 };
 
 // A write that appears whole or not at all: parts are buffered and uploaded as they fill (several in flight
@@ -73,11 +81,14 @@ class ObjectStore : public std::enable_shared_from_this<ObjectStore> {
   Result<std::vector<ObjectInfo>> expand(std::string_view pattern) const;
   // Bytes [offset, offset + length) of the object; all of them or an error.
   Result<std::vector<uint8_t>> read(std::string_view url, uint64_t offset, uint64_t length) const;
-  // The whole object (info.size bytes, as stat() or expand() found it) into `fd` at offset 0.
-  Status download(const ObjectInfo& info, int fd) const;
-  // The whole object (info.size bytes, as stat() or expand() found it) into `dst` (info.size bytes): for a
-  // remote object, every range received in place (HttpEngine::receive); a local file is read.
-  Status receive(const ObjectInfo& info, std::span<uint8_t> dst) const;
+  // The whole object (info.size bytes, as stat() or expand() found it) into `fd` at offset 0, every byte
+  // of one version (HttpEngine::download): info.etag's when it has one, else the first answer's (an object
+  // that changes meanwhile is read again from the start). An object that no longer has info.etag fails
+  // naming its URL, with *changed set (when given): stat() it again.
+  Status download(const ObjectInfo& info, int fd, bool* changed = nullptr) const;
+  // The same into `dst` (info.size bytes): for a remote object, every range received in place
+  // (HttpEngine::receive); a local file is read.
+  Status receive(const ObjectInfo& info, std::span<uint8_t> dst, bool* changed = nullptr) const;
   // The object becomes `bytes` in one request (a local file: write to a temporary, then rename).
   Status put(std::string_view url, std::span<const uint8_t> bytes) const;
   Result<std::unique_ptr<Upload>> begin_upload(std::string_view url) const;
@@ -87,12 +98,22 @@ class ObjectStore : public std::enable_shared_from_this<ObjectStore> {
   Result<HttpRequest> request_for(std::string_view url) const;
 
   const std::shared_ptr<HttpEngine>& engine() const { return engine_; }
-  // The configuration for s3:// or gs:// (its to_string() is safe to print).
+  const ObjectStoreOptions& options() const { return options_; }
+  // The configuration for s3:// or gs://.
   const Result<S3Config>& config(UrlScheme scheme) const { return scheme == UrlScheme::kGs ? gs_ : s3_; }
+  // Where requests for `scheme` go and whose credentials sign them, safe to print (the access key's first
+  // characters at most): "endpoint=AWS region=us-east-1 credentials=ASIA... (instance metadata (role r))".
+  // Temporary credentials not fetched yet are said to be, not fetched.
+  std::string describe(UrlScheme scheme) const;
 
  private:
-  ObjectStore(std::shared_ptr<HttpEngine> engine, Result<S3Config> s3, Result<S3Config> gs, ObjectStoreOptions o)
-      : engine_(std::move(engine)), s3_(std::move(s3)), gs_(std::move(gs)), options_(o) {}
+  ObjectStore(std::shared_ptr<HttpEngine> engine, Result<S3Config> s3, Result<S3Config> gs, ObjectStoreOptions o,
+              std::shared_ptr<CredentialProvider> s3_credentials)
+      : engine_(std::move(engine)),
+        s3_(std::move(s3)),
+        gs_(std::move(gs)),
+        options_(std::move(o)),
+        s3_credentials_(std::move(s3_credentials)) {}
   friend class S3Upload;
 
   Result<S3Bucket> bucket(const ObjectUrl& url) const;
@@ -112,6 +133,7 @@ class ObjectStore : public std::enable_shared_from_this<ObjectStore> {
   std::shared_ptr<HttpEngine> engine_;
   Result<S3Config> s3_, gs_;
   ObjectStoreOptions options_;
+  std::shared_ptr<CredentialProvider> s3_credentials_;  // null when s3_ is an error
 };
 
 // The object's display name for messages: the URL with credentials removed.

@@ -35,6 +35,7 @@ std::string s3_uri_encode(std::string_view s, bool keep_slash);
 struct S3Bucket {
   std::string base_url;  // no trailing '/'
   std::optional<SigV4> sigv4;
+  std::string denied_hint;  // what a 403 to its requests adds (HttpRequest::denied_hint)
 };
 
 // The object's URL: base + "/" + encoded key.
@@ -63,6 +64,9 @@ HttpRequest s3_abort_multipart_upload(const S3Bucket& bucket, std::string_view k
 // Decodes the five XML entities and numeric character references (as UTF-8). kCorruptData is never used:
 // a bad document is the server's failure, kIoError naming `what`.
 Result<std::string> xml_unescape(std::string_view text, std::string_view what);
+// Appends the code point `cp` to `out` as UTF-8 (XML character references; the \u escapes of the JSON
+// that credential services answer, remote/credentials/credential_sources.cc).
+void append_utf8(std::string& out, uint32_t cp);
 
 // The text of every <tag>...</tag> (or <tag/>) directly found in `xml`, in order, still escaped. kIoError
 // naming `what` when an element is opened and never closed (a truncated response).
@@ -107,7 +111,8 @@ Result<HeadInfo> parse_head_object(const HttpResponse& response, std::string_vie
 // UploadPart's ETag response header, as sent (quoted); kIoError when missing.
 Result<std::string> parse_part_etag(const HttpResponse& response, std::string_view what);
 
-// An ETag without its surrounding quotes (and a weak "W/" prefix).
+// An ETag without its surrounding quotes; a weak one keeps its "W/" ("W/\"x\"" -> "W/x"): it names a
+// version only loosely, so no If-Match is sent on it.
 std::string unquote_etag(std::string_view etag);
 
 }  // namespace chute

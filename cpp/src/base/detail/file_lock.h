@@ -30,7 +30,8 @@ class FileLock {
   // Locks `path` (created if absent). wait=false: returns an unheld FileLock when someone holds it.
   // kUnsupported where the filesystem has no locks (ENOLCK, EOPNOTSUPP).
   // `waited` (optional) is set when the lock was busy at first and this call then waited for it (a signal
-  // does not end the wait).
+  // does not end the wait). A thread in a CancelScope (cancel.h) stops waiting once its token is
+  // cancelled: kCancelled naming the path.
   static Result<FileLock> acquire(const std::string& path, bool wait, bool* waited = nullptr);
   // A shared lock on `path` (created if absent), beside other shared holders; without waiting: an unheld
   // FileLock when an exclusive holder has it.

@@ -12,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "chute/base/cancel.h"
 #include "chute/base/fork.h"
 #include "chute/engine/batch_ring.h"
 #include "chute/engine/loader.h"
@@ -58,6 +59,9 @@ struct Loader::MixTask {
 struct Loader::EpochState {
   bool stop = false;
   uint64_t generation = 0;  // bumped when an epoch is cancelled: tasks of older ones are dropped
+  // The reads of this generation's tasks watch it (a remote shard's download): cancelled with the epoch,
+  // so that ending it never waits on the network (chute/base/cancel.h).
+  std::shared_ptr<CancelToken> reads = CancelToken::make();
   bool active = false;
   uint64_t epoch = 0;
   uint64_t seed = 0;  // keys this epoch's augmentation with `epoch` (start_epoch)

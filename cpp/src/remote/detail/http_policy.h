@@ -30,11 +30,14 @@ struct ResponseFacts {
   std::optional<uint64_t> content_length;       // Content-Length, when sent (and no Content-Encoding)
   std::optional<uint64_t> range_total;          // Content-Range's "/total", when sent
   uint64_t body_size = 0;
-  std::string_view body;  // for the S3 error <Code>, on errors
+  std::string_view body;         // for the S3 error <Code>, on errors
+  bool conditional = false;      // the request carried If-Match
+  std::string_view denied_hint;  // HttpRequest::denied_hint
 };
-// 2xx with the whole body: kDone. A body shorter than Content-Length or than the requested range:
-// kRetry (truncated). 5xx and 429: kRetry. 404: kFail kNotFound. A range that ends past the object (206
-// up to its end, or 416): kFail kInvalidArgument. Other statuses: kFail kIoError.
+// 2xx with the whole body: kDone. 412 to a conditional request: kDone (the answer: another version). A body shorter
+// than Content-Length or than the requested range: kRetry (truncated). 5xx and 429: kRetry. 404: kFail kNotFound. A
+// range that ends past the object (206 up to its end, or 416): kFail kInvalidArgument. 401/403: kFail kIoError with the
+// denied hint (or "access denied"). Other statuses: kFail kIoError.
 AttemptCheck check_response(const ResponseFacts& facts);
 // A transport error (libcurl's code and message): kRetry, except a malformed or unsupported URL.
 AttemptCheck check_transport(int curl_code, std::string_view message);

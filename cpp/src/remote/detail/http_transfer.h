@@ -7,7 +7,6 @@
 // Thread-safety: a Transfer belongs to the engine thread (libcurl's callbacks run there too).
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -33,7 +32,7 @@ constexpr size_t kSinkStage = 512 << 10;
 struct Transfer {
   HttpRequest request;
   HttpEngine::Callback done;
-  std::shared_ptr<std::atomic<bool>> cancel;  // set: ends kCancelled instead of starting another attempt
+  std::shared_ptr<const CancelToken> cancel;  // once cancelled, the engine ends the request (kCancelled)
   std::string what;                           // "GET <redacted url>", for messages
   int attempts = 0;
   Clock::time_point first_start, attempt_start;
@@ -49,7 +48,7 @@ struct Transfer {
   std::vector<uint8_t> staged;  // sink bytes not yet written, for the file offset `staged_at` on
   uint64_t staged_at = 0;
 
-  bool cancelled() const { return cancel && cancel->load(std::memory_order_relaxed); }
+  bool cancelled() const { return cancel != nullptr && cancel->cancelled(); }
   // Whether this attempt's body goes to the request's sink: a ranged GET with a sink, answered 2xx.
   bool sinks() const;
 

@@ -1,8 +1,10 @@
 #include "chute/remote/credentials.h"
 
 #include <sys/stat.h>
+
 #include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -92,6 +94,72 @@ std::optional<std::string> value(const std::map<std::string, std::string>* s, co
   auto it = s->find(key);
   if (it == s->end() || it->second.empty()) return std::nullopt;
   return it->second;
+}
+
+// botocore's rule for a container credentials URL given in full: https, or a host that can only be local
+// or the container agent's (ECS 169.254.170.2, EKS Pod Identity 169.254.170.23 / fd00:ec2::23).
+bool allowed_container_url(const std::string& url) {
+  if (url.starts_with("https://")) return true;
+  if (!url.starts_with("http://")) return false;
+  std::string host = url.substr(7, url.find_first_of("/?#", 7) - 7);
+  if (host.starts_with("[")) {
+    host = host.substr(1, host.find(']') - 1);
+  } else if (const size_t colon = host.rfind(':'); colon != std::string::npos) {
+    host.resize(colon);
+  }
+  return host == "localhost" || host == "::1" || host.starts_with("127.") || host == "169.254.170.2" ||
+         host == "169.254.170.23" || host == "fd00:ec2::23";
+}
+
+// The sources of temporary credentials that the environment and the profile configure.
+Result<CredentialSources> resolve_sources(const EnvMap& env, const std::map<std::string, std::string>* conf,
+                                          const std::string& region) {
+  CredentialSources s;
+  const auto setting = [&](const char* env_name, const char* profile_key) -> std::optional<std::string> {
+    if (auto v = lookup(env, env_name)) return trim(*v);
+    return value(conf, profile_key);
+  };
+  s.web_identity_token_file = setting("AWS_WEB_IDENTITY_TOKEN_FILE", "web_identity_token_file").value_or("");
+  s.role_arn = setting("AWS_ROLE_ARN", "role_arn").value_or("");
+  s.role_session_name = setting("AWS_ROLE_SESSION_NAME", "role_session_name").value_or("");
+  if (!s.web_identity_token_file.empty() && s.role_arn.empty()) {
+    return invalid_argument("AWS_WEB_IDENTITY_TOKEN_FILE is set without AWS_ROLE_ARN (web identity needs both)");
+  }
+  if (s.web_identity_token_file.empty()) s.role_arn.clear();  // a profile's role_arn alone is AssumeRole's
+  if (auto sts = first_set(env, {"AWS_ENDPOINT_URL_STS", "AWS_ENDPOINT_URL"})) {
+    CHUTE_ASSIGN_OR_RETURN(s.sts_endpoint, check_endpoint(*sts, "AWS_ENDPOINT_URL_STS or AWS_ENDPOINT_URL"));
+  } else if (auto p = value(conf, "sts.endpoint_url")) {
+    CHUTE_ASSIGN_OR_RETURN(s.sts_endpoint, check_endpoint(*p, "the profile's sts endpoint_url"));
+  } else {
+    s.sts_endpoint = "https://sts." + region + ".amazonaws.com";
+  }
+  if (auto relative = lookup(env, "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")) {
+    s.container_url = "http://169.254.170.2" + *relative;
+  } else if (auto full = lookup(env, "AWS_CONTAINER_CREDENTIALS_FULL_URI")) {
+    if (!allowed_container_url(*full)) {
+      return invalid_argument("AWS_CONTAINER_CREDENTIALS_FULL_URI '" + redact_url(*full) +
+                              "' is neither https nor a loopback, ECS or EKS Pod Identity address");
+    }
+    s.container_url = *full;
+  }
+  s.container_token_file = lookup(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE").value_or("");
+  s.container_token = lookup(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN").value_or("");
+  s.instance_metadata = lower(trim(lookup(env, "AWS_EC2_METADATA_DISABLED").value_or(""))) != "true";
+  if (auto e = setting("AWS_EC2_METADATA_SERVICE_ENDPOINT", "ec2_metadata_service_endpoint")) {
+    CHUTE_ASSIGN_OR_RETURN(s.instance_metadata_endpoint, check_endpoint(*e, "AWS_EC2_METADATA_SERVICE_ENDPOINT"));
+  } else if (auto mode = setting("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE", "ec2_metadata_service_endpoint_mode");
+             mode && lower(*mode) == "ipv6") {
+    s.instance_metadata_endpoint = "http://[fd00:ec2::254]";
+  }
+  if (auto t = setting("AWS_METADATA_SERVICE_TIMEOUT", "metadata_service_timeout")) {
+    s.instance_metadata_timeout_s = std::strtod(t->c_str(), nullptr);
+    if (!(s.instance_metadata_timeout_s > 0)) return invalid_argument("AWS_METADATA_SERVICE_TIMEOUT '" + *t + "'");
+  }
+  if (auto n = setting("AWS_METADATA_SERVICE_NUM_ATTEMPTS", "metadata_service_num_attempts")) {
+    s.instance_metadata_attempts = std::atoi(n->c_str());
+    if (s.instance_metadata_attempts < 1) return invalid_argument("AWS_METADATA_SERVICE_NUM_ATTEMPTS '" + *n + "'");
+  }
+  return s;
 }
 
 bool dns_compatible(const std::string& bucket) {
@@ -196,12 +264,21 @@ Result<S3Config> resolve_s3_config(const EnvMap& env, const FileReader& read_fil
     return invalid_argument(std::string("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set together (only ") +
                             (env_key ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY") + " is set)");
   }
+  if (auto r = first_set(env, {"AWS_REGION", "AWS_DEFAULT_REGION"})) {
+    config.region = *r;
+  } else if (auto pr = value(conf_section, "region")) {
+    config.region = *pr;
+  }
+  CHUTE_ASSIGN_OR_RETURN(config.sources, resolve_sources(env, conf_section, config.region));
   if (env_key) {
     config.access_key = *env_key;
     config.secret_key = *env_secret;
     config.session_token = lookup(env, "AWS_SESSION_TOKEN").value_or("");
     config.source = "environment";
-  } else {
+  } else if (config.sources.web_identity_token_file.empty()) {  // web identity comes before the profile's keys
+    config.tried = "environment (AWS_ACCESS_KEY_ID unset), profile '" + profile + "' (no keys in " +
+                   (credentials_path.empty() ? std::string("~/.aws/credentials") : credentials_path) + " or " +
+                   (config_path.empty() ? std::string("~/.aws/config") : config_path) + ")";
     for (const auto& [s, path] : {std::pair{cred_section, credentials_path}, std::pair{conf_section, config_path}}) {
       const auto key = value(s, "aws_access_key_id");
       const auto secret = value(s, "aws_secret_access_key");
@@ -214,14 +291,11 @@ Result<S3Config> resolve_s3_config(const EnvMap& env, const FileReader& read_fil
       config.secret_key = *secret;
       config.session_token = value(s, "aws_session_token").value_or("");
       config.source = "profile '" + profile + "' in " + path;
+      config.tried.clear();
       break;
     }
-  }
-
-  if (auto r = first_set(env, {"AWS_REGION", "AWS_DEFAULT_REGION"})) {
-    config.region = *r;
-  } else if (auto pr = value(conf_section, "region")) {
-    config.region = *pr;
+  } else {
+    config.tried = "environment (AWS_ACCESS_KEY_ID unset)";
   }
 
   std::optional<std::string> endpoint;
