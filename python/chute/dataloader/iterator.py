@@ -62,6 +62,22 @@ def pin_ahead(it: _BaseDataLoaderIter) -> _pinning.PinAhead | None:
     return _pinning.PinAhead(it._pin_memory_device) if it._pin_memory else None
 
 
+def next_handed(it: _BaseDataLoaderIter):
+    """The iterator's next batch, through its pin thread where it pins ahead, counted as the consumer's once it
+    is handed over (a batch whose error is raised in its place counts too); the epoch's end goes to the tracker."""
+    try:
+        data = it._next_unpinned() if it._pinner is None else it._pinner.next(it._next_unpinned)
+    except StopIteration:
+        it._tracker.ended(it)
+        raise
+    except Exception:
+        it._tracker.handed(it)  # raised in place of its batch: the consumer had it
+        raise
+    it._tracker.handed(it)
+    it._stats["batches"] += 1
+    return data
+
+
 class SingleProcessIter(_SingleProcessDataLoaderIter):
     """torch's in-process iterator; an error from the dataset or collate_fn also gets a note naming the sample."""
 
@@ -322,20 +338,14 @@ class MultiProcessIter(_MultiProcessingDataLoaderIter):
             self._arena.release(data.slot)
 
     def _next_data(self):
-        try:
-            if self._chute_discard:  # a resumed epoch: what the consumer had since the snapshot, again
-                count, self._chute_discard = self._chute_discard, 0
+        if self._chute_discard:  # a resumed epoch: what the consumer had since the snapshot, again
+            count, self._chute_discard = self._chute_discard, 0
+            try:
                 drop_received(self._next_handed, count)
-            data = self._next_unpinned() if self._pinner is None else self._pinner.next(self._next_unpinned)
-        except StopIteration:
-            self._tracker.ended(self)
-            raise
-        except Exception:
-            self._tracker.handed(self)  # raised in place of its batch: the consumer had it
-            raise
-        self._tracker.handed(self)
-        self._stats["batches"] += 1
-        return data
+            except StopIteration:
+                self._tracker.ended(self)
+                raise
+        return next_handed(self)
 
     def _next_unpinned(self):
         return _MultiProcessingDataLoaderIter._next_data(self)
@@ -489,17 +499,10 @@ class PlanIter(_BaseDataLoaderIter):
 
     def _next_data(self):
         try:
-            data = self._pinner.next(self._next_unpinned) if self._pinner is not None else self._next_unpinned()
+            return next_handed(self)
         except StopIteration:
-            self._tracker.ended(self)
             self.close()
             raise
-        except Exception:
-            self._tracker.handed(self)  # raised in place of its batch: the consumer had it
-            raise
-        self._tracker.handed(self)
-        self._stats["batches"] += 1
-        return data
 
     def _next_unpinned(self):
         try:
