@@ -142,12 +142,12 @@ def test_planted_decode_bottleneck_is_cpu_decode_and_recommends_chute_or_workers
 
 def test_planted_slow_consumer_is_consumer_bound(folder):
     loader = chute.Loader(chute.ImageFolder(folder), batch_size=4, transforms=[chute.CenterCrop(32)])
-    d = chute.doctor(loader, lambda batch: time.sleep(0.04), steps=5, warmup=1)
+    d = chute.doctor(loader, lambda batch: time.sleep(0.15), steps=5, warmup=1)
     v = d.verdict
     print(d)
     assert v.bound == "consumer" and v.layer == "consumer"
     assert "no input problem" in v.headline
     assert d.run.stall_fraction < 0.10
-    assert d.run.median_step_ms >= 40
+    assert d.run.median_step_ms >= 150
     assert not v.recommendations
     assert d.run.loader_stats["bound"] == "consumer"  # chute's own verdict agrees
