@@ -267,6 +267,10 @@ def test_no_leaked_workers_or_fds_after_early_exit(how):
         gc.collect()
     assert _wait_gone(pids)
     gc.collect()
+    # The queues' feeder threads close their pipe ends on their own time: wait for them, don't race them.
+    deadline = time.monotonic() + 10.0
+    while _fd_count() > fds and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert _fd_count() <= fds
 
 
