@@ -27,8 +27,8 @@ case "$mode" in
            python/tests/test_fastpath_tensor.py
            # these fork from a multi-threaded process (DataLoader workers; a child using a plan made before the
            # fork), which TSan's runtime refuses in the child (die_after_fork)
-           --deselect python/tests/test_fastpath_tensor.py::test_no_native_thread_between_epochs_so_later_workers_fork
-           --deselect python/tests/test_fastpath_tensor.py::test_fast_path_made_before_fork_works_in_the_child)
+           --deselect python/tests/test_fastpath_tensor.py::test_fast_path_made_before_fork_works_in_the_child
+           --deselect python/tests/test_fastpath_tensor.py::test_gather_threads_are_parked_between_epochs)
     export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ;;
   *) echo "usage: $0 address|thread" >&2; exit 2 ;;
 esac
