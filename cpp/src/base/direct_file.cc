@@ -93,8 +93,8 @@ Status write_file_direct(const std::string& path, std::span<const uint8_t> head,
   if (direct) {
     // The head's last partial block and the tail, padded to whole blocks, then cut back to their size.
     uint8_t* b = bounce();
-    std::memcpy(b, head.data() + bulk, rest);
-    std::memcpy(b + rest, tail.data(), tail.size());
+    if (rest > 0) std::memcpy(b, head.data() + bulk, rest);
+    if (!tail.empty()) std::memcpy(b + rest, tail.data(), tail.size());  // an empty span's data() may be null
     std::memset(b + end, 0, round_up(end) - end);
     CHUTE_RETURN_IF_ERROR(write_at(fd.get(), b, round_up(end), bulk, path));
     if (::ftruncate(fd.get(), static_cast<off_t>(head.size() + tail.size())) != 0)
@@ -124,8 +124,8 @@ Result<bool> read_file_direct(const std::string& path, std::span<uint8_t> head, 
     uint8_t* b = bounce();
     CHUTE_ASSIGN_OR_RETURN(size_t more, read_at(fd.get(), b, round_up(end), bulk, path));
     if (got != bulk || more != end) return false;  // it shrank meanwhile
-    std::memcpy(head.data() + bulk, b, rest);
-    std::memcpy(tail.data(), b + rest, tail.size());
+    if (rest > 0) std::memcpy(head.data() + bulk, b, rest);
+    if (!tail.empty()) std::memcpy(tail.data(), b + rest, tail.size());
     return true;
   }
   CHUTE_ASSIGN_OR_RETURN(size_t more, read_at(fd.get(), tail.data(), tail.size(), head.size(), path));

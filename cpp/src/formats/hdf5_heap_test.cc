@@ -8,7 +8,7 @@ namespace chute {
 namespace {
 
 void put(std::vector<uint8_t>& out, uint64_t v, int n) {
-  for (int i = 0; i < n; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  for (int i = 0; i < n; ++i) out.push_back(i < 8 ? static_cast<uint8_t>(v >> (8 * i)) : 0);  // zeros above 64 bits
 }
 
 // A file with a global heap collection at offset 8 holding `objects` (indexes 1, 2, ...), as HDF5 lays one
