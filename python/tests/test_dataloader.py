@@ -232,13 +232,19 @@ def _children() -> set[int]:
         return {p.pid for p in multiprocessing.active_children()}
 
 
-def _wait_gone(pids, timeout=10.0):
+def _eventually(done, timeout=10.0) -> bool:
+    """Whether ``done()`` holds within ``timeout`` seconds (polled): for what other processes and threads end
+    on their own time."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not (pids & _children()):
-            return True
+    while not done():
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(0.05)
-    return False
+    return True
+
+
+def _wait_gone(pids, timeout=10.0):
+    return _eventually(lambda: not (pids & _children()), timeout)
 
 
 @pytest.mark.parametrize("how", ["break", "del", "gc_cycle"])
@@ -268,10 +274,7 @@ def test_no_leaked_workers_or_fds_after_early_exit(how):
     assert _wait_gone(pids)
     gc.collect()
     # The queues' feeder threads close their pipe ends on their own time: wait for them, don't race them.
-    deadline = time.monotonic() + 10.0
-    while _fd_count() > fds and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _fd_count() <= fds
+    assert _eventually(lambda: _fd_count() <= fds), (_fd_count(), fds)
 
 
 def test_persistent_workers_survive_epochs_and_early_breaks():
